@@ -1,0 +1,165 @@
+package batch_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-io/sluice/internal/batch"
+	"github.com/sluice-io/sluice/internal/batch/batchtest"
+)
+
+var codecs = []batch.Codec{batch.None, batch.Gzip, batch.Snappy, batch.LZ4, batch.Zstd}
+
+func TestRoundTripAllCodecs(t *testing.T) {
+	for _, c := range codecs {
+		t.Run(c.String(), func(t *testing.T) {
+			var recs []batchtest.Record
+			for i := 0; i < 50; i++ {
+				recs = append(recs, batchtest.Record{
+					Key:     []byte(fmt.Sprintf("k%d", i)),
+					Value:   bytes.Repeat([]byte{byte(i)}, i*10),
+					Headers: []kmsg.Header{{Key: "h", Value: []byte("v")}},
+				})
+			}
+			recs[3].Key = nil
+			recs[4].Value = nil
+			b := batchtest.Build(batchtest.Options{Codec: c, BaseOffset: 7, Idempotent: true, ProducerID: 42, ProducerEpoch: 1, BaseSequence: 10}, recs)
+			h, err := batch.Validate(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h.BaseOffset != 7 || h.LastOffset() != 56 || h.NumRecords != 50 || h.Compression() != c {
+				t.Fatalf("header %+v", h)
+			}
+			if h.ProducerID != 42 || h.ProducerEpoch != 1 || h.BaseSequence != 10 || h.LastSequence() != 59 {
+				t.Fatalf("idempotence fields %+v", h)
+			}
+			i := 0
+			err = batch.Records(b, func(r batch.Record) bool {
+				want := recs[i]
+				if !bytes.Equal(r.Key, want.Key) || (r.Key == nil) != (want.Key == nil) {
+					t.Fatalf("record %d key %q want %q", i, r.Key, want.Key)
+				}
+				if !bytes.Equal(r.Value, want.Value) || (r.Value == nil) != (want.Value == nil) {
+					t.Fatalf("record %d value mismatch", i)
+				}
+				if len(r.Headers) != 1 || r.Headers[0].Key != "h" || string(r.Headers[0].Value) != "v" {
+					t.Fatalf("record %d headers %+v", i, r.Headers)
+				}
+				i++
+				return true
+			})
+			if err != nil || i != 50 {
+				t.Fatalf("records: %v after %d", err, i)
+			}
+		})
+	}
+}
+
+func TestRewriteOutsideCRC(t *testing.T) {
+	b := batchtest.Build(batchtest.Options{}, batchtest.Values("a", "b"))
+	batch.SetBaseOffset(b, 1234)
+	batch.SetLeaderEpoch(b, 9)
+	if err := batch.CheckCRC(b); err != nil {
+		t.Fatal("rewriting offset and epoch must not break the CRC:", err)
+	}
+	h, _ := batch.ParseHeader(b)
+	if h.BaseOffset != 1234 || h.LeaderEpoch != 9 {
+		t.Fatalf("%+v", h)
+	}
+}
+
+func TestCorruption(t *testing.T) {
+	good := batchtest.Build(batchtest.Options{Codec: batch.Gzip}, batchtest.Values("hello", "world"))
+	cases := map[string]func(b []byte) []byte{
+		"flipped record byte": func(b []byte) []byte { b[len(b)-3] ^= 0xff; return b },
+		"truncated":           func(b []byte) []byte { return b[:len(b)-1] },
+		"bad magic":           func(b []byte) []byte { b[16] = 1; return b },
+		"huge length":         func(b []byte) []byte { b[8] = 0x7f; return b },
+		"short":               func(b []byte) []byte { return b[:30] },
+		"extra bytes":         func(b []byte) []byte { return append(b, 0) },
+	}
+	for name, mutate := range cases {
+		t.Run(name, func(t *testing.T) {
+			b := mutate(append([]byte(nil), good...))
+			if _, err := batch.Validate(b); err == nil {
+				t.Fatal("corrupt batch validated")
+			}
+		})
+	}
+}
+
+func TestGarbageInsideCompressedBatchWithValidCRC(t *testing.T) {
+	for _, c := range codecs[1:] {
+		t.Run(c.String(), func(t *testing.T) {
+			b := batchtest.Build(batchtest.Options{Codec: c}, batchtest.Values("hello", "world"))
+			// Replace the compressed payload with garbage, then fix the CRC
+			// so only decompression can notice.
+			for i := batch.HeaderSize; i < len(b); i++ {
+				b[i] = byte(i * 7)
+			}
+			b2 := append([]byte(nil), b...)
+			copy(b2[17:21], []byte{0, 0, 0, 0})
+			crc := batch.ComputeCRC(b2)
+			b[17], b[18], b[19], b[20] = byte(crc>>24), byte(crc>>16), byte(crc>>8), byte(crc)
+			if err := batch.CheckCRC(b); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := batch.Validate(b); !errors.Is(err, batch.ErrCorrupt) {
+				t.Fatalf("want ErrCorrupt, got %v", err)
+			}
+		})
+	}
+}
+
+func TestCountMismatch(t *testing.T) {
+	b := batchtest.Build(batchtest.Options{}, batchtest.Values("a", "b", "c"))
+	b[60]-- // numRecords 3 -> 2, outside... inside the CRC: fix it
+	crc := batch.ComputeCRC(b)
+	b[17], b[18], b[19], b[20] = byte(crc>>24), byte(crc>>16), byte(crc>>8), byte(crc)
+	if _, err := batch.Validate(b); err == nil {
+		t.Fatal("record count mismatch accepted")
+	}
+}
+
+func TestNextSplitsBatches(t *testing.T) {
+	a := batchtest.Build(batchtest.Options{}, batchtest.Values("a"))
+	b := batchtest.Build(batchtest.Options{BaseOffset: 1}, batchtest.Values("b", "c"))
+	all := append(append([]byte(nil), a...), b...)
+	h, first, rest, err := batch.Next(all)
+	if err != nil || !bytes.Equal(first, a) || h.NextOffset() != 1 {
+		t.Fatal(err)
+	}
+	h, second, rest, err := batch.Next(rest)
+	if err != nil || !bytes.Equal(second, b) || len(rest) != 0 || h.NextOffset() != 3 {
+		t.Fatal(err)
+	}
+	if _, _, _, err := batch.Next(all[:len(all)-2]); err != nil {
+		t.Fatal("first batch is whole:", err)
+	}
+	_, _, rest, _ = batch.Next(all[:len(all)-2])
+	if _, _, _, err := batch.Next(rest); !errors.Is(err, batch.ErrShort) {
+		t.Fatalf("torn second batch: %v", err)
+	}
+}
+
+func FuzzValidate(f *testing.F) {
+	for _, c := range codecs {
+		f.Add(batchtest.Build(batchtest.Options{Codec: c}, batchtest.Values("x", "yy", "")))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		h, err := batch.Validate(b)
+		if err != nil {
+			return
+		}
+		// Anything that validates must iterate to exactly NumRecords.
+		n := int32(0)
+		if err := batch.Records(b, func(batch.Record) bool { n++; return true }); err != nil || n != h.NumRecords {
+			t.Fatalf("validated batch does not iterate: %v, %d/%d", err, n, h.NumRecords)
+		}
+	})
+}

@@ -1,0 +1,266 @@
+package batch
+
+import (
+	"bytes"
+	"encoding/binary"
+	"io"
+	"sync"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/snappy"
+	"github.com/klauspost/compress/zstd"
+	"github.com/pierrec/lz4/v4"
+)
+
+// Record is one record inside a batch. Key, Value and header slices alias
+// the batch (or its decompressed records) and are valid only during the
+// callback that received them.
+type Record struct {
+	OffsetDelta    int32
+	TimestampDelta int64
+	Key            []byte // nil for a null key
+	Value          []byte // nil for a null value
+	Headers        []RecordHeader
+}
+
+// RecordHeader is one record header.
+type RecordHeader struct {
+	Key   string
+	Value []byte
+}
+
+// MaxDecompressedSize bounds the decompressed records of one batch, so a
+// small compressed batch cannot expand without limit.
+const MaxDecompressedSize = 256 << 20
+
+// Records calls fn for every record of one whole batch, decompressing if
+// needed, until fn returns false. It returns ErrCorrupt if the records do not
+// parse, their count differs from the header, or their offset deltas are not
+// 0, 1, 2, ... (Kafka's LogValidator rules for v2 batches).
+func Records(b []byte, fn func(r Record) bool) error {
+	h, err := ParseHeader(b)
+	if err != nil {
+		return err
+	}
+	if len(b) != h.Size() {
+		return ErrCorrupt
+	}
+	data := b[HeaderSize:]
+	if c := h.Compression(); c != None {
+		buf := getBuf()
+		defer putBuf(buf)
+		if err := decompress(c, data, buf); err != nil {
+			return ErrCorrupt
+		}
+		data = buf.Bytes()
+	}
+	var r Record
+	for i := int32(0); i < h.NumRecords; i++ {
+		var ok bool
+		data, ok = parseRecord(data, &r)
+		if !ok || r.OffsetDelta != i {
+			return ErrCorrupt
+		}
+		if fn != nil && !fn(r) {
+			return nil
+		}
+	}
+	if len(data) != 0 || (h.NumRecords > 0 && h.LastOffsetDelta != h.NumRecords-1) {
+		return ErrCorrupt
+	}
+	return nil
+}
+
+// Validate checks a batch a client produced: header, exact size, CRC, and
+// every record (decompressing if needed). It is what the produce path runs
+// before an append.
+func Validate(b []byte) (Header, error) {
+	h, err := ParseHeader(b)
+	if err != nil {
+		return h, err
+	}
+	if len(b) != h.Size() {
+		return h, ErrCorrupt
+	}
+	if err := CheckCRC(b); err != nil {
+		return h, err
+	}
+	if h.NumRecords == 0 {
+		return h, ErrCorrupt
+	}
+	return h, Records(b, nil)
+}
+
+// parseRecord decodes one record from p into r.
+func parseRecord(p []byte, r *Record) ([]byte, bool) {
+	length, n := binary.Varint(p)
+	if n <= 0 || length < 0 || int64(len(p)-n) < length {
+		return nil, false
+	}
+	body, rest := p[n:n+int(length)], p[n+int(length):]
+	if len(body) < 1 {
+		return nil, false
+	}
+	body = body[1:] // attributes, unused
+	var ok bool
+	var v int64
+	if r.TimestampDelta, body, ok = varint(body); !ok {
+		return nil, false
+	}
+	if v, body, ok = varint(body); !ok || v < 0 || v > 1<<31-1 {
+		return nil, false
+	}
+	r.OffsetDelta = int32(v)
+	if r.Key, body, ok = bytesField(body); !ok {
+		return nil, false
+	}
+	if r.Value, body, ok = bytesField(body); !ok {
+		return nil, false
+	}
+	var nh int64
+	if nh, body, ok = varint(body); !ok || nh < 0 || nh > int64(len(body)) {
+		return nil, false
+	}
+	r.Headers = r.Headers[:0]
+	for i := int64(0); i < nh; i++ {
+		var k, val []byte
+		if k, body, ok = bytesField(body); !ok || k == nil {
+			return nil, false
+		}
+		if val, body, ok = bytesField(body); !ok {
+			return nil, false
+		}
+		r.Headers = append(r.Headers, RecordHeader{Key: string(k), Value: val})
+	}
+	if len(body) != 0 {
+		return nil, false
+	}
+	return rest, true
+}
+
+func varint(p []byte) (int64, []byte, bool) {
+	v, n := binary.Varint(p)
+	if n <= 0 {
+		return 0, nil, false
+	}
+	return v, p[n:], true
+}
+
+// bytesField reads a varint length (-1 = null) and that many bytes.
+func bytesField(p []byte) ([]byte, []byte, bool) {
+	l, p, ok := varint(p)
+	if !ok || l < -1 || l > int64(len(p)) {
+		return nil, nil, false
+	}
+	if l == -1 {
+		return nil, p, true
+	}
+	return p[:l:l], p[l:], true
+}
+
+var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+func getBuf() *bytes.Buffer { b := bufPool.Get().(*bytes.Buffer); b.Reset(); return b }
+
+func putBuf(b *bytes.Buffer) {
+	if b.Cap() <= 8<<20 {
+		bufPool.Put(b)
+	}
+}
+
+var (
+	zstdDec, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(MaxDecompressedSize))
+	gzipPool   sync.Pool
+	lz4Pool    = sync.Pool{New: func() any { return lz4.NewReader(nil) }}
+)
+
+// xerialMagic starts snappy data framed by the Java clients (xerial
+// snappy-java's stream format: magic, version, compat, then length-prefixed
+// raw snappy blocks).
+var xerialMagic = []byte{0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0}
+
+// decompress writes the decompressed records of codec c into out, refusing
+// to produce more than MaxDecompressedSize bytes.
+func decompress(c Codec, src []byte, out *bytes.Buffer) error {
+	switch c {
+	case Gzip:
+		var zr *gzip.Reader
+		if v := gzipPool.Get(); v != nil {
+			zr = v.(*gzip.Reader)
+			if err := zr.Reset(bytes.NewReader(src)); err != nil {
+				return err
+			}
+		} else {
+			var err error
+			if zr, err = gzip.NewReader(bytes.NewReader(src)); err != nil {
+				return err
+			}
+		}
+		defer gzipPool.Put(zr)
+		return copyLimited(out, zr)
+	case Snappy:
+		if bytes.HasPrefix(src, xerialMagic) && len(src) >= 16 {
+			p := src[16:]
+			for len(p) > 0 {
+				if len(p) < 4 {
+					return ErrCorrupt
+				}
+				n := int(be.Uint32(p))
+				p = p[4:]
+				if n < 0 || n > len(p) {
+					return ErrCorrupt
+				}
+				if err := snappyBlock(out, p[:n]); err != nil {
+					return err
+				}
+				p = p[n:]
+			}
+			return nil
+		}
+		return snappyBlock(out, src)
+	case LZ4:
+		zr := lz4Pool.Get().(*lz4.Reader)
+		defer lz4Pool.Put(zr)
+		zr.Reset(bytes.NewReader(src))
+		return copyLimited(out, zr)
+	case Zstd:
+		if zstdDec == nil {
+			return ErrCorrupt
+		}
+		d, err := zstdDec.DecodeAll(src, out.AvailableBuffer())
+		if err != nil {
+			return err
+		}
+		if len(d) > MaxDecompressedSize {
+			return ErrCorrupt
+		}
+		out.Write(d)
+		return nil
+	}
+	return ErrCorrupt
+}
+
+func snappyBlock(out *bytes.Buffer, src []byte) error {
+	n, err := snappy.DecodedLen(src)
+	if err != nil || n < 0 || out.Len()+n > MaxDecompressedSize {
+		return ErrCorrupt
+	}
+	out.Grow(n)
+	d, err := snappy.Decode(out.AvailableBuffer()[:n], src)
+	if err != nil {
+		return err
+	}
+	out.Write(d)
+	return nil
+}
+
+func copyLimited(out *bytes.Buffer, r io.Reader) error {
+	n, err := out.ReadFrom(io.LimitReader(r, MaxDecompressedSize+1))
+	if err != nil {
+		return err
+	}
+	if n > MaxDecompressedSize {
+		return ErrCorrupt
+	}
+	return nil
+}

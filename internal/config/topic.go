@@ -1,0 +1,196 @@
+// Package config defines sluice's broker and topic settings by their Apache
+// Kafka names, with Kafka's defaults, and parses server.properties files.
+package config
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Type is a config value's type, as DescribeConfigs v3+ reports it.
+type Type int8
+
+// Config types (values of DescribeConfigsResponse ConfigType).
+const (
+	TypeBoolean Type = 1
+	TypeString  Type = 2
+	TypeInt     Type = 3
+	TypeShort   Type = 4
+	TypeLong    Type = 5
+	TypeDouble  Type = 6
+	TypeList    Type = 7
+)
+
+// Def defines one topic config.
+type Def struct {
+	Name    string
+	Type    Type
+	Default string
+	// BrokerName is the broker-level setting that provides this topic
+	// config's default (Kafka's synonym), e.g. log.retention.ms.
+	BrokerName string
+	// Min and Max bound numeric values (inclusive) when Max > Min.
+	Min, Max float64
+	// Enum lists the allowed values of a string setting, if restricted.
+	Enum []string
+	Doc  string
+}
+
+const maxLong = "9223372036854775807"
+
+// TopicDefs is every topic config Kafka 3.x describes, with its default.
+// DescribeConfigs returns all of them, so admin UIs that expect Kafka's full
+// list work.
+var TopicDefs = []Def{
+	{Name: "cleanup.policy", Type: TypeList, Default: "delete", BrokerName: "log.cleanup.policy", Enum: []string{"delete", "compact", "compact,delete", "delete,compact"}, Doc: "Retention policy; only delete is enforced."},
+	{Name: "compression.type", Type: TypeString, Default: "producer", BrokerName: "compression.type", Enum: []string{"producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"}, Doc: "Batches are stored as produced; other values are recorded but not applied (no recompression)."},
+	{Name: "delete.retention.ms", Type: TypeLong, Default: "86400000", BrokerName: "log.cleaner.delete.retention.ms", Min: 0, Max: math.MaxInt64},
+	{Name: "file.delete.delay.ms", Type: TypeLong, Default: "60000", BrokerName: "log.segment.delete.delay.ms", Min: 0, Max: math.MaxInt64},
+	{Name: "flush.messages", Type: TypeLong, Default: maxLong, BrokerName: "log.flush.interval.messages", Min: 1, Max: math.MaxInt64},
+	{Name: "flush.ms", Type: TypeLong, Default: maxLong, BrokerName: "log.flush.interval.ms", Min: 0, Max: math.MaxInt64},
+	{Name: "follower.replication.throttled.replicas", Type: TypeList, Default: ""},
+	{Name: "index.interval.bytes", Type: TypeInt, Default: "4096", BrokerName: "log.index.interval.bytes", Min: 0, Max: math.MaxInt32},
+	{Name: "leader.replication.throttled.replicas", Type: TypeList, Default: ""},
+	{Name: "local.retention.bytes", Type: TypeLong, Default: "-2", BrokerName: "log.local.retention.bytes", Min: -2, Max: math.MaxInt64},
+	{Name: "local.retention.ms", Type: TypeLong, Default: "-2", BrokerName: "log.local.retention.ms", Min: -2, Max: math.MaxInt64},
+	{Name: "max.compaction.lag.ms", Type: TypeLong, Default: maxLong, BrokerName: "log.cleaner.max.compaction.lag.ms", Min: 1, Max: math.MaxInt64},
+	{Name: "max.message.bytes", Type: TypeInt, Default: "1048588", BrokerName: "message.max.bytes", Min: 0, Max: math.MaxInt32, Doc: "Largest record batch accepted (MESSAGE_TOO_LARGE above it)."},
+	{Name: "message.downconversion.enable", Type: TypeBoolean, Default: "true", BrokerName: "log.message.downconversion.enable"},
+	{Name: "message.format.version", Type: TypeString, Default: "3.0-IV1", BrokerName: "log.message.format.version"},
+	{Name: "message.timestamp.after.max.ms", Type: TypeLong, Default: maxLong, BrokerName: "log.message.timestamp.after.max.ms", Min: 0, Max: math.MaxInt64},
+	{Name: "message.timestamp.before.max.ms", Type: TypeLong, Default: maxLong, BrokerName: "log.message.timestamp.before.max.ms", Min: 0, Max: math.MaxInt64},
+	{Name: "message.timestamp.difference.max.ms", Type: TypeLong, Default: maxLong, BrokerName: "log.message.timestamp.difference.max.ms", Min: 0, Max: math.MaxInt64},
+	{Name: "message.timestamp.type", Type: TypeString, Default: "CreateTime", BrokerName: "log.message.timestamp.type", Enum: []string{"CreateTime", "LogAppendTime"}},
+	{Name: "min.cleanable.dirty.ratio", Type: TypeDouble, Default: "0.5", BrokerName: "log.cleaner.min.cleanable.ratio", Min: 0, Max: 1},
+	{Name: "min.compaction.lag.ms", Type: TypeLong, Default: "0", BrokerName: "log.cleaner.min.compaction.lag.ms", Min: 0, Max: math.MaxInt64},
+	{Name: "min.insync.replicas", Type: TypeInt, Default: "1", BrokerName: "min.insync.replicas", Min: 1, Max: math.MaxInt32},
+	{Name: "preallocate", Type: TypeBoolean, Default: "false", BrokerName: "log.preallocate"},
+	{Name: "remote.storage.enable", Type: TypeBoolean, Default: "false"},
+	{Name: "retention.bytes", Type: TypeLong, Default: "-1", BrokerName: "log.retention.bytes", Min: -1, Max: math.MaxInt64},
+	{Name: "retention.ms", Type: TypeLong, Default: "604800000", BrokerName: "log.retention.ms", Min: -1, Max: math.MaxInt64},
+	{Name: "segment.bytes", Type: TypeInt, Default: "1073741824", BrokerName: "log.segment.bytes", Min: 14, Max: math.MaxInt32},
+	{Name: "segment.index.bytes", Type: TypeInt, Default: "10485760", BrokerName: "log.index.size.max.bytes", Min: 4, Max: math.MaxInt32},
+	{Name: "segment.jitter.ms", Type: TypeLong, Default: "0", BrokerName: "log.roll.jitter.ms", Min: 0, Max: math.MaxInt64},
+	{Name: "segment.ms", Type: TypeLong, Default: "604800000", BrokerName: "log.roll.ms", Min: 1, Max: math.MaxInt64},
+	{Name: "unclean.leader.election.enable", Type: TypeBoolean, Default: "false", BrokerName: "unclean.leader.election.enable"},
+}
+
+var topicDefByName = func() map[string]*Def {
+	m := make(map[string]*Def, len(TopicDefs))
+	for i := range TopicDefs {
+		m[TopicDefs[i].Name] = &TopicDefs[i]
+	}
+	return m
+}()
+
+// LookupTopicDef returns the definition of a topic config.
+func LookupTopicDef(name string) (*Def, bool) {
+	d, ok := topicDefByName[name]
+	return d, ok
+}
+
+// Validate checks value against the definition: type, range and enum.
+func (d *Def) Validate(value string) error {
+	switch d.Type {
+	case TypeBoolean:
+		if value != "true" && value != "false" {
+			return fmt.Errorf("invalid value %q for %s: expected true or false", value, d.Name)
+		}
+	case TypeInt, TypeLong, TypeShort:
+		n, err := strconv.ParseInt(strings.TrimSpace(value), 10, 64)
+		if err != nil {
+			return fmt.Errorf("invalid value %q for %s: not an integer", value, d.Name)
+		}
+		if d.Type == TypeInt && (n < math.MinInt32 || n > math.MaxInt32) {
+			return fmt.Errorf("invalid value %q for %s: out of int range", value, d.Name)
+		}
+		if d.Max > d.Min && (float64(n) < d.Min || float64(n) > d.Max) {
+			return fmt.Errorf("invalid value %d for %s: must be in [%v, %v]", n, d.Name, int64(d.Min), int64(d.Max))
+		}
+	case TypeDouble:
+		f, err := strconv.ParseFloat(value, 64)
+		if err != nil || (d.Max > d.Min && (f < d.Min || f > d.Max)) {
+			return fmt.Errorf("invalid value %q for %s", value, d.Name)
+		}
+	}
+	if len(d.Enum) > 0 {
+		for _, e := range d.Enum {
+			if e == value {
+				return nil
+			}
+		}
+		return fmt.Errorf("invalid value %q for %s: must be one of %s", value, d.Name, strings.Join(d.Enum, ", "))
+	}
+	return nil
+}
+
+// TopicConfig is the effective configuration of one topic: its explicitly
+// set values over the broker's defaults.
+type TopicConfig struct {
+	// Set holds the values set on the topic itself (DYNAMIC_TOPIC_CONFIG).
+	Set map[string]string
+	// Broker provides defaults from server.properties / flags.
+	Broker *Broker
+}
+
+// Source says where an effective value came from (DescribeConfigs sources).
+type Source int8
+
+// Sources, numbered as in DescribeConfigs v1+.
+const (
+	SourceTopic         Source = 1
+	SourceStaticBroker  Source = 4
+	SourceDefault       Source = 5
+	SourceDynamicBroker Source = 2
+)
+
+// Get returns the effective value of name and its source.
+func (t TopicConfig) Get(name string) (string, Source) {
+	if v, ok := t.Set[name]; ok {
+		return v, SourceTopic
+	}
+	d, ok := topicDefByName[name]
+	if !ok {
+		return "", SourceDefault
+	}
+	if t.Broker != nil && d.BrokerName != "" {
+		if v, ok := t.Broker.TopicDefault(d.BrokerName); ok {
+			return v, SourceStaticBroker
+		}
+	}
+	return d.Default, SourceDefault
+}
+
+// Int64 returns the effective value of a numeric config; a malformed value
+// falls back to the Kafka default.
+func (t TopicConfig) Int64(name string) int64 {
+	v, _ := t.Get(name)
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		d := topicDefByName[name]
+		if d == nil {
+			return 0
+		}
+		n, _ = strconv.ParseInt(d.Default, 10, 64)
+	}
+	return n
+}
+
+// Bool returns the effective value of a boolean config.
+func (t TopicConfig) Bool(name string) bool {
+	v, _ := t.Get(name)
+	return v == "true"
+}
+
+// Names returns every topic config name, sorted.
+func Names() []string {
+	n := make([]string, 0, len(TopicDefs))
+	for _, d := range TopicDefs {
+		n = append(n, d.Name)
+	}
+	sort.Strings(n)
+	return n
+}

@@ -1,0 +1,271 @@
+package protocol
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Conn is one client connection. Its reader goroutine decodes requests and
+// calls handlers in order; its writer goroutine writes responses in the same
+// order, waiting on each Reply.Await in turn.
+type Conn struct {
+	srv *Server
+	nc  net.Conn
+
+	pending chan pending
+	// writeFailed is closed when the writer stops early (write error).
+	writeFailed chan struct{}
+
+	// Values is per-connection state for handlers (e.g. fetch sessions).
+	// Only the reader goroutine touches it.
+	Values map[string]any
+}
+
+type pending struct {
+	key, version int16
+	corrID       int32
+	reply        Reply
+	size         int64
+}
+
+func newConn(s *Server, nc net.Conn) *Conn {
+	if tc, ok := nc.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
+	}
+	return &Conn{
+		srv:         s,
+		nc:          nc,
+		pending:     make(chan pending, s.cfg.MaxInFlightPerConn),
+		writeFailed: make(chan struct{}),
+		Values:      make(map[string]any),
+	}
+}
+
+// RemoteAddr is the peer address.
+func (c *Conn) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }
+
+// errClose ends a connection without a response, as Kafka does for a
+// malformed or unsupported request.
+type errClose struct{ reason string }
+
+func (e errClose) Error() string { return e.reason }
+
+func (c *Conn) serve() {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		c.writeLoop()
+	}()
+	err := c.readLoop()
+	close(c.pending)
+	wg.Wait()
+	c.nc.Close()
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+		c.srv.cfg.Logger.Debug("connection closed", "remote", c.nc.RemoteAddr(), "err", err)
+	}
+}
+
+// readLoop reads frames until EOF, an error, or a request that closes the
+// connection.
+func (c *Conn) readLoop() (err error) {
+	br := bufio.NewReaderSize(c.nc, 64<<10)
+	var sizeBuf [4]byte
+	for {
+		c.nc.SetReadDeadline(time.Now().Add(c.srv.cfg.IdleTimeout))
+		if _, err := io.ReadFull(br, sizeBuf[:]); err != nil {
+			return err
+		}
+		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
+		if size < 8 || size > c.srv.cfg.MaxRequestBytes {
+			return errClose{fmt.Sprintf("request size %d out of bounds", size)}
+		}
+		c.srv.inflight.acquire(int64(size))
+		frame := make([]byte, size)
+		if _, err := io.ReadFull(br, frame); err != nil {
+			c.srv.inflight.release(int64(size))
+			return err
+		}
+		p, err := c.handle(frame)
+		if err != nil {
+			c.srv.inflight.release(int64(size))
+			return err
+		}
+		p.size = int64(size)
+		select {
+		case c.pending <- p:
+		case <-c.writeFailed:
+			c.srv.inflight.release(int64(size))
+			return net.ErrClosed
+		}
+		if p.reply.Close {
+			return errClose{"handler asked to close"}
+		}
+	}
+}
+
+// handle decodes one frame and runs its handler.
+func (c *Conn) handle(frame []byte) (p pending, err error) {
+	key := int16(binary.BigEndian.Uint16(frame))
+	version := int16(binary.BigEndian.Uint16(frame[2:]))
+	corrID := int32(binary.BigEndian.Uint32(frame[4:]))
+	p = pending{key: key, version: version, corrID: corrID}
+	h, ok := c.srv.reg.Lookup(key)
+	if !ok {
+		return p, errClose{fmt.Sprintf("unknown api key %d", key)}
+	}
+	if version < h.MinVersion || version > h.MaxVersion {
+		if key == apiVersionsKey {
+			// KIP-511: answer with a v0 response carrying
+			// UNSUPPORTED_VERSION and our ranges, so the client retries
+			// with a version we serve.
+			p.version = 0
+			p.reply = Reply{Resp: c.srv.reg.apiVersionsResponse(0, kerr.UnsupportedVersion.Code)}
+			return p, nil
+		}
+		return p, errClose{fmt.Sprintf("unsupported version %d of api key %d", version, key)}
+	}
+	body := kmsg.RequestForKey(key)
+	body.SetVersion(version)
+	rest := frame[8:]
+	var clientID string
+	if key != 7 { // header v0 (no client id) is only ControlledShutdown v0
+		if len(rest) < 2 {
+			return p, errClose{"truncated request header"}
+		}
+		n := int16(binary.BigEndian.Uint16(rest))
+		rest = rest[2:]
+		if n >= 0 {
+			if int(n) > len(rest) {
+				return p, errClose{"truncated client id"}
+			}
+			clientID = string(rest[:n])
+			rest = rest[n:]
+		}
+	}
+	if body.IsFlexible() {
+		if rest, err = skipTags(rest); err != nil {
+			return p, err
+		}
+	}
+	if err := body.ReadFrom(rest); err != nil {
+		return p, errClose{fmt.Sprintf("malformed %s v%d: %v", kmsg.NameForKey(key), version, err)}
+	}
+	req := &Request{Key: key, Version: version, CorrelationID: corrID, ClientID: clientID, Body: body, Conn: c}
+	p.reply, err = c.serveSafely(h, req)
+	return p, err
+}
+
+// serveSafely runs a handler and turns a panic into a closed connection, so
+// one bad request can never take the broker down.
+func (c *Conn) serveSafely(h Handler, req *Request) (r Reply, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			c.srv.cfg.Logger.Error("handler panic", "api", kmsg.NameForKey(req.Key), "version", req.Version, "panic", v)
+			err = errClose{fmt.Sprintf("handler panic: %v", v)}
+		}
+	}()
+	return h.Serve(req), nil
+}
+
+// skipTags skips a tagged-field section (KIP-482).
+func skipTags(b []byte) ([]byte, error) {
+	n, used := binary.Uvarint(b)
+	if used <= 0 || n > uint64(len(b)) {
+		return nil, errClose{"bad tagged fields"}
+	}
+	b = b[used:]
+	for i := uint64(0); i < n; i++ {
+		_, u1 := binary.Uvarint(b)
+		if u1 <= 0 {
+			return nil, errClose{"bad tag"}
+		}
+		b = b[u1:]
+		size, u2 := binary.Uvarint(b)
+		if u2 <= 0 || size > uint64(len(b)-u2) {
+			return nil, errClose{"bad tag size"}
+		}
+		b = b[u2+int(size):]
+	}
+	return b, nil
+}
+
+// writeLoop writes responses in request order.
+func (c *Conn) writeLoop() {
+	bw := bufio.NewWriterSize(c.nc, 64<<10)
+	buf := make([]byte, 0, 4096)
+	failed := false
+	for p := range c.pending {
+		if failed {
+			c.srv.inflight.release(p.size)
+			continue
+		}
+		resp := p.reply.Resp
+		if p.reply.Await != nil {
+			if bw.Buffered() > 0 {
+				// Do not hold earlier responses back while this one waits.
+				if err := bw.Flush(); err != nil {
+					failed = true
+					close(c.writeFailed)
+					c.nc.Close()
+				}
+			}
+			resp = c.await(p)
+		}
+		c.srv.inflight.release(p.size)
+		if p.reply.NoResponse || resp == nil {
+			if len(c.pending) == 0 {
+				bw.Flush()
+			}
+			continue
+		}
+		resp.SetVersion(p.version)
+		buf = buf[:0]
+		buf = append(buf, 0, 0, 0, 0)
+		buf = binary.BigEndian.AppendUint32(buf, uint32(p.corrID))
+		if resp.IsFlexible() && p.key != apiVersionsKey {
+			buf = append(buf, 0) // response header v1: empty tagged fields
+		}
+		buf = resp.AppendTo(buf)
+		binary.BigEndian.PutUint32(buf, uint32(len(buf)-4))
+		if _, err := bw.Write(buf); err != nil {
+			failed = true
+			close(c.writeFailed)
+			c.nc.Close()
+			continue
+		}
+		if cap(buf) > 1<<20 {
+			buf = make([]byte, 0, 4096)
+		}
+		if len(c.pending) == 0 {
+			if err := bw.Flush(); err != nil {
+				failed = true
+				close(c.writeFailed)
+				c.nc.Close()
+			}
+		}
+	}
+	if !failed {
+		bw.Flush()
+	}
+}
+
+func (c *Conn) await(p pending) (resp kmsg.Response) {
+	defer func() {
+		if v := recover(); v != nil {
+			c.srv.cfg.Logger.Error("handler panic", "api", kmsg.NameForKey(p.key), "panic", v)
+			c.nc.Close()
+			resp = nil
+		}
+	}()
+	return p.reply.Await()
+}

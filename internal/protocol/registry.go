@@ -1,0 +1,115 @@
+// Package protocol is sluice's Kafka wire-protocol layer: length-prefixed
+// framing, request headers v0/v1/v2, per-connection pipelining with responses
+// in request order, size limits, and dispatch to a registry of handlers from
+// which ApiVersions is derived. Message bodies are encoded and decoded by
+// franz-go's kmsg; nothing here hand-writes a request or response codec.
+package protocol
+
+import (
+	"sort"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Reply is what a handler returns for one request. Exactly one of Resp or
+// Await is normally set.
+type Reply struct {
+	// Resp is a ready response.
+	Resp kmsg.Response
+	// Await, if set, is called on the connection's writer goroutine, in
+	// request order, and may block (an fsync, a long-poll fetch, acks=all).
+	// Requests that follow on the same connection are read and handled
+	// meanwhile; their responses wait behind this one.
+	Await func() kmsg.Response
+	// NoResponse means the request gets no response (Produce with acks=0).
+	NoResponse bool
+	// Close closes the connection once earlier responses are written (Kafka
+	// closes the connection on an acks=0 produce error so the client
+	// refreshes its metadata).
+	Close bool
+}
+
+// Request is one decoded request handed to a handler.
+type Request struct {
+	Key           int16
+	Version       int16
+	CorrelationID int32
+	ClientID      string
+	Body          kmsg.Request
+	// Conn identifies the connection (for fetch sessions and logs).
+	Conn *Conn
+}
+
+// HandlerFunc serves one request. It runs on the connection's reader
+// goroutine, so requests of one connection are handled in order; anything
+// slow belongs in Reply.Await.
+type HandlerFunc func(r *Request) Reply
+
+// Handler is a registered API: its key, the versions it serves and the
+// function serving them.
+type Handler struct {
+	Key        int16
+	MinVersion int16
+	MaxVersion int16
+	Serve      HandlerFunc
+}
+
+// Registry maps API keys to handlers. It is built once at startup and read
+// concurrently afterwards.
+type Registry struct {
+	handlers map[int16]Handler
+}
+
+// NewRegistry returns an empty registry with ApiVersions registered.
+func NewRegistry() *Registry {
+	r := &Registry{handlers: make(map[int16]Handler)}
+	r.Register(Handler{Key: apiVersionsKey, MinVersion: 0, MaxVersion: 3, Serve: r.serveAPIVersions})
+	return r
+}
+
+// Register adds or replaces a handler. Versions above what kmsg can encode
+// are clamped.
+func (r *Registry) Register(h Handler) {
+	if req := kmsg.RequestForKey(h.Key); req != nil && h.MaxVersion > req.MaxVersion() {
+		h.MaxVersion = req.MaxVersion()
+	}
+	r.handlers[h.Key] = h
+}
+
+// Lookup returns the handler for key.
+func (r *Registry) Lookup(key int16) (Handler, bool) {
+	h, ok := r.handlers[key]
+	return h, ok
+}
+
+// Keys returns the registered keys in ascending order.
+func (r *Registry) Keys() []int16 {
+	keys := make([]int16, 0, len(r.handlers))
+	for k := range r.handlers {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
+	return keys
+}
+
+const apiVersionsKey = 18
+
+// apiVersionsResponse lists every registered handler's version range.
+func (r *Registry) apiVersionsResponse(version int16, errCode int16) *kmsg.ApiVersionsResponse {
+	resp := kmsg.NewPtrApiVersionsResponse()
+	resp.SetVersion(version)
+	resp.ErrorCode = errCode
+	for _, k := range r.Keys() {
+		h := r.handlers[k]
+		resp.ApiKeys = append(resp.ApiKeys, kmsg.ApiVersionsResponseApiKey{
+			ApiKey: h.Key, MinVersion: h.MinVersion, MaxVersion: h.MaxVersion,
+		})
+	}
+	return resp
+}
+
+// serveAPIVersions answers ApiVersions v0-v3 (KIP-35, KIP-511). The handler
+// list is derived from the registry, so advertising an API means serving it.
+func (r *Registry) serveAPIVersions(req *Request) Reply {
+	return Reply{Resp: r.apiVersionsResponse(req.Version, 0)}
+}

@@ -1,0 +1,174 @@
+package protocol
+
+import (
+	"errors"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+)
+
+// Config bounds the protocol layer. Zero fields take the defaults noted.
+type Config struct {
+	// MaxRequestBytes is socket.request.max.bytes: the largest request frame
+	// accepted, checked before any allocation. Default 100 MiB.
+	MaxRequestBytes int32
+	// MaxInFlightBytes bounds the bytes of requests read but not yet
+	// answered across all connections (queued.max.request.bytes); readers
+	// block when it is reached. Default 512 MiB.
+	MaxInFlightBytes int64
+	// MaxInFlightPerConn bounds pipelined requests per connection whose
+	// responses are not yet written. Default 100.
+	MaxInFlightPerConn int
+	// MaxConnections is max.connections; further connections are closed at
+	// once. Default 10000.
+	MaxConnections int
+	// IdleTimeout is connections.max.idle.ms: a connection with no request
+	// for this long is closed. Default 10 minutes.
+	IdleTimeout time.Duration
+	// Logger receives connection-level errors. Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *Config) fill() {
+	if c.MaxRequestBytes <= 0 {
+		c.MaxRequestBytes = 100 << 20
+	}
+	if c.MaxInFlightBytes <= 0 {
+		c.MaxInFlightBytes = 512 << 20
+	}
+	if c.MaxInFlightPerConn <= 0 {
+		c.MaxInFlightPerConn = 100
+	}
+	if c.MaxConnections <= 0 {
+		c.MaxConnections = 10000
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = 10 * time.Minute
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Server accepts Kafka connections and serves them from a Registry.
+type Server struct {
+	cfg      Config
+	reg      *Registry
+	inflight *byteSem
+
+	mu     sync.Mutex
+	ln     net.Listener
+	conns  map[*Conn]struct{}
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// NewServer returns a server for reg.
+func NewServer(cfg Config, reg *Registry) *Server {
+	cfg.fill()
+	return &Server{cfg: cfg, reg: reg, inflight: newByteSem(cfg.MaxInFlightBytes), conns: make(map[*Conn]struct{})}
+}
+
+// Serve accepts connections on ln until Close. It returns nil after Close.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return net.ErrClosed
+	}
+	s.ln = ln
+	s.mu.Unlock()
+	var backoff time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			s.mu.Lock()
+			closed := s.closed
+			s.mu.Unlock()
+			if closed {
+				return nil
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return err
+			}
+			// Transient (e.g. EMFILE): back off and keep serving.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			time.Sleep(backoff)
+			continue
+		}
+		backoff = 0
+		s.mu.Lock()
+		if s.closed || len(s.conns) >= s.cfg.MaxConnections {
+			s.mu.Unlock()
+			nc.Close()
+			continue
+		}
+		c := newConn(s, nc)
+		s.conns[c] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go func() {
+			defer s.wg.Done()
+			c.serve()
+			s.mu.Lock()
+			delete(s.conns, c)
+			s.mu.Unlock()
+		}()
+	}
+}
+
+// NumConns is the number of open connections.
+func (s *Server) NumConns() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
+
+// Close stops accepting, closes every connection and waits for their
+// goroutines to finish.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	if s.ln != nil {
+		s.ln.Close()
+	}
+	for c := range s.conns {
+		c.nc.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	return nil
+}
+
+// byteSem is a weighted semaphore over request bytes.
+type byteSem struct {
+	mu    sync.Mutex
+	cond  *sync.Cond
+	limit int64
+	used  int64
+}
+
+func newByteSem(limit int64) *byteSem {
+	b := &byteSem{limit: limit}
+	b.cond = sync.NewCond(&b.mu)
+	return b
+}
+
+// acquire takes n bytes, waiting while others hold too much. A single
+// request larger than the limit is admitted alone.
+func (b *byteSem) acquire(n int64) {
+	b.mu.Lock()
+	for b.used > 0 && b.used+n > b.limit {
+		b.cond.Wait()
+	}
+	b.used += n
+	b.mu.Unlock()
+}
+
+func (b *byteSem) release(n int64) {
+	b.mu.Lock()
+	b.used -= n
+	b.mu.Unlock()
+	b.cond.Broadcast()
+}
