@@ -1,0 +1,182 @@
+// Command sluice-bench measures produce and consume throughput and produce
+// latency against a running Kafka-compatible broker, with franz-go.
+//
+//	sluice-bench --brokers 127.0.0.1:9092 --records 1000000 --size 100 --acks 1
+//
+// It creates a fresh topic (or uses --topic), produces --records records of
+// --size bytes as fast as the client allows (or at --rate records/s),
+// recording each record's time from Produce to acknowledgement, then
+// consumes them all back. Results are printed as text and, with --json, as
+// one JSON object. Run it against Kafka and sluice in the same session to
+// get a ratio: these machines are shared and absolute numbers drift.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+type result struct {
+	Records          int     `json:"records"`
+	RecordBytes      int     `json:"recordBytes"`
+	Acks             string  `json:"acks"`
+	Partitions       int     `json:"partitions"`
+	Compression      string  `json:"compression"`
+	ProduceSeconds   float64 `json:"produceSeconds"`
+	ProduceRecPerSec float64 `json:"produceRecordsPerSec"`
+	ProduceMBPerSec  float64 `json:"produceMBPerSec"`
+	LatencyP50Ms     float64 `json:"latencyP50Ms"`
+	LatencyP99Ms     float64 `json:"latencyP99Ms"`
+	LatencyP999Ms    float64 `json:"latencyP999Ms"`
+	LatencyMaxMs     float64 `json:"latencyMaxMs"`
+	Errors           int64   `json:"errors"`
+	ConsumeSeconds   float64 `json:"consumeSeconds"`
+	ConsumeRecPerSec float64 `json:"consumeRecordsPerSec"`
+	ConsumeMBPerSec  float64 `json:"consumeMBPerSec"`
+}
+
+func main() {
+	brokers := flag.String("brokers", "127.0.0.1:9092", "bootstrap brokers, comma separated")
+	topic := flag.String("topic", "", "topic (default: a new sluice-bench-<time> topic)")
+	partitions := flag.Int("partitions", 3, "partitions of a created topic")
+	rf := flag.Int("replication-factor", 1, "replication factor of a created topic")
+	records := flag.Int("records", 1_000_000, "records to produce")
+	size := flag.Int("size", 100, "record value size in bytes")
+	acks := flag.String("acks", "1", "acks: 0, 1 or all")
+	compression := flag.String("compression", "none", "none, gzip, snappy, lz4 or zstd")
+	lingerMs := flag.Int("linger-ms", 0, "producer linger in ms")
+	batchBytes := flag.Int("batch-bytes", 1<<20, "max producer batch bytes")
+	idempotent := flag.Bool("idempotent", false, "idempotent producer (requires acks=all)")
+	consume := flag.Bool("consume", true, "consume the records back and measure")
+	asJSON := flag.Bool("json", false, "print the result as JSON")
+	timeout := flag.Duration("timeout", 10*time.Minute, "overall time limit")
+	flag.Parse()
+
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	seeds := strings.Split(*brokers, ",")
+	if *topic == "" {
+		*topic = fmt.Sprintf("sluice-bench-%d", time.Now().UnixNano())
+		adm, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+		check(err)
+		resp, err := kadm.NewClient(adm).CreateTopics(ctx, int32(*partitions), int16(*rf), nil, *topic)
+		check(err)
+		check(resp[*topic].Err)
+		adm.Close()
+	}
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(*topic),
+		kgo.ProducerLinger(time.Duration(*lingerMs) * time.Millisecond),
+		kgo.ProducerBatchMaxBytes(int32(*batchBytes)),
+		kgo.MaxBufferedRecords(1 << 20),
+		kgo.ProducerBatchCompression(codec(*compression)),
+	}
+	switch *acks {
+	case "0":
+		opts = append(opts, kgo.RequiredAcks(kgo.NoAck()), kgo.DisableIdempotentWrite())
+	case "1":
+		opts = append(opts, kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())
+	case "all", "-1":
+		opts = append(opts, kgo.RequiredAcks(kgo.AllISRAcks()))
+		if !*idempotent {
+			opts = append(opts, kgo.DisableIdempotentWrite())
+		}
+	default:
+		check(fmt.Errorf("bad --acks %q", *acks))
+	}
+	cl, err := kgo.NewClient(opts...)
+	check(err)
+	defer cl.Close()
+
+	res := result{Records: *records, RecordBytes: *size, Acks: *acks, Partitions: *partitions, Compression: *compression}
+	value := make([]byte, *size)
+	for i := range value {
+		value[i] = byte('a' + i%26)
+	}
+	lat := make([]time.Duration, *records)
+	var errs int64
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	wg.Add(*records)
+	start := time.Now()
+	for i := 0; i < *records; i++ {
+		sent := time.Now()
+		i := i
+		cl.Produce(ctx, &kgo.Record{Value: value}, func(_ *kgo.Record, err error) {
+			lat[i] = time.Since(sent)
+			if err != nil {
+				mu.Lock()
+				errs++
+				mu.Unlock()
+			}
+			wg.Done()
+		})
+	}
+	wg.Wait()
+	res.ProduceSeconds = time.Since(start).Seconds()
+	res.Errors = errs
+	res.ProduceRecPerSec = float64(*records) / res.ProduceSeconds
+	res.ProduceMBPerSec = float64(*records) * float64(*size) / res.ProduceSeconds / 1e6
+	sort.Slice(lat, func(a, b int) bool { return lat[a] < lat[b] })
+	pct := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) / 1000 }
+	res.LatencyP50Ms, res.LatencyP99Ms, res.LatencyP999Ms, res.LatencyMaxMs = pct(0.5), pct(0.99), pct(0.999), pct(1)
+
+	if *consume {
+		cons, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(*topic),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxBytes(64<<20), kgo.FetchMaxPartitionBytes(16<<20))
+		check(err)
+		want := *records - int(errs)
+		got := 0
+		start := time.Now()
+		for got < want && ctx.Err() == nil {
+			fs := cons.PollFetches(ctx)
+			fs.EachError(func(t string, p int32, err error) { fmt.Fprintln(os.Stderr, "fetch error:", t, p, err) })
+			got += fs.NumRecords()
+		}
+		res.ConsumeSeconds = time.Since(start).Seconds()
+		res.ConsumeRecPerSec = float64(got) / res.ConsumeSeconds
+		res.ConsumeMBPerSec = float64(got) * float64(*size) / res.ConsumeSeconds / 1e6
+		cons.Close()
+	}
+	if *asJSON {
+		json.NewEncoder(os.Stdout).Encode(res)
+		return
+	}
+	fmt.Printf("produce: %d records of %d B, acks=%s, %s: %.0f rec/s, %.1f MB/s, latency p50 %.2f ms p99 %.2f ms p99.9 %.2f ms max %.2f ms, errors %d\n",
+		res.Records, res.RecordBytes, res.Acks, res.Compression, res.ProduceRecPerSec, res.ProduceMBPerSec,
+		res.LatencyP50Ms, res.LatencyP99Ms, res.LatencyP999Ms, res.LatencyMaxMs, res.Errors)
+	if *consume {
+		fmt.Printf("consume: %.0f rec/s, %.1f MB/s\n", res.ConsumeRecPerSec, res.ConsumeMBPerSec)
+	}
+}
+
+func codec(name string) kgo.CompressionCodec {
+	switch name {
+	case "gzip":
+		return kgo.GzipCompression()
+	case "snappy":
+		return kgo.SnappyCompression()
+	case "lz4":
+		return kgo.Lz4Compression()
+	case "zstd":
+		return kgo.ZstdCompression()
+	}
+	return kgo.NoCompression()
+}
+
+func check(err error) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sluice-bench:", err)
+		os.Exit(1)
+	}
+}

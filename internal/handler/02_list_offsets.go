@@ -1,0 +1,90 @@
+package handler
+
+// ListOffsets, versions 1-7.
+//
+// Timestamp -1 (latest) is the high watermark for consumers (the LEO for a
+// replica), -2 (earliest) the log start offset, -3 (max timestamp, v7) the
+// first record holding the largest timestamp; any other value finds the
+// first record whose timestamp is at or above it, below the high watermark,
+// or -1/-1 if there is none. CurrentLeaderEpoch (v4+) is fenced as in Fetch.
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-io/sluice/internal/broker"
+	"github.com/sluice-io/sluice/internal/epoch"
+	"github.com/sluice-io/sluice/internal/protocol"
+)
+
+func (h *Handlers) listOffsets(r *protocol.Request) protocol.Reply {
+	req := r.Body.(*kmsg.ListOffsetsRequest)
+	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+	for _, rt := range req.Topics {
+		st := kmsg.NewListOffsetsResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewListOffsetsResponseTopicPartition()
+			sp.Partition = rp.Partition
+			p, err := h.b.Partition(rt.Topic, rp.Partition)
+			if err != nil {
+				sp.ErrorCode = code(err)
+			} else {
+				h.listOffset(p, req.ReplicaID, &rp, &sp)
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return protocol.Reply{Resp: resp}
+}
+
+func (h *Handlers) listOffset(p *broker.Partition, replicaID int32, rp *kmsg.ListOffsetsRequestTopicPartition, sp *kmsg.ListOffsetsResponseTopicPartition) {
+	le := p.LeaderEpoch()
+	if rp.CurrentLeaderEpoch >= 0 && rp.CurrentLeaderEpoch != le {
+		if rp.CurrentLeaderEpoch < le {
+			sp.ErrorCode = kerr.FencedLeaderEpoch.Code
+		} else {
+			sp.ErrorCode = kerr.UnknownLeaderEpoch.Code
+		}
+		return
+	}
+	log := p.Log()
+	limit := p.HighWatermark()
+	if replicaID >= 0 {
+		limit = log.LogEndOffset()
+	}
+	epochOf := func(off int64) int32 {
+		return epoch.New(log.EpochEntries()).EpochFor(off)
+	}
+	sp.Timestamp = -1
+	switch rp.Timestamp {
+	case -1:
+		sp.Offset = limit
+		sp.LeaderEpoch = epochOf(limit - 1)
+	case -2:
+		sp.Offset = log.LogStartOffset()
+		sp.LeaderEpoch = epochOf(sp.Offset)
+	default:
+		var off, ts int64
+		var ok bool
+		var err error
+		if rp.Timestamp == -3 {
+			off, ts, ok, err = log.MaxTimestamp()
+		} else {
+			off, ts, ok, err = log.OffsetForTimestamp(rp.Timestamp)
+		}
+		switch {
+		case err != nil:
+			sp.ErrorCode = kerr.KafkaStorageError.Code
+		case !ok || off >= limit:
+			sp.Offset = -1
+		default:
+			sp.Offset, sp.Timestamp = off, ts
+			sp.LeaderEpoch = epochOf(off)
+		}
+	}
+	if rp.MaxNumOffsets > 0 && sp.ErrorCode == 0 {
+		sp.OldStyleOffsets = []int64{sp.Offset}
+	}
+}

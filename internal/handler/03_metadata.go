@@ -1,0 +1,99 @@
+package handler
+
+// Metadata, versions 0-11.
+//
+// A null topic list (v1+) or an empty one (v0) asks for every topic.
+// Unknown topics are created when auto.create.topics.enable is true and the
+// request allows it (AllowAutoTopicCreation, v4+; always for v0-v3), with
+// num.partitions and default.replication.factor; creation is synchronous, so
+// the topic is returned ready. Topics may be named by TopicID (v10+).
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-io/sluice/internal/broker"
+	"github.com/sluice-io/sluice/internal/metadata"
+	"github.com/sluice-io/sluice/internal/protocol"
+)
+
+func (h *Handlers) metadata(r *protocol.Request) protocol.Reply {
+	req := r.Body.(*kmsg.MetadataRequest)
+	resp := req.ResponseKind().(*kmsg.MetadataResponse)
+	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
+	autoCreate := h.b.Config().Bool("auto.create.topics.enable", true) && (req.Version < 4 || req.AllowAutoTopicCreation)
+	if !all {
+		img := h.b.Image()
+		for _, rt := range req.Topics {
+			if rt.Topic == nil || !autoCreate {
+				continue
+			}
+			if _, ok := img.Topics[*rt.Topic]; !ok && broker.ValidateTopicName(*rt.Topic) == nil {
+				if err := h.b.CreateTopic(*rt.Topic, -1, -1, nil, false); err != nil && err != kerr.TopicAlreadyExists {
+					h.b.Logger().Warn("auto-create topic", "topic", *rt.Topic, "err", err)
+				}
+			}
+		}
+	}
+	img := h.b.Image()
+	for _, id := range img.BrokerIDs() {
+		br := img.Brokers[id]
+		mb := kmsg.NewMetadataResponseBroker()
+		mb.NodeID, mb.Host, mb.Port = br.ID, br.Host, br.Port
+		resp.Brokers = append(resp.Brokers, mb)
+	}
+	cid := img.ClusterID
+	resp.ClusterID = &cid
+	resp.ControllerID = h.b.NodeID()
+	if all {
+		for _, name := range img.TopicNames() {
+			resp.Topics = append(resp.Topics, topicMetadata(img.Topics[name]))
+		}
+		return protocol.Reply{Resp: resp}
+	}
+	for _, rt := range req.Topics {
+		var t *metadata.Topic
+		if rt.Topic != nil {
+			t = img.Topics[*rt.Topic]
+		} else {
+			t = img.TopicByID(metadata.UUID(rt.TopicID))
+		}
+		if t == nil {
+			mt := kmsg.NewMetadataResponseTopic()
+			mt.Topic = rt.Topic
+			mt.TopicID = rt.TopicID
+			mt.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			if rt.Topic != nil && broker.ValidateTopicName(*rt.Topic) != nil {
+				mt.ErrorCode = kerr.InvalidTopicException.Code
+			} else if rt.Topic == nil {
+				mt.ErrorCode = kerr.UnknownTopicID.Code
+			}
+			resp.Topics = append(resp.Topics, mt)
+			continue
+		}
+		resp.Topics = append(resp.Topics, topicMetadata(t))
+	}
+	return protocol.Reply{Resp: resp}
+}
+
+func topicMetadata(t *metadata.Topic) kmsg.MetadataResponseTopic {
+	mt := kmsg.NewMetadataResponseTopic()
+	name := t.Name
+	mt.Topic = &name
+	mt.TopicID = t.ID
+	mt.IsInternal = len(name) > 2 && name[:2] == "__"
+	for _, p := range t.Partitions {
+		mp := kmsg.NewMetadataResponseTopicPartition()
+		mp.Partition = p.Index
+		mp.Leader = p.Leader
+		mp.LeaderEpoch = p.LeaderEpoch
+		mp.Replicas = append([]int32(nil), p.Replicas...)
+		mp.ISR = append([]int32(nil), p.ISR...)
+		mp.OfflineReplicas = []int32{}
+		if p.Leader < 0 {
+			mp.ErrorCode = kerr.LeaderNotAvailable.Code
+		}
+		mt.Partitions = append(mt.Partitions, mp)
+	}
+	return mt
+}

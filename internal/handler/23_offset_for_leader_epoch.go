@@ -1,0 +1,42 @@
+package handler
+
+// OffsetForLeaderEpoch, versions 0-4 (KIP-101, KIP-279, KIP-320).
+//
+// For each partition, the largest epoch <= the requested one and the offset
+// where it ends, from the leader-epoch cache (reference §3.3). A
+// CurrentLeaderEpoch (v2+) that does not match is fenced.
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-io/sluice/internal/protocol"
+)
+
+func (h *Handlers) offsetForLeaderEpoch(r *protocol.Request) protocol.Reply {
+	req := r.Body.(*kmsg.OffsetForLeaderEpochRequest)
+	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
+	for _, rt := range req.Topics {
+		st := kmsg.NewOffsetForLeaderEpochResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.LeaderEpoch, sp.EndOffset = -1, -1
+			p, err := h.b.Partition(rt.Topic, rp.Partition)
+			switch {
+			case err != nil:
+				sp.ErrorCode = code(err)
+			case rp.CurrentLeaderEpoch >= 0 && rp.CurrentLeaderEpoch < p.LeaderEpoch():
+				sp.ErrorCode = kerr.FencedLeaderEpoch.Code
+			case rp.CurrentLeaderEpoch > p.LeaderEpoch():
+				sp.ErrorCode = kerr.UnknownLeaderEpoch.Code
+			default:
+				sp.LeaderEpoch, sp.EndOffset = p.Log().EndOffsetForEpoch(rp.LeaderEpoch)
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return protocol.Reply{Resp: resp}
+}

@@ -1,0 +1,37 @@
+package handler
+
+// CreatePartitions, versions 0-3. Grows a topic to Count partitions
+// (INVALID_PARTITIONS if that is not an increase); explicit assignments must
+// name known brokers. ValidateOnly checks without changing anything.
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-io/sluice/internal/protocol"
+)
+
+func (h *Handlers) createPartitions(r *protocol.Request) protocol.Reply {
+	req := r.Body.(*kmsg.CreatePartitionsRequest)
+	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
+	img := h.b.Image()
+	for _, rt := range req.Topics {
+		st := kmsg.NewCreatePartitionsResponseTopic()
+		st.Topic = rt.Topic
+		var err error
+		for _, a := range rt.Assignment {
+			for _, id := range a.Replicas {
+				if _, ok := img.Brokers[id]; !ok {
+					err = kerr.InvalidReplicaAssignment
+				}
+			}
+		}
+		if err == nil {
+			err = h.b.CreatePartitions(rt.Topic, rt.Count, req.ValidateOnly)
+		}
+		st.ErrorCode = code(err)
+		st.ErrorMessage = message(err)
+		resp.Topics = append(resp.Topics, st)
+	}
+	return protocol.Reply{Resp: resp}
+}

@@ -1,0 +1,31 @@
+package handler
+
+// DescribeCluster, versions 0-1 (KIP-700): cluster id, controller and the
+// registered brokers. EndpointType 1 (brokers) is the only one served.
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-io/sluice/internal/protocol"
+)
+
+func (h *Handlers) describeCluster(r *protocol.Request) protocol.Reply {
+	req := r.Body.(*kmsg.DescribeClusterRequest)
+	resp := req.ResponseKind().(*kmsg.DescribeClusterResponse)
+	if req.Version >= 1 && req.EndpointType != 1 {
+		resp.ErrorCode = kerr.UnsupportedEndpointType.Code
+		return protocol.Reply{Resp: resp}
+	}
+	resp.EndpointType = 1
+	img := h.b.Image()
+	resp.ClusterID = img.ClusterID
+	resp.ControllerID = h.b.NodeID()
+	for _, id := range img.BrokerIDs() {
+		br := img.Brokers[id]
+		sb := kmsg.NewDescribeClusterResponseBroker()
+		sb.NodeID, sb.Host, sb.Port = br.ID, br.Host, br.Port
+		resp.Brokers = append(resp.Brokers, sb)
+	}
+	return protocol.Reply{Resp: resp}
+}

@@ -1,0 +1,67 @@
+// Package handler serves the Kafka API: one file per API key, named after
+// the key (00_produce.go, 01_fetch.go, ...), each opening with the versions
+// it serves and how it behaves. Handlers decode nothing themselves: kmsg
+// structs come in, kmsg structs go out.
+package handler
+
+import (
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/sluice-io/sluice/internal/broker"
+	"github.com/sluice-io/sluice/internal/protocol"
+)
+
+// Handlers serves requests against one broker.
+type Handlers struct {
+	b *broker.Broker
+}
+
+// Register installs every implemented API into reg.
+func Register(reg *protocol.Registry, b *broker.Broker) *Handlers {
+	h := &Handlers{b: b}
+	for _, api := range []protocol.Handler{
+		{Key: 0, MinVersion: 3, MaxVersion: 9, Serve: h.produce},
+		{Key: 1, MinVersion: 4, MaxVersion: 12, Serve: h.fetch},
+		{Key: 2, MinVersion: 1, MaxVersion: 7, Serve: h.listOffsets},
+		{Key: 3, MinVersion: 0, MaxVersion: 11, Serve: h.metadata},
+		{Key: 19, MinVersion: 0, MaxVersion: 7, Serve: h.createTopics},
+		{Key: 20, MinVersion: 0, MaxVersion: 6, Serve: h.deleteTopics},
+		{Key: 21, MinVersion: 0, MaxVersion: 2, Serve: h.deleteRecords},
+		{Key: 22, MinVersion: 0, MaxVersion: 4, Serve: h.initProducerID},
+		{Key: 23, MinVersion: 0, MaxVersion: 4, Serve: h.offsetForLeaderEpoch},
+		{Key: 32, MinVersion: 0, MaxVersion: 4, Serve: h.describeConfigs},
+		{Key: 33, MinVersion: 0, MaxVersion: 2, Serve: h.alterConfigs},
+		{Key: 35, MinVersion: 0, MaxVersion: 4, Serve: h.describeLogDirs},
+		{Key: 37, MinVersion: 0, MaxVersion: 3, Serve: h.createPartitions},
+		{Key: 44, MinVersion: 0, MaxVersion: 1, Serve: h.incrementalAlterConfigs},
+		{Key: 60, MinVersion: 0, MaxVersion: 1, Serve: h.describeCluster},
+	} {
+		reg.Register(api)
+	}
+	h.registerGroupAPIs(reg)
+	return h
+}
+
+// code maps an error to its Kafka error code: a *kerr.Error anywhere in the
+// chain gives its code, anything else UNKNOWN_SERVER_ERROR.
+func code(err error) int16 {
+	if err == nil {
+		return 0
+	}
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		return ke.Code
+	}
+	return kerr.UnknownServerError.Code
+}
+
+// message returns a pointer to err's text for ErrorMessage fields, or nil.
+func message(err error) *string {
+	if err == nil {
+		return nil
+	}
+	s := err.Error()
+	return &s
+}

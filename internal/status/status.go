@@ -1,0 +1,162 @@
+// Package status serves the HTTP side of a node: /api/v1/partitions (JSON),
+// /status (an HTML page over the same data) and /metrics (Prometheus).
+package status
+
+import (
+	"encoding/json"
+	"html/template"
+	"net/http"
+	"sort"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sluice-io/sluice/internal/broker"
+)
+
+// Replica is one replica of a partition as its leader sees it.
+type Replica struct {
+	ID            int32 `json:"id"`
+	LogEndOffset  int64 `json:"logEndOffset"`
+	HighWatermark int64 `json:"highWatermark"`
+	InSync        bool  `json:"inSync"`
+	// LastCaughtUpMs is the last time (Unix ms) the replica was caught up
+	// with the leader; -1 if unknown.
+	LastCaughtUpMs int64 `json:"lastCaughtUpMs"`
+}
+
+// Partition is the JSON shape of one partition in /api/v1/partitions.
+type Partition struct {
+	Topic          string    `json:"topic"`
+	Partition      int32     `json:"partition"`
+	Leader         int32     `json:"leader"`
+	LeaderEpoch    int32     `json:"leaderEpoch"`
+	Replicas       []int32   `json:"replicas"`
+	ISR            []int32   `json:"isr"`
+	LogStartOffset int64     `json:"logStartOffset"`
+	LogEndOffset   int64     `json:"logEndOffset"`
+	HighWatermark  int64     `json:"highWatermark"`
+	ReplicaStates  []Replica `json:"replicaStates"`
+}
+
+// Snapshot collects every local partition's state.
+func Snapshot(b *broker.Broker) []Partition {
+	img := b.Image()
+	now := b.Now().UnixMilli()
+	var out []Partition
+	for _, name := range img.TopicNames() {
+		t := img.Topics[name]
+		for _, mp := range t.Partitions {
+			p, err := b.Partition(name, mp.Index)
+			if err != nil {
+				continue
+			}
+			sp := Partition{
+				Topic: name, Partition: mp.Index, Leader: mp.Leader, LeaderEpoch: p.LeaderEpoch(),
+				Replicas: mp.Replicas, ISR: mp.ISR,
+				LogStartOffset: p.LogStartOffset(), LogEndOffset: p.LogEndOffset(), HighWatermark: p.HighWatermark(),
+			}
+			sp.ReplicaStates = append(sp.ReplicaStates, Replica{
+				ID: b.NodeID(), LogEndOffset: sp.LogEndOffset, HighWatermark: sp.HighWatermark, InSync: true, LastCaughtUpMs: now,
+			})
+			out = append(out, sp)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Topic != out[j].Topic {
+			return out[i].Topic < out[j].Topic
+		}
+		return out[i].Partition < out[j].Partition
+	})
+	return out
+}
+
+// Handler returns the node's HTTP handler.
+func Handler(b *broker.Broker) http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	reg.MustRegister(newCollector(b))
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/api/v1/partitions", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(Snapshot(b))
+	})
+	mux.HandleFunc("/status", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		page.Execute(w, struct {
+			Node       int32
+			Partitions []Partition
+		}{b.NodeID(), Snapshot(b)})
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/" {
+			http.NotFound(w, r)
+			return
+		}
+		http.Redirect(w, r, "/status", http.StatusFound)
+	})
+	return mux
+}
+
+var page = template.Must(template.New("status").Parse(`<!doctype html>
+<html><head><meta charset="utf-8"><meta http-equiv="refresh" content="1"><title>sluice node {{.Node}}</title>
+<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}th{background:#eee}</style>
+</head><body><h1>sluice node {{.Node}}</h1>
+<table><tr><th>topic</th><th>partition</th><th>leader</th><th>epoch</th><th>replicas</th><th>ISR</th><th>log start</th><th>HW</th><th>LEO</th></tr>
+{{range .Partitions}}<tr><td>{{.Topic}}</td><td>{{.Partition}}</td><td>{{.Leader}}</td><td>{{.LeaderEpoch}}</td><td>{{.Replicas}}</td><td>{{.ISR}}</td><td>{{.LogStartOffset}}</td><td>{{.HighWatermark}}</td><td>{{.LogEndOffset}}</td></tr>
+{{end}}</table></body></html>
+`))
+
+// collector exports per-partition offsets and cluster-level gauges.
+type collector struct {
+	b                           *broker.Broker
+	leo, hw, start, underRepl   *prometheus.Desc
+	offline, partitions, topics *prometheus.Desc
+}
+
+func newCollector(b *broker.Broker) *collector {
+	labels := []string{"topic", "partition"}
+	return &collector{
+		b:          b,
+		leo:        prometheus.NewDesc("sluice_partition_log_end_offset", "Log end offset of the local replica.", labels, nil),
+		hw:         prometheus.NewDesc("sluice_partition_high_watermark", "High watermark of the local replica.", labels, nil),
+		start:      prometheus.NewDesc("sluice_partition_log_start_offset", "Log start offset of the local replica.", labels, nil),
+		underRepl:  prometheus.NewDesc("sluice_under_replicated_partitions", "Partitions led here whose ISR is smaller than their replica set (UnderReplicatedPartitions).", nil, nil),
+		offline:    prometheus.NewDesc("sluice_offline_partitions", "Partitions with no leader (OfflinePartitionsCount).", nil, nil),
+		partitions: prometheus.NewDesc("sluice_partitions", "Partitions hosted on this node.", nil, nil),
+		topics:     prometheus.NewDesc("sluice_topics", "Topics in the cluster.", nil, nil),
+	}
+}
+
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.leo, c.hw, c.start, c.underRepl, c.offline, c.partitions, c.topics} {
+		ch <- d
+	}
+}
+
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	snap := Snapshot(c.b)
+	under, offline := 0, 0
+	for _, p := range snap {
+		part := itoa(p.Partition)
+		ch <- prometheus.MustNewConstMetric(c.leo, prometheus.GaugeValue, float64(p.LogEndOffset), p.Topic, part)
+		ch <- prometheus.MustNewConstMetric(c.hw, prometheus.GaugeValue, float64(p.HighWatermark), p.Topic, part)
+		ch <- prometheus.MustNewConstMetric(c.start, prometheus.GaugeValue, float64(p.LogStartOffset), p.Topic, part)
+		if p.Leader == c.b.NodeID() && len(p.ISR) < len(p.Replicas) {
+			under++
+		}
+		if p.Leader < 0 {
+			offline++
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(c.underRepl, prometheus.GaugeValue, float64(under))
+	ch <- prometheus.MustNewConstMetric(c.offline, prometheus.GaugeValue, float64(offline))
+	ch <- prometheus.MustNewConstMetric(c.partitions, prometheus.GaugeValue, float64(len(snap)))
+	ch <- prometheus.MustNewConstMetric(c.topics, prometheus.GaugeValue, float64(len(c.b.Image().Topics)))
+}
+
+func itoa(i int32) string {
+	return strconv.Itoa(int(i))
+}
