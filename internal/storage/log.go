@@ -1,0 +1,471 @@
+// Package storage is the durable, segmented log of one partition, laid out
+// as Kafka lays it out: a directory of .log segments with sparse .index and
+// .timeindex files, a leader-epoch-checkpoint and producer-state snapshots.
+// Batches are stored byte-for-byte as received (v2 record batches); only the
+// base offset and partition leader epoch are rewritten.
+//
+// Appends never fsync. Durability is asked for explicitly with Sync or
+// SyncTo, which share fsyncs among concurrent callers (group commit). All
+// file access goes through vfs.FS, so tests crash the log on vfs.Mem.
+// docs/storage.md describes the formats, recovery and durability contract.
+//
+// Concurrency: a Log is safe for concurrent use. Appends, truncation,
+// retention and configuration changes are serialized (appendMu); reads run
+// concurrently with them and see only whole batches that were fully written.
+// Lock order: appendMu, then mu; flushMu is never held with mu while doing
+// I/O.
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-io/sluice/internal/batch"
+	"github.com/sluice-io/sluice/internal/epoch"
+	"github.com/sluice-io/sluice/internal/producer"
+	"github.com/sluice-io/sluice/internal/vfs"
+)
+
+// Errors returned by Log methods.
+var (
+	// ErrOffsetOutOfRange: the offset is below the log start or above the
+	// log end (Kafka's OFFSET_OUT_OF_RANGE).
+	ErrOffsetOutOfRange = errors.New("storage: offset out of range")
+	// ErrClosed: the log was closed or deleted.
+	ErrClosed = errors.New("storage: log closed")
+	// ErrBatchTooLarge: a batch larger than segment.bytes
+	// (Kafka's RECORD_BATCH_TOO_LARGE).
+	ErrBatchTooLarge = errors.New("storage: batch larger than segment.bytes")
+	// ErrUnexpectedOffset: a follower append that does not start at the log
+	// end, or whose batches are not contiguous.
+	ErrUnexpectedOffset = errors.New("storage: batch offset does not continue the log")
+	// ErrTruncated: SyncTo's offset was truncated away before it became
+	// durable.
+	ErrTruncated = errors.New("storage: offset truncated before it was flushed")
+	// ErrFailed wraps the I/O error that took the log offline. After a
+	// failed write or fsync nothing more is appended or acknowledged
+	// (an fsync error may have dropped dirty pages); reopen the log to
+	// recover from what is on disk.
+	ErrFailed = errors.New("storage: log failed")
+)
+
+// AppendInfo describes an appended (or duplicate) batch.
+type AppendInfo struct {
+	FirstOffset  int64
+	LastOffset   int64
+	MaxTimestamp int64
+	// Duplicate is set when an idempotent producer retried a batch that is
+	// already in the log: the offsets are the original ones and nothing was
+	// written.
+	Duplicate bool
+}
+
+// Log is one partition's log.
+type Log struct {
+	fs  vfs.FS
+	dir string
+
+	appendMu  sync.Mutex
+	producers *producer.State // (appendMu)
+	lastNowMs int64           // (appendMu) latest time passed in
+	deletes   []pendingDelete // (appendMu)
+	rpBase    int64           // (flush) segment base last written to the recovery point
+
+	mu            sync.RWMutex
+	cfg           Config
+	segs          []*segment // copy-on-write: never modified in place
+	leo           int64
+	logStart      int64
+	epochs        *epoch.Cache
+	closed        bool
+	failed        error
+	truncGen      uint64
+	dirDirty      bool
+	unsyncedSnaps []vfs.File // snapshot files written at roll, not yet synced
+
+	flushMu        sync.Mutex
+	flushCond      *sync.Cond
+	flushing       bool
+	started        uint64 // fsync rounds started
+	completed      uint64 // fsync rounds finished
+	inflightTarget int64  // offset the running round will make durable, -1 unknown
+	flushed        atomic.Int64
+}
+
+type pendingDelete struct {
+	seg        *segment
+	deadlineMs int64
+}
+
+// active returns the last segment (appendMu or mu held).
+func (l *Log) active() *segment { return l.segs[len(l.segs)-1] }
+
+// writable reports why the log cannot be written.
+func (l *Log) writable() error {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.closed {
+		return ErrClosed
+	}
+	return l.failed
+}
+
+// fail takes the log offline after an I/O error and returns the error to
+// report.
+func (l *Log) fail(err error) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.failed == nil {
+		l.failed = fmt.Errorf("%w: %w", ErrFailed, err)
+	}
+	return l.failed
+}
+
+// AppendAsLeader appends one client batch b (already validated by the
+// caller: CRC and records), assigning it the next offsets and stamping
+// leaderEpoch. b is modified in place (base offset and leader epoch). For an
+// idempotent producer the sequence is checked first: a retried batch returns
+// the original offsets with Duplicate set; an invalid one returns an error
+// wrapping producer.ErrOutOfOrderSequence or ErrInvalidProducerEpoch.
+// The batch is not durable until Sync/SyncTo.
+func (l *Log) AppendAsLeader(b []byte, leaderEpoch int32, now time.Time) (AppendInfo, error) {
+	h, err := batch.ParseHeader(b)
+	if err != nil {
+		return AppendInfo{}, err
+	}
+	if h.Size() != len(b) {
+		return AppendInfo{}, batch.ErrCorrupt
+	}
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if err := l.writable(); err != nil {
+		return AppendInfo{}, err
+	}
+	l.observe(now)
+	if int64(len(b)) > l.cfg.SegmentBytes {
+		return AppendInfo{}, ErrBatchTooLarge
+	}
+	if h.ProducerID >= 0 && !h.IsControl() {
+		dup, err := l.producers.Check(h.ProducerID, h.ProducerEpoch, h.BaseSequence, h.LastSequence())
+		if err != nil {
+			return AppendInfo{}, fmt.Errorf("storage: producer %d epoch %d seq %d: %w", h.ProducerID, h.ProducerEpoch, h.BaseSequence, err)
+		}
+		if dup != nil {
+			return AppendInfo{FirstOffset: dup.FirstOffset, LastOffset: dup.LastOffset, MaxTimestamp: dup.MaxTime, Duplicate: true}, nil
+		}
+	}
+	if l.leo > math.MaxInt64-int64(h.LastOffsetDelta)-1 {
+		return AppendInfo{}, ErrOffsetOutOfRange
+	}
+	h.BaseOffset, h.LeaderEpoch = l.leo, leaderEpoch
+	batch.SetBaseOffset(b, h.BaseOffset)
+	batch.SetLeaderEpoch(b, leaderEpoch)
+	if err := l.appendBatch(b, &h); err != nil {
+		return AppendInfo{}, err
+	}
+	return AppendInfo{FirstOffset: h.BaseOffset, LastOffset: h.LastOffset(), MaxTimestamp: h.MaxTimestamp}, nil
+}
+
+// AppendAsFollower appends one or more batches fetched from the leader,
+// offsets and epochs already set: the first must start at the log end and
+// the rest follow contiguously. The epoch cache and producer state are
+// updated without sequence checks. Time-based rolling uses the batches'
+// timestamps, or the latest time passed to another method.
+func (l *Log) AppendAsFollower(b []byte) error {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if err := l.writable(); err != nil {
+		return err
+	}
+	next := l.leo
+	// Validate the framing of the whole input before writing any of it.
+	for p := b; len(p) > 0; {
+		h, one, rest, err := batch.Next(p)
+		if err != nil {
+			return err
+		}
+		if h.BaseOffset != next {
+			return fmt.Errorf("%w: batch at %d, expected %d", ErrUnexpectedOffset, h.BaseOffset, next)
+		}
+		if int64(len(one)) > l.cfg.SegmentBytes {
+			return ErrBatchTooLarge
+		}
+		if next > math.MaxInt64-int64(h.LastOffsetDelta)-1 {
+			return ErrOffsetOutOfRange
+		}
+		next = h.NextOffset()
+		p = rest
+	}
+	for len(b) > 0 {
+		h, one, rest, _ := batch.Next(b)
+		if err := l.appendBatch(one, &h); err != nil {
+			return err
+		}
+		b = rest
+	}
+	return nil
+}
+
+// observe records now as the latest time seen (appendMu held).
+func (l *Log) observe(now time.Time) {
+	if ms := now.UnixMilli(); ms > l.lastNowMs {
+		l.lastNowMs = ms
+	}
+}
+
+// appendBatch writes one batch whose header h already carries its final
+// base offset and epoch, rolling first if needed, then publishes it to
+// readers and updates indexes, the epoch cache and producer state
+// (appendMu held).
+func (l *Log) appendBatch(b []byte, h *batch.Header) error {
+	seg := l.active()
+	if l.shouldRoll(seg, h, len(b)) {
+		var err error
+		if seg, err = l.roll(); err != nil {
+			return err
+		}
+	}
+	pos := seg.size
+	if _, err := seg.log.Write(b); err != nil {
+		// Best effort to drop a partial write; the log is offline either
+		// way and recovery truncates torn bytes.
+		seg.log.Truncate(pos)
+		return l.fail(err)
+	}
+	l.mu.Lock()
+	addOff, addTime := seg.track(h, pos, l.cfg.IndexIntervalBytes)
+	seg.size += int64(len(b))
+	seg.next = h.NextOffset()
+	l.leo = seg.next
+	epochChanged := l.epochs.Assign(h.LeaderEpoch, h.BaseOffset)
+	l.mu.Unlock()
+	if err := l.writeIndexEntries(seg, addOff, addTime); err != nil {
+		return err
+	}
+	if epochChanged {
+		if err := l.persistEpochs(); err != nil {
+			return err
+		}
+	}
+	updateProducer(l.producers, h)
+	return nil
+}
+
+// updateProducer records a batch in the producer state (leader, follower and
+// recovery alike). Control batches (transaction markers) carry no sequence.
+func updateProducer(ps *producer.State, h *batch.Header) {
+	if h.ProducerID < 0 || h.IsControl() {
+		return
+	}
+	ps.Update(h.ProducerID, h.ProducerEpoch, producer.Batch{
+		FirstSeq:    h.BaseSequence,
+		LastSeq:     h.LastSequence(),
+		FirstOffset: h.BaseOffset,
+		LastOffset:  h.LastOffset(),
+		MaxTime:     h.MaxTimestamp,
+	})
+}
+
+// writeIndexEntries appends the newest in-memory index entries to the
+// index files (appendMu held; the entries are not modified concurrently).
+func (l *Log) writeIndexEntries(seg *segment, addOff, addTime bool) error {
+	if addOff {
+		seg.idxBuf = appendOffsetEntry(seg.idxBuf[:0], seg.offsets[len(seg.offsets)-1])
+		if _, err := seg.idx.Write(seg.idxBuf); err != nil {
+			return l.fail(err)
+		}
+	}
+	if addTime {
+		seg.idxBuf = appendTimeEntry(seg.idxBuf[:0], seg.times[len(seg.times)-1])
+		if _, err := seg.tidx.Write(seg.idxBuf); err != nil {
+			return l.fail(err)
+		}
+	}
+	return nil
+}
+
+// shouldRoll applies Kafka's roll conditions before appending h: the
+// segment is full, an index is full, the relative offset would overflow, or
+// the segment is older than segment.ms. An empty segment is never rolled.
+func (l *Log) shouldRoll(seg *segment, h *batch.Header, size int) bool {
+	if seg.size == 0 {
+		return false
+	}
+	if seg.size+int64(size) > l.cfg.SegmentBytes || seg.indexFull(&l.cfg) {
+		return true
+	}
+	if h.LastOffset()-seg.base > math.MaxUint32 {
+		return true
+	}
+	if seg.firstTs >= 0 && h.MaxTimestamp >= 0 {
+		return h.MaxTimestamp-seg.firstTs > l.cfg.SegmentMs
+	}
+	return l.lastNowMs-seg.createdMs > l.cfg.SegmentMs
+}
+
+// roll seals the active segment and starts a new one at the log end, taking
+// a producer-state snapshot named after it (appendMu held). Nothing is
+// fsynced here: the next Sync covers the new names and the snapshot.
+func (l *Log) roll() (*segment, error) {
+	old := l.active()
+	l.mu.Lock()
+	addTime := old.maybeTimeEntry()
+	l.mu.Unlock()
+	if err := l.writeIndexEntries(old, false, addTime); err != nil {
+		return nil, err
+	}
+	seg, err := openSegmentFiles(l.fs, l.dir, l.leo, true)
+	if err != nil {
+		return nil, l.fail(err)
+	}
+	seg.createdMs = l.lastNowMs
+	snap, err := l.fs.Create(fileName(l.dir, l.leo, snapshotSuffix))
+	if err != nil {
+		seg.close()
+		return nil, l.fail(err)
+	}
+	if _, err := snap.Write(l.producers.Encode()); err != nil {
+		snap.Close()
+		seg.close()
+		return nil, l.fail(err)
+	}
+	l.mu.Lock()
+	l.segs = append(l.segs[:len(l.segs):len(l.segs)], seg)
+	l.dirDirty = true
+	l.unsyncedSnaps = append(l.unsyncedSnaps, snap)
+	l.mu.Unlock()
+	l.removeOldSnapshots()
+	l.processDeletes(l.lastNowMs)
+	return seg, nil
+}
+
+// persistEpochs writes the leader-epoch checkpoint durably (Kafka flushes it
+// synchronously on assign).
+func (l *Log) persistEpochs() error {
+	l.mu.RLock()
+	data := l.epochs.Encode()
+	l.mu.RUnlock()
+	if err := vfs.WriteFileAtomic(l.fs, l.dir+"/"+epochCheckpointName, data, true); err != nil {
+		return l.fail(err)
+	}
+	return nil
+}
+
+// FlushedOffset is the highest offset+1 known to be durable.
+func (l *Log) FlushedOffset() int64 { return l.flushed.Load() }
+
+// LogEndOffset is the offset the next batch will get.
+func (l *Log) LogEndOffset() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.leo
+}
+
+// LogStartOffset is the first offset readers may ask for.
+func (l *Log) LogStartOffset() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.logStart
+}
+
+// Size is the total size of the segment files in bytes.
+func (l *Log) Size() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	var n int64
+	for _, s := range l.segs {
+		n += s.size
+	}
+	return n
+}
+
+// NumSegments is the number of segments (for tests and metrics).
+func (l *Log) NumSegments() int {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return len(l.segs)
+}
+
+// Dir is the partition directory.
+func (l *Log) Dir() string { return l.dir }
+
+// LatestEpoch is the newest leader epoch in the cache, or -1.
+func (l *Log) LatestEpoch() int32 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.epochs.LatestEpoch()
+}
+
+// EndOffsetForEpoch answers OffsetForLeaderEpoch for e (see
+// epoch.Cache.EndOffsetFor), with the log end as the latest epoch's end.
+func (l *Log) EndOffsetForEpoch(e int32) (int32, int64) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.epochs.EndOffsetFor(e, l.leo)
+}
+
+// EpochEntries returns a copy of the leader-epoch cache.
+func (l *Log) EpochEntries() []epoch.Entry {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.epochs.Entries()
+}
+
+// AssignEpoch records that epoch e starts at start (a new leader assigns
+// (epoch, LEO) before appending), persisting the checkpoint if it changed.
+func (l *Log) AssignEpoch(e int32, start int64) error {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if err := l.writable(); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	if start > l.leo || start < 0 {
+		l.mu.Unlock()
+		return ErrOffsetOutOfRange
+	}
+	changed := l.epochs.Assign(e, start)
+	l.mu.Unlock()
+	if changed {
+		return l.persistEpochs()
+	}
+	return nil
+}
+
+// ProducerEntry returns a copy of the state of producer pid, or nil.
+func (l *Log) ProducerEntry(pid int64) *producer.Entry {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	e := l.producers.Get(pid)
+	if e == nil {
+		return nil
+	}
+	c := *e
+	c.Batches = append([]producer.Batch(nil), e.Batches...)
+	return &c
+}
+
+// SetConfig replaces the configuration; it applies to later appends and
+// retention runs. An invalid config is rejected.
+func (l *Log) SetConfig(cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	l.mu.Lock()
+	l.cfg = cfg
+	l.mu.Unlock()
+	return nil
+}
+
+// Config returns the current configuration.
+func (l *Log) Config() Config {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.cfg
+}

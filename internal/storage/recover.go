@@ -1,0 +1,574 @@
+package storage
+
+import (
+	"errors"
+	"math"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluice-io/sluice/internal/batch"
+	"github.com/sluice-io/sluice/internal/epoch"
+	"github.com/sluice-io/sluice/internal/producer"
+	"github.com/sluice-io/sluice/internal/vfs"
+)
+
+// keepSnapshots is how many producer snapshots are kept.
+const keepSnapshots = 3
+
+// Open opens the partition log in dir, creating it if missing and
+// recovering it if it was not closed cleanly (see docs/storage.md,
+// "Recovery"). Corrupt or torn data is truncated, never a panic. now is the
+// current time, used for segment.ms and producer expiry.
+func Open(fsys vfs.FS, dir string, cfg Config, now time.Time) (*Log, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := mkdirDurable(fsys, dir); err != nil {
+		return nil, err
+	}
+	l := &Log{fs: fsys, dir: dir, cfg: cfg, lastNowMs: now.UnixMilli(), inflightTarget: -1}
+	l.flushCond = sync.NewCond(&l.flushMu)
+	if err := l.recover(); err != nil {
+		for _, s := range l.segs {
+			s.close()
+		}
+		return nil, err
+	}
+	return l, nil
+}
+
+// mkdirDurable creates dir and its missing parents, and syncs the parent of
+// each directory it created, so the new names survive a crash.
+func mkdirDurable(fsys vfs.FS, dir string) error {
+	var missing []string
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		ok, err := vfs.Exists(fsys, d)
+		if err != nil {
+			return err
+		}
+		if ok {
+			break
+		}
+		missing = append(missing, d)
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	if err := fsys.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for i := len(missing) - 1; i >= 0; i-- {
+		if err := fsys.SyncDir(filepath.Dir(missing[i])); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// dirState is what recover learns from listing the directory.
+type dirState struct {
+	bases     []int64 // .log files, sorted
+	snapshots []int64 // .snapshot files, sorted
+}
+
+func (l *Log) listDir() (dirState, error) {
+	var st dirState
+	names, err := l.fs.List(l.dir)
+	if err != nil {
+		return st, err
+	}
+	logs := map[int64]bool{}
+	for _, n := range names {
+		if off, ok := parseFileName(n, logSuffix); ok {
+			st.bases = append(st.bases, off)
+			logs[off] = true
+		} else if off, ok := parseFileName(n, snapshotSuffix); ok {
+			st.snapshots = append(st.snapshots, off)
+		}
+	}
+	for _, n := range names {
+		full := filepath.Join(l.dir, n)
+		switch {
+		case strings.HasSuffix(n, tmpSuffix):
+			l.fs.Remove(full) // an interrupted atomic write
+		case strings.HasSuffix(n, indexSuffix) || strings.HasSuffix(n, timeIndexSuffix):
+			off, ok1 := parseFileName(n, indexSuffix)
+			if !ok1 {
+				off, ok1 = parseFileName(n, timeIndexSuffix)
+			}
+			if ok1 && !logs[off] {
+				l.fs.Remove(full) // orphaned index
+			}
+		}
+	}
+	sort.Slice(st.bases, func(i, j int) bool { return st.bases[i] < st.bases[j] })
+	sort.Slice(st.snapshots, func(i, j int) bool { return st.snapshots[i] < st.snapshots[j] })
+	return st, nil
+}
+
+// recover loads the directory into l (see docs/storage.md).
+func (l *Log) recover() error {
+	st, err := l.listDir()
+	if err != nil {
+		return err
+	}
+	cleanName := filepath.Join(l.dir, cleanShutdownName)
+	clean, err := vfs.Exists(l.fs, cleanName)
+	if err != nil {
+		return err
+	}
+	logStart, lsOK := readOffsetFile(l.fs, filepath.Join(l.dir, logStartName))
+	rp, _ := readOffsetFile(l.fs, filepath.Join(l.dir, recoveryPointName))
+
+	// Segments wholly below the log start (resurrected by a crash after
+	// their removal) are deleted.
+	bases := st.bases
+	for lsOK && len(bases) > 1 && bases[1] <= logStart {
+		l.removeSegmentNames(bases[0])
+		bases = bases[1:]
+	}
+	for _, b := range bases {
+		s, err := openSegmentFiles(l.fs, l.dir, b, false)
+		if err != nil {
+			return err
+		}
+		s.createdMs = l.lastNowMs
+		size, err := s.log.Size()
+		if err != nil {
+			s.close()
+			return err
+		}
+		s.size = min(size, math.MaxInt32)
+		l.segs = append(l.segs, s)
+	}
+
+	// scanFrom: first segment whose batches are checked one by one.
+	scanFrom := len(l.segs)
+	if !clean {
+		scanFrom = 0
+		for i, s := range l.segs {
+			if s.base <= rp {
+				scanFrom = i
+			}
+		}
+		scanFrom = min(scanFrom, max(len(l.segs)-1, 0))
+	}
+
+	// Leader-epoch cache: the checkpoint, or rebuilt from the batches.
+	epochs, epochErr := l.readEpochs()
+	rebuildEpochs := epochErr != nil
+	if rebuildEpochs {
+		epochs = &epoch.Cache{}
+	}
+	l.epochs = epochs
+
+	for i := 0; i < scanFrom; i++ {
+		ok, err := l.loadTrusted(i, clean && i == len(l.segs)-1, rebuildEpochs)
+		if err != nil {
+			return err
+		}
+		if !ok { // the clean last segment failed its check: scan it
+			scanFrom = i
+		}
+	}
+	// Entries from the first scanned segment on are re-derived from its
+	// batches (some may have been lost in the crash).
+	if scanFrom < len(l.segs) {
+		l.epochs.TruncateFromEnd(l.segs[scanFrom].base)
+	}
+	if err := l.scanSegments(scanFrom); err != nil {
+		return err
+	}
+
+	if len(l.segs) == 0 {
+		start := int64(0)
+		if lsOK {
+			start = logStart
+		}
+		if err := l.resetTo(start); err != nil {
+			return err
+		}
+	}
+	l.leo = l.active().next
+	if !lsOK || logStart < l.segs[0].base {
+		logStart = l.segs[0].base
+	}
+	if logStart > l.leo {
+		// Everything below the log start is gone: start afresh there.
+		if err := l.resetTo(logStart); err != nil {
+			return err
+		}
+		l.leo = logStart
+	}
+	l.logStart = logStart
+
+	changed := l.epochs.TruncateFromEnd(l.leo)
+	changed = l.epochs.TruncateFromStart(l.logStart) || changed
+	if changed || rebuildEpochs {
+		if err := l.persistEpochs(); err != nil {
+			return err
+		}
+	}
+
+	if err := l.loadProducers(st.snapshots, clean, scanFrom); err != nil {
+		return err
+	}
+	l.removeOldSnapshots()
+
+	// Everything now in the files is made durable (a process crash leaves
+	// unsynced data readable in the page cache), then the clean marker is
+	// removed so that a crash from here on is detected.
+	for _, s := range l.segs {
+		for _, f := range []vfs.File{s.log, s.idx, s.tidx} {
+			if !clean {
+				if err := f.Sync(); err != nil {
+					return err
+				}
+			}
+		}
+		s.syncedSize = s.size
+		s.indexesSynced = s != l.active()
+	}
+	if clean {
+		if err := l.fs.Remove(cleanName); err != nil {
+			return err
+		}
+	}
+	if err := l.fs.SyncDir(l.dir); err != nil {
+		return err
+	}
+	l.flushed.Store(l.leo)
+	l.rpBase = l.active().base
+	return vfs.WriteFileAtomic(l.fs, filepath.Join(l.dir, recoveryPointName), encodeOffsetFile(l.rpBase), false)
+}
+
+// assignRecovered adds a recovered batch's epoch to the cache, as Kafka's
+// segment recovery does: only an epoch newer than the latest starts an
+// entry (an older one would truncate the cache).
+func (l *Log) assignRecovered(h *batch.Header) {
+	if h.LeaderEpoch >= 0 && h.LeaderEpoch > l.epochs.LatestEpoch() {
+		l.epochs.Assign(h.LeaderEpoch, h.BaseOffset)
+	}
+}
+
+// readEpochs reads the leader-epoch checkpoint.
+func (l *Log) readEpochs() (*epoch.Cache, error) {
+	b, err := vfs.ReadFile(l.fs, filepath.Join(l.dir, epochCheckpointName), maxCheckpointFileBytes)
+	if err != nil {
+		return nil, err
+	}
+	return epoch.Decode(b)
+}
+
+// loadTrusted loads segment i, which lies below the recovery point (so its
+// data was fsynced), from its index files, rebuilding them if they are
+// missing or invalid. For the last segment after a clean shutdown the end is
+// found by walking headers from the last index entry; ok is false if that
+// walk does not end exactly at the end of the file.
+func (l *Log) loadTrusted(i int, last, rebuildEpochs bool) (ok bool, err error) {
+	s := l.segs[i]
+	next := int64(-1)
+	if i+1 < len(l.segs) {
+		next = l.segs[i+1].base
+	}
+	if err := l.loadIndexes(s, next); err != nil {
+		if err := l.rebuildIndexes(s); err != nil {
+			return false, err
+		}
+	} else if last || next < 0 {
+		e := floorOffset(s.offsets, math.MaxUint32)
+		end, err := walk(s.log, int64(e.pos), s.size, s.base+int64(e.rel), false, batch.HeaderSize, func(h *batch.Header, pos int64, _ []byte) error {
+			s.next = h.NextOffset()
+			s.bytesSinceIndex += h.Size()
+			return nil
+		})
+		if err != nil {
+			return false, err
+		}
+		if end != s.size {
+			return false, nil
+		}
+		if s.next == s.base && len(s.offsets) > 0 {
+			return false, nil
+		}
+	} else {
+		s.next = next
+	}
+	if last || next < 0 {
+		if err := l.readFirstTs(s); err != nil {
+			return false, err
+		}
+	}
+	if rebuildEpochs {
+		_, err := walk(s.log, 0, s.size, -1, false, 64<<10, func(h *batch.Header, _ int64, _ []byte) error {
+			l.assignRecovered(h)
+			return nil
+		})
+		if err != nil {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+// loadIndexes decodes s's index files and spot-checks the last offset entry
+// against the log. next is the following segment's base, or -1.
+func (l *Log) loadIndexes(s *segment, next int64) error {
+	data, err := readAllFile(s.idx, maxIndexFileBytes)
+	if err != nil {
+		return err
+	}
+	if s.offsets, err = decodeOffsetIndex(data, s.size); err != nil {
+		return err
+	}
+	if k := len(s.offsets); k > 0 {
+		e := s.offsets[k-1]
+		hb := make([]byte, batch.HeaderSize)
+		if _, err := s.log.ReadAt(hb, int64(e.pos)); err != nil {
+			return errBadIndex
+		}
+		h, err := batch.ParseHeader(hb)
+		if err != nil || h.BaseOffset != s.base+int64(e.rel) {
+			return errBadIndex
+		}
+		if next >= 0 && h.NextOffset() > next {
+			return errBadIndex
+		}
+	}
+	maxRel := int64(math.MaxUint32) + 1
+	if next >= 0 {
+		maxRel = next - s.base
+	}
+	if data, err = readAllFile(s.tidx, maxIndexFileBytes); err != nil {
+		return err
+	}
+	if s.times, err = decodeTimeIndex(data, maxRel); err != nil {
+		return err
+	}
+	if k := len(s.times); k > 0 {
+		s.maxTs, s.maxTsAt = s.times[k-1].ts, s.base+int64(s.times[k-1].rel)
+	}
+	return nil
+}
+
+// rebuildIndexes recreates s's indexes by walking its batch headers (a
+// trusted segment whose index files are missing or corrupt).
+func (l *Log) rebuildIndexes(s *segment) error {
+	s.resetIndexes()
+	end, err := walk(s.log, 0, s.size, s.base, false, 64<<10, func(h *batch.Header, pos int64, _ []byte) error {
+		s.track(h, pos, l.cfg.IndexIntervalBytes)
+		s.next = h.NextOffset()
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	s.size = end
+	s.maybeTimeEntry()
+	return s.writeIndexes()
+}
+
+func (s *segment) resetIndexes() {
+	s.offsets, s.times = nil, nil
+	s.maxTs, s.maxTsAt, s.firstTs = -1, -1, -1
+	s.bytesSinceIndex = 0
+	s.next = s.base
+}
+
+func (l *Log) readFirstTs(s *segment) error {
+	if s.size < batch.HeaderSize {
+		return nil
+	}
+	hb := make([]byte, batch.HeaderSize)
+	if _, err := s.log.ReadAt(hb, 0); err != nil {
+		return ioErr(err)
+	}
+	if h, err := batch.ParseHeader(hb); err == nil {
+		s.firstTs = h.MaxTimestamp
+	}
+	return nil
+}
+
+// scanSegments checks every batch of segments from..end (CRC, framing,
+// contiguity), truncating at the first bad one and dropping every segment
+// after it, and rebuilds their indexes.
+func (l *Log) scanSegments(from int) error {
+	for i := from; i < len(l.segs); i++ {
+		s := l.segs[i]
+		if i > 0 && s.base != l.segs[i-1].next {
+			return l.dropSegmentsFrom(i)
+		}
+		s.resetIndexes()
+		end, err := walk(s.log, 0, s.size, s.base, true, 1<<20, func(h *batch.Header, pos int64, _ []byte) error {
+			if h.LastOffset()-s.base > math.MaxUint32 {
+				return errStop
+			}
+			s.track(h, pos, l.cfg.IndexIntervalBytes)
+			s.next = h.NextOffset()
+			l.assignRecovered(h)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		fileSize, err := s.log.Size()
+		if err != nil {
+			return err
+		}
+		if end != fileSize {
+			if err := s.log.Truncate(end); err != nil {
+				return err
+			}
+		}
+		s.size = end
+		if i < len(l.segs)-1 {
+			s.maybeTimeEntry() // sealed: final time entry, as at roll
+		}
+		if err := s.writeIndexes(); err != nil {
+			return err
+		}
+		if end != fileSize {
+			return l.dropSegmentsFrom(i + 1)
+		}
+	}
+	return nil
+}
+
+// dropSegmentsFrom closes and removes segments i.. (recovery only).
+func (l *Log) dropSegmentsFrom(i int) error {
+	for _, s := range l.segs[i:] {
+		s.close()
+		if err := s.removeFiles(l.fs); err != nil {
+			return err
+		}
+	}
+	l.segs = l.segs[:i]
+	return nil
+}
+
+func (l *Log) removeSegmentNames(base int64) {
+	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+		l.fs.Remove(fileName(l.dir, base, suf))
+	}
+}
+
+// resetTo replaces all segments by one empty segment at off (recovery).
+func (l *Log) resetTo(off int64) error {
+	if err := l.dropSegmentsFrom(0); err != nil {
+		return err
+	}
+	s, err := openSegmentFiles(l.fs, l.dir, off, true)
+	if err != nil {
+		return err
+	}
+	s.createdMs = l.lastNowMs
+	l.segs = []*segment{s}
+	return nil
+}
+
+// loadProducers restores producer state: the snapshot at the log end after
+// a clean shutdown, else the newest valid snapshot at or below the first
+// scanned segment, then replays the batches after it.
+func (l *Log) loadProducers(snaps []int64, clean bool, scanFrom int) error {
+	limit := l.leo
+	if !clean && scanFrom < len(l.segs) {
+		limit = l.segs[scanFrom].base
+	}
+	from := l.segs[0].base
+	l.producers = producer.NewState()
+	for i := len(snaps) - 1; i >= 0; i-- {
+		off := snaps[i]
+		if off > limit || off < l.segs[0].base {
+			continue
+		}
+		b, err := vfs.ReadFile(l.fs, fileName(l.dir, off, snapshotSuffix), maxSnapshotFileBytes)
+		if err != nil {
+			continue
+		}
+		ps, err := producer.Decode(b)
+		if err != nil {
+			continue
+		}
+		l.producers, from = ps, off
+		break
+	}
+	if err := l.replayProducers(l.producers, from); err != nil {
+		return err
+	}
+	l.producers.ExpireBefore(l.lastNowMs - l.cfg.ProducerIDExpirationMs)
+	return nil
+}
+
+// replayProducers applies the batches at offsets >= from to ps.
+func (l *Log) replayProducers(ps *producer.State, from int64) error {
+	for i, s := range l.segs {
+		if s.next <= from || (i+1 < len(l.segs) && l.segs[i+1].base <= from) {
+			continue
+		}
+		var start int64
+		if from > s.base {
+			start = int64(floorOffset(s.offsets, uint32(from-s.base)).pos)
+		}
+		_, err := walk(s.log, start, s.size, -1, false, 64<<10, func(h *batch.Header, _ int64, _ []byte) error {
+			if h.BaseOffset >= from {
+				updateProducer(ps, h)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// removeOldSnapshots keeps the newest keepSnapshots snapshots at or below
+// the log end and removes the rest (appendMu held or during recovery).
+func (l *Log) removeOldSnapshots() {
+	names, err := l.fs.List(l.dir)
+	if err != nil {
+		return
+	}
+	var keep []int64
+	for _, n := range names {
+		off, ok := parseFileName(n, snapshotSuffix)
+		if !ok {
+			continue
+		}
+		if off > l.leo {
+			l.fs.Remove(filepath.Join(l.dir, n))
+			continue
+		}
+		keep = append(keep, off)
+	}
+	for len(keep) > keepSnapshots {
+		l.fs.Remove(fileName(l.dir, keep[0], snapshotSuffix))
+		keep = keep[1:]
+	}
+}
+
+// readAllFile reads f entirely, refusing more than limit bytes.
+func readAllFile(f vfs.File, limit int64) ([]byte, error) {
+	size, err := f.Size()
+	if err != nil {
+		return nil, err
+	}
+	if size > limit {
+		return nil, errBadIndex
+	}
+	b := make([]byte, size)
+	n, err := f.ReadAt(b, 0)
+	if int64(n) != size {
+		if err == nil {
+			err = errors.New("storage: short read")
+		}
+		return nil, err
+	}
+	return b, nil
+}
