@@ -1,0 +1,47 @@
+// Package replica is the pure replication state machine of one partition on
+// one broker: LEO, HW, ISR tracking, leader epochs and divergence detection,
+// following kafka-replication-reference.md §1–§3 and §7. It has no
+// goroutines, no clock and no I/O: events go in, actions come out, in the
+// style of etcd raft's Ready (style-anchors §1).
+//
+// # Events
+//
+//   - ApplyMetadata: the controller's partition state (becomes leader or
+//     follower, ISR and epoch changes).
+//   - Append: a produce request (leader).
+//   - HandleFetch: a follower's or consumer's fetch (leader); returns the
+//     response to send at once.
+//   - FetchRequest / HandleFetchResponse: the follower's side of fetching.
+//   - Flushed: the driver's fsync reached an offset.
+//   - Tick: the clock moved (ISR shrink, produce timeouts).
+//   - ISRChangeResult: the controller answered an ISR proposal.
+//
+// # Actions
+//
+// After any events, the driver calls Ready, executes it in field order
+// (truncate, append, persist, reply, propose) and calls Advance:
+//
+//	for {
+//		// feed events ...
+//		if r.HasReady() {
+//			rd := r.Ready()
+//			log.Truncate(rd.Truncate); log.Append(rd.Append...)
+//			persist(rd.Epochs, rd.HW); reply(rd.Completed); send(rd.ISRProposal)
+//			r.Advance()
+//		}
+//		if req, ok := r.FetchRequest(); ok && !inflight { send(req) }
+//	}
+//
+// The machine keeps its own mirror of the log's LEO, flushed offset, log
+// start, HW, epoch cache and producer state, so it can assign offsets and
+// check sequences synchronously; the driver's log follows it through Ready.
+//
+// # Durability (DESIGN decision 4)
+//
+// A replica's LEO counts toward the HW only up to what it has flushed. The
+// leader uses its flushed offset; a follower sends its next fetch only when
+// everything it appended is flushed, so the fetch offset the leader records
+// is a flushed offset. An acks=all acknowledgement therefore means the
+// records are fsynced on every member of the maximal ISR, which has at least
+// min.insync.replicas members (strict min ISR, §1.4).
+package replica

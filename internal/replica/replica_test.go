@@ -1,0 +1,453 @@
+package replica
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/sluice-io/sluice/internal/epoch"
+)
+
+// newLeader returns broker 1 leading epoch le with replicas 1..3 and the
+// given ISR, after appending n single-record batches (flushed).
+func newLeader(t *testing.T, minISR int, isr []int32, le int32, n int) *Replica {
+	t.Helper()
+	r := New(Config{ID: 1, MinISR: minISR, LagTimeMaxMs: 1000}, LogState{})
+	r.Tick(10_000)
+	r.ApplyMetadata(PartitionState{Leader: 1, LeaderEpoch: le, PartitionEpoch: 1, Replicas: []int32{1, 2, 3}, ISR: isr})
+	for i := 0; i < n; i++ {
+		r.Append(ProduceRequest{Acks: AcksLeader, Batch: Batch{NumRecords: 1, ProducerID: NoProducer}})
+	}
+	r.Flushed(r.LEO(), r.LogGen())
+	r.Advance()
+	return r
+}
+
+func fetch(r *Replica, id int32, off int64) FetchResult {
+	return r.HandleFetch(FetchRequest{ReplicaID: id, BrokerEpoch: -1, CurrentLeaderEpoch: r.LeaderEpoch(),
+		FetchOffset: off, LastFetchedEpoch: r.LeaderEpoch(), LogStartOffset: 0})
+}
+
+func TestLeaderHW(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		minISR  int
+		isr     []int32
+		fetches map[int32]int64 // follower -> fetch offset (in id order)
+		flushed int64           // leader flushed offset (-1: all 10)
+		want    int64
+	}{
+		{"no fetch yet: held after election", 1, []int32{1, 2, 3}, nil, -1, 0},
+		{"one ISR follower has not fetched", 1, []int32{1, 2, 3}, map[int32]int64{2: 10}, -1, 0},
+		{"min over the ISR", 1, []int32{1, 2, 3}, map[int32]int64{2: 10, 3: 4}, -1, 4},
+		{"all caught up", 2, []int32{1, 2, 3}, map[int32]int64{2: 10, 3: 10}, -1, 10},
+		{"leader counts only flushed", 1, []int32{1, 2, 3}, map[int32]int64{2: 10, 3: 10}, 6, 6},
+		{"ISR of leader alone, min ISR 1", 1, []int32{1}, nil, -1, 10},
+		{"strict min ISR: frozen below min ISR", 2, []int32{1}, map[int32]int64{2: 10}, -1, 0},
+		{"caught-up non-ISR follower holds HW back", 1, []int32{1, 2}, map[int32]int64{2: 10, 3: 10}, -1, 10},
+		{"lagging non-ISR follower does not", 1, []int32{1, 2}, map[int32]int64{2: 10, 3: 2}, -1, 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := New(Config{ID: 1, MinISR: tc.minISR, LagTimeMaxMs: 1000}, LogState{})
+			r.Tick(10_000)
+			r.ApplyMetadata(PartitionState{Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1, 2, 3}, ISR: tc.isr})
+			for i := 0; i < 10; i++ {
+				r.Append(ProduceRequest{Acks: AcksLeader, Batch: Batch{NumRecords: 1, ProducerID: NoProducer}})
+			}
+			fl := tc.flushed
+			if fl < 0 {
+				fl = 10
+			}
+			r.Flushed(fl, r.LogGen())
+			for _, id := range []int32{2, 3} {
+				if off, ok := tc.fetches[id]; ok {
+					fetch(r, id, off)
+				}
+			}
+			if r.HW() != tc.want {
+				t.Fatalf("HW = %d, want %d (%s)", r.HW(), tc.want, r)
+			}
+		})
+	}
+}
+
+func TestHWMonotonic(t *testing.T) {
+	r := newLeader(t, 1, []int32{1, 2, 3}, 1, 10)
+	fetch(r, 2, 10)
+	fetch(r, 3, 8)
+	if r.HW() != 8 {
+		t.Fatalf("HW %d", r.HW())
+	}
+	fetch(r, 3, 5) // a follower going back (it truncated) never lowers the HW
+	if r.HW() != 8 {
+		t.Fatalf("HW went back to %d", r.HW())
+	}
+}
+
+func TestCaughtUpAndShrink(t *testing.T) {
+	// Steady small produces: the follower always fetches a little behind the
+	// live LEO but reaches the LEO of its previous fetch (§2.1 second rule),
+	// so it never leaves the ISR.
+	r := newLeader(t, 1, []int32{1, 2, 3}, 1, 0)
+	now := int64(10_000)
+	off2 := int64(0)
+	for i := 0; i < 50; i++ {
+		now += 100
+		r.Tick(now)
+		fetch(r, 2, off2)
+		off2 = r.LEO()
+		fetch(r, 3, r.LEO())
+		r.Append(ProduceRequest{Acks: AcksLeader, Batch: Batch{NumRecords: 1, ProducerID: NoProducer}})
+		r.Flushed(r.LEO(), r.LogGen())
+		if rd := r.Ready(); rd.ISRProposal != nil {
+			t.Fatalf("step %d: unexpected ISR proposal %v", i, rd.ISRProposal.NewISR)
+		}
+		r.Advance()
+	}
+	// Follower 3 stops; 2 keeps up. 3 leaves within 1.5x the lag time.
+	stopped := now
+	for now < stopped+1500 {
+		now += 100
+		r.Tick(now)
+		fetch(r, 2, r.LEO())
+		r.Append(ProduceRequest{Acks: AcksLeader, Batch: Batch{NumRecords: 1, ProducerID: NoProducer}})
+		r.Flushed(r.LEO(), r.LogGen())
+		if rd := r.Ready(); rd.ISRProposal != nil {
+			if !slices.Equal(rd.ISRProposal.NewISR, []int32{1, 2}) {
+				t.Fatalf("proposal %v", rd.ISRProposal.NewISR)
+			}
+			if now-stopped < 1000 {
+				t.Fatalf("shrunk after %dms, before the lag time", now-stopped)
+			}
+			return
+		}
+		r.Advance()
+	}
+	t.Fatal("stopped follower never removed")
+}
+
+func TestExpandConditions(t *testing.T) {
+	// Leader of epoch 2 whose epoch started at 10 with HW 6 (KAFKA-7128).
+	c := &epoch.Cache{}
+	c.Assign(1, 0)
+	r := New(Config{ID: 1, MinISR: 1, LagTimeMaxMs: 1000}, LogState{LEO: 10, HW: 6, Epochs: c})
+	r.ApplyMetadata(PartitionState{Leader: 1, LeaderEpoch: 2, PartitionEpoch: 1, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2}})
+	r.Advance()
+	for _, tc := range []struct {
+		off     int64
+		propose bool
+	}{{5, false}, {6, false}, {9, false}, {10, true}} {
+		res := r.HandleFetch(FetchRequest{ReplicaID: 3, BrokerEpoch: -1, CurrentLeaderEpoch: 2, FetchOffset: tc.off, LastFetchedEpoch: 1})
+		if res.Error != ErrNone || res.Diverging != nil {
+			t.Fatalf("fetch %d: %+v", tc.off, res)
+		}
+		rd := r.Ready()
+		if got := rd.ISRProposal != nil; got != tc.propose {
+			t.Fatalf("fetch offset %d (HW 6, epoch start 10): proposal=%v want %v", tc.off, got, tc.propose)
+		}
+		r.Advance()
+	}
+	if got := r.MaximalISR(); !slices.Equal(got, []int32{1, 2, 3}) {
+		t.Fatalf("maximal ISR %v: an expansion counts at once", got)
+	}
+}
+
+func TestAcksAll(t *testing.T) {
+	produce := func(r *Replica, id uint64) ProduceResult {
+		r.Append(ProduceRequest{ID: id, Acks: AcksAll, DeadlineMs: 20_000, Batch: Batch{NumRecords: 1, ProducerID: NoProducer}})
+		r.Flushed(r.LEO(), r.LogGen())
+		rd := r.Ready()
+		defer r.Advance()
+		if len(rd.Completed) == 0 {
+			return ProduceResult{Error: -1}
+		}
+		return rd.Completed[0]
+	}
+	t.Run("not enough replicas before append", func(t *testing.T) {
+		r := newLeader(t, 2, []int32{1}, 1, 0)
+		if res := produce(r, 1); res.Error != ErrNotEnoughReplicas || r.LEO() != 0 {
+			t.Fatalf("%+v leo %d", res, r.LEO())
+		}
+	})
+	t.Run("completes when the HW passes", func(t *testing.T) {
+		r := newLeader(t, 2, []int32{1, 2}, 1, 0)
+		if res := produce(r, 1); res.Error != -1 {
+			t.Fatalf("completed early: %+v", res)
+		}
+		fetch(r, 2, 1)
+		rd := r.Ready()
+		if len(rd.Completed) != 1 || rd.Completed[0].Error != ErrNone || rd.Completed[0].BaseOffset != 0 {
+			t.Fatalf("%+v", rd.Completed)
+		}
+	})
+	t.Run("HW frozen after the ISR drops below min: times out", func(t *testing.T) {
+		r := newLeader(t, 2, []int32{1, 2, 3}, 1, 0)
+		produce(r, 1)
+		fetch(r, 2, 1)
+		// 3 has not fetched: the HW waits for it. The controller commits ISR
+		// {1, 3} (2 was fenced): below nothing, but 3 still holds it back.
+		r.ApplyMetadata(PartitionState{Leader: 1, LeaderEpoch: 1, PartitionEpoch: 2, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 3}})
+		r.Advance()
+		// Then ISR {1}: the HW is frozen (strict min ISR), nothing completes.
+		r.ApplyMetadata(PartitionState{Leader: 1, LeaderEpoch: 1, PartitionEpoch: 3, Replicas: []int32{1, 2, 3}, ISR: []int32{1}})
+		fetch(r, 3, 1)
+		if rd := r.Ready(); len(rd.Completed) != 0 || r.HW() != 0 {
+			t.Fatalf("completed below min ISR: %+v hw %d", rd.Completed, r.HW())
+		}
+		r.Advance()
+		r.Tick(20_000)
+		if rd := r.Ready(); len(rd.Completed) != 1 || rd.Completed[0].Error != ErrRequestTimedOut {
+			t.Fatalf("%+v", rd.Completed)
+		}
+	})
+	t.Run("leader change fails parked requests", func(t *testing.T) {
+		r := newLeader(t, 1, []int32{1, 2}, 1, 0)
+		produce(r, 1)
+		r.ApplyMetadata(PartitionState{Leader: 2, LeaderEpoch: 2, PartitionEpoch: 2, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2}})
+		rd := r.Ready()
+		if len(rd.Completed) != 1 || rd.Completed[0].Error != ErrNotLeaderOrFollower {
+			t.Fatalf("%+v", rd.Completed)
+		}
+	})
+}
+
+func TestFencing(t *testing.T) {
+	r := newLeader(t, 1, []int32{1, 2, 3}, 5, 3)
+	r.ApplyMetadata(PartitionState{Leader: 1, LeaderEpoch: 5, PartitionEpoch: 2, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}, BrokerEpochs: []int64{10, 20, 30}})
+	for _, tc := range []struct {
+		req  FetchRequest
+		want int16
+	}{
+		{FetchRequest{ReplicaID: 2, BrokerEpoch: 20, CurrentLeaderEpoch: 4, FetchOffset: 0, LastFetchedEpoch: -1}, ErrFencedLeaderEpoch},
+		{FetchRequest{ReplicaID: 2, BrokerEpoch: 20, CurrentLeaderEpoch: 6, FetchOffset: 0, LastFetchedEpoch: -1}, ErrUnknownLeaderEpoch},
+		{FetchRequest{ReplicaID: 9, BrokerEpoch: 20, CurrentLeaderEpoch: 5, FetchOffset: 0, LastFetchedEpoch: -1}, ErrUnknownLeaderEpoch},
+		{FetchRequest{ReplicaID: 2, BrokerEpoch: 19, CurrentLeaderEpoch: 5, FetchOffset: 0, LastFetchedEpoch: -1}, ErrNotLeaderOrFollower},
+		{FetchRequest{ReplicaID: 2, BrokerEpoch: 20, CurrentLeaderEpoch: 5, FetchOffset: 9, LastFetchedEpoch: -1}, ErrOffsetOutOfRange},
+		{FetchRequest{ReplicaID: 2, BrokerEpoch: 20, CurrentLeaderEpoch: 5, FetchOffset: 3, LastFetchedEpoch: 5}, ErrNone},
+	} {
+		if res := r.HandleFetch(tc.req); res.Error != tc.want {
+			t.Errorf("%+v: error %d, want %d", tc.req, res.Error, tc.want)
+		}
+	}
+	if leo, _ := r.FollowerLEO(2); leo != 3 {
+		t.Fatalf("only the valid fetch updates follower state: leo %d", leo)
+	}
+}
+
+// follower returns broker 2 following 1 in epoch le, with the given batches
+// (offset, epoch) as its log.
+func follower2(t *testing.T, le int32, epochs []int32) *Replica {
+	t.Helper()
+	c := &epoch.Cache{}
+	for i, e := range epochs {
+		c.Assign(e, int64(i))
+	}
+	r := New(Config{ID: 2, MinISR: 1}, LogState{LEO: int64(len(epochs)), Epochs: c})
+	r.ApplyMetadata(PartitionState{Leader: 1, LeaderEpoch: le, PartitionEpoch: 1, Replicas: []int32{1, 2}, ISR: []int32{1, 2}})
+	r.Advance()
+	return r
+}
+
+func TestDivergence(t *testing.T) {
+	// Each case: leader log and follower log as per-offset epochs; the
+	// follower converges on the common prefix in a few fetch rounds, never
+	// truncating to its HW.
+	for _, tc := range []struct {
+		name             string
+		leader, follower []int32
+		leaderEpoch      int32
+		wantTruncations  []int64
+	}{
+		{"follower ahead in old epoch (KIP-101 #2)", []int32{1, 1, 2}, []int32{1, 1, 1, 1}, 2, []int64{2}},
+		{"follower has an epoch the leader never saw (KIP-279)", []int32{1, 1, 3}, []int32{1, 2}, 3, []int64{1}},
+		{"two unknown epochs, one round", []int32{1, 1, 1, 4}, []int32{1, 2, 2, 3, 3}, 4, []int64{1}},
+		{"iterates: leader epoch unknown to the follower", []int32{1, 2, 2, 5}, []int32{1, 1, 3, 3}, 5, []int64{2, 1}},
+		{"no divergence", []int32{1, 1, 2, 2}, []int32{1, 1, 2}, 2, nil},
+		{"follower below the leader's earliest epoch", []int32{3, 3}, []int32{1, 1, 1}, 3, []int64{0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lc := &epoch.Cache{}
+			for i, e := range tc.leader {
+				lc.Assign(e, int64(i))
+			}
+			l := New(Config{ID: 1, MinISR: 1}, LogState{LEO: int64(len(tc.leader)), Epochs: lc})
+			l.ApplyMetadata(PartitionState{Leader: 1, LeaderEpoch: tc.leaderEpoch, PartitionEpoch: 1, Replicas: []int32{1, 2}, ISR: []int32{1, 2}})
+			f := follower2(t, tc.leaderEpoch, tc.follower)
+			var got []int64
+			for round := 0; round < 5; round++ {
+				req, ok := f.FetchRequest()
+				if !ok {
+					t.Fatal("no fetch")
+				}
+				res := l.HandleFetch(req)
+				if res.Diverging == nil {
+					if res.Error != ErrNone {
+						t.Fatalf("error %d", res.Error)
+					}
+					break
+				}
+				f.HandleFetchResponse(FetchResponse{Request: req, FetchResult: res})
+				rd := f.Ready()
+				if rd.Truncate == nil {
+					t.Fatalf("diverging without truncation")
+				}
+				got = append(got, rd.Truncate.Offset)
+				f.Advance()
+			}
+			if !slices.Equal(got, tc.wantTruncations) {
+				t.Fatalf("truncations %v, want %v", got, tc.wantTruncations)
+			}
+		})
+	}
+}
+
+func TestDivergingResponseIgnoresHW(t *testing.T) {
+	// KAFKA-14704: records and HW of a diverging response are ignored.
+	f := follower2(t, 2, []int32{1, 1, 1})
+	req, _ := f.FetchRequest()
+	f.HandleFetchResponse(FetchResponse{Request: req, FetchResult: FetchResult{HW: 3, Diverging: &DivergingEpoch{Epoch: 1, EndOffset: 1}},
+		Batches: []Batch{{BaseOffset: 3, NumRecords: 1, Epoch: 2}}})
+	if f.HW() != 0 || f.LEO() != 1 {
+		t.Fatalf("hw %d leo %d", f.HW(), f.LEO())
+	}
+}
+
+func TestOutOfRange(t *testing.T) {
+	f := follower2(t, 2, []int32{1, 1, 1, 1})
+	req, _ := f.FetchRequest()
+	f.HandleFetchResponse(FetchResponse{Request: req, FetchResult: FetchResult{Error: ErrOffsetOutOfRange, LEO: 2, LogStart: 0}})
+	if f.LEO() != 2 {
+		t.Fatalf("leader behind: leo %d, want 2", f.LEO())
+	}
+	f.Advance()
+	req, _ = f.FetchRequest()
+	f.HandleFetchResponse(FetchResponse{Request: req, FetchResult: FetchResult{Error: ErrOffsetOutOfRange, LEO: 50, LogStart: 40}})
+	rd := f.Ready()
+	if rd.Truncate == nil || !rd.Truncate.Fully || f.LEO() != 40 || f.LogStart() != 40 || f.HW() != 40 {
+		t.Fatalf("leader start ahead: %+v %s", rd.Truncate, f)
+	}
+}
+
+func TestFollowerFetchesOnlyFlushed(t *testing.T) {
+	f := follower2(t, 1, nil)
+	req, ok := f.FetchRequest()
+	if !ok || req.FetchOffset != 0 || req.LastFetchedEpoch != -1 {
+		t.Fatalf("%+v %v", req, ok)
+	}
+	f.HandleFetchResponse(FetchResponse{Request: req, FetchResult: FetchResult{HW: 0, To: 2},
+		Batches: []Batch{{BaseOffset: 0, NumRecords: 2, Epoch: 1, ProducerID: NoProducer}}})
+	gen := f.LogGen()
+	f.Ready()
+	f.Advance()
+	if _, ok := f.FetchRequest(); ok {
+		t.Fatal("fetched past unflushed data")
+	}
+	f.Flushed(2, gen)
+	req, ok = f.FetchRequest()
+	if !ok || req.FetchOffset != 2 || req.LastFetchedEpoch != 1 {
+		t.Fatalf("%+v %v", req, ok)
+	}
+	// A stale response (other fetch offset) is ignored.
+	f.HandleFetchResponse(FetchResponse{Request: FetchRequest{Leader: 1, CurrentLeaderEpoch: 1, FetchOffset: 0},
+		Batches: []Batch{{BaseOffset: 0, NumRecords: 1, Epoch: 1}}})
+	if f.LEO() != 2 || f.HasReady() {
+		t.Fatalf("stale response applied: %s %+v", f, f.Ready())
+	}
+	// A flush that raced a truncation does not count.
+	f.HandleFetchResponse(FetchResponse{Request: req, FetchResult: FetchResult{HW: 1},
+		Batches: []Batch{{BaseOffset: 2, NumRecords: 3, Epoch: 1}}})
+	gen = f.LogGen()
+	f.truncateTo(3)
+	f.Flushed(5, gen)
+	if f.FlushedOffset() != 2 {
+		t.Fatalf("flushed %d", f.FlushedOffset())
+	}
+}
+
+func TestIdempotentRollback(t *testing.T) {
+	// §9 item 15: a truncated batch, retried, is appended again rather than
+	// reported as a duplicate; a retry of a surviving batch is a duplicate.
+	f := follower2(t, 1, nil)
+	req, _ := f.FetchRequest()
+	f.HandleFetchResponse(FetchResponse{Request: req, FetchResult: FetchResult{HW: 0}, Batches: []Batch{
+		{BaseOffset: 0, NumRecords: 2, Epoch: 1, ProducerID: 7, BaseSeq: 0},
+		{BaseOffset: 2, NumRecords: 2, Epoch: 1, ProducerID: 7, BaseSeq: 2},
+	}})
+	f.truncateTo(2) // divergence removed the second batch
+	f.Advance()
+	f.Flushed(2, f.LogGen())
+	f.ApplyMetadata(PartitionState{Leader: 2, LeaderEpoch: 2, PartitionEpoch: 2, Replicas: []int32{1, 2}, ISR: []int32{2}})
+	f.Advance()
+	f.Append(ProduceRequest{ID: 1, Acks: AcksLeader, Batch: Batch{NumRecords: 2, ProducerID: 7, BaseSeq: 2}})
+	f.Append(ProduceRequest{ID: 2, Acks: AcksLeader, Batch: Batch{NumRecords: 2, ProducerID: 7, BaseSeq: 0}})
+	f.Append(ProduceRequest{ID: 3, Acks: AcksLeader, Batch: Batch{NumRecords: 1, ProducerID: 7, BaseSeq: 9}})
+	rd := f.Ready()
+	want := []ProduceResult{
+		{ID: 1, Acks: AcksLeader, BaseOffset: 2, LastOffset: 3},
+		{ID: 2, Acks: AcksLeader, BaseOffset: 0, LastOffset: 1, Duplicate: true},
+		{ID: 3, Acks: AcksLeader, Error: ErrOutOfOrderSequence, BaseOffset: -1, LastOffset: -1},
+	}
+	if !slices.Equal(rd.Completed, want) {
+		t.Fatalf("got %+v\nwant %+v", rd.Completed, want)
+	}
+	if len(rd.Append) != 1 || rd.Append[0].Epoch != 2 || rd.Append[0].BaseOffset != 2 {
+		t.Fatalf("append %+v", rd.Append)
+	}
+}
+
+func TestISRChangeResults(t *testing.T) {
+	r := newLeader(t, 1, []int32{1, 2}, 1, 2)
+	fetch(r, 2, 2)
+	fetch(r, 3, 2) // proposes {1,2,3}
+	rd := r.Ready()
+	p := rd.ISRProposal
+	if p == nil {
+		t.Fatal("no proposal")
+	}
+	r.Advance()
+	// A delayed copy of the committed metadata (same epochs) must not drop
+	// the in-flight expansion (found by the simulator).
+	r.ApplyMetadata(PartitionState{Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2}})
+	if r.PendingISR() == nil || len(r.MaximalISR()) != 3 {
+		t.Fatal("pending expansion dropped")
+	}
+	// A result for another proposal is ignored.
+	r.ISRChangeResult(AlterPartitionResult{Seq: p.Seq + 1, LeaderEpoch: 1, PartitionEpoch: 2, ISR: []int32{1}})
+	if r.PendingISR() == nil {
+		t.Fatal("stale result applied")
+	}
+	// Fencing errors keep it pending; INELIGIBLE reverts.
+	r.ISRChangeResult(AlterPartitionResult{Seq: p.Seq, Error: ErrInvalidUpdateVersion})
+	if r.PendingISR() == nil {
+		t.Fatal("pending dropped on a version error")
+	}
+	r.ISRChangeResult(AlterPartitionResult{Seq: p.Seq, Error: ErrIneligibleReplica})
+	if r.PendingISR() != nil || len(r.MaximalISR()) != 2 {
+		t.Fatal("not reverted")
+	}
+	// Other errors retry the same proposal.
+	fetch(r, 3, 2)
+	p = r.Ready().ISRProposal
+	r.Advance()
+	r.ISRChangeResult(AlterPartitionResult{Seq: p.Seq, Error: ErrNotController})
+	if rd := r.Ready(); rd.ISRProposal != p {
+		t.Fatal("no retry")
+	}
+	r.Advance()
+	r.ISRChangeResult(AlterPartitionResult{Seq: p.Seq, LeaderEpoch: 1, PartitionEpoch: 2, ISR: []int32{1, 2, 3}})
+	if !slices.Equal(r.ISR(), []int32{1, 2, 3}) || r.PartitionEpoch() != 2 || r.PendingISR() != nil {
+		t.Fatalf("not committed: %s", r)
+	}
+}
+
+func TestConsumerReadsBelowHW(t *testing.T) {
+	r := newLeader(t, 1, []int32{1, 2}, 1, 5)
+	fetch(r, 2, 3)
+	res := r.HandleFetch(FetchRequest{ReplicaID: -1, CurrentLeaderEpoch: -1, FetchOffset: 0, LastFetchedEpoch: -1})
+	if res.Error != ErrNone || res.From != 0 || res.To != 3 {
+		t.Fatalf("%+v", res)
+	}
+	res = r.HandleFetch(FetchRequest{ReplicaID: -1, CurrentLeaderEpoch: -1, FetchOffset: 4, LastFetchedEpoch: -1})
+	if res.Error != ErrNone || res.To > res.From {
+		t.Fatalf("served above the HW: %+v", res)
+	}
+}

@@ -1,0 +1,276 @@
+package replica
+
+import (
+	"github.com/sluice-io/sluice/internal/epoch"
+	"github.com/sluice-io/sluice/internal/producer"
+)
+
+// Kafka error codes used by the state machine. They are the numeric values of
+// github.com/twmb/franz-go/pkg/kerr (codes_test.go checks that they match),
+// kept as constants so callers can switch on them.
+const (
+	ErrNone                         int16 = 0   // NONE
+	ErrOffsetOutOfRange             int16 = 1   // OFFSET_OUT_OF_RANGE
+	ErrNotLeaderOrFollower          int16 = 6   // NOT_LEADER_OR_FOLLOWER
+	ErrRequestTimedOut              int16 = 7   // REQUEST_TIMED_OUT
+	ErrNotEnoughReplicas            int16 = 19  // NOT_ENOUGH_REPLICAS
+	ErrNotEnoughReplicasAfterAppend int16 = 20  // NOT_ENOUGH_REPLICAS_AFTER_APPEND
+	ErrNotController                int16 = 41  // NOT_CONTROLLER
+	ErrInvalidRequest               int16 = 42  // INVALID_REQUEST
+	ErrOutOfOrderSequence           int16 = 45  // OUT_OF_ORDER_SEQUENCE_NUMBER
+	ErrInvalidProducerEpoch         int16 = 47  // INVALID_PRODUCER_EPOCH
+	ErrOperationNotAttempted        int16 = 55  // OPERATION_NOT_ATTEMPTED
+	ErrFencedLeaderEpoch            int16 = 74  // FENCED_LEADER_EPOCH
+	ErrUnknownLeaderEpoch           int16 = 75  // UNKNOWN_LEADER_EPOCH
+	ErrInvalidUpdateVersion         int16 = 95  // INVALID_UPDATE_VERSION
+	ErrIneligibleReplica            int16 = 107 // INELIGIBLE_REPLICA
+	ErrNewLeaderElected             int16 = 108 // NEW_LEADER_ELECTED
+)
+
+// Acks values of a produce request.
+const (
+	AcksNone   int16 = 0  // no response is sent (the driver drops the result)
+	AcksLeader int16 = 1  // acknowledged after the local append
+	AcksAll    int16 = -1 // acknowledged once the HW covers the batch (§2.5)
+)
+
+// NoProducer is the producer id of a non-idempotent batch.
+const NoProducer int64 = -1
+
+// Role is the replica's role for its partition.
+type Role int8
+
+// Roles.
+const (
+	RoleNone     Role = iota // no metadata applied yet: serves nothing
+	RoleLeader               // leader for the current leader epoch
+	RoleFollower             // follower (possibly of no leader: Leader == -1)
+)
+
+func (r Role) String() string {
+	switch r {
+	case RoleLeader:
+		return "leader"
+	case RoleFollower:
+		return "follower"
+	}
+	return "none"
+}
+
+// Config configures one partition replica.
+type Config struct {
+	// ID is this broker's id.
+	ID int32
+	// BrokerEpoch is this broker incarnation's epoch (KIP-903), sent in
+	// follower fetches. -1 if unknown.
+	BrokerEpoch int64
+	// Partition labels the partition in traces (e.g. "orders-3").
+	Partition string
+	// MinISR is the topic's min.insync.replicas. The effective minimum is
+	// min(MinISR, replication factor) (§1.3). Zero means 1.
+	MinISR int
+	// LagTimeMaxMs is replica.lag.time.max.ms (§2.1): a follower that has not
+	// been caught up for longer leaves the ISR. Zero means 30000.
+	LagTimeMaxMs int64
+}
+
+// LogState is the recovered state of the local log that New starts from.
+// Everything in it is durable: after recovery the flushed offset is LEO.
+type LogState struct {
+	LogStart int64 // first readable offset
+	LEO      int64 // log end offset (next offset to be written)
+	HW       int64 // checkpointed high watermark; clamped to [LogStart, LEO]
+	// Epochs is the leader-epoch cache; New takes ownership. nil means empty.
+	Epochs *epoch.Cache
+	// Producers is the idempotent-producer state at LEO; New takes
+	// ownership. nil means empty.
+	Producers *producer.State
+}
+
+// Batch is one record batch as the state machine sees it: a header plus an
+// opaque payload it never reads. The leader assigns BaseOffset and stamps
+// Epoch (§1.3, DESIGN decision 1); followers append batches verbatim.
+type Batch struct {
+	BaseOffset    int64
+	NumRecords    int32 // records in the batch (lastOffsetDelta+1), >= 1
+	Epoch         int32 // partitionLeaderEpoch
+	ProducerID    int64 // NoProducer if not idempotent
+	ProducerEpoch int16
+	BaseSeq       int32
+	MaxTimestamp  int64
+	// Data is the driver's payload (a Kafka v2 batch, or the simulator's
+	// record values). It is carried, never inspected or copied.
+	Data []byte
+}
+
+// LastOffset is the offset of the batch's last record.
+func (b *Batch) LastOffset() int64 { return b.BaseOffset + int64(b.NumRecords) - 1 }
+
+// LastSeq is the sequence number of the batch's last record.
+func (b *Batch) LastSeq() int32 { return b.BaseSeq + b.NumRecords - 1 }
+
+// ProduceRequest is one partition's part of a Produce request.
+type ProduceRequest struct {
+	// ID is an opaque handle returned in the ProduceResult.
+	ID uint64
+	// Acks is AcksNone, AcksLeader or AcksAll.
+	Acks int16
+	// Batch is the client's batch; its BaseOffset and Epoch are overwritten.
+	Batch Batch
+	// DeadlineMs is when an acks=all request still waiting for the HW fails
+	// with REQUEST_TIMED_OUT (compared against Tick's clock). 0 = never.
+	DeadlineMs int64
+}
+
+// ProduceResult completes a ProduceRequest.
+type ProduceResult struct {
+	ID    uint64
+	Acks  int16
+	Error int16
+	// BaseOffset and LastOffset locate the batch in the log (also for a
+	// duplicate: the original offsets). -1 on error.
+	BaseOffset, LastOffset int64
+	// Duplicate is set when the batch was a retry of a retained batch and
+	// nothing was appended (§7).
+	Duplicate bool
+}
+
+// FetchRequest is one partition of a Fetch request. A follower builds it with
+// Replica.FetchRequest; consumers use ReplicaID = -1.
+type FetchRequest struct {
+	// Leader is the broker the request is for (filled by FetchRequest; the
+	// leader ignores it).
+	Leader int32
+	// ReplicaID is the fetching broker, or -1 for a consumer.
+	ReplicaID int32
+	// BrokerEpoch is the follower's broker epoch (KIP-903), -1 if unknown.
+	BrokerEpoch int64
+	// CurrentLeaderEpoch fences stale requests (KIP-320); -1 skips the check.
+	CurrentLeaderEpoch int32
+	// FetchOffset is the first offset wanted. For a follower it is its LEO,
+	// which under sluice's durability rule is also its flushed offset: the
+	// leader counts it as the follower's acknowledgement (§1.3, DESIGN 4).
+	FetchOffset int64
+	// LastFetchedEpoch is the epoch of the follower's last batch (-1: none);
+	// it drives the divergence check (§3.4).
+	LastFetchedEpoch int32
+	// LogStartOffset is the follower's log start offset.
+	LogStartOffset int64
+}
+
+// DivergingEpoch tells a follower where its log leaves the leader's (§3.4).
+type DivergingEpoch struct {
+	Epoch     int32
+	EndOffset int64
+}
+
+// FetchResult is the leader's answer to a FetchRequest. Records are not
+// copied: the driver reads the batches in [From, To) from its log (to at most
+// its byte limits) and sends them.
+type FetchResult struct {
+	Error int16
+	// HW, LogStart and LEO are the leader's, sampled before the read (§1.3).
+	// On OFFSET_OUT_OF_RANGE they give the follower what ListOffsets would
+	// (§3.5).
+	HW, LogStart, LEO int64
+	// From and To bound the records to return: From is the request's fetch
+	// offset, To is the LEO for followers and the HW for consumers.
+	From, To int64
+	// Diverging is set when the follower's log diverged; no records are
+	// returned and the follower's state was not updated.
+	Diverging *DivergingEpoch
+}
+
+// FetchResponse is what a follower receives for its FetchRequest, passed to
+// HandleFetchResponse. Request must echo the request it answers, so stale or
+// reordered responses are ignored.
+type FetchResponse struct {
+	Request FetchRequest
+	FetchResult
+	// Batches are the records read from the leader's log, in order.
+	Batches []Batch
+}
+
+// PartitionState is the controller's view of the partition, as applied from
+// metadata (§4.4).
+type PartitionState struct {
+	Leader         int32 // -1: no leader
+	LeaderEpoch    int32
+	PartitionEpoch int32
+	Replicas       []int32
+	ISR            []int32
+	// BrokerEpochs optionally holds, parallel to Replicas, each replica's
+	// registered broker epoch (-1: unknown). A fetch with an older epoch is
+	// fenced; a replica whose fetches carry another epoch is ineligible.
+	BrokerEpochs []int64
+	// Ineligible lists replicas that are fenced or in controlled shutdown
+	// (KIP-841): they never join the ISR and do not hold back the HW unless
+	// already in it.
+	Ineligible []int32
+}
+
+// AlterPartitionRequest is an ISR change proposal (§2.4): a compare-and-set
+// on (LeaderEpoch, PartitionEpoch).
+type AlterPartitionRequest struct {
+	// Seq identifies the proposal; return it in the AlterPartitionResult.
+	// It is local to this Replica and not part of the wire request.
+	Seq            uint64
+	Leader         int32
+	LeaderEpoch    int32
+	PartitionEpoch int32
+	NewISR         []int32
+	BrokerEpochs   []int64 // parallel to NewISR, as last seen in fetches
+}
+
+// AlterPartitionResult is the controller's answer to an AlterPartitionRequest.
+type AlterPartitionResult struct {
+	Seq            uint64
+	Error          int16
+	LeaderEpoch    int32
+	PartitionEpoch int32
+	ISR            []int32
+}
+
+// Truncation asks the driver to cut the log.
+type Truncation struct {
+	// Offset is the new log end offset; with Fully, the new log start too.
+	Offset int64
+	// Fully empties the log and restarts it at Offset (truncateFullyAndStartAt,
+	// §3.5).
+	Fully bool
+}
+
+// Ready is the work the driver must do, in field order, before calling
+// Advance. Slices alias the Replica's buffers and are valid until Advance.
+//
+//  1. Truncate (if set) before appending anything.
+//  2. Append the batches, in order, at their BaseOffset.
+//  3. Persist Epochs (if non-nil) and, at leisure, HW / LogStart.
+//  4. Send Completed produce results: only after steps 1-2 (acks=1 results
+//     promise the batch is in the log).
+//  5. Send ISRProposal to the controller.
+//
+// Flushing is separate: when the log's flushed offset advances, call Flushed.
+type Ready struct {
+	Truncate    *Truncation
+	Append      []Batch
+	HWChanged   bool
+	HW          int64
+	LogStart    int64
+	LogStartSet bool
+	// Epochs is the new epoch-cache content when it changed, else nil.
+	Epochs []epoch.Entry
+	// Completed are produce requests that are done, in completion order.
+	Completed []ProduceResult
+	// ISRProposal is an AlterPartition to send, or nil.
+	ISRProposal *AlterPartitionRequest
+	// LogGen counts truncations; pass the value current when a flush started
+	// to Flushed so a flush racing a truncation is not misattributed.
+	LogGen uint64
+}
+
+// IsEmpty reports whether the Ready holds no work.
+func (rd *Ready) IsEmpty() bool {
+	return rd.Truncate == nil && len(rd.Append) == 0 && !rd.HWChanged && !rd.LogStartSet &&
+		rd.Epochs == nil && len(rd.Completed) == 0 && rd.ISRProposal == nil
+}
