@@ -125,6 +125,9 @@ func (h *Handlers) readFetch(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int64
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewFetchResponseTopicPartition()
 			sp.Partition = rp.Partition
+			// Kafka sends an empty record set, never a null one: librdkafka
+			// and sarama reject a null MessageSet.
+			sp.RecordBatches = []byte{}
 			p, err := h.b.Partition(rt.Topic, rp.Partition)
 			if err != nil {
 				sp.ErrorCode = code(err)

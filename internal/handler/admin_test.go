@@ -125,7 +125,7 @@ func TestDescribeAndAlterConfigs(t *testing.T) {
 
 func TestTopicsSurviveRestart(t *testing.T) {
 	n := startNode(t, "", nil)
-	cl := n.client()
+	cl := n.client(kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	createTopic(t, cl, "durable", 2, map[string]*string{"retention.ms": strp("99999")})
 	if err := cl.ProduceSync(ctx(t), &kgo.Record{Topic: "durable", Partition: 1, Value: []byte("v")}).FirstErr(); err != nil {
 		t.Fatal(err)

@@ -1,8 +1,69 @@
 package handler
 
-import "github.com/sluice-io/sluice/internal/protocol"
+import (
+	"net"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-io/sluice/internal/group"
+	"github.com/sluice-io/sluice/internal/protocol"
+)
+
+// groupAPI serves the consumer-group APIs against one group coordinator.
+// The handler files 08..16, 42 and 47 are its methods; the protocol logic
+// itself lives in internal/group, these only adapt kmsg requests and
+// Reply.Await.
+type groupAPI struct {
+	h *Handlers
+	c *group.Coordinator
+}
 
 // registerGroupAPIs installs the consumer-group APIs (FindCoordinator,
 // JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
-// DescribeGroups, ListGroups, DeleteGroups, OffsetDelete).
-func (h *Handlers) registerGroupAPIs(reg *protocol.Registry) {}
+// DescribeGroups, ListGroups, DeleteGroups, OffsetDelete), served by a
+// group coordinator configured from the broker properties.
+func (h *Handlers) registerGroupAPIs(reg *protocol.Registry) {
+	c := group.New(h.b, group.Options{Config: group.ConfigFrom(h.b.Config())})
+	g := &groupAPI{h: h, c: c}
+	for _, api := range []protocol.Handler{
+		{Key: 8, MinVersion: 0, MaxVersion: 8, Serve: g.offsetCommit},
+		{Key: 9, MinVersion: 0, MaxVersion: 8, Serve: g.offsetFetch},
+		{Key: 10, MinVersion: 0, MaxVersion: 4, Serve: g.findCoordinator},
+		{Key: 11, MinVersion: 0, MaxVersion: 7, Serve: g.joinGroup},
+		{Key: 12, MinVersion: 0, MaxVersion: 4, Serve: g.heartbeat},
+		{Key: 13, MinVersion: 0, MaxVersion: 4, Serve: g.leaveGroup},
+		{Key: 14, MinVersion: 0, MaxVersion: 5, Serve: g.syncGroup},
+		{Key: 15, MinVersion: 0, MaxVersion: 5, Serve: g.describeGroups},
+		{Key: 16, MinVersion: 0, MaxVersion: 4, Serve: g.listGroups},
+		{Key: 42, MinVersion: 0, MaxVersion: 2, Serve: g.deleteGroups},
+		{Key: 47, MinVersion: 0, MaxVersion: 0, Serve: g.offsetDelete},
+	} {
+		reg.Register(api)
+	}
+}
+
+// reply turns a coordinator result into a protocol reply: ready responses
+// go out at once, waiting ones through Reply.Await so the connection keeps
+// reading requests meanwhile.
+func reply[T kmsg.Response](r group.Result[T]) protocol.Reply {
+	if r.Wait == nil {
+		return protocol.Reply{Resp: r.Resp}
+	}
+	return protocol.Reply{Await: func() kmsg.Response { return r.Wait() }}
+}
+
+// clientHost is the member's host as Kafka reports it ("/1.2.3.4").
+func clientHost(r *protocol.Request) string {
+	if r.Conn == nil {
+		return ""
+	}
+	addr := r.Conn.RemoteAddr()
+	if addr == nil {
+		return ""
+	}
+	host, _, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return "/" + addr.String()
+	}
+	return "/" + host
+}

@@ -1,0 +1,295 @@
+package group
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// partitionExists reports whether topic has partition p.
+func (c *Coordinator) partitionExists(topic string, p int32) bool {
+	t := c.b.Image().Topics[topic]
+	return t != nil && p >= 0 && int(p) < len(t.Partitions)
+}
+
+// OffsetCommit serves OffsetCommit. Valid offsets are appended as one batch
+// and the response waits until it is durable (acks=all); only then do the
+// offsets become visible to OffsetFetch.
+func (c *Coordinator) OffsetCommit(req *kmsg.OffsetCommitRequest) Result[*kmsg.OffsetCommitResponse] {
+	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+	for _, rt := range req.Topics {
+		st := kmsg.NewOffsetCommitResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewOffsetCommitResponseTopicPartition()
+			sp.Partition = rp.Partition
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	setAll := func(code int16) Result[*kmsg.OffsetCommitResponse] {
+		for i := range resp.Topics {
+			for j := range resp.Topics[i].Partitions {
+				resp.Topics[i].Partitions[j].ErrorCode = code
+			}
+		}
+		return ready(resp)
+	}
+	if req.Group == "" {
+		return setAll(kerr.InvalidGroupID.Code)
+	}
+	s, err := c.lockShard(req.Group)
+	if err != nil {
+		return setAll(err.Code)
+	}
+	defer s.mu.Unlock()
+	now := c.clock.Now()
+	g := s.groups[req.Group]
+	if g == nil {
+		if req.Generation >= 0 {
+			return setAll(kerr.IllegalGeneration.Code)
+		}
+		if g = c.group(s, req.Group, true); g == nil {
+			return setAll(kerr.CoordinatorNotAvailable.Code)
+		}
+	}
+	if code := g.ValidateCommit(now, req.Generation, req.MemberID, req.InstanceID); code != 0 {
+		c.schedule(s, g)
+		return setAll(code)
+	}
+	type pendingCommit struct {
+		tp   TopicPartition
+		o    Offset
+		slot *kmsg.OffsetCommitResponseTopicPartition
+	}
+	var commits []pendingCommit
+	var recs []record
+	for i, rt := range req.Topics {
+		for j, rp := range rt.Partitions {
+			slot := &resp.Topics[i].Partitions[j]
+			var md string
+			if rp.Metadata != nil {
+				md = *rp.Metadata
+			}
+			switch {
+			case !c.partitionExists(rt.Topic, rp.Partition):
+				slot.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				continue
+			case len(md) > c.cfg.MaxOffsetMetadataBytes:
+				slot.ErrorCode = kerr.OffsetMetadataTooLarge.Code
+				continue
+			}
+			tp := TopicPartition{rt.Topic, rp.Partition}
+			o := Offset{Offset: rp.Offset, LeaderEpoch: rp.LeaderEpoch, Metadata: md, CommitTime: now}
+			commits = append(commits, pendingCommit{tp, o, slot})
+			recs = append(recs, offsetRecord(g.id, tp, o))
+		}
+	}
+	c.schedule(s, g)
+	if len(recs) == 0 {
+		return ready(resp)
+	}
+	first, end, aerr := c.appendRecords(s, recs)
+	if aerr != nil {
+		return setAll(kerr.CoordinatorNotAvailable.Code)
+	}
+	for i := range commits {
+		commits[i].o.logOffset = first + int64(i)
+		g.beginCommit(commits[i].tp)
+	}
+	p := s.p
+	return Result[*kmsg.OffsetCommitResponse]{Wait: func() *kmsg.OffsetCommitResponse {
+		err := p.Commit(end)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, pc := range commits {
+			g.finishCommit(pc.tp, pc.o, err == nil && !s.gone)
+			if err != nil || s.gone {
+				pc.slot.ErrorCode = kerr.CoordinatorNotAvailable.Code
+			}
+		}
+		return resp
+	}}
+}
+
+// fetchGroup answers one group of an OffsetFetch: the requested partitions
+// (all committed ones if topics is nil), -1 for those without an offset.
+func (c *Coordinator) fetchGroup(id string, topics []kmsg.OffsetFetchRequestTopic) ([]kmsg.OffsetFetchResponseTopic, int16) {
+	if id == "" {
+		return nil, kerr.InvalidGroupID.Code
+	}
+	s, err := c.lockShard(id)
+	if err != nil {
+		return nil, err.Code
+	}
+	defer s.mu.Unlock()
+	g := s.groups[id]
+	var offs map[TopicPartition]Offset
+	if g != nil {
+		offs = g.offsets
+	}
+	part := func(tp TopicPartition) kmsg.OffsetFetchResponseTopicPartition {
+		rp := kmsg.NewOffsetFetchResponseTopicPartition()
+		rp.Partition = tp.Partition
+		rp.Offset = -1
+		md := ""
+		if o, ok := offs[tp]; ok {
+			rp.Offset, rp.LeaderEpoch, md = o.Offset, o.LeaderEpoch, o.Metadata
+		}
+		rp.Metadata = &md
+		return rp
+	}
+	var out []kmsg.OffsetFetchResponseTopic
+	if topics == nil {
+		byTopic := map[string]int{}
+		for tp := range offs {
+			i, ok := byTopic[tp.Topic]
+			if !ok {
+				i = len(out)
+				byTopic[tp.Topic] = i
+				rt := kmsg.NewOffsetFetchResponseTopic()
+				rt.Topic = tp.Topic
+				out = append(out, rt)
+			}
+			out[i].Partitions = append(out[i].Partitions, part(tp))
+		}
+		return out, 0
+	}
+	for _, t := range topics {
+		rt := kmsg.NewOffsetFetchResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rt.Partitions = append(rt.Partitions, part(TopicPartition{t.Topic, p}))
+		}
+		out = append(out, rt)
+	}
+	return out, 0
+}
+
+// OffsetFetch serves OffsetFetch: one group (v0-v7; a group error goes in
+// every partition for v0-v1, at the top level for v2+) or a batch of
+// groups (v8+).
+func (c *Coordinator) OffsetFetch(req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetchResponse {
+	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
+	if req.Version >= 8 {
+		for _, rg := range req.Groups {
+			var topics []kmsg.OffsetFetchRequestTopic
+			if rg.Topics != nil {
+				topics = make([]kmsg.OffsetFetchRequestTopic, 0, len(rg.Topics))
+				for _, t := range rg.Topics {
+					topics = append(topics, kmsg.OffsetFetchRequestTopic{Topic: t.Topic, Partitions: t.Partitions})
+				}
+			}
+			out, code := c.fetchGroup(rg.Group, topics)
+			g := kmsg.NewOffsetFetchResponseGroup()
+			g.Group, g.ErrorCode = rg.Group, code
+			for _, t := range out {
+				gt := kmsg.NewOffsetFetchResponseGroupTopic()
+				gt.Topic = t.Topic
+				for _, p := range t.Partitions {
+					gp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+					gp.Partition, gp.Offset, gp.LeaderEpoch, gp.Metadata = p.Partition, p.Offset, p.LeaderEpoch, p.Metadata
+					gt.Partitions = append(gt.Partitions, gp)
+				}
+				g.Topics = append(g.Topics, gt)
+			}
+			resp.Groups = append(resp.Groups, g)
+		}
+		return resp
+	}
+	topics := req.Topics
+	if req.Version < 2 && topics == nil {
+		topics = []kmsg.OffsetFetchRequestTopic{}
+	}
+	out, code := c.fetchGroup(req.Group, topics)
+	if code == 0 {
+		resp.Topics = out
+		return resp
+	}
+	if req.Version >= 2 {
+		resp.ErrorCode = code
+		return resp
+	}
+	for _, t := range req.Topics {
+		rt := kmsg.NewOffsetFetchResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewOffsetFetchResponseTopicPartition()
+			rp.Partition, rp.Offset, rp.ErrorCode = p, -1, code
+			md := ""
+			rp.Metadata = &md
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}
+
+// OffsetDelete serves OffsetDelete: offsets of an empty group are deleted;
+// a group with members keeps those of topics it subscribes to
+// (GROUP_SUBSCRIBED_TO_TOPIC), and a non-consumer group with members
+// refuses (NON_EMPTY_GROUP). The response waits for the tombstones.
+func (c *Coordinator) OffsetDelete(req *kmsg.OffsetDeleteRequest) Result[*kmsg.OffsetDeleteResponse] {
+	resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
+	if req.Group == "" {
+		resp.ErrorCode = kerr.InvalidGroupID.Code
+		return ready(resp)
+	}
+	s, err := c.lockShard(req.Group)
+	if err != nil {
+		resp.ErrorCode = err.Code
+		return ready(resp)
+	}
+	defer s.mu.Unlock()
+	g := s.groups[req.Group]
+	if g == nil || g.state == Dead {
+		resp.ErrorCode = kerr.GroupIDNotFound.Code
+		return ready(resp)
+	}
+	if g.state != Empty && g.protocolType != "consumer" {
+		resp.ErrorCode = kerr.NonEmptyGroup.Code
+		return ready(resp)
+	}
+	var recs []record
+	var tps []TopicPartition
+	for _, rt := range req.Topics {
+		st := kmsg.NewOffsetDeleteResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewOffsetDeleteResponseTopicPartition()
+			sp.Partition = rp.Partition
+			tp := TopicPartition{rt.Topic, rp.Partition}
+			switch {
+			case !c.partitionExists(rt.Topic, rp.Partition):
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			case g.state != Empty && g.subscribedTo(rt.Topic):
+				sp.ErrorCode = kerr.GroupSubscribedToTopic.Code
+			default:
+				_, committed := g.offsets[tp]
+				if committed || g.pendingCommits[tp] > 0 {
+					tps = append(tps, tp)
+					recs = append(recs, offsetTombstone(g.id, tp))
+				}
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	if len(recs) == 0 {
+		return ready(resp)
+	}
+	first, end, aerr := c.appendRecords(s, recs)
+	if aerr != nil {
+		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		return ready(resp)
+	}
+	for i, tp := range tps {
+		g.deleteOffset(tp, first+int64(i))
+	}
+	p := s.p
+	return Result[*kmsg.OffsetDeleteResponse]{Wait: func() *kmsg.OffsetDeleteResponse {
+		if err := p.Commit(end); err != nil {
+			resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		}
+		return resp
+	}}
+}

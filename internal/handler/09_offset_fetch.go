@@ -1,0 +1,22 @@
+package handler
+
+// OffsetFetch, versions 0-8 (v8: a batch of groups).
+//
+// Returns each requested partition's committed offset, leader epoch (v5+)
+// and metadata, or offset -1 when none is committed (also for an unknown
+// group). A null topic list (v2+) returns every committed offset of the
+// group. Only durable commits are visible. Group errors
+// (COORDINATOR_NOT_AVAILABLE while loading, NOT_COORDINATOR,
+// INVALID_GROUP_ID) go in every partition for v0-v1, in the top-level
+// ErrorCode for v2-v7, and per group for v8. RequireStable (v7+) needs
+// nothing: sluice has no transactional offset commits.
+
+import (
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-io/sluice/internal/protocol"
+)
+
+func (g *groupAPI) offsetFetch(r *protocol.Request) protocol.Reply {
+	return protocol.Reply{Resp: g.c.OffsetFetch(r.Body.(*kmsg.OffsetFetchRequest))}
+}

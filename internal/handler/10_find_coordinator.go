@@ -1,0 +1,52 @@
+package handler
+
+// FindCoordinator, versions 0-4 (v4: a batch of CoordinatorKeys).
+//
+// The coordinator of a group is the leader of its __consumer_offsets
+// partition, abs(javaHashCode(groupId)) % partitions, so clients and tools
+// that compute it agree with Kafka. The topic is created on the first
+// request (offsets.topic.num.partitions, replication factor
+// min(offsets.topic.replication.factor, live brokers)). Transaction keys
+// (type 1) are mapped the same way, but sluice serves no transactions yet:
+// the node returned will refuse transactional requests. Any other key type
+// gets INVALID_REQUEST.
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-io/sluice/internal/protocol"
+)
+
+func (g *groupAPI) findCoordinator(r *protocol.Request) protocol.Reply {
+	req := r.Body.(*kmsg.FindCoordinatorRequest)
+	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
+	keys := req.CoordinatorKeys
+	if req.Version < 4 {
+		keys = []string{req.CoordinatorKey}
+	}
+	for _, key := range keys {
+		rc := kmsg.NewFindCoordinatorResponseCoordinator()
+		rc.Key = key
+		var err *kerr.Error
+		if req.CoordinatorType != 0 && req.CoordinatorType != 1 {
+			err = kerr.InvalidRequest
+		} else {
+			rc.NodeID, rc.Host, rc.Port, err = g.c.Coordinator(key)
+		}
+		if err != nil {
+			rc.NodeID, rc.Host, rc.Port = -1, "", -1
+			rc.ErrorCode = err.Code
+			msg := err.Message
+			rc.ErrorMessage = &msg
+		}
+		resp.Coordinators = append(resp.Coordinators, rc)
+	}
+	if req.Version < 4 {
+		c := resp.Coordinators[0]
+		resp.Coordinators = nil
+		resp.ErrorCode, resp.ErrorMessage = c.ErrorCode, c.ErrorMessage
+		resp.NodeID, resp.Host, resp.Port = c.NodeID, c.Host, c.Port
+	}
+	return protocol.Reply{Resp: resp}
+}
