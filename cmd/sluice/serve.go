@@ -79,7 +79,7 @@ func serve(args []string) error {
 	}
 	defer b.Close()
 	reg := protocol.NewRegistry()
-	handler.Register(reg, b)
+	handlers := handler.Register(reg, b)
 	srv := protocol.NewServer(protocol.Config{
 		MaxRequestBytes: int32(cfg.Int("socket.request.max.bytes", 100<<20)),
 		MaxConnections:  int(cfg.Int("max.connections", 10000)),
@@ -117,6 +117,7 @@ func serve(args []string) error {
 		hs.Close()
 	}
 	srv.Close()
+	handlers.Close()
 	if cerr := b.Close(); err == nil {
 		err = cerr
 	}

@@ -1,15 +1,18 @@
-// Package broker holds a node's partitions and topic metadata and implements
-// the operations the Kafka handlers call: topic administration, appends with
-// durability, reads up to the high watermark, and producer-id allocation.
+// Package broker is a node's data plane: its partition replicas (each a
+// replica state machine driven over a local log), the follower fetchers
+// that replicate from other brokers, and the operations the Kafka handlers
+// call. It follows committed metadata from a metadata.Controller (the
+// single-node Local store, or the Raft quorum) and never acts on anything
+// uncommitted.
 package broker
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"path"
-	"regexp"
 	"strconv"
 	"sync"
 	"time"
@@ -18,6 +21,7 @@ import (
 
 	"github.com/sluice-io/sluice/internal/config"
 	"github.com/sluice-io/sluice/internal/metadata"
+	"github.com/sluice-io/sluice/internal/replica"
 	"github.com/sluice-io/sluice/internal/storage"
 	"github.com/sluice-io/sluice/internal/vfs"
 )
@@ -31,6 +35,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+	// Controller is the metadata authority. Default: a single-node
+	// metadata.Local in DataDir/__cluster_metadata.
+	Controller metadata.Controller
 }
 
 // Broker is one sluice node's data plane.
@@ -39,30 +46,39 @@ type Broker struct {
 	fs   vfs.FS
 	log  *slog.Logger
 	now  func() time.Time
-	meta *metadata.Store
+	ctrl metadata.Controller
 
-	mu    sync.RWMutex
-	parts map[TP]*Partition
+	mu       sync.RWMutex
+	parts    map[TP]*Partition
+	fetchers map[int32]*fetcher
+	img      *metadata.Image
+	hwCheck  map[TP]int64 // checkpointed HWs read at startup
 
-	pidMu sync.Mutex
+	applyMu   sync.Mutex // serializes reconcile
+	listeners []func(tp TP, isLeader bool, leaderEpoch int32)
 
 	closing chan struct{}
 	wg      sync.WaitGroup
 }
 
-// Limits on administrative requests.
-const (
-	// MaxTopicNameLen is Kafka's limit (249: a partition directory name must
-	// fit in 255 bytes).
-	MaxTopicNameLen = 249
-	// MaxPartitionsPerTopic bounds CreateTopics / CreatePartitions.
-	MaxPartitionsPerTopic = 10000
-	// MaxPartitions bounds the partitions of the whole node.
-	MaxPartitions = 100000
-)
+// SelfBroker returns this node's broker endpoint from its configuration.
+func SelfBroker(cfg *config.Broker) (metadata.Broker, error) {
+	host, portStr, err := net.SplitHostPort(cfg.Listen)
+	if err != nil {
+		return metadata.Broker{}, fmt.Errorf("listen address %q: %w", cfg.Listen, err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		return metadata.Broker{}, fmt.Errorf("listen address %q: bad port", cfg.Listen)
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1"
+	}
+	return metadata.Broker{ID: cfg.NodeID, Host: host, Port: int32(port)}, nil
+}
 
 // Open starts a broker on the configured data directory, recovering every
-// partition log found in the metadata.
+// local partition the metadata assigns to it.
 func Open(opts Options) (*Broker, error) {
 	if opts.FS == nil {
 		opts.FS = vfs.Default
@@ -77,43 +93,31 @@ func Open(opts Options) (*Broker, error) {
 	if err := opts.FS.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, err
 	}
-	meta, err := metadata.OpenStore(opts.FS, path.Join(cfg.DataDir, "__cluster_metadata"))
-	if err != nil {
+	if opts.Controller == nil {
+		self, err := SelfBroker(cfg)
+		if err != nil {
+			return nil, err
+		}
+		l, err := metadata.OpenLocal(opts.FS, path.Join(cfg.DataDir, "__cluster_metadata"), cfg, self)
+		if err != nil {
+			return nil, err
+		}
+		opts.Controller = l
+	}
+	b := &Broker{cfg: cfg, fs: opts.FS, log: opts.Logger, now: opts.Now, ctrl: opts.Controller,
+		parts: map[TP]*Partition{}, fetchers: map[int32]*fetcher{}, closing: make(chan struct{})}
+	b.hwCheck = b.readHWCheckpoint()
+	if err := b.reconcile(b.ctrl.Image()); err != nil {
+		b.Close()
 		return nil, err
 	}
-	b := &Broker{cfg: cfg, fs: opts.FS, log: opts.Logger, now: opts.Now, meta: meta, parts: map[TP]*Partition{}, closing: make(chan struct{})}
-	host, portStr, err := net.SplitHostPort(cfg.Listen)
-	if err != nil {
-		return nil, fmt.Errorf("listen address %q: %w", cfg.Listen, err)
-	}
-	port, _ := strconv.Atoi(portStr)
-	if host == "" || host == "0.0.0.0" || host == "::" {
-		host = "127.0.0.1"
-	}
-	self := metadata.Broker{ID: cfg.NodeID, Host: host, Port: int32(port)}
-	if err := meta.Update(func(im *metadata.Image) error {
-		im.Brokers = map[int32]metadata.Broker{cfg.NodeID: self}
-		for _, t := range im.Topics {
-			for i := range t.Partitions {
-				p := &t.Partitions[i]
-				p.Leader, p.Replicas, p.ISR = cfg.NodeID, []int32{cfg.NodeID}, []int32{cfg.NodeID}
-			}
+	b.ctrl.Watch(func(im *metadata.Image) {
+		if err := b.reconcile(im); err != nil {
+			b.log.Error("applying metadata", "offset", im.Offset, "err", err)
 		}
-		return nil
-	}); err != nil {
-		return nil, err
-	}
-	img := meta.Image()
-	for _, name := range img.TopicNames() {
-		t := img.Topics[name]
-		for _, mp := range t.Partitions {
-			if _, err := b.openPartition(t, mp); err != nil {
-				b.Close()
-				return nil, err
-			}
-		}
-	}
-	b.wg.Add(1)
+	})
+	b.wg.Add(2)
+	go b.tickLoop()
 	go b.retentionLoop()
 	return b, nil
 }
@@ -124,8 +128,11 @@ func (b *Broker) Config() *config.Broker { return b.cfg }
 // NodeID is this node's id.
 func (b *Broker) NodeID() int32 { return b.cfg.NodeID }
 
+// Controller is the metadata authority this broker follows.
+func (b *Broker) Controller() metadata.Controller { return b.ctrl }
+
 // Image returns the current metadata image (read-only).
-func (b *Broker) Image() *metadata.Image { return b.meta.Image() }
+func (b *Broker) Image() *metadata.Image { return b.ctrl.Image() }
 
 // Now is the broker's clock.
 func (b *Broker) Now() time.Time { return b.now() }
@@ -133,13 +140,35 @@ func (b *Broker) Now() time.Time { return b.now() }
 // Logger is the broker's logger.
 func (b *Broker) Logger() *slog.Logger { return b.log }
 
+// OnLeadershipChange registers fn, called (from the metadata goroutine)
+// whenever this node gains or loses leadership of a partition.
+func (b *Broker) OnLeadershipChange(fn func(tp TP, isLeader bool, leaderEpoch int32)) {
+	b.applyMu.Lock()
+	b.listeners = append(b.listeners, fn)
+	b.applyMu.Unlock()
+}
+
+// context returns a context bounded by d and cancelled when the broker
+// closes.
+func (b *Broker) context(d time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	go func() {
+		select {
+		case <-b.closing:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
 func partitionDir(dataDir string, tp TP) string {
 	return path.Join(dataDir, fmt.Sprintf("%s-%d", tp.Topic, tp.Partition))
 }
 
 // storageConfig maps a topic's effective config onto the storage config.
 func (b *Broker) storageConfig(t *metadata.Topic) storage.Config {
-	tc := config.TopicConfig{Set: t.Configs, Broker: b.cfg}
+	tc := b.TopicConfig(t)
 	c := storage.DefaultConfig()
 	c.SegmentBytes = tc.Int64("segment.bytes")
 	c.SegmentMs = tc.Int64("segment.ms")
@@ -152,27 +181,120 @@ func (b *Broker) storageConfig(t *metadata.Topic) storage.Config {
 	return c
 }
 
-func (b *Broker) openPartition(t *metadata.Topic, mp metadata.Partition) (*Partition, error) {
-	tp := TP{t.Name, mp.Index}
-	l, err := storage.Open(b.fs, partitionDir(b.cfg.DataDir, tp), b.storageConfig(t), b.now())
-	if err != nil {
-		return nil, fmt.Errorf("open %s-%d: %w", tp.Topic, tp.Partition, err)
+// TopicConfig returns the effective configuration of a topic.
+func (b *Broker) TopicConfig(t *metadata.Topic) config.TopicConfig {
+	return config.TopicConfig{Set: t.Configs, Broker: b.cfg}
+}
+
+func (b *Broker) minISR(t *metadata.Topic) int {
+	return int(b.TopicConfig(t).Int64("min.insync.replicas"))
+}
+
+// partitionState converts the controller's view of a partition into the
+// replica machine's input, with broker epochs and eligibility (KIP-841,
+// KIP-903).
+func partitionState(im *metadata.Image, mp *metadata.Partition) replica.PartitionState {
+	ps := replica.PartitionState{Leader: mp.Leader, LeaderEpoch: mp.LeaderEpoch, PartitionEpoch: mp.PartitionEpoch,
+		Replicas: mp.Replicas, ISR: mp.ISR, BrokerEpochs: make([]int64, len(mp.Replicas))}
+	for i, id := range mp.Replicas {
+		br, ok := im.Brokers[id]
+		if !ok {
+			ps.BrokerEpochs[i] = -1
+			ps.Ineligible = append(ps.Ineligible, id)
+			continue
+		}
+		ps.BrokerEpochs[i] = br.Epoch
+		if !br.Active() {
+			ps.Ineligible = append(ps.Ineligible, id)
+		}
 	}
-	// A single node is its own ISR: everything recovered is committed once
-	// it is durable.
-	if err := l.Sync(); err != nil {
-		l.Close()
-		return nil, err
+	return ps
+}
+
+// reconcile makes the local replicas match a committed image: open logs of
+// newly assigned partitions, apply leader/ISR changes to each replica
+// machine, move follower fetchers, delete partitions no longer assigned.
+func (b *Broker) reconcile(im *metadata.Image) error {
+	b.applyMu.Lock()
+	defer b.applyMu.Unlock()
+	select {
+	case <-b.closing:
+		return nil
+	default:
 	}
-	if err := l.AssignEpoch(mp.LeaderEpoch, l.LogEndOffset()); err != nil {
-		l.Close()
-		return nil, err
+	b.mu.RLock()
+	prev := b.img
+	b.mu.RUnlock()
+	if prev != nil && im.Offset < prev.Offset {
+		return nil
 	}
-	p := newPartition(tp, l, mp.LeaderEpoch)
+	self := b.cfg.NodeID
+	want := map[TP]bool{}
+	var errs []error
+	type leadChange struct {
+		tp     TP
+		leader bool
+		epoch  int32
+	}
+	var changes []leadChange
+	for _, name := range im.TopicNames() {
+		t := im.Topics[name]
+		for i := range t.Partitions {
+			mp := &t.Partitions[i]
+			if !mp.HasReplica(self) {
+				continue
+			}
+			tp := TP{name, mp.Index}
+			want[tp] = true
+			b.mu.RLock()
+			p := b.parts[tp]
+			b.mu.RUnlock()
+			if p == nil {
+				l, err := storage.Open(b.fs, partitionDir(b.cfg.DataDir, tp), b.storageConfig(t), b.now())
+				if err != nil {
+					errs = append(errs, fmt.Errorf("open %s-%d: %w", tp.Topic, tp.Partition, err))
+					continue
+				}
+				p = newPartition(b, tp, l, b.minISR(t))
+				b.mu.Lock()
+				b.parts[tp] = p
+				b.mu.Unlock()
+			} else {
+				p.log.SetConfig(b.storageConfig(t))
+			}
+			wasLeader, oldEpoch := p.IsLeader(), p.LeaderEpoch()
+			p.applyState(partitionState(im, mp), b.minISR(t))
+			if isL := p.IsLeader(); isL != wasLeader || (isL && p.LeaderEpoch() != oldEpoch) {
+				changes = append(changes, leadChange{tp, isL, p.LeaderEpoch()})
+			}
+			b.assignFetcher(p, im)
+		}
+	}
 	b.mu.Lock()
-	b.parts[tp] = p
+	var gone []*Partition
+	for tp, p := range b.parts {
+		if !want[tp] {
+			delete(b.parts, tp)
+			gone = append(gone, p)
+		}
+	}
+	b.img = im
 	b.mu.Unlock()
-	return p, nil
+	for _, p := range gone {
+		b.unassignFetcher(p)
+		if p.IsLeader() {
+			changes = append(changes, leadChange{p.TP, false, p.LeaderEpoch()})
+		}
+		if err := p.close(true); err != nil {
+			b.log.Warn("deleting partition data", "topic", p.Topic, "partition", p.Partition, "err", err)
+		}
+	}
+	for _, c := range changes {
+		for _, fn := range b.listeners {
+			fn(c.tp, c.leader, c.epoch)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Partition returns the local replica of a partition, or the Kafka error
@@ -184,322 +306,177 @@ func (b *Broker) Partition(topic string, partition int32) (*Partition, error) {
 	if p != nil {
 		return p, nil
 	}
+	if t, ok := b.Image().Topics[topic]; ok && partition >= 0 && int(partition) < len(t.Partitions) {
+		return nil, kerr.NotLeaderForPartition
+	}
 	return nil, kerr.UnknownTopicOrPartition
 }
 
-// TopicConfig returns the effective configuration of a topic.
-func (b *Broker) TopicConfig(t *metadata.Topic) config.TopicConfig {
-	return config.TopicConfig{Set: t.Configs, Broker: b.cfg}
-}
-
-var legalTopic = regexp.MustCompile(`^[a-zA-Z0-9._-]+$`)
-
-// ValidateTopicName applies Kafka's topic name rules.
-func ValidateTopicName(name string) error {
-	switch {
-	case name == "" || name == "." || name == "..":
-		return kerr.InvalidTopicException
-	case len(name) > MaxTopicNameLen:
-		return kerr.InvalidTopicException
-	case !legalTopic.MatchString(name):
-		return kerr.InvalidTopicException
-	}
-	return nil
-}
-
-// CreateTopic creates a topic with the given partitions and configs.
-// partitions <= 0 and replicationFactor <= 0 take the broker defaults
-// (num.partitions, default.replication.factor). The returned error is a
-// *kerr.Error where Kafka has a code for it.
-func (b *Broker) CreateTopic(name string, partitions int32, replicationFactor int16, configs map[string]string, validateOnly bool) error {
-	if err := ValidateTopicName(name); err != nil {
-		return err
-	}
-	if partitions <= 0 {
-		if partitions != -1 {
-			return kerr.InvalidPartitions
-		}
-		partitions = int32(b.cfg.Int("num.partitions", 1))
-	}
-	if replicationFactor <= 0 {
-		if replicationFactor != -1 {
-			return kerr.InvalidReplicationFactor
-		}
-		replicationFactor = int16(b.cfg.Int("default.replication.factor", 1))
-	}
-	if partitions > MaxPartitionsPerTopic {
-		return kerr.InvalidPartitions
-	}
-	img := b.meta.Image()
-	if int(replicationFactor) > len(img.Brokers) {
-		return kerr.InvalidReplicationFactor
-	}
-	for k, v := range configs {
-		d, ok := config.LookupTopicDef(k)
-		if !ok {
-			return fmt.Errorf("%w: unknown topic config %q", kerr.InvalidConfig, k)
-		}
-		if err := d.Validate(v); err != nil {
-			return fmt.Errorf("%w: %v", kerr.InvalidConfig, err)
-		}
-	}
-	if _, exists := img.Topics[name]; exists {
-		return kerr.TopicAlreadyExists
-	}
-	if b.numPartitions()+int(partitions) > MaxPartitions {
-		return kerr.PolicyViolation
-	}
-	if validateOnly {
-		return nil
-	}
-	var created *metadata.Topic
-	err := b.meta.Update(func(im *metadata.Image) error {
-		if _, exists := im.Topics[name]; exists {
-			return kerr.TopicAlreadyExists
-		}
-		t := &metadata.Topic{Name: name, ID: metadata.NewUUID(), Configs: map[string]string{}}
-		for k, v := range configs {
-			t.Configs[k] = v
-		}
-		for i := int32(0); i < partitions; i++ {
-			t.Partitions = append(t.Partitions, b.newPartitionMeta(i))
-		}
-		im.Topics[name] = t
-		created = t.Clone()
-		return nil
-	})
+// Leader returns the local replica of a partition if this node leads it,
+// else NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION.
+func (b *Broker) Leader(topic string, partition int32) (*Partition, error) {
+	p, err := b.Partition(topic, partition)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	for _, mp := range created.Partitions {
-		if _, err := b.openPartition(created, mp); err != nil {
-			return fmt.Errorf("%w: %v", kerr.KafkaStorageError, err)
-		}
+	if !p.IsLeader() {
+		return nil, kerr.NotLeaderForPartition
 	}
-	b.log.Info("created topic", "topic", name, "partitions", partitions)
-	return nil
+	return p, nil
 }
 
-func (b *Broker) newPartitionMeta(i int32) metadata.Partition {
-	id := b.cfg.NodeID
-	return metadata.Partition{Index: i, Leader: id, Replicas: []int32{id}, ISR: []int32{id}}
-}
-
-func (b *Broker) numPartitions() int {
+// Partitions returns every local replica.
+func (b *Broker) Partitions() []*Partition {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
-	return len(b.parts)
+	out := make([]*Partition, 0, len(b.parts))
+	for _, p := range b.parts {
+		out = append(out, p)
+	}
+	return out
 }
 
-// DeleteTopic deletes a topic and its data.
-func (b *Broker) DeleteTopic(name string) error {
-	var deleted *metadata.Topic
-	err := b.meta.Update(func(im *metadata.Image) error {
-		t, ok := im.Topics[name]
-		if !ok {
-			return kerr.UnknownTopicOrPartition
-		}
-		deleted = t
-		delete(im.Topics, name)
-		return nil
-	})
-	if err != nil {
+// ValidateTopicName applies Kafka's topic name rules.
+func ValidateTopicName(name string) error { return metadata.ValidateTopicName(name) }
+
+// adminTimeout bounds administrative calls to the controller.
+const adminTimeout = 30 * time.Second
+
+// CreateTopic creates a topic through the controller and waits until this
+// node has applied it. See metadata.Controller.CreateTopic.
+func (b *Broker) CreateTopic(name string, partitions int32, replicationFactor int16, configs map[string]string, validateOnly bool) error {
+	return b.CreateTopicAssigned(name, partitions, replicationFactor, nil, configs, validateOnly)
+}
+
+// CreateTopicAssigned is CreateTopic with an explicit replica assignment.
+func (b *Broker) CreateTopicAssigned(name string, partitions int32, replicationFactor int16, assignment [][]int32, configs map[string]string, validateOnly bool) error {
+	if partitions == 0 || partitions < -1 {
+		return kerr.InvalidPartitions
+	}
+	if replicationFactor == 0 || replicationFactor < -1 {
+		return kerr.InvalidReplicationFactor
+	}
+	ctx, cancel := b.context(adminTimeout)
+	defer cancel()
+	if err := b.ctrl.CreateTopic(ctx, name, partitions, replicationFactor, assignment, configs, validateOnly); err != nil {
 		return err
 	}
-	for _, mp := range deleted.Partitions {
-		tp := TP{name, mp.Index}
-		b.mu.Lock()
-		p := b.parts[tp]
-		delete(b.parts, tp)
-		b.mu.Unlock()
-		if p != nil {
-			p.wake()
-			if err := p.log.Delete(); err != nil {
-				b.log.Warn("deleting partition data", "topic", name, "partition", mp.Index, "err", err)
-			}
+	if !validateOnly {
+		b.waitApplied(ctx, func(im *metadata.Image) bool { _, ok := im.Topics[name]; return ok })
+	}
+	return nil
+}
+
+// waitApplied waits until the reconciled image satisfies cond.
+func (b *Broker) waitApplied(ctx context.Context, cond func(*metadata.Image) bool) {
+	for {
+		b.mu.RLock()
+		im := b.img
+		b.mu.RUnlock()
+		if im != nil && cond(im) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(5 * time.Millisecond):
 		}
 	}
-	b.log.Info("deleted topic", "topic", name)
+}
+
+// DeleteTopic deletes a topic and, once applied, its local data.
+func (b *Broker) DeleteTopic(name string) error {
+	ctx, cancel := b.context(adminTimeout)
+	defer cancel()
+	if err := b.ctrl.DeleteTopic(ctx, name); err != nil {
+		return err
+	}
+	b.waitApplied(ctx, func(im *metadata.Image) bool { _, ok := im.Topics[name]; return !ok })
 	return nil
 }
 
 // CreatePartitions grows a topic to count partitions.
 func (b *Broker) CreatePartitions(name string, count int32, validateOnly bool) error {
-	img := b.meta.Image()
-	t, ok := img.Topics[name]
-	if !ok {
-		return kerr.UnknownTopicOrPartition
-	}
-	cur := int32(len(t.Partitions))
-	if count <= cur || count > MaxPartitionsPerTopic {
-		return kerr.InvalidPartitions
-	}
-	if validateOnly {
-		return nil
-	}
-	var grown *metadata.Topic
-	err := b.meta.Update(func(im *metadata.Image) error {
-		t, ok := im.Topics[name]
-		if !ok {
-			return kerr.UnknownTopicOrPartition
-		}
-		if int32(len(t.Partitions)) != cur {
-			return kerr.InvalidPartitions
-		}
-		for i := cur; i < count; i++ {
-			t.Partitions = append(t.Partitions, b.newPartitionMeta(i))
-		}
-		grown = t.Clone()
-		return nil
-	})
-	if err != nil {
+	ctx, cancel := b.context(adminTimeout)
+	defer cancel()
+	if err := b.ctrl.CreatePartitions(ctx, name, count, validateOnly); err != nil {
 		return err
 	}
-	for _, mp := range grown.Partitions[cur:] {
-		if _, err := b.openPartition(grown, mp); err != nil {
-			return fmt.Errorf("%w: %v", kerr.KafkaStorageError, err)
-		}
+	if !validateOnly {
+		b.waitApplied(ctx, func(im *metadata.Image) bool {
+			t, ok := im.Topics[name]
+			return ok && int32(len(t.Partitions)) >= count
+		})
 	}
 	return nil
 }
 
 // ConfigOp is one change to a topic config (IncrementalAlterConfigs).
-type ConfigOp struct {
-	Name  string
-	Op    int8 // 0 SET, 1 DELETE, 2 APPEND, 3 SUBTRACT
-	Value string
-}
+type ConfigOp = metadata.ConfigOp
 
 // AlterTopicConfigs changes a topic's configs. With replace set (legacy
 // AlterConfigs) the ops' SET values replace every explicitly set config.
 func (b *Broker) AlterTopicConfigs(name string, ops []ConfigOp, replace, validateOnly bool) error {
-	img := b.meta.Image()
-	t, ok := img.Topics[name]
+	t, ok := b.Image().Topics[name]
 	if !ok {
 		return kerr.UnknownTopicOrPartition
 	}
-	next := map[string]string{}
-	if !replace {
-		for k, v := range t.Configs {
-			next[k] = v
+	if replace {
+		listed := map[string]bool{}
+		for _, op := range ops {
+			listed[op.Name] = true
 		}
-	}
-	for _, op := range ops {
-		d, ok := config.LookupTopicDef(op.Name)
-		if !ok {
-			return fmt.Errorf("%w: unknown topic config %q", kerr.InvalidConfig, op.Name)
-		}
-		switch op.Op {
-		case 0:
-			if err := d.Validate(op.Value); err != nil {
-				return fmt.Errorf("%w: %v", kerr.InvalidConfig, err)
+		for k := range t.Configs {
+			if !listed[k] {
+				ops = append(ops, ConfigOp{Name: k, Op: 1})
 			}
-			next[op.Name] = op.Value
-		case 1:
-			delete(next, op.Name)
-		case 2, 3:
-			if d.Type != config.TypeList {
-				return fmt.Errorf("%w: %s is not a list", kerr.InvalidConfig, op.Name)
-			}
-			next[op.Name] = applyListOp(next[op.Name], op)
-		default:
-			return kerr.InvalidRequest
 		}
 	}
-	if validateOnly {
-		return nil
-	}
-	var updated *metadata.Topic
-	err := b.meta.Update(func(im *metadata.Image) error {
-		t, ok := im.Topics[name]
-		if !ok {
-			return kerr.UnknownTopicOrPartition
-		}
-		t.Configs = next
-		updated = t.Clone()
-		return nil
-	})
-	if err != nil {
+	ctx, cancel := b.context(adminTimeout)
+	defer cancel()
+	off := b.Image().Offset
+	if err := b.ctrl.AlterTopicConfigs(ctx, name, ops, validateOnly); err != nil {
 		return err
 	}
-	sc := b.storageConfig(updated)
-	for _, mp := range updated.Partitions {
-		if p, err := b.Partition(name, mp.Index); err == nil {
-			p.log.SetConfig(sc)
-		}
+	if !validateOnly {
+		b.waitApplied(ctx, func(im *metadata.Image) bool { return im.Offset > off })
 	}
 	return nil
 }
 
-func applyListOp(cur string, op ConfigOp) string {
-	var items []string
-	if cur != "" {
-		items = splitComma(cur)
-	}
-	add := splitComma(op.Value)
-	if op.Op == 2 {
-		for _, a := range add {
-			if !contains(items, a) {
-				items = append(items, a)
-			}
-		}
-	} else {
-		var kept []string
-		for _, it := range items {
-			if !contains(add, it) {
-				kept = append(kept, it)
-			}
-		}
-		items = kept
-	}
-	out := ""
-	for i, it := range items {
-		if i > 0 {
-			out += ","
-		}
-		out += it
-	}
-	return out
-}
-
-func splitComma(s string) []string {
-	var out []string
-	start := 0
-	for i := 0; i <= len(s); i++ {
-		if i == len(s) || s[i] == ',' {
-			if i > start {
-				out = append(out, s[start:i])
-			}
-			start = i + 1
-		}
-	}
-	return out
-}
-
-func contains(s []string, x string) bool {
-	for _, v := range s {
-		if v == x {
-			return true
-		}
-	}
-	return false
-}
-
-// AllocateProducerID hands out a new producer id, durably (InitProducerId).
+// AllocateProducerID hands out a new producer id (InitProducerId).
 func (b *Broker) AllocateProducerID() (int64, error) {
-	b.pidMu.Lock()
-	defer b.pidMu.Unlock()
-	var id int64
-	err := b.meta.Update(func(im *metadata.Image) error {
-		id = im.NextProducerID
-		im.NextProducerID++
-		return nil
-	})
-	return id, err
+	ctx, cancel := b.context(adminTimeout)
+	defer cancel()
+	return b.ctrl.AllocateProducerID(ctx)
+}
+
+// tickLoop drives every replica machine's clock (ISR shrink checks,
+// produce timeouts).
+func (b *Broker) tickLoop() {
+	defer b.wg.Done()
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	lastCheckpoint := b.now()
+	for {
+		select {
+		case <-b.closing:
+			return
+		case <-t.C:
+		}
+		now := b.now()
+		for _, p := range b.Partitions() {
+			p.tick(now.UnixMilli())
+		}
+		if now.Sub(lastCheckpoint) >= 5*time.Second {
+			lastCheckpoint = now
+			b.writeHWCheckpoint()
+		}
+	}
 }
 
 // retentionLoop applies retention.ms / retention.bytes every
-// log.retention.check.interval.ms.
+// log.retention.check.interval.ms on the partitions this node leads.
 func (b *Broker) retentionLoop() {
 	defer b.wg.Done()
 	every := time.Duration(b.cfg.Int("log.retention.check.interval.ms", 300000)) * time.Millisecond
@@ -514,23 +491,32 @@ func (b *Broker) retentionLoop() {
 			return
 		case <-t.C:
 		}
-		b.mu.RLock()
-		parts := make([]*Partition, 0, len(b.parts))
-		for _, p := range b.parts {
-			parts = append(parts, p)
-		}
-		b.mu.RUnlock()
-		for _, p := range parts {
-			if n, err := p.log.ApplyRetention(b.now(), p.HighWatermark()); err != nil {
+		for _, p := range b.Partitions() {
+			if !p.IsLeader() {
+				continue
+			}
+			n, err := p.log.ApplyRetention(b.now(), p.HighWatermark())
+			if err != nil {
 				b.log.Warn("retention", "topic", p.Topic, "partition", p.Partition, "err", err)
-			} else if n > 0 {
-				p.wake()
+				continue
+			}
+			if n > 0 {
+				p.AdvanceLogStart(p.log.LogStartOffset())
 			}
 		}
 	}
 }
 
-// Close flushes and closes every partition.
+// ControlledShutdown asks the controller to move leadership away from this
+// node and take it out of every ISR, then returns (KRaft §4.3).
+func (b *Broker) ControlledShutdown(timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return b.ctrl.ControlledShutdown(ctx)
+}
+
+// Close stops fetchers, flushes and closes every partition, and writes the
+// HW checkpoint. The controller is closed by its owner.
 func (b *Broker) Close() error {
 	select {
 	case <-b.closing:
@@ -539,14 +525,24 @@ func (b *Broker) Close() error {
 	}
 	close(b.closing)
 	b.wg.Wait()
+	b.applyMu.Lock()
+	defer b.applyMu.Unlock()
 	b.mu.Lock()
-	defer b.mu.Unlock()
+	fetchers := b.fetchers
+	b.fetchers = map[int32]*fetcher{}
+	b.mu.Unlock()
+	for _, f := range fetchers {
+		f.stop()
+	}
+	b.writeHWCheckpoint()
 	var errs []error
-	for tp, p := range b.parts {
-		if err := p.log.Close(); err != nil {
+	for _, p := range b.Partitions() {
+		if err := p.close(false); err != nil {
 			errs = append(errs, err)
 		}
-		delete(b.parts, tp)
 	}
+	b.mu.Lock()
+	b.parts = map[TP]*Partition{}
+	b.mu.Unlock()
 	return errors.Join(errs...)
 }

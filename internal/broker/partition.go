@@ -1,10 +1,17 @@
 package broker
 
 import (
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/sluice-io/sluice/internal/batch"
+	"github.com/sluice-io/sluice/internal/epoch"
+	"github.com/sluice-io/sluice/internal/metadata"
+	"github.com/sluice-io/sluice/internal/replica"
 	"github.com/sluice-io/sluice/internal/storage"
 )
 
@@ -14,30 +21,64 @@ type TP struct {
 	Partition int32
 }
 
-// Partition is this node's replica of one partition. On a single node it is
-// always the leader: its high watermark is the flushed log end offset, so a
-// consumer never sees a record that a crash could take away (DESIGN
-// decision 4).
+// Partition is this node's replica of one partition: the pure replica
+// state machine (internal/replica) and the local log, with the driver that
+// executes what the machine decides (append, truncate, flush, acknowledge,
+// propose ISR changes). All machine calls happen under mu; offsets readers
+// need often (HW, LEO, leader epoch) are mirrored in atomics.
 type Partition struct {
 	TP
+	b   *Broker
 	log *storage.Log
 
-	leaderEpoch atomic.Int32
-	hw          atomic.Int64
+	mu      sync.Mutex
+	r       *replica.Replica
+	nextID  uint64
+	waiters map[uint64]chan replica.ProduceResult
+	closed  bool
+	// isrInflight is set while an AlterPartition is with the controller.
+	isrInflight bool
 
-	// notifyMu guards notify, which is closed (and replaced) whenever the
-	// high watermark or log start offset moves, waking long-poll fetches.
+	hw          atomic.Int64
+	leo         atomic.Int64
+	leaderEpoch atomic.Int32
+	leader      atomic.Int32
+	isLeader    atomic.Bool
+
+	// notifyMu guards notify, closed (and replaced) whenever the high
+	// watermark, log end, log start or role changes: it wakes long-poll
+	// fetches, acks waiting on the HW and follower fetchers.
 	notifyMu sync.Mutex
 	notify   chan struct{}
 
-	// flushing is set while a background flush (for acks=0 appends) runs.
-	flushing atomic.Bool
+	flushKick chan struct{}
+	done      chan struct{}
+	flushWG   sync.WaitGroup
 }
 
-func newPartition(tp TP, log *storage.Log, leaderEpoch int32) *Partition {
-	p := &Partition{TP: tp, log: log, notify: make(chan struct{})}
-	p.leaderEpoch.Store(leaderEpoch)
-	p.hw.Store(log.FlushedOffset())
+func newPartition(b *Broker, tp TP, log *storage.Log, minISR int) *Partition {
+	p := &Partition{TP: tp, b: b, log: log, waiters: map[uint64]chan replica.ProduceResult{},
+		notify: make(chan struct{}), flushKick: make(chan struct{}, 1), done: make(chan struct{})}
+	p.r = replica.New(replica.Config{
+		ID:           b.cfg.NodeID,
+		BrokerEpoch:  b.ctrl.BrokerEpoch(),
+		Partition:    tp.Topic + "-" + itoa(tp.Partition),
+		MinISR:       minISR,
+		LagTimeMaxMs: b.cfg.Int("replica.lag.time.max.ms", 30000),
+	}, replica.LogState{
+		LogStart:  log.LogStartOffset(),
+		LEO:       log.LogEndOffset(),
+		HW:        b.checkpointedHW(tp),
+		Epochs:    epoch.New(log.EpochEntries()),
+		Producers: log.ProducerState(),
+	})
+	p.leader.Store(-1)
+	p.mu.Lock()
+	p.r.Flushed(log.FlushedOffset(), p.r.LogGen())
+	p.processReady()
+	p.mu.Unlock()
+	p.flushWG.Add(1)
+	go p.flushLoop()
 	return p
 }
 
@@ -46,6 +87,19 @@ func (p *Partition) Log() *storage.Log { return p.log }
 
 // LeaderEpoch is the current leader epoch.
 func (p *Partition) LeaderEpoch() int32 { return p.leaderEpoch.Load() }
+
+// Leader is the current leader's broker id (-1 if none).
+func (p *Partition) Leader() int32 { return p.leader.Load() }
+
+// IsLeader reports whether this node leads the partition.
+func (p *Partition) IsLeader() bool { return p.isLeader.Load() }
+
+// EpochStart is the log end offset at which this leader's epoch began.
+func (p *Partition) EpochStart() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.r.EpochStart()
+}
 
 // HighWatermark is the first offset not yet committed: consumers read below it.
 func (p *Partition) HighWatermark() int64 { return p.hw.Load() }
@@ -56,8 +110,8 @@ func (p *Partition) LogStartOffset() int64 { return p.log.LogStartOffset() }
 // LogEndOffset is the offset the next append receives.
 func (p *Partition) LogEndOffset() int64 { return p.log.LogEndOffset() }
 
-// Changed returns a channel closed at the next high-watermark or log-start
-// change.
+// Changed returns a channel closed at the next change of the high
+// watermark, log end, log start or role.
 func (p *Partition) Changed() <-chan struct{} {
 	p.notifyMu.Lock()
 	defer p.notifyMu.Unlock()
@@ -71,66 +125,403 @@ func (p *Partition) wake() {
 	p.notifyMu.Unlock()
 }
 
-// advanceHW raises the high watermark to the flushed offset (never lowers it).
-func (p *Partition) advanceHW() {
-	flushed := p.log.FlushedOffset()
-	for {
-		cur := p.hw.Load()
-		if flushed <= cur {
-			return
+// Status is a consistent view of the partition for the status page.
+type Status struct {
+	Role         string
+	Leader       int32
+	LeaderEpoch  int32
+	HW, LEO      int64
+	LogStart     int64
+	ISR, Maximal []int32
+	FollowerLEO  map[int32]int64
+	// FollowerCaughtUp is each follower's lastCaughtUpTime (Unix ms).
+	FollowerCaughtUp map[int32]int64
+	FlushedOffset    int64
+	PartitionEpoch   int32
+}
+
+// Status returns the replica's state as the state machine sees it.
+func (p *Partition) Status(replicas []int32) Status {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st := Status{Role: p.r.Role().String(), Leader: p.r.Leader(), LeaderEpoch: p.r.LeaderEpoch(), HW: p.r.HW(), LEO: p.r.LEO(),
+		LogStart: p.r.LogStart(), ISR: p.r.ISR(), Maximal: p.r.MaximalISR(), FlushedOffset: p.r.FlushedOffset(),
+		PartitionEpoch: p.r.PartitionEpoch(), FollowerLEO: map[int32]int64{}, FollowerCaughtUp: map[int32]int64{}}
+	for _, id := range replicas {
+		if leo, ok := p.r.FollowerLEO(id); ok {
+			st.FollowerLEO[id] = leo
 		}
-		if p.hw.CompareAndSwap(cur, flushed) {
-			p.wake()
-			return
+		if t, ok := p.r.FollowerCaughtUp(id); ok {
+			st.FollowerCaughtUp[id] = t
 		}
 	}
+	return st
 }
 
-// Append appends one validated client batch as leader and returns what was
-// appended (or, for an idempotent duplicate, the original offsets). It does
-// not wait for durability: call Commit for that.
-func (p *Partition) Append(batch []byte, now time.Time) (storage.AppendInfo, error) {
-	return p.log.AppendAsLeader(batch, p.leaderEpoch.Load(), now)
-}
-
-// Commit waits until every offset below end is durable and committed (below
-// the high watermark). With group commit, concurrent callers share an fsync.
-func (p *Partition) Commit(end int64) error {
-	if p.hw.Load() >= end {
-		return nil
-	}
-	if err := p.log.SyncTo(end); err != nil {
-		return err
-	}
-	p.advanceHW()
-	return nil
-}
-
-// CommitAsync makes appended data durable in the background (acks=0): the
-// data becomes visible to consumers once flushed.
-func (p *Partition) CommitAsync() {
-	if !p.flushing.CompareAndSwap(false, true) {
+// applyState applies the controller's view of the partition.
+func (p *Partition) applyState(ps replica.PartitionState, minISR int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
 		return
 	}
-	go func() {
-		// Let concurrent acks=0 appends gather into one fsync.
-		time.Sleep(2 * time.Millisecond)
-		p.flushing.Store(false)
-		if err := p.log.Sync(); err == nil {
-			p.advanceHW()
-		}
-		if p.log.FlushedOffset() < p.log.LogEndOffset() {
-			p.CommitAsync()
-		}
-	}()
+	p.r.SetMinISR(minISR)
+	p.r.ApplyMetadata(ps)
+	p.processReady()
 }
 
-// AdvanceLogStart raises the log start offset (DeleteRecords); it cannot
-// pass the high watermark.
-func (p *Partition) AdvanceLogStart(offset int64) error {
-	if err := p.log.AdvanceLogStart(offset); err != nil {
-		return err
+// tick advances the machine's clock.
+func (p *Partition) tick(nowMs int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return
 	}
+	p.r.Tick(nowMs)
+	p.processReady()
+}
+
+// processReady executes the machine's Ready in order (replica.Ready's
+// contract): truncate, append, persist epochs / log start, publish the HW,
+// complete produce requests, propose ISR changes. Called with mu held.
+func (p *Partition) processReady() {
+	for p.r.HasReady() {
+		rd := p.r.Ready()
+		if t := rd.Truncate; t != nil {
+			var err error
+			if t.Fully {
+				err = p.log.TruncateFullyAndStartAt(t.Offset)
+			} else {
+				err = p.log.TruncateTo(t.Offset)
+			}
+			if err != nil {
+				p.b.log.Error("truncate", "topic", p.Topic, "partition", p.Partition, "offset", t.Offset, "err", err)
+			}
+		}
+		for i := range rd.Append {
+			bt := &rd.Append[i]
+			batch.SetBaseOffset(bt.Data, bt.BaseOffset)
+			batch.SetLeaderEpoch(bt.Data, bt.Epoch)
+			if err := p.log.AppendAsFollower(bt.Data); err != nil {
+				p.b.log.Error("append", "topic", p.Topic, "partition", p.Partition, "offset", bt.BaseOffset, "err", err)
+			}
+		}
+		if rd.Epochs != nil && len(rd.Epochs) > 0 {
+			last := rd.Epochs[len(rd.Epochs)-1]
+			if p.log.LatestEpoch() != last.Epoch {
+				if err := p.log.AssignEpoch(last.Epoch, last.StartOffset); err != nil {
+					p.b.log.Error("epoch checkpoint", "topic", p.Topic, "partition", p.Partition, "err", err)
+				}
+			}
+		}
+		if rd.LogStartSet && rd.LogStart > p.log.LogStartOffset() {
+			if err := p.log.AdvanceLogStart(rd.LogStart); err != nil && !errors.Is(err, storage.ErrOffsetOutOfRange) {
+				p.b.log.Warn("advance log start", "topic", p.Topic, "partition", p.Partition, "err", err)
+			}
+		}
+		for _, c := range rd.Completed {
+			if ch, ok := p.waiters[c.ID]; ok {
+				delete(p.waiters, c.ID)
+				ch <- c
+			}
+		}
+		if prop := rd.ISRProposal; prop != nil && !p.isrInflight {
+			p.isrInflight = true
+			req := *prop
+			req.NewISR = append([]int32(nil), prop.NewISR...)
+			req.BrokerEpochs = append([]int64(nil), prop.BrokerEpochs...)
+			go p.alterPartition(req)
+		}
+		p.r.Advance()
+	}
+	changed := false
+	if hw := p.r.HW(); p.hw.Swap(hw) != hw {
+		changed = true
+	}
+	if leo := p.r.LEO(); p.leo.Swap(leo) != leo {
+		changed = true
+	}
+	if e := p.r.LeaderEpoch(); p.leaderEpoch.Swap(e) != e {
+		changed = true
+	}
+	if l := p.r.Leader(); p.leader.Swap(l) != l {
+		changed = true
+	}
+	if isL := p.r.Role() == replica.RoleLeader; p.isLeader.Swap(isL) != isL {
+		changed = true
+	}
+	if changed {
+		p.wake()
+	}
+	if p.r.LEO() > p.r.FlushedOffset() {
+		select {
+		case p.flushKick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// flushLoop makes appended data durable and reports it to the machine
+// (DESIGN decision 4: only flushed data counts toward the HW). Concurrent
+// appends between fsyncs share the next one.
+func (p *Partition) flushLoop() {
+	defer p.flushWG.Done()
+	for {
+		select {
+		case <-p.done:
+			return
+		case <-p.flushKick:
+		}
+		p.mu.Lock()
+		gen := p.r.LogGen()
+		p.mu.Unlock()
+		if err := p.log.Sync(); err != nil {
+			if errors.Is(err, storage.ErrClosed) {
+				return
+			}
+			p.b.log.Error("fsync", "topic", p.Topic, "partition", p.Partition, "err", err)
+			select {
+			case <-p.done:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			continue
+		}
+		p.mu.Lock()
+		if !p.closed {
+			p.r.Flushed(p.log.FlushedOffset(), gen)
+			p.processReady()
+		}
+		p.mu.Unlock()
+		p.wake() // a follower's next fetch may now go out
+	}
+}
+
+// alterPartition sends an ISR proposal to the controller and feeds the
+// answer back to the machine.
+func (p *Partition) alterPartition(req replica.AlterPartitionRequest) {
+	ctx, cancel := p.b.context(30 * time.Second)
+	resp, err := p.b.ctrl.AlterPartition(ctx, metadata.AlterPartitionRequest{
+		Topic: p.Topic, Partition: p.Partition, BrokerID: p.b.cfg.NodeID, BrokerEpoch: p.b.ctrl.BrokerEpoch(),
+		LeaderEpoch: req.LeaderEpoch, PartitionEpoch: req.PartitionEpoch, NewISR: req.NewISR, ISRBrokerEpochs: req.BrokerEpochs,
+	})
+	cancel()
+	res := replica.AlterPartitionResult{Seq: req.Seq}
+	if err != nil {
+		res.Error = kerr.RequestTimedOut.Code
+		var ke *kerr.Error
+		if errors.As(err, &ke) {
+			res.Error = ke.Code
+		}
+	} else {
+		res.Error, res.LeaderEpoch, res.PartitionEpoch, res.ISR = resp.Error, resp.LeaderEpoch, resp.PartitionEpoch, resp.ISR
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.isrInflight = false
+	if p.closed {
+		return
+	}
+	p.r.ISRChangeResult(res)
+	p.processReady()
+}
+
+// Produce appends one validated client batch (leader only) and returns a
+// channel that receives its result: for acks=1 once appended, for acks=all
+// once the HW covers it (or an error). acks=1 callers must still wait for
+// the local flush (Durable) before acknowledging.
+func (p *Partition) Produce(data []byte, h batch.Header, acks int16, deadline time.Time) <-chan replica.ProduceResult {
+	ch := make(chan replica.ProduceResult, 1)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		ch <- replica.ProduceResult{Error: kerr.NotLeaderForPartition.Code, BaseOffset: -1, LastOffset: -1}
+		return ch
+	}
+	p.nextID++
+	id := p.nextID
+	if acks != 0 {
+		p.waiters[id] = ch
+	}
+	var dl int64
+	if !deadline.IsZero() {
+		dl = deadline.UnixMilli()
+	}
+	p.r.Append(replica.ProduceRequest{ID: id, Acks: acks, DeadlineMs: dl, Batch: replica.Batch{
+		NumRecords: h.LastOffsetDelta + 1, ProducerID: h.ProducerID, ProducerEpoch: h.ProducerEpoch,
+		BaseSeq: h.BaseSequence, MaxTimestamp: h.MaxTimestamp, Data: data,
+	}})
+	p.processReady()
+	if acks == 0 {
+		ch <- replica.ProduceResult{Acks: 0}
+	}
+	return ch
+}
+
+// Durable waits until the local log is flushed up to end.
+func (p *Partition) Durable(end int64) error {
+	if p.log.FlushedOffset() >= end {
+		return nil
+	}
+	err := p.log.SyncTo(end)
+	if errors.Is(err, storage.ErrTruncated) || errors.Is(err, storage.ErrOffsetOutOfRange) {
+		return kerr.NotLeaderForPartition
+	}
+	return err
+}
+
+// Append appends a batch as leader with acks=1 semantics and returns its
+// offsets (used by the group coordinator, which then calls Commit).
+func (p *Partition) Append(data []byte, now time.Time) (storage.AppendInfo, error) {
+	h, err := batch.ParseHeader(data)
+	if err != nil {
+		return storage.AppendInfo{}, kerr.CorruptMessage
+	}
+	res := <-p.Produce(data, h, replica.AcksLeader, time.Time{})
+	if res.Error != 0 {
+		return storage.AppendInfo{}, kerr.ErrorForCode(res.Error)
+	}
+	return storage.AppendInfo{FirstOffset: res.BaseOffset, LastOffset: res.LastOffset, Duplicate: res.Duplicate}, nil
+}
+
+// Commit waits until every offset below end is committed (below the high
+// watermark), failing if leadership is lost or after a minute.
+func (p *Partition) Commit(end int64) error {
+	deadline := time.NewTimer(time.Minute)
+	defer deadline.Stop()
+	for {
+		ch := p.Changed()
+		if p.hw.Load() >= end {
+			return nil
+		}
+		if !p.isLeader.Load() {
+			return kerr.NotLeaderForPartition
+		}
+		select {
+		case <-ch:
+		case <-deadline.C:
+			return kerr.RequestTimedOut
+		case <-p.done:
+			return kerr.NotLeaderForPartition
+		}
+	}
+}
+
+// Fetch serves one partition of a Fetch request on the leader: the
+// machine checks epochs, divergence and range and (for a follower) records
+// its position; the records in [From, To) are then read from the log, at
+// most maxBytes (the first batch whole when first is set, KIP-74).
+func (p *Partition) Fetch(req replica.FetchRequest, maxBytes int, first bool) (replica.FetchResult, []byte, error) {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return replica.FetchResult{Error: kerr.NotLeaderForPartition.Code}, nil, nil
+	}
+	res := p.r.HandleFetch(req)
+	if req.ReplicaID >= 0 {
+		p.processReady()
+	}
+	p.mu.Unlock()
+	if res.Error != 0 || res.Diverging != nil || res.From >= res.To || maxBytes <= 0 {
+		return res, nil, nil
+	}
+	slice, err := p.log.Read(res.From, maxBytes, res.To)
+	if err != nil {
+		if errors.Is(err, storage.ErrOffsetOutOfRange) {
+			res.Error = kerr.OffsetOutOfRange.Code
+			return res, nil, nil
+		}
+		return res, nil, err
+	}
+	if slice.Size > int64(maxBytes) && !first {
+		return res, nil, nil
+	}
+	data, err := slice.AppendTo(nil)
+	return res, data, err
+}
+
+// followerFetchRequest returns the next fetch to send to the leader, if the
+// machine wants one now.
+func (p *Partition) followerFetchRequest() (replica.FetchRequest, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return replica.FetchRequest{}, false
+	}
+	return p.r.FetchRequest()
+}
+
+// handleFetchResponse feeds a leader's answer to the machine.
+func (p *Partition) handleFetchResponse(resp replica.FetchResponse) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return
+	}
+	p.r.HandleFetchResponse(resp)
+	p.processReady()
+}
+
+// AdvanceLogStart raises the log start offset on the leader (DeleteRecords);
+// it cannot pass the high watermark.
+func (p *Partition) AdvanceLogStart(offset int64) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed || !p.isLeader.Load() {
+		return kerr.NotLeaderForPartition
+	}
+	if offset > p.r.HW() {
+		return kerr.OffsetOutOfRange
+	}
+	p.r.AdvanceLogStart(offset)
+	p.processReady()
 	p.wake()
 	return nil
+}
+
+// close stops the partition: pending produce requests fail with
+// NOT_LEADER_OR_FOLLOWER. With remove set the log is deleted.
+func (p *Partition) close(remove bool) error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	for id, ch := range p.waiters {
+		delete(p.waiters, id)
+		ch <- replica.ProduceResult{ID: id, Error: kerr.NotLeaderForPartition.Code, BaseOffset: -1, LastOffset: -1}
+	}
+	p.isLeader.Store(false)
+	p.mu.Unlock()
+	close(p.done)
+	p.flushWG.Wait()
+	p.wake()
+	if remove {
+		return p.log.Delete()
+	}
+	return p.log.Close()
+}
+
+func itoa(i int32) string {
+	if i == 0 {
+		return "0"
+	}
+	neg := i < 0
+	var b [12]byte
+	n := len(b)
+	for i != 0 {
+		d := i % 10
+		if d < 0 {
+			d = -d
+		}
+		n--
+		b[n] = byte('0' + d)
+		i /= 10
+	}
+	if neg {
+		n--
+		b[n] = '-'
+	}
+	return string(b[n:])
 }

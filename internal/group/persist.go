@@ -30,9 +30,7 @@ func (c *Coordinator) afterOp(s *shard, g *Group) {
 			_, end, err := c.appendRecords(s, []record{op.rec})
 			switch {
 			case op.then == nil:
-				if err == nil {
-					s.p.CommitAsync()
-				}
+				// Flushed and replicated in the background by the partition.
 			case err != nil:
 				op.then(c.clock.Now(), err)
 			default:
@@ -182,7 +180,6 @@ func (c *Coordinator) expireShard(s *shard) {
 	if err != nil {
 		return
 	}
-	s.p.CommitAsync()
 	for _, d := range dels {
 		d.g.deleteOffset(d.tp, first+int64(d.i))
 	}

@@ -6,9 +6,13 @@ package handler
 // (size against max.message.bytes -> MESSAGE_TOO_LARGE, structure and CRC
 // -> CORRUPT_MESSAGE, more than one batch or a control batch ->
 // INVALID_RECORD), appended in request order on the connection's reader
-// goroutine, and acknowledged only once durable (DESIGN decision 4): the
-// fsync happens in Reply.Await, so pipelined requests and other connections
-// share it (group commit). Idempotent producers are checked against the
+// goroutine through the partition's replica machine, and acknowledged only
+// once durable (DESIGN decision 4): acks=1 once fsynced on the leader,
+// acks=all once the high watermark covers it (fsynced on every ISR member,
+// at least min.insync.replicas of them; NOT_ENOUGH_REPLICAS before the
+// append when the ISR is too small). The wait happens in Reply.Await, so
+// pipelined requests and other connections share fsyncs (group commit).
+// A produce to a partition led elsewhere gets NOT_LEADER_OR_FOLLOWER. Idempotent producers are checked against the
 // last five batches (duplicates get their original offsets,
 // OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH). acks=0 gets no
 // response; an error then closes the connection, as Kafka does.
@@ -22,19 +26,20 @@ import (
 
 	"github.com/sluice-io/sluice/internal/batch"
 	"github.com/sluice-io/sluice/internal/broker"
-	"github.com/sluice-io/sluice/internal/producer"
+	"github.com/sluice-io/sluice/internal/replica"
 	"github.com/sluice-io/sluice/internal/protocol"
 )
 
 // maxProduceTimeout caps a produce request's TimeoutMillis.
 const maxProduceTimeout = 5 * time.Minute
 
-// produceCommit is an appended partition awaiting durability: the response
-// slot at resp.Topics[ti].Partitions[pi] and the offset it must commit.
+// produceCommit is an appended partition awaiting its acknowledgement: the
+// response slot at resp.Topics[ti].Partitions[pi] and the channel that
+// delivers the replica machine's result.
 type produceCommit struct {
 	ti, pi int
 	p      *broker.Partition
-	end    int64
+	result <-chan replica.ProduceResult
 	slot   *kmsg.ProduceResponseTopicPartition
 }
 
@@ -48,7 +53,11 @@ func (h *Handlers) produce(r *protocol.Request) protocol.Reply {
 	if req.Acks != 0 && req.Acks != 1 && req.Acks != -1 {
 		return h.produceError(req, resp, kerr.InvalidRequiredAcks)
 	}
-	now := h.b.Now()
+	timeout := time.Duration(req.TimeoutMillis) * time.Millisecond
+	if timeout <= 0 || timeout > maxProduceTimeout {
+		timeout = maxProduceTimeout
+	}
+	deadline := time.Now().Add(timeout)
 	img := h.b.Image()
 	var commits []produceCommit
 	failed := false
@@ -61,118 +70,97 @@ func (h *Handlers) produce(r *protocol.Request) protocol.Reply {
 			sp.Partition = rp.Partition
 			sp.BaseOffset = -1
 			sp.LogAppendTime = -1
-			if t == nil {
-				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
-				st.Partitions = append(st.Partitions, sp)
-				failed = true
-				continue
+			var err error
+			var p *broker.Partition
+			switch {
+			case t == nil:
+				err = kerr.UnknownTopicOrPartition
+			case isInternal(t.Name):
+				// Clients may not write internal topics (Kafka's
+				// internalTopicsAllowed is false for client produce).
+				err = kerr.InvalidTopicException
+			default:
+				p, err = h.b.Leader(rt.Topic, rp.Partition)
 			}
-			p, err := h.b.Partition(rt.Topic, rp.Partition)
-			var end int64
+			var ch <-chan replica.ProduceResult
 			if err == nil {
 				maxBytes := h.b.TopicConfig(t).Int64("max.message.bytes")
-				sp.BaseOffset, end, err = h.appendOne(p, rp.Records, maxBytes, now)
+				ch, err = h.appendOne(p, rp.Records, maxBytes, req.Acks, deadline)
 			}
 			if err != nil {
 				sp.ErrorCode = code(err)
 				sp.ErrorMessage = message(err)
 				failed = true
 			} else {
-				sp.LogStartOffset = p.LogStartOffset()
-				commits = append(commits, produceCommit{ti: ti, pi: len(st.Partitions), p: p, end: end})
+				commits = append(commits, produceCommit{ti: ti, pi: len(st.Partitions), p: p, result: ch})
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
-	// Point at the response slots only after the slices stop growing.
-	for i := range commits {
-		commits[i].slot = &resp.Topics[commits[i].ti].Partitions[commits[i].pi]
-	}
 	if req.Acks == 0 {
-		for _, c := range commits {
-			c.p.CommitAsync()
-		}
 		return protocol.Reply{NoResponse: true, Close: failed}
 	}
 	if len(commits) == 0 {
 		return protocol.Reply{Resp: resp}
 	}
-	timeout := time.Duration(req.TimeoutMillis) * time.Millisecond
-	if timeout <= 0 || timeout > maxProduceTimeout {
-		timeout = maxProduceTimeout
+	// Point at the response slots only after the slices stop growing.
+	for i := range commits {
+		commits[i].slot = &resp.Topics[commits[i].ti].Partitions[commits[i].pi]
 	}
+	acks := req.Acks
 	return protocol.Reply{Await: func() kmsg.Response {
-		done := make(chan struct{})
-		errs := make([]error, len(commits))
-		go func() {
-			defer close(done)
-			for i, c := range commits {
-				errs[i] = c.p.Commit(c.end)
-			}
-		}()
-		timer := time.NewTimer(timeout)
+		timer := time.NewTimer(time.Until(deadline) + time.Second)
 		defer timer.Stop()
-		select {
-		case <-done:
-			for i, c := range commits {
-				if errs[i] != nil {
-					c.slot.ErrorCode = kerr.KafkaStorageError.Code
-					c.slot.ErrorMessage = message(errs[i])
-					c.slot.BaseOffset = -1
+		for _, c := range commits {
+			select {
+			case res := <-c.result:
+				c.slot.ErrorCode = res.Error
+				if res.Error != 0 {
+					continue
 				}
-			}
-		case <-timer.C:
-			// Ambiguous, as in Kafka: the records may still commit.
-			for _, c := range commits {
-				if c.p.HighWatermark() < c.end {
-					c.slot.ErrorCode = kerr.RequestTimedOut.Code
+				c.slot.BaseOffset = res.BaseOffset
+				c.slot.LogStartOffset = c.p.LogStartOffset()
+				if acks == 1 {
+					// acks=1 is acknowledged once durable on the leader.
+					if err := c.p.Durable(res.LastOffset + 1); err != nil {
+						c.slot.ErrorCode, c.slot.BaseOffset = code(err), -1
+					}
 				}
+			case <-timer.C:
+				// Ambiguous, as in Kafka: the records may still commit.
+				c.slot.ErrorCode = kerr.RequestTimedOut.Code
 			}
 		}
 		return resp
 	}}
 }
 
-// appendOne validates and appends one partition's records, returning the
-// base offset to report and the end offset that must commit before the
-// acknowledgement.
-func (h *Handlers) appendOne(p *broker.Partition, records []byte, maxBytes int64, now time.Time) (base, end int64, err error) {
+// appendOne validates one partition's records and hands the batch to the
+// partition's replica machine.
+func (h *Handlers) appendOne(p *broker.Partition, records []byte, maxBytes int64, acks int16, deadline time.Time) (<-chan replica.ProduceResult, error) {
 	if len(records) == 0 {
-		return -1, 0, kerr.InvalidRecord
+		return nil, kerr.InvalidRecord
 	}
 	if int64(len(records)) > maxBytes {
-		return -1, 0, kerr.MessageTooLarge
+		return nil, kerr.MessageTooLarge
 	}
 	hdr, b, rest, err := batch.Next(records)
 	switch {
 	case errors.Is(err, batch.ErrMagic):
-		return -1, 0, kerr.UnsupportedForMessageFormat
+		return nil, kerr.UnsupportedForMessageFormat
 	case err != nil:
-		return -1, 0, kerr.CorruptMessage
+		return nil, kerr.CorruptMessage
 	case len(rest) != 0:
-		return -1, 0, kerr.InvalidRecord
+		return nil, kerr.InvalidRecord
 	}
 	if _, err := batch.Validate(b); err != nil {
-		return -1, 0, kerr.CorruptMessage
+		return nil, kerr.CorruptMessage
 	}
 	if hdr.IsControl() || hdr.IsTransactional() {
-		return -1, 0, kerr.InvalidRecord
+		return nil, kerr.InvalidRecord
 	}
-	info, err := p.Append(b, now)
-	switch {
-	case errors.Is(err, producer.ErrOutOfOrderSequence):
-		return -1, 0, kerr.OutOfOrderSequenceNumber
-	case errors.Is(err, producer.ErrInvalidProducerEpoch):
-		return -1, 0, kerr.InvalidProducerEpoch
-	case err != nil:
-		var ke *kerr.Error
-		if errors.As(err, &ke) {
-			return -1, 0, err
-		}
-		return -1, 0, kerr.KafkaStorageError
-	}
-	return info.FirstOffset, info.LastOffset + 1, nil
+	return p.Produce(b, hdr, acks, deadline), nil
 }
 
 // produceError answers every partition with err.
@@ -193,4 +181,9 @@ func (h *Handlers) produceError(req *kmsg.ProduceRequest, resp *kmsg.ProduceResp
 		resp.Topics = append(resp.Topics, st)
 	}
 	return protocol.Reply{Resp: resp}
+}
+
+// isInternal reports Kafka's internal topics.
+func isInternal(topic string) bool {
+	return topic == "__consumer_offsets" || topic == "__transaction_state"
 }

@@ -3,7 +3,9 @@ package handler
 // Fetch, versions 4-12.
 //
 // Consumers read up to the high watermark (READ_UNCOMMITTED and, with no
-// transactions, READ_COMMITTED alike), never beyond it. MaxWaitMs/MinBytes
+// transactions, READ_COMMITTED alike), never beyond it; followers (ReplicaID
+// set) read up to the log end, and their fetch offset is their
+// acknowledgement (reference §1.3). Only the leader serves fetches. MaxWaitMs/MinBytes
 // long-poll: with fewer than MinBytes readable, the request parks (in
 // Reply.Await, so later requests on the connection keep flowing) until a
 // partition's high watermark or log start moves, or MaxWaitMs passes.
@@ -28,7 +30,7 @@ import (
 
 	"github.com/sluice-io/sluice/internal/broker"
 	"github.com/sluice-io/sluice/internal/protocol"
-	"github.com/sluice-io/sluice/internal/storage"
+	"github.com/sluice-io/sluice/internal/replica"
 )
 
 // maxFetchWait caps MaxWaitMillis.
@@ -154,75 +156,50 @@ func (h *Handlers) readFetch(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int64
 	return resp, total, waitOn
 }
 
-// readPartition fills one partition of a fetch response. It returns the
-// record bytes added and whether the response should not wait (error or
-// divergence).
+// readPartition fills one partition of a fetch response through the
+// partition's replica machine (which fences epochs, checks divergence and
+// range, and records a follower's position). It returns the record bytes
+// added and whether the response should not wait (error or divergence).
 func (h *Handlers) readPartition(p *broker.Partition, req *kmsg.FetchRequest, rp *kmsg.FetchRequestTopicPartition, sp *kmsg.FetchResponseTopicPartition, budget int64, first bool) (int64, bool) {
-	epoch := p.LeaderEpoch()
-	hw := p.HighWatermark()
-	sp.HighWatermark = hw
-	sp.LastStableOffset = hw
-	sp.LogStartOffset = p.LogStartOffset()
-	if rp.CurrentLeaderEpoch >= 0 {
-		if rp.CurrentLeaderEpoch < epoch {
-			sp.ErrorCode = kerr.FencedLeaderEpoch.Code
-			return 0, true
-		}
-		if rp.CurrentLeaderEpoch > epoch {
-			sp.ErrorCode = kerr.UnknownLeaderEpoch.Code
-			return 0, true
-		}
-	}
-	log := p.Log()
-	leo := log.LogEndOffset()
-	if rp.LastFetchedEpoch >= 0 {
-		e, end := log.EndOffsetForEpoch(rp.LastFetchedEpoch)
-		if e == -1 || end == -1 {
-			sp.ErrorCode = kerr.OffsetOutOfRange.Code
-			return 0, true
-		}
-		if e < rp.LastFetchedEpoch || end < rp.FetchOffset {
-			sp.DivergingEpoch.Epoch = e
-			sp.DivergingEpoch.EndOffset = end
-			return 0, true
-		}
-	}
-	if rp.FetchOffset < sp.LogStartOffset || rp.FetchOffset > leo {
-		sp.ErrorCode = kerr.OffsetOutOfRange.Code
-		return 0, true
-	}
 	limit := int64(rp.PartitionMaxBytes)
 	if budget < limit {
 		limit = budget
 	}
-	if limit <= 0 && !first {
-		return 0, false
+	if limit < 0 {
+		limit = 0
 	}
-	if rp.FetchOffset >= hw {
-		return 0, false
+	replicaID := req.ReplicaID
+	if req.Version >= 15 {
+		replicaID = req.ReplicaState.ID
 	}
-	maxBytes := int(limit)
-	if maxBytes < 1 {
-		maxBytes = 1
+	lastFetched := rp.LastFetchedEpoch
+	if req.Version < 12 {
+		lastFetched = -1
 	}
-	slice, err := log.Read(rp.FetchOffset, maxBytes, hw)
-	if err == storage.ErrOffsetOutOfRange {
-		sp.ErrorCode = kerr.OffsetOutOfRange.Code
-		return 0, true
-	}
+	res, data, err := p.Fetch(replica.FetchRequest{
+		ReplicaID: replicaID, BrokerEpoch: -1, CurrentLeaderEpoch: rp.CurrentLeaderEpoch,
+		FetchOffset: rp.FetchOffset, LastFetchedEpoch: lastFetched, LogStartOffset: rp.LogStartOffset,
+	}, int(limit), first)
+	sp.HighWatermark = res.HW
+	sp.LastStableOffset = res.HW
+	sp.LogStartOffset = res.LogStart
 	if err != nil {
 		sp.ErrorCode = kerr.KafkaStorageError.Code
 		return 0, true
 	}
-	if slice.Size > limit && !first {
-		// Only the first partition may exceed the limits (KIP-74).
-		return 0, false
-	}
-	data, err := slice.AppendTo(nil)
-	if err != nil {
-		sp.ErrorCode = kerr.KafkaStorageError.Code
+	if res.Error != 0 {
+		sp.ErrorCode = res.Error
+		if res.Error == kerr.NotLeaderForPartition.Code || res.Error == kerr.FencedLeaderEpoch.Code {
+			sp.CurrentLeader.LeaderID, sp.CurrentLeader.LeaderEpoch = p.Leader(), p.LeaderEpoch()
+		}
 		return 0, true
 	}
-	sp.RecordBatches = data
+	if d := res.Diverging; d != nil {
+		sp.DivergingEpoch.Epoch, sp.DivergingEpoch.EndOffset = d.Epoch, d.EndOffset
+		return 0, true
+	}
+	if data != nil {
+		sp.RecordBatches = data
+	}
 	return int64(len(data)), false
 }

@@ -26,11 +26,11 @@ func (h *Handlers) listOffsets(r *protocol.Request) protocol.Reply {
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
 			sp.Partition = rp.Partition
-			p, err := h.b.Partition(rt.Topic, rp.Partition)
+			p, err := h.b.Leader(rt.Topic, rp.Partition)
 			if err != nil {
 				sp.ErrorCode = code(err)
 			} else {
-				h.listOffset(p, req.ReplicaID, &rp, &sp)
+				h.listOffset(p, req.Version, req.ReplicaID, &rp, &sp)
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}
@@ -39,7 +39,7 @@ func (h *Handlers) listOffsets(r *protocol.Request) protocol.Reply {
 	return protocol.Reply{Resp: resp}
 }
 
-func (h *Handlers) listOffset(p *broker.Partition, replicaID int32, rp *kmsg.ListOffsetsRequestTopicPartition, sp *kmsg.ListOffsetsResponseTopicPartition) {
+func (h *Handlers) listOffset(p *broker.Partition, version int16, replicaID int32, rp *kmsg.ListOffsetsRequestTopicPartition, sp *kmsg.ListOffsetsResponseTopicPartition) {
 	le := p.LeaderEpoch()
 	if rp.CurrentLeaderEpoch >= 0 && rp.CurrentLeaderEpoch != le {
 		if rp.CurrentLeaderEpoch < le {
@@ -60,6 +60,12 @@ func (h *Handlers) listOffset(p *broker.Partition, replicaID int32, rp *kmsg.Lis
 	sp.Timestamp = -1
 	switch rp.Timestamp {
 	case -1:
+		if replicaID < 0 && version >= 5 && p.EpochStart() > limit {
+			// A new leader whose HW has not caught up to its epoch start
+			// would report an offset that goes backwards (KIP-207).
+			sp.ErrorCode = kerr.OffsetNotAvailable.Code
+			return
+		}
 		sp.Offset = limit
 		sp.LeaderEpoch = epochOf(limit - 1)
 	case -2:

@@ -81,7 +81,7 @@ func topicMetadata(t *metadata.Topic) kmsg.MetadataResponseTopic {
 	name := t.Name
 	mt.Topic = &name
 	mt.TopicID = t.ID
-	mt.IsInternal = len(name) > 2 && name[:2] == "__"
+	mt.IsInternal = isInternal(name)
 	for _, p := range t.Partitions {
 		mp := kmsg.NewMetadataResponseTopicPartition()
 		mp.Partition = p.Index

@@ -21,7 +21,7 @@ func (h *Handlers) deleteRecords(r *protocol.Request) protocol.Reply {
 			sp := kmsg.NewDeleteRecordsResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.LowWatermark = -1
-			p, err := h.b.Partition(rt.Topic, rp.Partition)
+			p, err := h.b.Leader(rt.Topic, rp.Partition)
 			if err == nil {
 				off := rp.Offset
 				hw := p.HighWatermark()
@@ -31,12 +31,10 @@ func (h *Handlers) deleteRecords(r *protocol.Request) protocol.Reply {
 				case off < 0 || off > hw:
 					err = kerr.OffsetOutOfRange
 				}
+				if err == nil && off > p.LogStartOffset() {
+					err = p.AdvanceLogStart(off)
+				}
 				if err == nil {
-					if off > p.LogStartOffset() {
-						if e := p.AdvanceLogStart(off); e != nil {
-							err = kerr.KafkaStorageError
-						}
-					}
 					sp.LowWatermark = p.LogStartOffset()
 				}
 			}

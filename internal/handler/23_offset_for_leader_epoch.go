@@ -24,6 +24,9 @@ func (h *Handlers) offsetForLeaderEpoch(r *protocol.Request) protocol.Reply {
 			sp.Partition = rp.Partition
 			sp.LeaderEpoch, sp.EndOffset = -1, -1
 			p, err := h.b.Partition(rt.Topic, rp.Partition)
+			if err == nil && req.ReplicaID < 0 && !p.IsLeader() {
+				err = kerr.NotLeaderForPartition
+			}
 			switch {
 			case err != nil:
 				sp.ErrorCode = code(err)

@@ -24,6 +24,7 @@ type groupAPI struct {
 // group coordinator configured from the broker properties.
 func (h *Handlers) registerGroupAPIs(reg *protocol.Registry) {
 	c := group.New(h.b, group.Options{Config: group.ConfigFrom(h.b.Config())})
+	h.groups = c
 	g := &groupAPI{h: h, c: c}
 	for _, api := range []protocol.Handler{
 		{Key: 8, MinVersion: 0, MaxVersion: 8, Serve: g.offsetCommit},

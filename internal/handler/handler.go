@@ -10,12 +10,22 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/sluice-io/sluice/internal/broker"
+	"github.com/sluice-io/sluice/internal/group"
 	"github.com/sluice-io/sluice/internal/protocol"
 )
 
 // Handlers serves requests against one broker.
 type Handlers struct {
-	b *broker.Broker
+	b      *broker.Broker
+	groups *group.Coordinator
+}
+
+// Close stops the handlers' background work (the group coordinator's
+// timers); call it before closing the broker.
+func (h *Handlers) Close() {
+	if h.groups != nil {
+		h.groups.Close()
+	}
 }
 
 // Register installs every implemented API into reg.

@@ -21,6 +21,7 @@ type node struct {
 	dir  string
 	addr string
 	b    *broker.Broker
+	h    *handler.Handlers
 	srv  *protocol.Server
 }
 
@@ -46,10 +47,10 @@ func startNode(t *testing.T, dir string, props map[string]string) *node {
 		t.Fatal(err)
 	}
 	reg := protocol.NewRegistry()
-	handler.Register(reg, b)
+	hs := handler.Register(reg, b)
 	srv := protocol.NewServer(protocol.Config{}, reg)
 	go srv.Serve(ln)
-	n := &node{t: t, dir: dir, addr: ln.Addr().String(), b: b, srv: srv}
+	n := &node{t: t, dir: dir, addr: ln.Addr().String(), b: b, h: hs, srv: srv}
 	t.Cleanup(n.stop)
 	return n
 }
@@ -57,6 +58,7 @@ func startNode(t *testing.T, dir string, props map[string]string) *node {
 func (n *node) stop() {
 	if n.srv != nil {
 		n.srv.Close()
+		n.h.Close()
 		n.b.Close()
 		n.srv = nil
 	}

@@ -28,12 +28,29 @@ func (u UUID) String() string { return hex.EncodeToString(u[:]) }
 
 // Partition is one partition's replication state as the controller sees it.
 type Partition struct {
-	Index          int32   `json:"index"`
-	Leader         int32   `json:"leader"`
-	LeaderEpoch    int32   `json:"leaderEpoch"`
+	Index int32 `json:"index"`
+	// Leader is the leader's broker id, or -1 when the partition is offline.
+	Leader int32 `json:"leader"`
+	// LeaderEpoch is bumped on every leader change (reference §1.1).
+	LeaderEpoch int32 `json:"leaderEpoch"`
+	// PartitionEpoch is bumped on every change to the partition, ISR-only
+	// changes included; AlterPartition compares and sets it (§2.4).
 	PartitionEpoch int32   `json:"partitionEpoch"`
 	Replicas       []int32 `json:"replicas"`
 	ISR            []int32 `json:"isr"`
+	// Recovering is set after an unclean election (KIP-704): the ISR may
+	// not grow beyond the leader until the leader reports it recovered.
+	Recovering bool `json:"recovering,omitempty"`
+}
+
+// HasReplica reports whether id is in the replica set.
+func (p *Partition) HasReplica(id int32) bool {
+	for _, r := range p.Replicas {
+		if r == id {
+			return true
+		}
+	}
+	return false
 }
 
 // Topic is one topic.
@@ -49,7 +66,21 @@ type Broker struct {
 	ID   int32  `json:"id"`
 	Host string `json:"host"`
 	Port int32  `json:"port"`
+	Rack string `json:"rack,omitempty"`
+	// Epoch is the broker epoch of the current incarnation: the metadata
+	// offset of its registration (KRaft; KIP-903 fences older ones).
+	Epoch int64 `json:"epoch"`
+	// Incarnation identifies one process lifetime.
+	Incarnation string `json:"incarnation,omitempty"`
+	// Fenced brokers lead nothing and are in no ISR.
+	Fenced bool `json:"fenced,omitempty"`
+	// ShuttingDown is set during a controlled shutdown (KIP-841: such a
+	// broker may not join an ISR nor be elected).
+	ShuttingDown bool `json:"shuttingDown,omitempty"`
 }
+
+// Active reports whether the broker may lead and be in an ISR.
+func (b Broker) Active() bool { return !b.Fenced && !b.ShuttingDown }
 
 // Image is a point-in-time view of cluster metadata. Images handed out by a
 // Store are immutable; mutate a Clone.

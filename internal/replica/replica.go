@@ -334,6 +334,15 @@ func (r *Replica) FollowerLEO(id int32) (int64, bool) {
 	return -1, false
 }
 
+// FollowerCaughtUp returns the leader's lastCaughtUpTime (ms) of a
+// follower (§2.1) and whether id is a follower of this leader.
+func (r *Replica) FollowerCaughtUp(id int32) (int64, bool) {
+	if f := r.follower(id); f != nil {
+		return f.lastCaughtUpTime, true
+	}
+	return -1, false
+}
+
 // String summarises the replica for traces.
 func (r *Replica) String() string {
 	s := fmt.Sprintf("%s@%d %s e%d pe%d leo=%d flushed=%d hw=%d start=%d epochs=%s",
@@ -416,4 +425,33 @@ func (r *Replica) truncateFullyAndStartAt(offset int64) {
 func (r *Replica) setHW(hw int64) {
 	r.hw = hw
 	r.rd.HW, r.rd.HWChanged = hw, true
+}
+
+// AdvanceLogStart raises the log start offset on the leader (retention,
+// DeleteRecords), never past the HW (reference §1.1). Followers learn it from
+// the LogStartOffset of fetch responses.
+func (r *Replica) AdvanceLogStart(offset int64) {
+	offset = min(offset, r.hw)
+	if offset <= r.logStart {
+		return
+	}
+	r.logStart = offset
+	if r.epochs.TruncateFromStart(offset) {
+		r.epochsChanged = true
+	}
+	r.rd.LogStart, r.rd.LogStartSet = offset, true
+}
+
+// SetMinISR changes min.insync.replicas (a topic config change).
+func (r *Replica) SetMinISR(n int) {
+	if n < 1 {
+		n = 1
+	}
+	r.cfg.MinISR = n
+	if r.role != RoleNone {
+		r.minIS = min(n, max(len(r.replicas), 1))
+	}
+	if r.role == RoleLeader {
+		r.maybeIncrementHW()
+	}
 }

@@ -28,22 +28,25 @@ type Replica struct {
 
 // Partition is the JSON shape of one partition in /api/v1/partitions.
 type Partition struct {
-	Topic          string    `json:"topic"`
-	Partition      int32     `json:"partition"`
-	Leader         int32     `json:"leader"`
-	LeaderEpoch    int32     `json:"leaderEpoch"`
-	Replicas       []int32   `json:"replicas"`
-	ISR            []int32   `json:"isr"`
+	Topic       string  `json:"topic"`
+	Partition   int32   `json:"partition"`
+	Leader      int32   `json:"leader"`
+	LeaderEpoch int32   `json:"leaderEpoch"`
+	Replicas    []int32 `json:"replicas"`
+	ISR         []int32 `json:"isr"`
+	// Role is this node's role for the partition (leader, follower).
+	Role           string    `json:"role"`
 	LogStartOffset int64     `json:"logStartOffset"`
 	LogEndOffset   int64     `json:"logEndOffset"`
 	HighWatermark  int64     `json:"highWatermark"`
 	ReplicaStates  []Replica `json:"replicaStates"`
 }
 
-// Snapshot collects every local partition's state.
+// Snapshot collects every local partition's state. For partitions led
+// here, each replica's LEO and last-caught-up time are the leader's view
+// (from the followers' fetches); elsewhere only the local replica is known.
 func Snapshot(b *broker.Broker) []Partition {
 	img := b.Image()
-	now := b.Now().UnixMilli()
 	var out []Partition
 	for _, name := range img.TopicNames() {
 		t := img.Topics[name]
@@ -52,14 +55,35 @@ func Snapshot(b *broker.Broker) []Partition {
 			if err != nil {
 				continue
 			}
+			st := p.Status(mp.Replicas)
 			sp := Partition{
-				Topic: name, Partition: mp.Index, Leader: mp.Leader, LeaderEpoch: p.LeaderEpoch(),
-				Replicas: mp.Replicas, ISR: mp.ISR,
-				LogStartOffset: p.LogStartOffset(), LogEndOffset: p.LogEndOffset(), HighWatermark: p.HighWatermark(),
+				Topic: name, Partition: mp.Index, Leader: mp.Leader, LeaderEpoch: mp.LeaderEpoch,
+				Replicas: mp.Replicas, ISR: mp.ISR, Role: st.Role,
+				LogStartOffset: st.LogStart, LogEndOffset: st.LEO, HighWatermark: st.HW,
 			}
-			sp.ReplicaStates = append(sp.ReplicaStates, Replica{
-				ID: b.NodeID(), LogEndOffset: sp.LogEndOffset, HighWatermark: sp.HighWatermark, InSync: true, LastCaughtUpMs: now,
-			})
+			isr := map[int32]bool{}
+			for _, id := range mp.ISR {
+				isr[id] = true
+			}
+			for _, id := range mp.Replicas {
+				rs := Replica{ID: id, LogEndOffset: -1, HighWatermark: -1, InSync: isr[id], LastCaughtUpMs: -1}
+				switch {
+				case id == b.NodeID():
+					rs.LogEndOffset, rs.HighWatermark = st.LEO, st.HW
+					if st.Role == "leader" {
+						rs.LastCaughtUpMs = b.Now().UnixMilli()
+					}
+				case st.Role == "leader":
+					if leo, ok := st.FollowerLEO[id]; ok {
+						rs.LogEndOffset = leo
+						rs.HighWatermark = min(leo, st.HW)
+					}
+					if t, ok := st.FollowerCaughtUp[id]; ok && t > 0 {
+						rs.LastCaughtUpMs = t
+					}
+				}
+				sp.ReplicaStates = append(sp.ReplicaStates, rs)
+			}
 			out = append(out, sp)
 		}
 	}

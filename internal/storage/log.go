@@ -449,6 +449,14 @@ func (l *Log) ProducerEntry(pid int64) *producer.Entry {
 	return &c
 }
 
+// ProducerState returns a copy of the whole idempotent-producer state at
+// the log end (the replica state machine starts from it).
+func (l *Log) ProducerState() *producer.State {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	return l.producers.Clone()
+}
+
 // SetConfig replaces the configuration; it applies to later appends and
 // retention runs. An invalid config is rejected.
 func (l *Log) SetConfig(cfg Config) error {

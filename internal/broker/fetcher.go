@@ -1,0 +1,346 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-io/sluice/internal/batch"
+	"github.com/sluice-io/sluice/internal/metadata"
+	"github.com/sluice-io/sluice/internal/protocol"
+	"github.com/sluice-io/sluice/internal/replica"
+)
+
+// Follower fetching (reference §5): one fetcher per leader broker pulls
+// every partition this node follows from it with Fetch v12 (ReplicaID set,
+// CurrentLeaderEpoch, LastFetchedEpoch), feeds the answers to each
+// partition's machine and sends the next fetch once the machine asks for
+// it (after the previous records are flushed: DESIGN decision 4).
+const (
+	// fetchVersion is the Fetch version followers send (LastFetchedEpoch
+	// and DivergingEpoch need v12).
+	fetchVersion = 12
+	// replicaFetchWaitMs is replica.fetch.wait.max.ms.
+	replicaFetchWaitMs = 500
+	// replicaFetchMaxBytes is replica.fetch.max.bytes (per partition).
+	replicaFetchMaxBytes = 1 << 20
+	// replicaFetchResponseMaxBytes is replica.fetch.response.max.bytes.
+	replicaFetchResponseMaxBytes = 10 << 20
+	// fetchBackoff is replica.fetch.backoff.ms, after a failed fetch.
+	fetchBackoff = 500 * time.Millisecond
+)
+
+type fetcher struct {
+	b      *Broker
+	leader int32
+	addr   string
+	cl     *protocol.Client
+
+	mu      sync.Mutex
+	parts   map[TP]*Partition
+	backoff map[TP]time.Time
+
+	kick chan struct{}
+	done chan struct{}
+	wg   sync.WaitGroup
+}
+
+func newFetcher(b *Broker, leader int32, addr string) *fetcher {
+	f := &fetcher{b: b, leader: leader, addr: addr,
+		cl:    protocol.NewClient(addr, "sluice-replica-"+strconv.Itoa(int(b.cfg.NodeID))),
+		parts: map[TP]*Partition{}, backoff: map[TP]time.Time{},
+		kick: make(chan struct{}, 1), done: make(chan struct{})}
+	f.wg.Add(1)
+	go f.run()
+	return f
+}
+
+func (f *fetcher) add(p *Partition) {
+	f.mu.Lock()
+	f.parts[p.TP] = p
+	f.mu.Unlock()
+	f.poke()
+}
+
+func (f *fetcher) remove(tp TP) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.parts, tp)
+	delete(f.backoff, tp)
+	return len(f.parts) == 0
+}
+
+func (f *fetcher) poke() {
+	select {
+	case f.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (f *fetcher) stop() {
+	close(f.done)
+	f.cl.Close()
+	f.wg.Wait()
+}
+
+// assignFetcher points p's replication at its current leader. Called with
+// applyMu held.
+func (b *Broker) assignFetcher(p *Partition, im *metadata.Image) {
+	leader := p.Leader()
+	br, ok := im.Brokers[leader]
+	if p.IsLeader() || leader < 0 || !ok {
+		b.unassignFetcher(p)
+		return
+	}
+	addr := net.JoinHostPort(br.Host, strconv.Itoa(int(br.Port)))
+	b.mu.Lock()
+	for id, f := range b.fetchers {
+		if id != leader {
+			if f.remove(p.TP) {
+				delete(b.fetchers, id)
+				go f.stop()
+			}
+		}
+	}
+	f := b.fetchers[leader]
+	if f != nil && f.addr != addr {
+		delete(b.fetchers, leader)
+		go f.stop()
+		f = nil
+	}
+	if f == nil {
+		f = newFetcher(b, leader, addr)
+		b.fetchers[leader] = f
+	}
+	b.mu.Unlock()
+	f.add(p)
+}
+
+func (b *Broker) unassignFetcher(p *Partition) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for id, f := range b.fetchers {
+		if f.remove(p.TP) {
+			delete(b.fetchers, id)
+			go f.stop()
+		}
+	}
+}
+
+func (f *fetcher) run() {
+	defer f.wg.Done()
+	for {
+		select {
+		case <-f.done:
+			return
+		default:
+		}
+		reqs, parts, waits := f.collect()
+		if len(reqs) == 0 {
+			f.wait(waits, 250*time.Millisecond)
+			continue
+		}
+		if err := f.fetchOnce(reqs, parts); err != nil {
+			select {
+			case <-f.done:
+				return
+			case <-time.After(fetchBackoff):
+			}
+		}
+	}
+}
+
+// collect asks each partition's machine for its next fetch.
+func (f *fetcher) collect() (map[TP]replica.FetchRequest, map[TP]*Partition, []<-chan struct{}) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	now := time.Now()
+	reqs := map[TP]replica.FetchRequest{}
+	parts := map[TP]*Partition{}
+	var waits []<-chan struct{}
+	for tp, p := range f.parts {
+		if until, ok := f.backoff[tp]; ok && now.Before(until) {
+			continue
+		}
+		waits = append(waits, p.Changed())
+		if req, ok := p.followerFetchRequest(); ok && req.Leader == f.leader {
+			reqs[tp] = req
+			parts[tp] = p
+		}
+	}
+	return reqs, parts, waits
+}
+
+func (f *fetcher) wait(chans []<-chan struct{}, d time.Duration) {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	// Waking on any partition change is enough: flushes, role and HW
+	// changes all close a partition's channel.
+	agg := make(chan struct{}, 1)
+	stop := make(chan struct{})
+	defer close(stop)
+	for _, c := range chans {
+		go func(c <-chan struct{}) {
+			select {
+			case <-c:
+				select {
+				case agg <- struct{}{}:
+				default:
+				}
+			case <-stop:
+			}
+		}(c)
+	}
+	select {
+	case <-f.done:
+	case <-f.kick:
+	case <-agg:
+	case <-timer.C:
+	}
+}
+
+func (f *fetcher) fetchOnce(reqs map[TP]replica.FetchRequest, parts map[TP]*Partition) error {
+	kreq := kmsg.NewPtrFetchRequest()
+	kreq.SetVersion(fetchVersion)
+	kreq.ReplicaID = f.b.cfg.NodeID
+	kreq.MaxWaitMillis = replicaFetchWaitMs
+	kreq.MinBytes = 1
+	kreq.MaxBytes = replicaFetchResponseMaxBytes
+	kreq.SessionEpoch = -1
+	byTopic := map[string]int{}
+	for tp, r := range reqs {
+		i, ok := byTopic[tp.Topic]
+		if !ok {
+			i = len(kreq.Topics)
+			byTopic[tp.Topic] = i
+			t := kmsg.NewFetchRequestTopic()
+			t.Topic = tp.Topic
+			kreq.Topics = append(kreq.Topics, t)
+		}
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition = tp.Partition
+		rp.CurrentLeaderEpoch = r.CurrentLeaderEpoch
+		rp.FetchOffset = r.FetchOffset
+		rp.LastFetchedEpoch = r.LastFetchedEpoch
+		rp.LogStartOffset = r.LogStartOffset
+		rp.PartitionMaxBytes = replicaFetchMaxBytes
+		kreq.Topics[i].Partitions = append(kreq.Topics[i].Partitions, rp)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	go func() {
+		select {
+		case <-f.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	kresp, err := f.cl.Request(ctx, kreq)
+	if err != nil {
+		return err
+	}
+	resp := kresp.(*kmsg.FetchResponse)
+	if resp.ErrorCode != 0 {
+		return kerr.ErrorForCode(resp.ErrorCode)
+	}
+	for _, rt := range resp.Topics {
+		for _, sp := range rt.Partitions {
+			tp := TP{rt.Topic, sp.Partition}
+			req, ok := reqs[tp]
+			p := parts[tp]
+			if !ok || p == nil {
+				continue
+			}
+			f.handle(ctx, p, req, &sp)
+		}
+	}
+	return nil
+}
+
+// handle feeds one partition's answer to its machine.
+func (f *fetcher) handle(ctx context.Context, p *Partition, req replica.FetchRequest, sp *kmsg.FetchResponseTopicPartition) {
+	res := replica.FetchResult{Error: sp.ErrorCode, HW: sp.HighWatermark, LogStart: sp.LogStartOffset, From: req.FetchOffset}
+	if sp.DivergingEpoch.Epoch >= 0 && sp.DivergingEpoch.EndOffset >= 0 {
+		res.Diverging = &replica.DivergingEpoch{Epoch: sp.DivergingEpoch.Epoch, EndOffset: sp.DivergingEpoch.EndOffset}
+	}
+	switch sp.ErrorCode {
+	case 0:
+	case kerr.OffsetOutOfRange.Code:
+		// §3.5: learn the leader's log end and start, then let the machine
+		// truncate or restart the log.
+		leo, start, err := f.listOffsets(ctx, p.TP, req.CurrentLeaderEpoch)
+		if err != nil {
+			f.backoffPartition(p.TP)
+			return
+		}
+		res.LEO, res.LogStart = leo, start
+	default:
+		// Not leader, fenced or unknown epoch: wait for new metadata.
+		f.backoffPartition(p.TP)
+		return
+	}
+	var batches []replica.Batch
+	data := sp.RecordBatches
+	for len(data) > 0 {
+		h, b, rest, err := batch.Next(data)
+		if err != nil {
+			break // a partial batch at the end of a size-limited response
+		}
+		if batch.CheckCRC(b) != nil {
+			f.b.log.Warn("corrupt batch from leader", "topic", p.Topic, "partition", p.Partition, "offset", h.BaseOffset)
+			break
+		}
+		batches = append(batches, replica.Batch{BaseOffset: h.BaseOffset, NumRecords: h.LastOffsetDelta + 1, Epoch: h.LeaderEpoch,
+			ProducerID: h.ProducerID, ProducerEpoch: h.ProducerEpoch, BaseSeq: h.BaseSequence, MaxTimestamp: h.MaxTimestamp, Data: b})
+		data = rest
+	}
+	if len(batches) > 0 {
+		res.To = batches[len(batches)-1].LastOffset() + 1
+	}
+	p.handleFetchResponse(replica.FetchResponse{Request: req, FetchResult: res, Batches: batches})
+}
+
+func (f *fetcher) backoffPartition(tp TP) {
+	f.mu.Lock()
+	f.backoff[tp] = time.Now().Add(fetchBackoff)
+	f.mu.Unlock()
+}
+
+// listOffsets asks the leader for its latest and earliest offsets, as a
+// replica (ReplicaID set: latest is the LEO).
+func (f *fetcher) listOffsets(ctx context.Context, tp TP, leaderEpoch int32) (leo, start int64, err error) {
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.SetVersion(4)
+	req.ReplicaID = f.b.cfg.NodeID
+	t := kmsg.NewListOffsetsRequestTopic()
+	t.Topic = tp.Topic
+	for _, ts := range []int64{-1, -2} {
+		p := kmsg.NewListOffsetsRequestTopicPartition()
+		p.Partition = tp.Partition
+		p.CurrentLeaderEpoch = leaderEpoch
+		p.Timestamp = ts
+		t.Partitions = append(t.Partitions, p)
+	}
+	req.Topics = append(req.Topics, t)
+	kresp, err := f.cl.Request(ctx, req)
+	if err != nil {
+		return 0, 0, err
+	}
+	resp := kresp.(*kmsg.ListOffsetsResponse)
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 2 {
+		return 0, 0, errors.New("malformed ListOffsets response")
+	}
+	ps := resp.Topics[0].Partitions
+	for _, p := range ps {
+		if p.ErrorCode != 0 {
+			return 0, 0, kerr.ErrorForCode(p.ErrorCode)
+		}
+	}
+	return ps[0].Offset, ps[1].Offset, nil
+}

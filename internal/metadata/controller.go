@@ -1,0 +1,202 @@
+package metadata
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/sluice-io/sluice/internal/config"
+)
+
+// Controller is the cluster-metadata authority a broker follows: the
+// single-node Local store, or the Raft-backed quorum of internal/controller.
+// Every mutating call returns only once the change is committed (and, for
+// the Raft controller, applied to this node's image); errors are *kerr.Error
+// values where Kafka has a code for them, possibly wrapped with a message.
+type Controller interface {
+	// Image returns the latest committed image. Images are immutable.
+	Image() *Image
+	// Watch registers fn to be called with every newly committed image, in
+	// commit order, from one goroutine. fn must not block for long.
+	Watch(fn func(*Image))
+	// BrokerEpoch is this broker's registered epoch, -1 before registration.
+	BrokerEpoch() int64
+
+	// CreateTopic creates a topic. partitions/replicationFactor of -1 take
+	// the broker defaults; assignment, if non-nil, gives each partition's
+	// replicas (and then partitions and replicationFactor must be -1).
+	CreateTopic(ctx context.Context, name string, partitions int32, replicationFactor int16, assignment [][]int32, configs map[string]string, validateOnly bool) error
+	// DeleteTopic deletes a topic.
+	DeleteTopic(ctx context.Context, name string) error
+	// CreatePartitions grows a topic to count partitions.
+	CreatePartitions(ctx context.Context, name string, count int32, validateOnly bool) error
+	// AlterTopicConfigs applies incremental config changes to a topic.
+	AlterTopicConfigs(ctx context.Context, name string, ops []ConfigOp, validateOnly bool) error
+	// AllocateProducerID hands out a new producer id.
+	AllocateProducerID(ctx context.Context) (int64, error)
+	// AlterPartition proposes an ISR change (the partition leader only).
+	AlterPartition(ctx context.Context, req AlterPartitionRequest) (AlterPartitionResponse, error)
+	// ControlledShutdown moves leadership away from this broker and takes it
+	// out of every ISR; it returns when the controller grants the shutdown.
+	ControlledShutdown(ctx context.Context) error
+	// Close stops the controller client (and, on a voter, the quorum member).
+	Close() error
+}
+
+// ConfigOp is one change to a topic config (IncrementalAlterConfigs).
+type ConfigOp struct {
+	Name  string
+	Op    int8 // 0 SET, 1 DELETE, 2 APPEND, 3 SUBTRACT
+	Value string
+}
+
+// AlterPartitionRequest is a partition leader's ISR change proposal: a
+// compare-and-set on (LeaderEpoch, PartitionEpoch) (reference §2.4).
+type AlterPartitionRequest struct {
+	Topic          string
+	Partition      int32
+	BrokerID       int32 // the leader sending it
+	BrokerEpoch    int64
+	LeaderEpoch    int32
+	PartitionEpoch int32
+	NewISR         []int32
+	// ISRBrokerEpochs is parallel to NewISR: each member's broker epoch as
+	// the leader saw it in its fetches (-1 unknown). KIP-903.
+	ISRBrokerEpochs []int64
+	// Recovered reports that a leader elected uncleanly has recovered
+	// (KIP-704); it lets the ISR grow again.
+	Recovered bool
+}
+
+// AlterPartitionResponse is the controller's answer, sent after commit.
+type AlterPartitionResponse struct {
+	Error          int16
+	Leader         int32
+	LeaderEpoch    int32
+	PartitionEpoch int32
+	ISR            []int32
+}
+
+// Limits on administrative requests.
+const (
+	// MaxTopicNameLen is Kafka's limit (249: a partition directory name must
+	// fit in 255 bytes).
+	MaxTopicNameLen = 249
+	// MaxPartitionsPerTopic bounds CreateTopics / CreatePartitions.
+	MaxPartitionsPerTopic = 10000
+	// MaxPartitions bounds the partitions of the whole cluster.
+	MaxPartitions = 100000
+)
+
+var legalTopic = regexp.MustCompile(`^[a-zA-Z0-9._-]+$`)
+
+// ValidateTopicName applies Kafka's topic name rules.
+func ValidateTopicName(name string) error {
+	switch {
+	case name == "" || name == "." || name == "..":
+		return kerr.InvalidTopicException
+	case len(name) > MaxTopicNameLen:
+		return kerr.InvalidTopicException
+	case !legalTopic.MatchString(name):
+		return kerr.InvalidTopicException
+	}
+	return nil
+}
+
+// ValidateConfigs checks topic configs by name, type and range.
+func ValidateConfigs(configs map[string]string) error {
+	for k, v := range configs {
+		d, ok := config.LookupTopicDef(k)
+		if !ok {
+			return fmt.Errorf("%w: unknown topic config %q", kerr.InvalidConfig, k)
+		}
+		if err := d.Validate(v); err != nil {
+			return fmt.Errorf("%w: %v", kerr.InvalidConfig, err)
+		}
+	}
+	return nil
+}
+
+// ApplyConfigOps returns cur changed by ops, validated.
+func ApplyConfigOps(cur map[string]string, ops []ConfigOp) (map[string]string, error) {
+	next := map[string]string{}
+	for k, v := range cur {
+		next[k] = v
+	}
+	for _, op := range ops {
+		d, ok := config.LookupTopicDef(op.Name)
+		if !ok {
+			return nil, fmt.Errorf("%w: unknown topic config %q", kerr.InvalidConfig, op.Name)
+		}
+		switch op.Op {
+		case 0:
+			if err := d.Validate(op.Value); err != nil {
+				return nil, fmt.Errorf("%w: %v", kerr.InvalidConfig, err)
+			}
+			next[op.Name] = op.Value
+		case 1:
+			delete(next, op.Name)
+		case 2, 3:
+			if d.Type != config.TypeList {
+				return nil, fmt.Errorf("%w: %s is not a list", kerr.InvalidConfig, op.Name)
+			}
+			next[op.Name] = applyListOp(next[op.Name], op)
+		default:
+			return nil, kerr.InvalidRequest
+		}
+	}
+	return next, nil
+}
+
+func applyListOp(cur string, op ConfigOp) string {
+	items := splitComma(cur)
+	add := splitComma(op.Value)
+	var out []string
+	if op.Op == 2 {
+		out = items
+		for _, a := range add {
+			if !contains(out, a) {
+				out = append(out, a)
+			}
+		}
+	} else {
+		for _, it := range items {
+			if !contains(add, it) {
+				out = append(out, it)
+			}
+		}
+	}
+	s := ""
+	for i, it := range out {
+		if i > 0 {
+			s += ","
+		}
+		s += it
+	}
+	return s
+}
+
+func splitComma(s string) []string {
+	var out []string
+	start := 0
+	for i := 0; i <= len(s); i++ {
+		if i == len(s) || s[i] == ',' {
+			if i > start {
+				out = append(out, s[start:i])
+			}
+			start = i + 1
+		}
+	}
+	return out
+}
+
+func contains(s []string, x string) bool {
+	for _, v := range s {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,225 @@
+package metadata
+
+import (
+	"context"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/sluice-io/sluice/internal/config"
+	"github.com/sluice-io/sluice/internal/vfs"
+)
+
+// Local is the controller of a single-node cluster (no --voters): the node
+// is its own quorum, its metadata a Store on local disk. Every partition has
+// this node as its only replica, leader and ISR.
+type Local struct {
+	store *Store
+	cfg   *config.Broker
+	self  Broker
+
+	mu       sync.Mutex
+	watchers []func(*Image)
+}
+
+// OpenLocal opens the single-node metadata in dir and registers self as the
+// only broker.
+func OpenLocal(fsys vfs.FS, dir string, cfg *config.Broker, self Broker) (*Local, error) {
+	st, err := OpenStore(fsys, dir)
+	if err != nil {
+		return nil, err
+	}
+	l := &Local{store: st, cfg: cfg, self: self}
+	st.Subscribe(func(im *Image) {
+		l.mu.Lock()
+		ws := append([]func(*Image){}, l.watchers...)
+		l.mu.Unlock()
+		for _, w := range ws {
+			w(im)
+		}
+	})
+	err = st.Update(func(im *Image) error {
+		self.Epoch = im.Offset + 1
+		im.Brokers = map[int32]Broker{self.ID: self}
+		for _, t := range im.Topics {
+			for i := range t.Partitions {
+				p := &t.Partitions[i]
+				p.Leader, p.Replicas, p.ISR = self.ID, []int32{self.ID}, []int32{self.ID}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	l.self = st.Image().Brokers[self.ID]
+	return l, nil
+}
+
+// Image implements Controller.
+func (l *Local) Image() *Image { return l.store.Image() }
+
+// Watch implements Controller.
+func (l *Local) Watch(fn func(*Image)) {
+	l.mu.Lock()
+	l.watchers = append(l.watchers, fn)
+	l.mu.Unlock()
+}
+
+// BrokerEpoch implements Controller.
+func (l *Local) BrokerEpoch() int64 { return l.self.Epoch }
+
+func (l *Local) partitionMeta(i int32) Partition {
+	id := l.self.ID
+	return Partition{Index: i, Leader: id, Replicas: []int32{id}, ISR: []int32{id}}
+}
+
+func numPartitions(im *Image) int {
+	n := 0
+	for _, t := range im.Topics {
+		n += len(t.Partitions)
+	}
+	return n
+}
+
+// CreateTopic implements Controller.
+func (l *Local) CreateTopic(_ context.Context, name string, partitions int32, rf int16, assignment [][]int32, configs map[string]string, validateOnly bool) error {
+	if err := ValidateTopicName(name); err != nil {
+		return err
+	}
+	if assignment != nil {
+		partitions, rf = int32(len(assignment)), int16(len(assignment[0]))
+		for _, a := range assignment {
+			if len(a) != 1 || a[0] != l.self.ID {
+				return kerr.InvalidReplicaAssignment
+			}
+		}
+	}
+	if partitions == -1 {
+		partitions = int32(l.cfg.Int("num.partitions", 1))
+	}
+	if rf == -1 {
+		rf = int16(l.cfg.Int("default.replication.factor", 1))
+	}
+	if partitions <= 0 || partitions > MaxPartitionsPerTopic {
+		return kerr.InvalidPartitions
+	}
+	if rf <= 0 || rf > 1 {
+		return kerr.InvalidReplicationFactor
+	}
+	if err := ValidateConfigs(configs); err != nil {
+		return err
+	}
+	im := l.store.Image()
+	if _, ok := im.Topics[name]; ok {
+		return kerr.TopicAlreadyExists
+	}
+	if numPartitions(im)+int(partitions) > MaxPartitions {
+		return kerr.PolicyViolation
+	}
+	if validateOnly {
+		return nil
+	}
+	return l.store.Update(func(im *Image) error {
+		if _, ok := im.Topics[name]; ok {
+			return kerr.TopicAlreadyExists
+		}
+		t := &Topic{Name: name, ID: NewUUID(), Configs: map[string]string{}}
+		for k, v := range configs {
+			t.Configs[k] = v
+		}
+		for i := int32(0); i < partitions; i++ {
+			t.Partitions = append(t.Partitions, l.partitionMeta(i))
+		}
+		im.Topics[name] = t
+		return nil
+	})
+}
+
+// DeleteTopic implements Controller.
+func (l *Local) DeleteTopic(_ context.Context, name string) error {
+	return l.store.Update(func(im *Image) error {
+		if _, ok := im.Topics[name]; !ok {
+			return kerr.UnknownTopicOrPartition
+		}
+		delete(im.Topics, name)
+		return nil
+	})
+}
+
+// CreatePartitions implements Controller.
+func (l *Local) CreatePartitions(_ context.Context, name string, count int32, validateOnly bool) error {
+	t, ok := l.store.Image().Topics[name]
+	if !ok {
+		return kerr.UnknownTopicOrPartition
+	}
+	cur := int32(len(t.Partitions))
+	if count <= cur || count > MaxPartitionsPerTopic {
+		return kerr.InvalidPartitions
+	}
+	if validateOnly {
+		return nil
+	}
+	return l.store.Update(func(im *Image) error {
+		t, ok := im.Topics[name]
+		if !ok {
+			return kerr.UnknownTopicOrPartition
+		}
+		if int32(len(t.Partitions)) != cur {
+			return kerr.InvalidPartitions
+		}
+		for i := cur; i < count; i++ {
+			t.Partitions = append(t.Partitions, l.partitionMeta(i))
+		}
+		return nil
+	})
+}
+
+// AlterTopicConfigs implements Controller.
+func (l *Local) AlterTopicConfigs(_ context.Context, name string, ops []ConfigOp, validateOnly bool) error {
+	t, ok := l.store.Image().Topics[name]
+	if !ok {
+		return kerr.UnknownTopicOrPartition
+	}
+	next, err := ApplyConfigOps(t.Configs, ops)
+	if err != nil || validateOnly {
+		return err
+	}
+	return l.store.Update(func(im *Image) error {
+		t, ok := im.Topics[name]
+		if !ok {
+			return kerr.UnknownTopicOrPartition
+		}
+		t.Configs = next
+		return nil
+	})
+}
+
+// AllocateProducerID implements Controller.
+func (l *Local) AllocateProducerID(context.Context) (int64, error) {
+	var id int64
+	err := l.store.Update(func(im *Image) error {
+		id = im.NextProducerID
+		im.NextProducerID++
+		return nil
+	})
+	return id, err
+}
+
+// AlterPartition implements Controller. A single node's ISR is always
+// itself, so any proposal is answered with the current state.
+func (l *Local) AlterPartition(_ context.Context, req AlterPartitionRequest) (AlterPartitionResponse, error) {
+	t, ok := l.store.Image().Topics[req.Topic]
+	if !ok || req.Partition < 0 || int(req.Partition) >= len(t.Partitions) {
+		return AlterPartitionResponse{Error: kerr.UnknownTopicOrPartition.Code}, nil
+	}
+	p := t.Partitions[req.Partition]
+	return AlterPartitionResponse{Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, ISR: p.ISR}, nil
+}
+
+// ControlledShutdown implements Controller: a single node has nowhere to
+// move leadership, so shutdown is granted at once.
+func (l *Local) ControlledShutdown(context.Context) error { return nil }
+
+// Close implements Controller.
+func (l *Local) Close() error { return nil }

@@ -1,0 +1,141 @@
+package protocol
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Client is a minimal Kafka-protocol client for broker-to-broker calls
+// (follower fetches, ListOffsets): one connection, one request in flight,
+// fixed versions chosen by the caller. It reconnects on the next call after
+// an error.
+type Client struct {
+	addr     string
+	clientID string
+	// MaxResponseBytes bounds a response frame. Default 256 MiB.
+	MaxResponseBytes int32
+
+	mu     sync.Mutex
+	nc     net.Conn
+	br     *bufio.Reader
+	corrID int32
+	buf    []byte
+}
+
+// NewClient returns a client for addr; it dials lazily.
+func NewClient(addr, clientID string) *Client {
+	return &Client{addr: addr, clientID: clientID, MaxResponseBytes: 256 << 20}
+}
+
+// Addr is the peer address.
+func (c *Client) Addr() string { return c.addr }
+
+// Close closes the connection.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closeLocked()
+}
+
+func (c *Client) closeLocked() error {
+	if c.nc == nil {
+		return nil
+	}
+	err := c.nc.Close()
+	c.nc, c.br = nil, nil
+	return err
+}
+
+// Request sends req (at the version already set on it) and returns the
+// response. The context's deadline bounds the whole exchange; cancelling it
+// closes the connection.
+func (c *Client) Request(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.nc == nil {
+		d := net.Dialer{Timeout: 5 * time.Second}
+		nc, err := d.DialContext(ctx, "tcp", c.addr)
+		if err != nil {
+			return nil, err
+		}
+		if tc, ok := nc.(*net.TCPConn); ok {
+			tc.SetNoDelay(true)
+		}
+		c.nc, c.br = nc, bufio.NewReaderSize(nc, 64<<10)
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		c.nc.SetDeadline(dl)
+	} else {
+		c.nc.SetDeadline(time.Now().Add(2 * time.Minute))
+	}
+	stop := context.AfterFunc(ctx, func() { c.nc.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	resp, err := c.roundTrip(req)
+	if err != nil {
+		c.closeLocked()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, err
+	}
+	return resp, nil
+}
+
+func (c *Client) roundTrip(req kmsg.Request) (kmsg.Response, error) {
+	c.corrID++
+	corr := c.corrID
+	b := c.buf[:0]
+	b = append(b, 0, 0, 0, 0)
+	b = binary.BigEndian.AppendUint16(b, uint16(req.Key()))
+	b = binary.BigEndian.AppendUint16(b, uint16(req.GetVersion()))
+	b = binary.BigEndian.AppendUint32(b, uint32(corr))
+	b = binary.BigEndian.AppendUint16(b, uint16(len(c.clientID)))
+	b = append(b, c.clientID...)
+	if req.IsFlexible() {
+		b = append(b, 0)
+	}
+	b = req.AppendTo(b)
+	binary.BigEndian.PutUint32(b, uint32(len(b)-4))
+	if _, err := c.nc.Write(b); err != nil {
+		return nil, err
+	}
+	if cap(b) <= 1<<20 {
+		c.buf = b
+	}
+	var hdr [8]byte
+	if _, err := io.ReadFull(c.br, hdr[:]); err != nil {
+		return nil, err
+	}
+	size := int32(binary.BigEndian.Uint32(hdr[:]))
+	if size < 4 || size > c.MaxResponseBytes {
+		return nil, fmt.Errorf("protocol: response size %d out of bounds", size)
+	}
+	if got := int32(binary.BigEndian.Uint32(hdr[4:])); got != corr {
+		return nil, fmt.Errorf("protocol: correlation id %d, want %d", got, corr)
+	}
+	body := make([]byte, size-4)
+	if _, err := io.ReadFull(c.br, body); err != nil {
+		return nil, err
+	}
+	resp := req.ResponseKind()
+	resp.SetVersion(req.GetVersion())
+	if resp.IsFlexible() && req.Key() != apiVersionsKey {
+		var err error
+		if body, err = skipTags(body); err != nil {
+			return nil, errors.New("protocol: bad response header tags")
+		}
+	}
+	if err := resp.ReadFrom(body); err != nil {
+		return nil, fmt.Errorf("protocol: decode %s response: %w", kmsg.NameForKey(req.Key()), err)
+	}
+	return resp, nil
+}
