@@ -215,7 +215,7 @@ func (c *Coordinator) electLocked(i int32) *shard {
 	c.shards[i] = s
 	c.armRetentionLocked()
 	p, err := c.b.Partition(OffsetsTopic, i)
-	if err == nil && p.HighWatermark() <= p.LogStartOffset() {
+	if err == nil && p.LogEndOffset() <= p.LogStartOffset() {
 		// Nothing to replay (a new topic): serve at once.
 		s.p, s.loading = p, false
 		return s
@@ -291,7 +291,9 @@ func (c *Coordinator) load(s *shard) {
 	}
 	l := newLoaded()
 	start := time.Now()
-	off, hw := p.LogStartOffset(), p.HighWatermark()
+	// A leader's log is authoritative (a new leader never truncates), so
+	// load everything it has, as Kafka's loader reads to the log end.
+	off, hw := p.LogStartOffset(), p.LogEndOffset()
 	for off < hw {
 		sl, err := p.Log().Read(off, 1<<20, hw)
 		if err != nil {

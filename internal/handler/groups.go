@@ -5,6 +5,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-io/sluice/internal/broker"
 	"github.com/sluice-io/sluice/internal/group"
 	"github.com/sluice-io/sluice/internal/protocol"
 )
@@ -25,6 +26,17 @@ type groupAPI struct {
 func (h *Handlers) registerGroupAPIs(reg *protocol.Registry) {
 	c := group.New(h.b, group.Options{Config: group.ConfigFrom(h.b.Config())})
 	h.groups = c
+	// Coordinate the groups of the offsets partitions this node leads.
+	h.b.OnLeadershipChange(func(tp broker.TP, isLeader bool, _ int32) {
+		if tp.Topic != group.OffsetsTopic {
+			return
+		}
+		if isLeader {
+			c.Elect(tp.Partition)
+		} else {
+			c.Resign(tp.Partition)
+		}
+	})
 	g := &groupAPI{h: h, c: c}
 	for _, api := range []protocol.Handler{
 		{Key: 8, MinVersion: 0, MaxVersion: 8, Serve: g.offsetCommit},
