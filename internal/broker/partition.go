@@ -74,6 +74,9 @@ func newPartition(b *Broker, tp TP, log *storage.Log, minISR int) *Partition {
 	})
 	p.leader.Store(-1)
 	p.mu.Lock()
+	// The machine's clock starts at zero: set it before any metadata, or a
+	// new leader would see its followers as not caught up since 1970.
+	p.r.Tick(b.now().UnixMilli())
 	p.r.Flushed(log.FlushedOffset(), p.r.LogGen())
 	p.processReady()
 	p.mu.Unlock()
@@ -165,6 +168,7 @@ func (p *Partition) applyState(ps replica.PartitionState, minISR int) {
 	if p.closed {
 		return
 	}
+	p.r.Tick(p.b.now().UnixMilli())
 	p.r.SetMinISR(minISR)
 	p.r.ApplyMetadata(ps)
 	p.processReady()

@@ -1,6 +1,8 @@
 package handler
 
-// Produce, versions 3-9 (record batch v2 only; Kafka 4 also dropped 0-2).
+// Produce, versions 0-9, record batch v2 only: v0-2 carry message sets (magic
+// 0/1), which get UNSUPPORTED_FOR_MESSAGE_FORMAT. v0 is advertised because
+// librdkafka before 2.6 compresses gzip/snappy/lz4 only when it is.
 //
 // Each partition's records must be exactly one v2 batch. It is validated
 // (size against max.message.bytes -> MESSAGE_TOO_LARGE, structure and CRC

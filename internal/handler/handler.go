@@ -32,7 +32,7 @@ func (h *Handlers) Close() {
 func Register(reg *protocol.Registry, b *broker.Broker) *Handlers {
 	h := &Handlers{b: b}
 	for _, api := range []protocol.Handler{
-		{Key: 0, MinVersion: 3, MaxVersion: 9, Serve: h.produce},
+		{Key: 0, MinVersion: 0, MaxVersion: 9, Serve: h.produce},
 		{Key: 1, MinVersion: 4, MaxVersion: 12, Serve: h.fetch},
 		{Key: 2, MinVersion: 1, MaxVersion: 7, Serve: h.listOffsets},
 		{Key: 3, MinVersion: 0, MaxVersion: 11, Serve: h.metadata},

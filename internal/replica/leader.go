@@ -226,9 +226,10 @@ func (r *Replica) caughtUp(f *follower) bool {
 }
 
 // eligible: not fenced or shutting down, and the broker epoch of its fetches
-// matches the metadata (KIP-841, KIP-903).
+// matches the metadata, or is unknown (-1: Fetch before v15 carries none)
+// (KIP-841, KIP-903, §2.3).
 func (r *Replica) eligible(f *follower) bool {
-	return !f.ineligible && (f.metaBrokerEpoch < 0 || f.brokerEpoch == f.metaBrokerEpoch)
+	return !f.ineligible && (f.metaBrokerEpoch < 0 || f.brokerEpoch < 0 || f.brokerEpoch == f.metaBrokerEpoch)
 }
 
 func (r *Replica) maximalSize() int {

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Installs what the compatibility tests (test/compat) need on a fresh Debian
+# machine, as root: kcat (librdkafka's CLI), node + npm, and the pinned npm
+# packages of test/compat/kafkajs. Idempotent: work already done is skipped,
+# so a re-run takes about a second.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+export DEBIAN_FRONTEND=noninteractive
+
+sudo_cmd=()
+if [ "$(id -u)" -ne 0 ]; then
+	if command -v sudo >/dev/null 2>&1; then
+		sudo_cmd=(sudo)
+	else
+		echo "install-test-deps: not root and no sudo; cannot apt-get install" >&2
+	fi
+fi
+
+apt_updated=0
+apt_install() {
+	if [ "$apt_updated" -eq 0 ]; then
+		echo "install-test-deps: apt-get update"
+		"${sudo_cmd[@]}" apt-get update -qq
+		apt_updated=1
+	fi
+	echo "install-test-deps: apt-get install -y $*"
+	"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+# kcat: Debian's package is named kcat (older releases: kafkacat).
+if command -v kcat >/dev/null 2>&1; then
+	echo "install-test-deps: kcat present ($(command -v kcat))"
+else
+	apt_install kcat
+fi
+
+# node and npm: usually already on the machine; Debian's nodejs/npm otherwise.
+missing=()
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
+if [ "${#missing[@]}" -gt 0 ]; then
+	apt_install "${missing[@]}"
+fi
+echo "install-test-deps: node $(node --version), npm $(npm --version)"
+
+# npm packages for the KafkaJS test, from the committed package-lock.json.
+# --ignore-scripts: every package used works without its install script
+# (lz4's optional native build is not needed; kafkajs-lz4 falls back to JS).
+js="$root/test/compat/kafkajs"
+stamp="$js/node_modules/.sluice-lock.sha256"
+want="$(sha256sum "$js/package-lock.json" | cut -d' ' -f1)"
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+	echo "install-test-deps: test/compat/kafkajs/node_modules up to date"
+else
+	echo "install-test-deps: npm ci in test/compat/kafkajs"
+	(cd "$js" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
+	echo "$want" >"$stamp"
+fi
+echo "install-test-deps: done"
