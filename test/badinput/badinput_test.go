@@ -89,7 +89,7 @@ func TestMalformedFrames(t *testing.T) {
 		"unknown api key":     withKeyVersion(meta, 31000, 0),
 		"impossible version":  withKeyVersion(meta, 3, 999),
 		"negative version":    withKeyVersion(meta, 3, -5),
-		"garbage body":        append(append(append([]byte(nil), meta[:14]...), 0x7f), bytes.Repeat([]byte{0xff}, 20)...),
+		"garbage body":        append(append(append([]byte(nil), meta[:17]...), 0x7f), bytes.Repeat([]byte{0xff}, 20)...),
 		"truncated frame":     truncated,
 	}
 	for name, raw := range cases {
