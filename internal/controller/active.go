@@ -1,0 +1,461 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/sluice-io/sluice/internal/config"
+	"github.com/sluice-io/sluice/internal/metadata"
+)
+
+// active is the active-controller side of a voter. Decisions are
+// serialised by sem: each computes records from the applied image, proposes
+// them and waits for commit and local apply before the next one.
+type active struct {
+	n   *Node
+	sem chan struct{}
+
+	mu      sync.Mutex
+	on      bool
+	gen     uint64
+	contact map[int32]time.Time // last heartbeat per broker (memory only)
+	place   int                 // rotating start of replica placement
+}
+
+func (a *active) init(n *Node) {
+	a.n = n
+	a.sem = make(chan struct{}, 1)
+	a.contact = map[int32]time.Time{}
+}
+
+func (a *active) isActive() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.on
+}
+
+// lock takes the decision lock.
+func (a *active) lock(ctx context.Context) error {
+	select {
+	case a.sem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %v", kerr.RequestTimedOut, ctx.Err())
+	case <-a.n.closing:
+		return kerr.NotController
+	}
+}
+
+func (a *active) unlock() { <-a.sem }
+
+// leaderLoop follows raft leadership: it starts an active session on
+// gaining it and ends the session on losing it.
+func (n *Node) leaderLoop() {
+	defer n.wg.Done()
+	var stop chan struct{}
+	end := func() {
+		if stop != nil {
+			close(stop)
+			stop = nil
+		}
+		n.act.mu.Lock()
+		n.act.on = false
+		n.act.gen++
+		n.act.mu.Unlock()
+	}
+	for {
+		select {
+		case <-n.raftDone:
+			end()
+			return
+		case leader := <-n.notifyCh:
+			if leader && stop == nil {
+				stop = make(chan struct{})
+				n.act.mu.Lock()
+				gen := n.act.gen
+				n.act.mu.Unlock()
+				n.wg.Add(1)
+				go n.act.run(stop, gen)
+			} else if !leader {
+				end()
+			}
+		}
+	}
+}
+
+// run is one term of leadership: barrier, activation (grace period for every
+// broker), then periodic fencing and rebalance checks.
+func (a *active) run(stop chan struct{}, gen uint64) {
+	defer a.n.wg.Done()
+	n := a.n
+	// The barrier makes the FSM reflect every earlier term before the
+	// first decision; retry while still leader.
+	for {
+		err := n.raft.Barrier(10 * time.Second).Error()
+		if err == nil {
+			break
+		}
+		n.log.Warn("barrier after election", "err", err)
+		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrRaftShutdown) {
+			return
+		}
+		select {
+		case <-stop:
+			return
+		case <-n.closing:
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	a.mu.Lock()
+	if a.gen != gen {
+		a.mu.Unlock()
+		return
+	}
+	now := time.Now()
+	a.contact = map[int32]time.Time{}
+	for id := range n.st.Image().Brokers {
+		a.contact[id] = now
+	}
+	a.on = true
+	a.mu.Unlock()
+	n.log.Info("active controller", "offset", n.st.Image().Offset)
+	if n.st.Image().ClusterID == "" {
+		a.decide(n.baseCtx, func(im *metadata.Image, b *batch) error {
+			if im.ClusterID == "" {
+				b.add(record{Type: recClusterID, ClusterID: metadata.NewUUID().String()[:22]})
+			}
+			return nil
+		})
+	}
+	tick := time.NewTicker(min(a.sessionTimeout()/4, 250*time.Millisecond))
+	defer tick.Stop()
+	lastRebalance := time.Now()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-n.closing:
+			return
+		case <-tick.C:
+		}
+		a.fenceStale()
+		if ri := a.rebalanceInterval(); time.Since(lastRebalance) >= ri {
+			lastRebalance = time.Now()
+			a.decide(n.baseCtx, func(im *metadata.Image, b *batch) error {
+				a.electOffline(b, "")
+				if n.cfg.Broker.Bool("auto.leader.rebalance.enable", true) {
+					a.rebalance(b)
+				}
+				return nil
+			})
+		}
+	}
+}
+
+func (a *active) sessionTimeout() time.Duration {
+	return time.Duration(a.n.cfg.Broker.Int("broker.session.timeout.ms", 9000)) * time.Millisecond
+}
+
+func (a *active) rebalanceInterval() time.Duration {
+	s := a.n.cfg.Broker.Int("leader.imbalance.check.interval.seconds", 300)
+	return time.Duration(max(s, 1)) * time.Second
+}
+
+// batch is the records of one decision, applied as they are added to a
+// scratch image so later records see earlier ones.
+type batch struct {
+	tx   *txn
+	recs []record
+}
+
+func (b *batch) add(r record) {
+	b.tx.apply(&r, placeholderRegOffset)
+	b.recs = append(b.recs, r)
+}
+
+// decide runs fn under the decision lock on the applied image and commits
+// the records it adds. It returns the entry's offset (0 if nothing was
+// written) and fn's error.
+func (a *active) decide(ctx context.Context, fn func(im *metadata.Image, b *batch) error) (int64, error) {
+	if err := a.lock(ctx); err != nil {
+		return 0, err
+	}
+	defer a.unlock()
+	if !a.isActive() {
+		return 0, kerr.NotController
+	}
+	im := a.n.st.Image()
+	b := &batch{tx: newTxn(im)}
+	if err := fn(im, b); err != nil || len(b.recs) == 0 {
+		return 0, err
+	}
+	return a.propose(b.recs)
+}
+
+// propose commits one entry and waits until it is applied here.
+func (a *active) propose(recs []record) (int64, error) {
+	data, err := json.Marshal(recs)
+	if err != nil {
+		return 0, err
+	}
+	f := a.n.raft.Apply(data, 5*time.Second)
+	if err := f.Error(); err != nil {
+		switch {
+		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost),
+			errors.Is(err, raft.ErrLeadershipTransferInProgress), errors.Is(err, raft.ErrRaftShutdown),
+			errors.Is(err, raft.ErrEnqueueTimeout):
+			return 0, fmt.Errorf("%w: %v", kerr.NotController, err)
+		}
+		return 0, fmt.Errorf("%w: raft apply: %v", kerr.UnknownServerError, err)
+	}
+	return int64(f.Index()), nil
+}
+
+// isActiveBroker: registered, unfenced, not shutting down.
+func isActiveBroker(im *metadata.Image, id int32) bool {
+	b, ok := im.Brokers[id]
+	return ok && b.Active()
+}
+
+func activeBrokers(im *metadata.Image) []int32 {
+	var out []int32
+	for _, id := range im.BrokerIDs() {
+		if im.Brokers[id].Active() {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+func has(s []int32, x int32) bool {
+	for _, v := range s {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+func without(s []int32, x int32) []int32 {
+	out := make([]int32, 0, len(s))
+	for _, v := range s {
+		if v != x {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func sameSet(a, b []int32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, v := range a {
+		if !has(b, v) {
+			return false
+		}
+	}
+	return true
+}
+
+// unclean reports the topic's effective unclean.leader.election.enable.
+func (a *active) unclean(t *metadata.Topic) bool {
+	return config.TopicConfig{Set: t.Configs, Broker: a.n.cfg.Broker}.Bool("unclean.leader.election.enable")
+}
+
+// electLeader is PartitionChangeBuilder.electLeader (reference §4.1) for a
+// target ISR: keep a valid leader; else the first replica in assignment
+// order that is in the ISR and active; else, if the topic allows it, the
+// first active replica (ISR := {it}, recovering); else no leader.
+func (a *active) electLeader(im *metadata.Image, t *metadata.Topic, p *metadata.Partition, isr []int32) (int32, []int32, bool) {
+	valid := func(id int32) bool { return has(isr, id) && isActiveBroker(im, id) }
+	if p.Leader != noLeader && valid(p.Leader) {
+		return p.Leader, isr, p.Recovering
+	}
+	for _, r := range p.Replicas {
+		if valid(r) {
+			return r, isr, p.Recovering
+		}
+	}
+	if a.unclean(t) {
+		for _, r := range p.Replicas {
+			if isActiveBroker(im, r) {
+				return r, []int32{r}, true
+			}
+		}
+	}
+	return noLeader, isr, p.Recovering
+}
+
+// change adds a PartitionChange if the state differs.
+func (b *batch) change(t *metadata.Topic, p *metadata.Partition, leader int32, isr []int32, recovering bool) {
+	if leader == p.Leader && recovering == p.Recovering && sameSet(isr, p.ISR) {
+		return
+	}
+	b.add(record{Type: recPartitionChange, Name: t.Name, Part: &partChange{Index: p.Index, Leader: leader, ISR: isr, Recovering: recovering}})
+}
+
+// forEachPartition visits partitions in a deterministic order on the
+// batch's scratch image.
+func (b *batch) forEachPartition(fn func(t *metadata.Topic, p *metadata.Partition)) {
+	for _, name := range b.tx.im.TopicNames() {
+		t := b.tx.im.Topics[name]
+		for i := range t.Partitions {
+			fn(t, &t.Partitions[i])
+		}
+	}
+}
+
+// removeBroker takes a fenced or shutting-down broker out of every ISR
+// (unless it is the last member: the ISR keeps it, reference §4.1) and
+// re-elects the leaders of its partitions without it.
+func (a *active) removeBroker(b *batch, id int32) {
+	im := b.tx.im
+	b.forEachPartition(func(t *metadata.Topic, p *metadata.Partition) {
+		if !p.HasReplica(id) || (!has(p.ISR, id) && p.Leader != id) {
+			return
+		}
+		isr := without(p.ISR, id)
+		if len(isr) == 0 {
+			isr = p.ISR
+		}
+		leader, isr, rec := a.electLeader(im, t, p, isr)
+		b.change(t, p, leader, isr, rec)
+	})
+}
+
+// electOffline retries leaderless partitions (of one topic, or all).
+func (a *active) electOffline(b *batch, topic string) {
+	im := b.tx.im
+	b.forEachPartition(func(t *metadata.Topic, p *metadata.Partition) {
+		if p.Leader != noLeader || (topic != "" && t.Name != topic) {
+			return
+		}
+		if leader, isr, rec := a.electLeader(im, t, p, p.ISR); leader != noLeader {
+			b.change(t, p, leader, isr, rec)
+		}
+	})
+}
+
+// rebalance moves leadership to the preferred replica (replicas[0]) where
+// it is in the ISR and active.
+func (a *active) rebalance(b *batch) {
+	im := b.tx.im
+	b.forEachPartition(func(t *metadata.Topic, p *metadata.Partition) {
+		if len(p.Replicas) == 0 || p.Leader == p.Replicas[0] {
+			return
+		}
+		pref := p.Replicas[0]
+		if has(p.ISR, pref) && isActiveBroker(im, pref) {
+			b.change(t, p, pref, p.ISR, p.Recovering)
+		}
+	})
+}
+
+// fenceStale fences, one per decision, every unfenced broker whose last
+// heartbeat is older than the session timeout.
+func (a *active) fenceStale() {
+	sess := a.sessionTimeout()
+	im := a.n.st.Image()
+	var stale []int32
+	now := time.Now()
+	a.mu.Lock()
+	for _, id := range im.BrokerIDs() {
+		if im.Brokers[id].Fenced {
+			continue
+		}
+		last, seen := a.contact[id]
+		if !seen {
+			a.contact[id] = now
+		} else if now.Sub(last) > sess {
+			stale = append(stale, id)
+		}
+	}
+	a.mu.Unlock()
+	for _, id := range stale {
+		a.decide(a.n.baseCtx, func(im *metadata.Image, b *batch) error {
+			br, ok := im.Brokers[id]
+			a.mu.Lock()
+			last := a.contact[id]
+			a.mu.Unlock()
+			if !ok || br.Fenced || time.Since(last) <= sess {
+				return nil
+			}
+			a.n.log.Info("fencing broker: session expired", "broker", id, "epoch", br.Epoch)
+			b.add(record{Type: recFence, ID: id, Epoch: br.Epoch})
+			a.removeBroker(b, id)
+			return nil
+		})
+	}
+}
+
+func (a *active) touch(id int32) {
+	a.mu.Lock()
+	a.contact[id] = time.Now()
+	a.mu.Unlock()
+}
+
+// placement assigns rf replicas to each of count partitions over the
+// active brokers, round-robin from a rotating start; leader = first replica.
+func (a *active) placement(im *metadata.Image, first, count int32, rf int) ([]metadata.Partition, error) {
+	brokers := activeBrokers(im)
+	if rf <= 0 || rf > len(brokers) {
+		return nil, fmt.Errorf("%w: replication factor %d with %d active brokers", kerr.InvalidReplicationFactor, rf, len(brokers))
+	}
+	a.mu.Lock()
+	start := a.place
+	a.place += int(count)
+	a.mu.Unlock()
+	var out []metadata.Partition
+	for i := int32(0); i < count; i++ {
+		reps := make([]int32, rf)
+		for j := range reps {
+			reps[j] = brokers[(start+int(i)+j)%len(brokers)]
+		}
+		out = append(out, metadata.Partition{Index: first + i, Leader: reps[0], Replicas: reps, ISR: append([]int32(nil), reps...)})
+	}
+	return out, nil
+}
+
+// manualPlacement validates an explicit assignment (CreateTopics).
+func manualPlacement(im *metadata.Image, assignment [][]int32) ([]metadata.Partition, error) {
+	var out []metadata.Partition
+	for i, reps := range assignment {
+		if len(reps) == 0 || len(reps) != len(assignment[0]) {
+			return nil, fmt.Errorf("%w: partition %d has %d replicas", kerr.InvalidReplicaAssignment, i, len(reps))
+		}
+		var isr []int32
+		for j, r := range reps {
+			if _, ok := im.Brokers[r]; !ok {
+				return nil, fmt.Errorf("%w: broker %d is not registered", kerr.InvalidReplicaAssignment, r)
+			}
+			if has(reps[:j], r) {
+				return nil, fmt.Errorf("%w: duplicate replica %d", kerr.InvalidReplicaAssignment, r)
+			}
+			if isActiveBroker(im, r) {
+				isr = append(isr, r)
+			}
+		}
+		if len(isr) == 0 {
+			return nil, fmt.Errorf("%w: every replica of partition %d is fenced", kerr.InvalidReplicaAssignment, i)
+		}
+		out = append(out, metadata.Partition{Index: int32(i), Leader: isr[0], Replicas: append([]int32(nil), reps...), ISR: isr})
+	}
+	return out, nil
+}
+
+func numPartitions(im *metadata.Image) int {
+	n := 0
+	for _, t := range im.Topics {
+		n += len(t.Partitions)
+	}
+	return n
+}

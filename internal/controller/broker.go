@@ -1,0 +1,226 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/sluice-io/sluice/internal/metadata"
+)
+
+// RPC operations (the controller's API, BrokerRegistration ... AllocateProducerIDs).
+const (
+	opRegister         = "BrokerRegistration"
+	opHeartbeat        = "BrokerHeartbeat"
+	opAlterPartition   = "AlterPartition"
+	opCreateTopic      = "CreateTopics"
+	opDeleteTopic      = "DeleteTopics"
+	opCreatePartitions = "CreatePartitions"
+	opAlterConfigs     = "IncrementalAlterConfigs"
+	opAllocatePIDs     = "AllocateProducerIDs"
+	opFetch            = "FetchMetadata"
+)
+
+var notController = kerr.NotController.Code
+
+type registerReq struct {
+	Broker metadata.Broker `json:"broker"` // ID, Host, Port, Rack, Incarnation
+}
+
+type registerResp struct {
+	Epoch int64 `json:"epoch"`
+}
+
+type heartbeatReq struct {
+	ID           int32 `json:"id"`
+	Epoch        int64 `json:"epoch"`
+	Offset       int64 `json:"offset"` // metadata offset applied by the broker
+	WantShutDown bool  `json:"wantShutDown,omitempty"`
+}
+
+type heartbeatResp struct {
+	Fenced         bool `json:"fenced,omitempty"`
+	ShuttingDown   bool `json:"shuttingDown,omitempty"`
+	ShouldShutDown bool `json:"shouldShutDown,omitempty"`
+}
+
+type createTopicReq struct {
+	Name         string            `json:"name"`
+	Partitions   int32             `json:"partitions"`
+	RF           int16             `json:"rf"`
+	Assignment   [][]int32         `json:"assignment,omitempty"`
+	Configs      map[string]string `json:"configs,omitempty"`
+	ValidateOnly bool              `json:"validateOnly,omitempty"`
+}
+
+type topicReq struct {
+	Name         string              `json:"name"`
+	Count        int32               `json:"count,omitempty"`
+	Ops          []metadata.ConfigOp `json:"ops,omitempty"`
+	ValidateOnly bool                `json:"validateOnly,omitempty"`
+}
+
+type pidResp struct {
+	Start int64 `json:"start"`
+	Count int64 `json:"count"`
+}
+
+type fetchReq struct {
+	Offset    int64 `json:"offset"`
+	MaxWaitMs int64 `json:"maxWaitMs"`
+}
+
+type fetchResp struct {
+	Image *metadata.Image `json:"image,omitempty"`
+}
+
+// heartbeatInterval is broker.heartbeat.interval.ms, capped at a third of
+// the session timeout so a live broker is never fenced.
+func (n *Node) heartbeatInterval() time.Duration {
+	hb := n.cfg.Broker.Int("broker.heartbeat.interval.ms", 2000)
+	sess := n.cfg.Broker.Int("broker.session.timeout.ms", 9000)
+	return time.Duration(max(min(hb, sess/3), 10)) * time.Millisecond
+}
+
+// brokerLoop registers this node as a broker and heartbeats until Close or
+// until the controller grants a controlled shutdown.
+func (n *Node) brokerLoop() {
+	defer n.wg.Done()
+	backoff := 50 * time.Millisecond
+	for {
+		select {
+		case <-n.closing:
+			return
+		default:
+		}
+		wait := n.heartbeatInterval()
+		if n.epoch.Load() < 0 {
+			if err := n.register(); err != nil {
+				n.log.Debug("broker registration", "err", err)
+				wait = backoff
+				backoff = min(2*backoff, time.Second)
+			} else {
+				backoff = 50 * time.Millisecond
+				continue // heartbeat at once: the first one unfences
+			}
+		} else {
+			done, err := n.heartbeat()
+			if done {
+				return
+			}
+			if err != nil {
+				n.log.Debug("broker heartbeat", "err", err)
+				wait = min(wait, 250*time.Millisecond)
+			}
+		}
+		if n.wantDown.Load() {
+			wait = min(wait, 100*time.Millisecond)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-n.closing:
+			t.Stop()
+			return
+		case <-n.poke:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+func (n *Node) register() error {
+	ctx, cancel := context.WithTimeout(n.baseCtx, 10*time.Second)
+	defer cancel()
+	b := n.cfg.Self
+	b.Incarnation = n.incarnate
+	var resp registerResp
+	off, err := n.cli.call(ctx, opRegister, registerReq{Broker: b}, &resp, 0)
+	if err != nil {
+		return err
+	}
+	if err := n.waitApplied(ctx, off); err != nil {
+		return err
+	}
+	n.epoch.Store(resp.Epoch)
+	n.log.Info("registered broker", "epoch", resp.Epoch)
+	return nil
+}
+
+// heartbeat sends one heartbeat; done reports a granted controlled shutdown.
+func (n *Node) heartbeat() (done bool, err error) {
+	ctx, cancel := context.WithTimeout(n.baseCtx, max(n.heartbeatInterval()*2, time.Second))
+	defer cancel()
+	var resp heartbeatResp
+	off, err := n.cli.call(ctx, opHeartbeat, heartbeatReq{ID: n.cfg.NodeID, Epoch: n.epoch.Load(), Offset: n.st.Image().Offset, WantShutDown: n.wantDown.Load()}, &resp, 0)
+	if errors.Is(err, kerr.StaleBrokerEpoch) || errors.Is(err, kerr.BrokerIDNotRegistered) {
+		n.epoch.Store(-1) // replaced or unknown: register again
+		return false, err
+	}
+	if err != nil {
+		return false, err
+	}
+	if resp.ShouldShutDown && n.wantDown.Load() {
+		if err := n.waitApplied(ctx, off); err != nil {
+			return false, err
+		}
+		n.grantMu.Do(func() { close(n.granted) })
+		return true, nil
+	}
+	return false, nil
+}
+
+// ControlledShutdown implements metadata.Controller (reference §4.3): the
+// broker heartbeats with WantShutDown; the controller marks it shutting
+// down, moves its leaderships and takes it out of every ISR, and grants the
+// shutdown once it leads nothing. Heartbeats stop then (the session expires
+// later and the broker is fenced, as in Kafka).
+func (n *Node) ControlledShutdown(ctx context.Context) error {
+	n.wantDown.Store(true)
+	select {
+	case n.poke <- struct{}{}:
+	default:
+	}
+	select {
+	case <-n.granted:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-n.closing:
+		return errors.New("controller: closed")
+	}
+}
+
+// fetchLoop makes a broker-only node follow the committed image by long
+// polls to the voters (the active controller first).
+func (n *Node) fetchLoop() {
+	defer n.wg.Done()
+	for {
+		select {
+		case <-n.closing:
+			return
+		default:
+		}
+		cur := n.st.Image().Offset
+		ctx, cancel := context.WithTimeout(n.baseCtx, 20*time.Second)
+		var resp fetchResp
+		_, err := n.cli.call(ctx, opFetch, fetchReq{Offset: cur, MaxWaitMs: 5000}, &resp, 5*time.Second)
+		cancel()
+		if err != nil {
+			if !sleepCtx(n.baseCtx, 200*time.Millisecond) {
+				return
+			}
+			continue
+		}
+		if im := resp.Image; im != nil && im.Offset > cur {
+			if im.Brokers == nil {
+				im.Brokers = map[int32]metadata.Broker{}
+			}
+			if im.Topics == nil {
+				im.Topics = map[string]*metadata.Topic{}
+			}
+			n.st.publish(im)
+		}
+	}
+}

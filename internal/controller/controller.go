@@ -1,0 +1,493 @@
+// Package controller is sluice's multi-node metadata quorum: KRaft's design
+// on hashicorp/raft. The controller voters (--voters) replicate one metadata
+// log; the raft leader is the active controller and makes every decision
+// (placement, elections, ISR changes, fencing) as explicit records; every
+// node builds its metadata.Image only from committed entries. Nodes that are
+// not voters follow the committed image over a long-poll fetch RPC. Every
+// node, voter or not, registers itself as a broker and heartbeats. See
+// docs/controller.md.
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+
+	"github.com/sluice-io/sluice/internal/config"
+	"github.com/sluice-io/sluice/internal/metadata"
+)
+
+// Config configures a Node.
+type Config struct {
+	// NodeID is node.id; the node is a voter iff it is listed in Voters.
+	NodeID int32
+	// Voters is controller.quorum.voters. It must not be empty.
+	Voters []config.Voter
+	// ControllerListen is this voter's raft+RPC bind address; empty on a
+	// broker-only node (a voter then binds its address from Voters).
+	ControllerListen string
+	// DataDir holds the raft state under DataDir/__raft (voters only).
+	DataDir string
+	// Self is this node's Kafka endpoint (ID, Host, Port, Rack), registered
+	// as a broker.
+	Self metadata.Broker
+	// Broker gives settings by Kafka name (session timeout, defaults...).
+	Broker *config.Broker
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+
+	// RaftTimeout is raft's heartbeat and election timeout. Default 1s.
+	RaftTimeout time.Duration
+	// SnapshotThreshold is the number of log entries between snapshots.
+	// Default 1024.
+	SnapshotThreshold uint64
+}
+
+// Node is one member of a multi-node cluster: a broker's controller client
+// and, on a voter, a raft quorum member that may be the active controller.
+// It implements metadata.Controller.
+type Node struct {
+	cfg       Config
+	log       *slog.Logger
+	voter     bool
+	raftAddr  string
+	st        *imageState
+	cli       *client
+	incarnate string
+
+	// voter only
+	raft     *raft.Raft
+	store    *boltStore
+	mux      *mux
+	notifyCh chan bool
+	raftDone chan struct{}
+	act      active
+
+	baseCtx  context.Context
+	cancel   context.CancelFunc
+	closing  chan struct{}
+	closeMu  sync.Once
+	wg       sync.WaitGroup
+	epoch    atomic.Int64
+	wantDown atomic.Bool
+	poke     chan struct{}
+	granted  chan struct{}
+	grantMu  sync.Once
+
+	pidMu   sync.Mutex
+	pidNext int64
+	pidEnd  int64
+}
+
+var _ metadata.Controller = (*Node)(nil)
+
+// Start starts the node: on a voter it opens the raft state, bootstraps the
+// quorum from Voters on first start and serves the controller port; on every
+// node it starts registering and heartbeating as a broker in the background
+// (BrokerEpoch is -1 until registered; see WaitReady).
+func Start(cfg Config) (*Node, error) {
+	if len(cfg.Voters) == 0 {
+		return nil, errors.New("controller: no voters")
+	}
+	if cfg.Broker == nil {
+		cfg.Broker = config.Defaults()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.RaftTimeout <= 0 {
+		cfg.RaftTimeout = time.Second
+	}
+	if cfg.SnapshotThreshold == 0 {
+		cfg.SnapshotThreshold = 1024
+	}
+	cfg.Self.ID = cfg.NodeID
+	n := &Node{
+		cfg: cfg, log: cfg.Logger.With("component", "controller", "node", cfg.NodeID),
+		st: newImageState(), incarnate: metadata.NewUUID().String(),
+		closing: make(chan struct{}), poke: make(chan struct{}, 1), granted: make(chan struct{}),
+		raftDone: make(chan struct{}),
+	}
+	n.epoch.Store(-1)
+	n.baseCtx, n.cancel = context.WithCancel(context.Background())
+	var addrs []string
+	for _, v := range cfg.Voters {
+		addrs = append(addrs, v.Addr)
+		if v.ID == cfg.NodeID {
+			n.voter, n.raftAddr = true, v.Addr
+		}
+	}
+	if !n.voter && cfg.ControllerListen != "" {
+		n.log.Warn("--controller-listen ignored: node is not in --voters")
+	}
+	n.cli = &client{voters: addrs, idle: map[string][]net.Conn{}}
+	if n.voter {
+		if err := n.startRaft(); err != nil {
+			n.cancel()
+			n.st.close()
+			return nil, err
+		}
+		n.cli.self, n.cli.local = n.raftAddr, n.serveLocal
+	} else {
+		n.wg.Add(1)
+		go n.fetchLoop()
+	}
+	n.wg.Add(1)
+	go n.brokerLoop()
+	return n, nil
+}
+
+func (n *Node) startRaft() error {
+	dir := filepath.Join(n.cfg.DataDir, "__raft")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	bind := n.cfg.ControllerListen
+	if bind == "" {
+		bind = n.raftAddr
+	}
+	ln, err := net.Listen("tcp", bind)
+	if err != nil {
+		return fmt.Errorf("controller: listen %s: %w", bind, err)
+	}
+	n.act.init(n)
+	n.mux = newMux(ln, n.serveConn, n.log)
+	hlog := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: slogWriter{n.log}})
+	stream := &streamLayer{m: n.mux, addr: raftAddr(n.raftAddr), done: make(chan struct{})}
+	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: stream, MaxPool: 3, Timeout: 5 * time.Second, Logger: hlog})
+	fail := func(err error) error {
+		trans.Close()
+		n.mux.close()
+		if n.store != nil {
+			n.store.Close()
+		}
+		return err
+	}
+	n.store, err = openBoltStore(filepath.Join(dir, "raft.db"))
+	if err != nil {
+		return fail(err)
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, hlog)
+	if err != nil {
+		return fail(err)
+	}
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(strconv.Itoa(int(n.cfg.NodeID)))
+	rc.HeartbeatTimeout = n.cfg.RaftTimeout
+	rc.ElectionTimeout = n.cfg.RaftTimeout
+	rc.LeaderLeaseTimeout = n.cfg.RaftTimeout / 2
+	rc.CommitTimeout = 20 * time.Millisecond
+	rc.SnapshotThreshold = n.cfg.SnapshotThreshold
+	rc.SnapshotInterval = 30 * time.Second
+	rc.TrailingLogs = n.cfg.SnapshotThreshold
+	rc.Logger = hlog
+	n.notifyCh = make(chan bool, 16)
+	rc.NotifyCh = n.notifyCh
+	has, err := raft.HasExistingState(n.store, n.store, snaps)
+	if err != nil {
+		return fail(err)
+	}
+	if !has {
+		var servers []raft.Server
+		for _, v := range n.cfg.Voters {
+			servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(strconv.Itoa(int(v.ID))), Address: raft.ServerAddress(v.Addr)})
+		}
+		err := raft.BootstrapCluster(rc, n.store, n.store, snaps, trans, raft.Configuration{Servers: servers})
+		if err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+			return fail(err)
+		}
+	}
+	n.raft, err = raft.NewRaft(rc, &fsm{st: n.st}, n.store, n.store, snaps, trans)
+	if err != nil {
+		return fail(err)
+	}
+	n.wg.Add(1)
+	go n.leaderLoop()
+	return nil
+}
+
+// slogWriter forwards hclog lines (warnings and errors) to slog.
+type slogWriter struct{ l *slog.Logger }
+
+func (w slogWriter) Write(p []byte) (int, error) {
+	w.l.Warn(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// Close stops the node: leadership is handed to another voter first if this
+// node is the active controller; then raft shuts down and every goroutine
+// and connection of the node ends.
+func (n *Node) Close() error {
+	n.closeMu.Do(func() {
+		if n.voter && n.raft.State() == raft.Leader && len(n.cfg.Voters) > 1 {
+			n.raft.LeadershipTransfer().Error()
+		}
+		close(n.closing)
+		n.cancel()
+		if n.voter {
+			if err := n.raft.Shutdown().Error(); err != nil {
+				n.log.Warn("raft shutdown", "err", err)
+			}
+			close(n.raftDone)
+			n.mux.close()
+		}
+		n.wg.Wait()
+		if n.voter {
+			n.store.Close()
+		}
+		n.cli.close()
+		n.st.close()
+	})
+	return nil
+}
+
+// Image implements metadata.Controller: the latest committed image applied
+// on this node.
+func (n *Node) Image() *metadata.Image { return n.st.Image() }
+
+// Watch implements metadata.Controller.
+func (n *Node) Watch(fn func(*metadata.Image)) { n.st.watch(fn) }
+
+// BrokerEpoch implements metadata.Controller.
+func (n *Node) BrokerEpoch() int64 { return n.epoch.Load() }
+
+// IsVoter reports whether this node is a controller voter.
+func (n *Node) IsVoter() bool { return n.voter }
+
+// IsActive reports whether this node is the active controller (raft leader
+// past its first barrier).
+func (n *Node) IsActive() bool { return n.voter && n.act.isActive() }
+
+// Leader returns the active controller's node id and address as this node
+// last learned them (-1, "" if unknown).
+func (n *Node) Leader() (int32, string) {
+	if n.voter {
+		addr, id := n.raft.LeaderWithID()
+		if addr == "" {
+			return -1, ""
+		}
+		v, _ := strconv.Atoi(string(id))
+		return int32(v), string(addr)
+	}
+	n.cli.mu.Lock()
+	addr := n.cli.leader
+	n.cli.mu.Unlock()
+	for _, v := range n.cfg.Voters {
+		if v.Addr == addr {
+			return v.ID, addr
+		}
+	}
+	return -1, ""
+}
+
+// Snapshot forces a raft snapshot of the metadata image (voters only), so
+// the log before it can be compacted.
+func (n *Node) Snapshot() error {
+	if !n.voter {
+		return errors.New("controller: not a voter")
+	}
+	return n.raft.Snapshot().Error()
+}
+
+// WaitReady waits until this node is registered and unfenced in its own
+// applied image.
+func (n *Node) WaitReady(ctx context.Context) error {
+	for {
+		im, ch := n.st.current()
+		if b, ok := im.Brokers[n.cfg.NodeID]; ok && b.Epoch == n.epoch.Load() && !b.Fenced {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-time.After(100 * time.Millisecond):
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-n.closing:
+			return net.ErrClosed
+		}
+	}
+}
+
+// waitApplied waits until this node's image reaches offset off.
+func (n *Node) waitApplied(ctx context.Context, off int64) error {
+	for {
+		im, ch := n.st.current()
+		if im.Offset >= off {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-n.closing:
+			return net.ErrClosed
+		}
+	}
+}
+
+// ctx derives a context that also ends when the node closes.
+func (n *Node) ctx(ctx context.Context) (context.Context, context.CancelFunc) {
+	c, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(n.baseCtx, cancel)
+	return c, func() { stop(); cancel() }
+}
+
+// write sends a mutating op to the active controller and waits until this
+// node has applied the resulting entry.
+func (n *Node) write(ctx context.Context, op string, in, out any) error {
+	ctx, cancel := n.ctx(ctx)
+	defer cancel()
+	if _, ok := ctx.Deadline(); !ok {
+		var c2 context.CancelFunc
+		ctx, c2 = context.WithTimeout(ctx, defaultCallTimeout)
+		defer c2()
+	}
+	off, err := n.cli.call(ctx, op, in, out, 0)
+	if err != nil {
+		return err
+	}
+	if off > 0 {
+		return n.waitApplied(ctx, off)
+	}
+	return nil
+}
+
+// CreateTopic implements metadata.Controller.
+func (n *Node) CreateTopic(ctx context.Context, name string, partitions int32, rf int16, assignment [][]int32, configs map[string]string, validateOnly bool) error {
+	return n.write(ctx, opCreateTopic, createTopicReq{Name: name, Partitions: partitions, RF: rf, Assignment: assignment, Configs: configs, ValidateOnly: validateOnly}, nil)
+}
+
+// DeleteTopic implements metadata.Controller.
+func (n *Node) DeleteTopic(ctx context.Context, name string) error {
+	return n.write(ctx, opDeleteTopic, topicReq{Name: name}, nil)
+}
+
+// CreatePartitions implements metadata.Controller.
+func (n *Node) CreatePartitions(ctx context.Context, name string, count int32, validateOnly bool) error {
+	return n.write(ctx, opCreatePartitions, topicReq{Name: name, Count: count, ValidateOnly: validateOnly}, nil)
+}
+
+// AlterTopicConfigs implements metadata.Controller.
+func (n *Node) AlterTopicConfigs(ctx context.Context, name string, ops []metadata.ConfigOp, validateOnly bool) error {
+	return n.write(ctx, opAlterConfigs, topicReq{Name: name, Ops: ops, ValidateOnly: validateOnly}, nil)
+}
+
+// AllocateProducerID implements metadata.Controller: ids come from blocks
+// of producerIDBlock committed by the controller, so they never repeat
+// across failovers and restarts (a restarted node takes a new block).
+func (n *Node) AllocateProducerID(ctx context.Context) (int64, error) {
+	n.pidMu.Lock()
+	defer n.pidMu.Unlock()
+	if n.pidNext < n.pidEnd {
+		id := n.pidNext
+		n.pidNext++
+		return id, nil
+	}
+	var resp pidResp
+	if err := n.write(ctx, opAllocatePIDs, struct{}{}, &resp); err != nil {
+		return 0, err
+	}
+	n.pidNext, n.pidEnd = resp.Start+1, resp.Start+resp.Count
+	return resp.Start, nil
+}
+
+// AlterPartition implements metadata.Controller. Validation failures are
+// in the response's Error; transport failures are the error.
+func (n *Node) AlterPartition(ctx context.Context, req metadata.AlterPartitionRequest) (metadata.AlterPartitionResponse, error) {
+	var resp metadata.AlterPartitionResponse
+	err := n.write(ctx, opAlterPartition, req, &resp)
+	return resp, err
+}
+
+// serveConn serves one RPC connection (after the connRPC byte).
+func (n *Node) serveConn(c net.Conn) {
+	for {
+		c.SetReadDeadline(time.Now().Add(rpcIdleTimeout))
+		var req rpcRequest
+		if err := readFrame(c, &req); err != nil {
+			return
+		}
+		c.SetReadDeadline(time.Time{})
+		ctx, cancel := context.WithTimeout(n.baseCtx, defaultCallTimeout)
+		resp := n.serveLocal(ctx, req)
+		cancel()
+		if err := writeFrame(c, resp); err != nil {
+			return
+		}
+	}
+}
+
+// serveLocal serves one request on this voter.
+func (n *Node) serveLocal(ctx context.Context, req rpcRequest) rpcResponse {
+	resp := n.dispatch(ctx, req)
+	if resp.Leader == "" {
+		_, resp.Leader = n.Leader()
+	}
+	return resp
+}
+
+func (n *Node) dispatch(ctx context.Context, req rpcRequest) rpcResponse {
+	if req.Op == opFetch {
+		var in fetchReq
+		if err := json.Unmarshal(req.Body, &in); err != nil {
+			return errResponse(err)
+		}
+		return n.serveFetch(ctx, in)
+	}
+	h, ok := handlers[req.Op]
+	if !ok {
+		return rpcResponse{Code: 35, Msg: "unsupported op " + req.Op} // UNSUPPORTED_VERSION
+	}
+	if !n.act.isActive() {
+		return rpcResponse{Code: notController}
+	}
+	out, off, err := h(&n.act, ctx, req.Body)
+	if err != nil {
+		r := errResponse(err)
+		r.Offset = off
+		return r
+	}
+	body, err := json.Marshal(out)
+	if err != nil {
+		return errResponse(err)
+	}
+	return rpcResponse{Offset: off, Body: body}
+}
+
+// serveFetch answers a broker-only node's long poll: the committed image
+// once it is newer than the caller's offset, or nothing after the wait.
+func (n *Node) serveFetch(ctx context.Context, in fetchReq) rpcResponse {
+	wait := min(max(time.Duration(in.MaxWaitMs)*time.Millisecond, 0), 10*time.Second)
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	for {
+		im, ch := n.st.current()
+		if im.Offset > in.Offset {
+			body, err := json.Marshal(fetchResp{Image: im})
+			if err != nil {
+				return errResponse(err)
+			}
+			return rpcResponse{Body: body}
+		}
+		select {
+		case <-ch:
+		case <-t.C:
+			return rpcResponse{}
+		case <-ctx.Done():
+			return rpcResponse{}
+		}
+	}
+}

@@ -1,0 +1,360 @@
+package controller
+
+import (
+	"encoding/json"
+	"io"
+	"sync"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/sluice-io/sluice/internal/metadata"
+)
+
+// recType names a metadata record (KRaft's record types, reference §6).
+type recType string
+
+// Record types. One raft entry is a JSON array of records applied
+// atomically, in order.
+const (
+	recClusterID         recType = "ClusterID"
+	recRegisterBroker    recType = "RegisterBroker"
+	recUnfence           recType = "Unfence"
+	recFence             recType = "Fence"
+	recShutdown          recType = "ControlledShutdown"
+	recUnregister        recType = "Unregister"
+	recCreateTopic       recType = "CreateTopic"
+	recDeleteTopic       recType = "DeleteTopic"
+	recCreatePartitions  recType = "CreatePartitions"
+	recConfigChange      recType = "ConfigChange"
+	recPartitionChange   recType = "PartitionChange"
+	recProducerIDs       recType = "ProducerIDs"
+	maxEntryRecords              = 1 << 20
+	producerIDBlock      int64   = 1000
+	initialNextProducer  int64   = 1000
+	noLeader             int32   = -1
+	placeholderRegOffset int64   = -2
+)
+
+// record is one metadata change. Only the fields of its type are set.
+// Everything an apply needs is in the record (ids, placement, the new
+// partition state), so replaying the log is a pure function of it; the
+// only value taken from the entry is its raft index (the broker epoch).
+type record struct {
+	Type recType `json:"t"`
+	// ClusterID: recClusterID.
+	ClusterID string `json:"clusterId,omitempty"`
+	// Broker: recRegisterBroker (Epoch, Fenced, ShuttingDown are set on apply).
+	Broker *metadata.Broker `json:"broker,omitempty"`
+	// ID, Epoch: the broker of Fence / Unfence / ControlledShutdown /
+	// Unregister; the record is a no-op if Epoch is no longer current.
+	ID    int32 `json:"id,omitempty"`
+	Epoch int64 `json:"epoch,omitempty"`
+	// Topic: recCreateTopic.
+	Topic *metadata.Topic `json:"topic,omitempty"`
+	// Name: the topic of DeleteTopic, CreatePartitions, ConfigChange,
+	// PartitionChange.
+	Name string `json:"name,omitempty"`
+	// Partitions: recCreatePartitions appends them.
+	Partitions []metadata.Partition `json:"partitions,omitempty"`
+	// Configs: recConfigChange replaces the topic's configs.
+	Configs map[string]string `json:"configs,omitempty"`
+	// Part: recPartitionChange.
+	Part *partChange `json:"part,omitempty"`
+	// NextProducerID: recProducerIDs advances the counter to it.
+	NextProducerID int64 `json:"nextProducerId,omitempty"`
+}
+
+// partChange is the new leader/ISR of one partition. Applying it bumps the
+// partition epoch, and the leader epoch iff the leader changes.
+type partChange struct {
+	Index      int32   `json:"index"`
+	Leader     int32   `json:"leader"`
+	ISR        []int32 `json:"isr"`
+	Recovering bool    `json:"recovering,omitempty"`
+}
+
+// emptyImage is the image before the first entry: deterministic on every
+// node (the cluster id is written by the first active controller).
+func emptyImage() *metadata.Image {
+	return &metadata.Image{Brokers: map[int32]metadata.Broker{}, Topics: map[string]*metadata.Topic{}, NextProducerID: initialNextProducer}
+}
+
+// txn is a copy-on-write view of an image being changed: brokers are
+// copied, topics are cloned on first write.
+type txn struct {
+	im      *metadata.Image
+	touched map[string]bool
+}
+
+func newTxn(base *metadata.Image) *txn {
+	c := *base
+	c.Brokers = make(map[int32]metadata.Broker, len(base.Brokers))
+	for k, v := range base.Brokers {
+		c.Brokers[k] = v
+	}
+	c.Topics = make(map[string]*metadata.Topic, len(base.Topics))
+	for k, v := range base.Topics {
+		c.Topics[k] = v
+	}
+	return &txn{im: &c, touched: map[string]bool{}}
+}
+
+// topic returns a writable topic, or nil.
+func (tx *txn) topic(name string) *metadata.Topic {
+	t, ok := tx.im.Topics[name]
+	if !ok {
+		return nil
+	}
+	if !tx.touched[name] {
+		t = t.Clone()
+		tx.im.Topics[name] = t
+		tx.touched[name] = true
+	}
+	return t
+}
+
+// apply applies one record at raft index idx. Invalid records (an unknown
+// topic, a stale broker epoch) are ignored: apply never fails, so every
+// node reaches the same image.
+func (tx *txn) apply(r *record, idx int64) {
+	im := tx.im
+	switch r.Type {
+	case recClusterID:
+		if im.ClusterID == "" {
+			im.ClusterID = r.ClusterID
+		}
+	case recRegisterBroker:
+		if r.Broker == nil {
+			return
+		}
+		b := *r.Broker
+		b.Epoch, b.Fenced, b.ShuttingDown = idx, true, false
+		im.Brokers[b.ID] = b
+	case recUnfence, recFence, recShutdown, recUnregister:
+		b, ok := im.Brokers[r.ID]
+		if !ok || b.Epoch != r.Epoch {
+			return
+		}
+		switch r.Type {
+		case recUnfence:
+			b.Fenced = false
+		case recFence:
+			b.Fenced = true
+		case recShutdown:
+			b.ShuttingDown = true
+		case recUnregister:
+			delete(im.Brokers, r.ID)
+			return
+		}
+		im.Brokers[r.ID] = b
+	case recCreateTopic:
+		if r.Topic == nil || im.Topics[r.Topic.Name] != nil {
+			return
+		}
+		t := r.Topic.Clone()
+		if t.Configs == nil {
+			t.Configs = map[string]string{}
+		}
+		im.Topics[t.Name] = t
+		tx.touched[t.Name] = true
+	case recDeleteTopic:
+		delete(im.Topics, r.Name)
+		delete(tx.touched, r.Name)
+	case recCreatePartitions:
+		if t := tx.topic(r.Name); t != nil {
+			for _, p := range r.Partitions {
+				if int(p.Index) != len(t.Partitions) {
+					return
+				}
+				p.Replicas = append([]int32(nil), p.Replicas...)
+				p.ISR = append([]int32(nil), p.ISR...)
+				t.Partitions = append(t.Partitions, p)
+			}
+		}
+	case recConfigChange:
+		if t := tx.topic(r.Name); t != nil {
+			t.Configs = map[string]string{}
+			for k, v := range r.Configs {
+				t.Configs[k] = v
+			}
+		}
+	case recPartitionChange:
+		t := tx.topic(r.Name)
+		if t == nil || r.Part == nil || r.Part.Index < 0 || int(r.Part.Index) >= len(t.Partitions) {
+			return
+		}
+		p := &t.Partitions[r.Part.Index]
+		if p.Leader != r.Part.Leader {
+			p.LeaderEpoch++
+		}
+		p.PartitionEpoch++
+		p.Leader = r.Part.Leader
+		p.ISR = append([]int32(nil), r.Part.ISR...)
+		p.Recovering = r.Part.Recovering
+	case recProducerIDs:
+		if r.NextProducerID > im.NextProducerID {
+			im.NextProducerID = r.NextProducerID
+		}
+	}
+}
+
+// fsm is the raft state machine: the image built from committed entries.
+type fsm struct {
+	st *imageState
+}
+
+// Apply implements raft.FSM.
+func (f *fsm) Apply(l *raft.Log) any {
+	if l.Type != raft.LogCommand {
+		return nil
+	}
+	var recs []record
+	if err := json.Unmarshal(l.Data, &recs); err != nil || len(recs) > maxEntryRecords {
+		// A malformed entry cannot have been written by this code; skip it
+		// deterministically but still advance the offset.
+		recs = nil
+	}
+	tx := newTxn(f.st.Image())
+	for i := range recs {
+		tx.apply(&recs[i], int64(l.Index))
+	}
+	tx.im.Offset = int64(l.Index)
+	f.st.publish(tx.im)
+	return nil
+}
+
+// Snapshot implements raft.FSM: the image is immutable, so capturing the
+// pointer is enough; Persist encodes it off the FSM goroutine.
+func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	return &fsmSnapshot{im: f.st.Image()}, nil
+}
+
+// Restore implements raft.FSM.
+func (f *fsm) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	im := emptyImage()
+	if err := json.NewDecoder(rc).Decode(im); err != nil {
+		return err
+	}
+	if im.Brokers == nil {
+		im.Brokers = map[int32]metadata.Broker{}
+	}
+	if im.Topics == nil {
+		im.Topics = map[string]*metadata.Topic{}
+	}
+	f.st.publish(im)
+	return nil
+}
+
+type fsmSnapshot struct{ im *metadata.Image }
+
+// Persist implements raft.FSMSnapshot: the image as JSON (topics, configs,
+// broker registrations, producer-id counter, offset).
+func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	if err := json.NewEncoder(sink).Encode(s.im); err != nil {
+		sink.Cancel()
+		return err
+	}
+	return sink.Close()
+}
+
+// Release implements raft.FSMSnapshot.
+func (s *fsmSnapshot) Release() {}
+
+// imageState holds the node's current image, wakes waiters on change and
+// feeds watchers, in order, from one goroutine.
+type imageState struct {
+	mu       sync.Mutex
+	im       *metadata.Image
+	changed  chan struct{} // closed and replaced on every publish
+	watchers []func(*metadata.Image)
+	queue    []*metadata.Image
+	wake     chan struct{}
+	done     chan struct{}
+	stopped  chan struct{}
+}
+
+// maxWatchQueue bounds images queued for slow watchers; beyond it the
+// newest image replaces the queue's tail (order is kept, the last image is
+// always delivered).
+const maxWatchQueue = 4096
+
+func newImageState() *imageState {
+	s := &imageState{im: emptyImage(), changed: make(chan struct{}), wake: make(chan struct{}, 1), done: make(chan struct{}), stopped: make(chan struct{})}
+	go s.deliver()
+	return s
+}
+
+func (s *imageState) Image() *metadata.Image {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.im
+}
+
+// publish installs im (which must only move forward).
+func (s *imageState) publish(im *metadata.Image) {
+	s.mu.Lock()
+	s.im = im
+	close(s.changed)
+	s.changed = make(chan struct{})
+	if len(s.watchers) > 0 {
+		if len(s.queue) >= maxWatchQueue {
+			s.queue[len(s.queue)-1] = im
+		} else {
+			s.queue = append(s.queue, im)
+		}
+	}
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// current returns the image and a channel closed at the next publish.
+func (s *imageState) current() (*metadata.Image, <-chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.im, s.changed
+}
+
+func (s *imageState) watch(fn func(*metadata.Image)) {
+	s.mu.Lock()
+	s.watchers = append(s.watchers, fn)
+	s.mu.Unlock()
+}
+
+func (s *imageState) deliver() {
+	defer close(s.stopped)
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-s.wake:
+		}
+		for {
+			s.mu.Lock()
+			if len(s.queue) == 0 {
+				s.mu.Unlock()
+				break
+			}
+			im := s.queue[0]
+			s.queue = s.queue[1:]
+			ws := append([]func(*metadata.Image){}, s.watchers...)
+			s.mu.Unlock()
+			for _, w := range ws {
+				w(im)
+			}
+			select {
+			case <-s.done:
+				return
+			default:
+			}
+		}
+	}
+}
+
+func (s *imageState) close() {
+	close(s.done)
+	<-s.stopped
+}

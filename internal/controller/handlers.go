@@ -1,0 +1,352 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/sluice-io/sluice/internal/metadata"
+)
+
+// handler serves one controller RPC on the active controller. It returns
+// the reply body and the offset of the entry it wrote (0 for none).
+type handler func(a *active, ctx context.Context, body []byte) (any, int64, error)
+
+var handlers = map[string]handler{
+	opRegister:         (*active).register,
+	opHeartbeat:        (*active).heartbeat,
+	opAlterPartition:   (*active).alterPartition,
+	opCreateTopic:      (*active).createTopic,
+	opDeleteTopic:      (*active).deleteTopic,
+	opCreatePartitions: (*active).createPartitions,
+	opAlterConfigs:     (*active).alterConfigs,
+	opAllocatePIDs:     (*active).allocatePIDs,
+}
+
+func decode(body []byte, v any) error {
+	if err := json.Unmarshal(body, v); err != nil {
+		return fmt.Errorf("%w: %v", kerr.InvalidRequest, err)
+	}
+	return nil
+}
+
+// register is BrokerRegistration: a new incarnation replaces the old one
+// and starts fenced (its ISR memberships and leaderships are removed in the
+// same entry); the broker epoch is the entry's offset. A retry by the same
+// incarnation gets its current epoch without a write.
+func (a *active) register(ctx context.Context, body []byte) (any, int64, error) {
+	var in registerReq
+	if err := decode(body, &in); err != nil {
+		return nil, 0, err
+	}
+	id := in.Broker.ID
+	if id < 0 {
+		return nil, 0, kerr.InvalidRequest
+	}
+	var epoch int64
+	off, err := a.decide(ctx, func(im *metadata.Image, b *batch) error {
+		if cur, ok := im.Brokers[id]; ok && in.Broker.Incarnation != "" && cur.Incarnation == in.Broker.Incarnation {
+			epoch = cur.Epoch
+			return nil
+		}
+		br := in.Broker
+		b.add(record{Type: recRegisterBroker, Broker: &br})
+		a.removeBroker(b, id)
+		return nil
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	if off > 0 {
+		epoch = off
+	}
+	a.touch(id)
+	return registerResp{Epoch: epoch}, off, nil
+}
+
+func leadsAny(im *metadata.Image, id int32) bool {
+	for _, t := range im.Topics {
+		for _, p := range t.Partitions {
+			if p.Leader == id {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// heartbeat is BrokerHeartbeat: it refreshes the session, unfences a
+// caught-up broker, and runs controlled shutdown (reference §4.3).
+func (a *active) heartbeat(ctx context.Context, body []byte) (any, int64, error) {
+	var in heartbeatReq
+	if err := decode(body, &in); err != nil {
+		return nil, 0, err
+	}
+	im := a.n.st.Image()
+	br, ok := im.Brokers[in.ID]
+	if !ok {
+		return nil, 0, kerr.BrokerIDNotRegistered
+	}
+	if br.Epoch != in.Epoch {
+		return nil, 0, kerr.StaleBrokerEpoch
+	}
+	a.touch(in.ID)
+	unfence := br.Fenced && !br.ShuttingDown && !in.WantShutDown && in.Offset >= br.Epoch
+	shutdown := in.WantShutDown && !br.Fenced && !br.ShuttingDown
+	var off int64
+	if unfence || shutdown {
+		var err error
+		off, err = a.decide(ctx, func(im *metadata.Image, b *batch) error {
+			br, ok := im.Brokers[in.ID]
+			if !ok || br.Epoch != in.Epoch {
+				return kerr.StaleBrokerEpoch
+			}
+			if unfence && br.Fenced && !br.ShuttingDown {
+				a.n.log.Info("unfencing broker", "broker", in.ID, "epoch", br.Epoch)
+				b.add(record{Type: recUnfence, ID: in.ID, Epoch: br.Epoch})
+				a.electOffline(b, "")
+			}
+			if shutdown && !br.Fenced && !br.ShuttingDown {
+				a.n.log.Info("controlled shutdown", "broker", in.ID, "epoch", br.Epoch)
+				b.add(record{Type: recShutdown, ID: in.ID, Epoch: br.Epoch})
+				a.removeBroker(b, in.ID)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, 0, err
+		}
+	}
+	im = a.n.st.Image()
+	br = im.Brokers[in.ID]
+	resp := heartbeatResp{Fenced: br.Fenced, ShuttingDown: br.ShuttingDown}
+	if in.WantShutDown {
+		resp.ShouldShutDown = br.Fenced || (br.ShuttingDown && !leadsAny(im, in.ID))
+		if resp.ShouldShutDown {
+			off = im.Offset // the broker catches up to this before it stops
+		}
+	}
+	return resp, off, nil
+}
+
+// validateAlter is §2.4's validation, in order. It returns an error code.
+func validateAlter(im *metadata.Image, req *metadata.AlterPartitionRequest) int16 {
+	br, ok := im.Brokers[req.BrokerID]
+	if !ok || br.Epoch != req.BrokerEpoch {
+		return kerr.StaleBrokerEpoch.Code
+	}
+	t, ok := im.Topics[req.Topic]
+	if !ok || req.Partition < 0 || int(req.Partition) >= len(t.Partitions) {
+		return kerr.UnknownTopicOrPartition.Code
+	}
+	p := &t.Partitions[req.Partition]
+	switch {
+	case req.LeaderEpoch > p.LeaderEpoch || req.PartitionEpoch > p.PartitionEpoch:
+		return kerr.NotController.Code
+	case req.LeaderEpoch < p.LeaderEpoch:
+		return kerr.FencedLeaderEpoch.Code
+	case req.BrokerID != p.Leader:
+		return kerr.InvalidRequest.Code
+	case req.PartitionEpoch < p.PartitionEpoch:
+		return kerr.InvalidUpdateVersion.Code
+	}
+	if !has(req.NewISR, p.Leader) {
+		return kerr.InvalidRequest.Code
+	}
+	for i, r := range req.NewISR {
+		if !p.HasReplica(r) || has(req.NewISR[:i], r) {
+			return kerr.InvalidRequest.Code
+		}
+	}
+	if p.Recovering && !req.Recovered && len(req.NewISR) > 1 {
+		return kerr.InvalidRequest.Code
+	}
+	for i, r := range req.NewISR {
+		b, ok := im.Brokers[r]
+		if !ok || !b.Active() {
+			return kerr.IneligibleReplica.Code
+		}
+		if i < len(req.ISRBrokerEpochs) && req.ISRBrokerEpochs[i] > 0 && req.ISRBrokerEpochs[i] != b.Epoch {
+			return kerr.IneligibleReplica.Code
+		}
+	}
+	return 0
+}
+
+func stateOf(p *metadata.Partition) metadata.AlterPartitionResponse {
+	return metadata.AlterPartitionResponse{Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, ISR: append([]int32(nil), p.ISR...)}
+}
+
+// alterPartition is AlterPartition: a compare-and-set of the ISR on
+// (leaderEpoch, partitionEpoch). The reply is sent after commit.
+func (a *active) alterPartition(ctx context.Context, body []byte) (any, int64, error) {
+	var req metadata.AlterPartitionRequest
+	if err := decode(body, &req); err != nil {
+		return nil, 0, err
+	}
+	var resp metadata.AlterPartitionResponse
+	off, err := a.decide(ctx, func(im *metadata.Image, b *batch) error {
+		code := validateAlter(im, &req)
+		if t, ok := im.Topics[req.Topic]; ok && req.Partition >= 0 && int(req.Partition) < len(t.Partitions) {
+			resp = stateOf(&t.Partitions[req.Partition])
+		}
+		resp.Error = code
+		if code != 0 {
+			return nil
+		}
+		t := im.Topics[req.Topic]
+		p := &t.Partitions[req.Partition]
+		recovering := p.Recovering && !req.Recovered
+		b.change(t, p, p.Leader, append([]int32(nil), req.NewISR...), recovering)
+		if len(b.recs) > 0 {
+			resp = stateOf(&b.tx.im.Topics[req.Topic].Partitions[req.Partition])
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	return resp, off, nil
+}
+
+// createTopic is CreateTopics, validated like metadata.Local.
+func (a *active) createTopic(ctx context.Context, body []byte) (any, int64, error) {
+	var in createTopicReq
+	if err := decode(body, &in); err != nil {
+		return nil, 0, err
+	}
+	if err := metadata.ValidateTopicName(in.Name); err != nil {
+		return nil, 0, err
+	}
+	cfg := a.n.cfg.Broker
+	if in.Assignment == nil {
+		if in.Partitions == -1 {
+			in.Partitions = int32(cfg.Int("num.partitions", 1))
+		}
+		if in.RF == -1 {
+			in.RF = int16(cfg.Int("default.replication.factor", 1))
+		}
+	} else {
+		in.Partitions, in.RF = int32(len(in.Assignment)), 1
+	}
+	if in.Partitions <= 0 || in.Partitions > metadata.MaxPartitionsPerTopic {
+		return nil, 0, kerr.InvalidPartitions
+	}
+	if in.RF <= 0 {
+		return nil, 0, kerr.InvalidReplicationFactor
+	}
+	if err := metadata.ValidateConfigs(in.Configs); err != nil {
+		return nil, 0, err
+	}
+	off, err := a.decide(ctx, func(im *metadata.Image, b *batch) error {
+		if _, ok := im.Topics[in.Name]; ok {
+			return kerr.TopicAlreadyExists
+		}
+		if numPartitions(im)+int(in.Partitions) > metadata.MaxPartitions {
+			return kerr.PolicyViolation
+		}
+		var parts []metadata.Partition
+		var err error
+		if in.Assignment != nil {
+			parts, err = manualPlacement(im, in.Assignment)
+		} else {
+			parts, err = a.placement(im, 0, in.Partitions, int(in.RF))
+		}
+		if err != nil || in.ValidateOnly {
+			return err
+		}
+		t := &metadata.Topic{Name: in.Name, ID: metadata.NewUUID(), Partitions: parts, Configs: map[string]string{}}
+		for k, v := range in.Configs {
+			t.Configs[k] = v
+		}
+		b.add(record{Type: recCreateTopic, Topic: t})
+		return nil
+	})
+	return struct{}{}, off, err
+}
+
+// deleteTopic is DeleteTopics.
+func (a *active) deleteTopic(ctx context.Context, body []byte) (any, int64, error) {
+	var in topicReq
+	if err := decode(body, &in); err != nil {
+		return nil, 0, err
+	}
+	off, err := a.decide(ctx, func(im *metadata.Image, b *batch) error {
+		if _, ok := im.Topics[in.Name]; !ok {
+			return kerr.UnknownTopicOrPartition
+		}
+		b.add(record{Type: recDeleteTopic, Name: in.Name})
+		return nil
+	})
+	return struct{}{}, off, err
+}
+
+// createPartitions is CreatePartitions: new partitions are placed like
+// creation, with the topic's replication factor.
+func (a *active) createPartitions(ctx context.Context, body []byte) (any, int64, error) {
+	var in topicReq
+	if err := decode(body, &in); err != nil {
+		return nil, 0, err
+	}
+	off, err := a.decide(ctx, func(im *metadata.Image, b *batch) error {
+		t, ok := im.Topics[in.Name]
+		if !ok {
+			return kerr.UnknownTopicOrPartition
+		}
+		cur := int32(len(t.Partitions))
+		if in.Count <= cur || in.Count > metadata.MaxPartitionsPerTopic {
+			return kerr.InvalidPartitions
+		}
+		if numPartitions(im)+int(in.Count-cur) > metadata.MaxPartitions {
+			return kerr.PolicyViolation
+		}
+		rf := 1
+		if cur > 0 {
+			rf = len(t.Partitions[0].Replicas)
+		}
+		parts, err := a.placement(im, cur, in.Count-cur, rf)
+		if err != nil || in.ValidateOnly {
+			return err
+		}
+		b.add(record{Type: recCreatePartitions, Name: in.Name, Partitions: parts})
+		return nil
+	})
+	return struct{}{}, off, err
+}
+
+// alterConfigs is IncrementalAlterConfigs on a topic. Enabling unclean
+// election elects the topic's offline partitions in the same entry.
+func (a *active) alterConfigs(ctx context.Context, body []byte) (any, int64, error) {
+	var in topicReq
+	if err := decode(body, &in); err != nil {
+		return nil, 0, err
+	}
+	off, err := a.decide(ctx, func(im *metadata.Image, b *batch) error {
+		t, ok := im.Topics[in.Name]
+		if !ok {
+			return kerr.UnknownTopicOrPartition
+		}
+		next, err := metadata.ApplyConfigOps(t.Configs, in.Ops)
+		if err != nil || in.ValidateOnly {
+			return err
+		}
+		b.add(record{Type: recConfigChange, Name: in.Name, Configs: next})
+		a.electOffline(b, in.Name)
+		return nil
+	})
+	return struct{}{}, off, err
+}
+
+// allocatePIDs is AllocateProducerIDs: a block of ids, committed before the
+// reply, so no id is handed out twice across failovers.
+func (a *active) allocatePIDs(ctx context.Context, _ []byte) (any, int64, error) {
+	var resp pidResp
+	off, err := a.decide(ctx, func(im *metadata.Image, b *batch) error {
+		resp = pidResp{Start: im.NextProducerID, Count: producerIDBlock}
+		b.add(record{Type: recProducerIDs, NextProducerID: im.NextProducerID + producerIDBlock})
+		return nil
+	})
+	return resp, off, err
+}
