@@ -57,6 +57,7 @@ func main() {
 	lingerMs := flag.Int("linger-ms", 0, "producer linger in ms")
 	batchBytes := flag.Int("batch-bytes", 1<<20, "max producer batch bytes")
 	idempotent := flag.Bool("idempotent", false, "idempotent producer (requires acks=all)")
+	rate := flag.Int("rate", 0, "records per second to produce (0: as fast as possible); latency is only meaningful below saturation")
 	consume := flag.Bool("consume", true, "consume the records back and measure")
 	asJSON := flag.Bool("json", false, "print the result as JSON")
 	timeout := flag.Duration("timeout", 10*time.Minute, "overall time limit")
@@ -110,6 +111,11 @@ func main() {
 	wg.Add(*records)
 	start := time.Now()
 	for i := 0; i < *records; i++ {
+		if *rate > 0 {
+			if d := time.Until(start.Add(time.Duration(i) * time.Second / time.Duration(*rate))); d > 0 {
+				time.Sleep(d)
+			}
+		}
 		sent := time.Now()
 		i := i
 		cl.Produce(ctx, &kgo.Record{Value: value}, func(_ *kgo.Record, err error) {

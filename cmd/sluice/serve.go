@@ -11,10 +11,13 @@ import (
 	"os/signal"
 	"strconv"
 	"syscall"
+	"time"
 
 	"github.com/sluice-io/sluice/internal/broker"
 	"github.com/sluice-io/sluice/internal/config"
+	"github.com/sluice-io/sluice/internal/controller"
 	"github.com/sluice-io/sluice/internal/handler"
+	"github.com/sluice-io/sluice/internal/metadata"
 	"github.com/sluice-io/sluice/internal/protocol"
 	"github.com/sluice-io/sluice/internal/status"
 )
@@ -70,11 +73,15 @@ func serve(args []string) error {
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	slog.SetDefault(logger)
-	if len(cfg.Voters) > 1 {
-		return errors.New("multi-node controller quorums are not supported yet; run without --voters (or with this node alone)")
-	}
-	b, err := broker.Open(broker.Options{Config: cfg, Logger: logger})
+	ctrl, err := startController(cfg, logger)
 	if err != nil {
+		return err
+	}
+	b, err := broker.Open(broker.Options{Config: cfg, Logger: logger, Controller: ctrl})
+	if err != nil {
+		if ctrl != nil {
+			ctrl.Close()
+		}
 		return err
 	}
 	defer b.Close()
@@ -111,6 +118,14 @@ func serve(args []string) error {
 	select {
 	case s := <-sig:
 		logger.Info("shutting down", "signal", s.String())
+		if s == syscall.SIGTERM {
+			// Controlled shutdown (KRaft §4.3): move leadership away and
+			// leave the ISRs while still serving, so clients follow the
+			// new leaders without errors.
+			if err := b.ControlledShutdown(30 * time.Second); err != nil {
+				logger.Warn("controlled shutdown", "err", err)
+			}
+		}
 	case err = <-errc:
 	}
 	if hs != nil {
@@ -121,5 +136,34 @@ func serve(args []string) error {
 	if cerr := b.Close(); err == nil {
 		err = cerr
 	}
+	if ctrl != nil {
+		if cerr := ctrl.Close(); err == nil {
+			err = cerr
+		}
+	}
 	return err
+}
+
+// startController starts the Raft metadata quorum member when --voters is
+// given (nil means the single-node Local store, which broker.Open opens).
+// A node in --voters is a voter and needs --controller-listen; other nodes
+// follow the committed metadata as brokers only.
+func startController(cfg *config.Broker, logger *slog.Logger) (metadata.Controller, error) {
+	if len(cfg.Voters) == 0 {
+		return nil, nil
+	}
+	self, err := broker.SelfBroker(cfg)
+	if err != nil {
+		return nil, err
+	}
+	listen := cfg.ControllerListen
+	for _, v := range cfg.Voters {
+		if v.ID == cfg.NodeID && listen == "" {
+			listen = v.Addr
+		}
+	}
+	return controller.Start(controller.Config{
+		NodeID: cfg.NodeID, Voters: cfg.Voters, ControllerListen: listen, DataDir: cfg.DataDir,
+		Self: self, Broker: cfg, Logger: logger,
+	})
 }

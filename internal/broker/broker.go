@@ -297,32 +297,59 @@ func (b *Broker) reconcile(im *metadata.Image) error {
 	return errors.Join(errs...)
 }
 
+// metadataLag bounds how long a request for a partition this node does not
+// serve (yet) waits for metadata to arrive: a topic or leadership just
+// committed by the controller reaches each broker a few milliseconds later,
+// and a client that learned of it from a faster broker should not get an
+// error (franz-go, for one, then waits 5 s before refreshing metadata).
+const metadataLag = 300 * time.Millisecond
+
 // Partition returns the local replica of a partition, or the Kafka error
 // for why it cannot be served.
 func (b *Broker) Partition(topic string, partition int32) (*Partition, error) {
-	b.mu.RLock()
-	p := b.parts[TP{topic, partition}]
-	b.mu.RUnlock()
-	if p != nil {
-		return p, nil
-	}
-	if t, ok := b.Image().Topics[topic]; ok && partition >= 0 && int(partition) < len(t.Partitions) {
-		return nil, kerr.NotLeaderForPartition
-	}
-	return nil, kerr.UnknownTopicOrPartition
+	return b.local(topic, partition, false)
 }
 
 // Leader returns the local replica of a partition if this node leads it,
 // else NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION.
 func (b *Broker) Leader(topic string, partition int32) (*Partition, error) {
-	p, err := b.Partition(topic, partition)
-	if err != nil {
-		return nil, err
+	return b.local(topic, partition, true)
+}
+
+func (b *Broker) local(topic string, partition int32, leader bool) (*Partition, error) {
+	var deadline time.Time
+	for {
+		b.mu.RLock()
+		p := b.parts[TP{topic, partition}]
+		b.mu.RUnlock()
+		if p != nil && (!leader || p.IsLeader()) {
+			return p, nil
+		}
+		// Wait only if the metadata may be behind: the topic is unknown
+		// here, or it names this node as leader and the replica has not
+		// caught up with that yet. Another leader: answer at once.
+		err := error(kerr.UnknownTopicOrPartition)
+		if t, ok := b.Image().Topics[topic]; ok {
+			if partition < 0 || int(partition) >= len(t.Partitions) {
+				return nil, err
+			}
+			err = kerr.NotLeaderForPartition
+			if t.Partitions[partition].Leader != b.cfg.NodeID {
+				return nil, err
+			}
+		}
+		if deadline.IsZero() {
+			deadline = time.Now().Add(metadataLag)
+		}
+		if time.Now().After(deadline) {
+			return nil, err
+		}
+		select {
+		case <-b.closing:
+			return nil, err
+		case <-time.After(5 * time.Millisecond):
+		}
 	}
-	if !p.IsLeader() {
-		return nil, kerr.NotLeaderForPartition
-	}
-	return p, nil
 }
 
 // Partitions returns every local replica.

@@ -74,6 +74,9 @@ type Node struct {
 	mux      *mux
 	notifyCh chan bool
 	raftDone chan struct{}
+	// raftReady is closed once n.raft is set; RPCs that arrive earlier
+	// (the listener opens first) wait for it.
+	raftReady chan struct{}
 	act      active
 
 	baseCtx  context.Context
@@ -119,7 +122,7 @@ func Start(cfg Config) (*Node, error) {
 		cfg: cfg, log: cfg.Logger.With("component", "controller", "node", cfg.NodeID),
 		st: newImageState(), incarnate: metadata.NewUUID().String(),
 		closing: make(chan struct{}), poke: make(chan struct{}, 1), granted: make(chan struct{}),
-		raftDone: make(chan struct{}),
+		raftDone: make(chan struct{}), raftReady: make(chan struct{}),
 	}
 	n.epoch.Store(-1)
 	n.baseCtx, n.cancel = context.WithCancel(context.Background())
@@ -211,6 +214,9 @@ func (n *Node) startRaft() error {
 		}
 	}
 	n.raft, err = raft.NewRaft(rc, &fsm{st: n.st}, n.store, n.store, snaps, trans)
+	if err == nil {
+		close(n.raftReady)
+	}
 	if err != nil {
 		return fail(err)
 	}
@@ -414,6 +420,11 @@ func (n *Node) AlterPartition(ctx context.Context, req metadata.AlterPartitionRe
 
 // serveConn serves one RPC connection (after the connRPC byte).
 func (n *Node) serveConn(c net.Conn) {
+	select {
+	case <-n.raftReady:
+	case <-n.closing:
+		return
+	}
 	for {
 		c.SetReadDeadline(time.Now().Add(rpcIdleTimeout))
 		var req rpcRequest
