@@ -77,7 +77,7 @@ type Node struct {
 	// raftReady is closed once n.raft is set; RPCs that arrive earlier
 	// (the listener opens first) wait for it.
 	raftReady chan struct{}
-	act      active
+	act       active
 
 	baseCtx  context.Context
 	cancel   context.CancelFunc

@@ -28,8 +28,8 @@ import (
 
 	"github.com/sluice-io/sluice/internal/batch"
 	"github.com/sluice-io/sluice/internal/broker"
-	"github.com/sluice-io/sluice/internal/replica"
 	"github.com/sluice-io/sluice/internal/protocol"
+	"github.com/sluice-io/sluice/internal/replica"
 )
 
 // maxProduceTimeout caps a produce request's TimeoutMillis.
