@@ -21,6 +21,7 @@ import (
 
 	"github.com/sluice-io/sluice/internal/config"
 	"github.com/sluice-io/sluice/internal/metadata"
+	"github.com/sluice-io/sluice/internal/metrics"
 	"github.com/sluice-io/sluice/internal/replica"
 	"github.com/sluice-io/sluice/internal/storage"
 	"github.com/sluice-io/sluice/internal/vfs"
@@ -263,6 +264,17 @@ func (b *Broker) reconcile(im *metadata.Image) error {
 				p.log.SetConfig(b.storageConfig(t))
 			}
 			wasLeader, oldEpoch := p.IsLeader(), p.LeaderEpoch()
+			if mp.LeaderEpoch > oldEpoch && oldEpoch >= 0 {
+				metrics.LeaderElections.Inc()
+			}
+			if pt := prevPartition(prev, name, mp.Index); pt != nil && mp.Leader == self && pt.LeaderEpoch == mp.LeaderEpoch {
+				switch {
+				case len(mp.ISR) < len(pt.ISR):
+					metrics.ISRShrinks.Inc()
+				case len(mp.ISR) > len(pt.ISR):
+					metrics.ISRExpands.Inc()
+				}
+			}
 			p.applyState(partitionState(im, mp), b.minISR(t))
 			if isL := p.IsLeader(); isL != wasLeader || (isL && p.LeaderEpoch() != oldEpoch) {
 				changes = append(changes, leadChange{tp, isL, p.LeaderEpoch()})
@@ -303,6 +315,18 @@ func (b *Broker) reconcile(im *metadata.Image) error {
 // and a client that learned of it from a faster broker should not get an
 // error (franz-go, for one, then waits 5 s before refreshing metadata).
 const metadataLag = 300 * time.Millisecond
+
+// prevPartition finds a partition in an earlier image (nil if none).
+func prevPartition(im *metadata.Image, topic string, p int32) *metadata.Partition {
+	if im == nil {
+		return nil
+	}
+	t := im.Topics[topic]
+	if t == nil || int(p) >= len(t.Partitions) {
+		return nil
+	}
+	return &t.Partitions[p]
+}
 
 // Partition returns the local replica of a partition, or the Kafka error
 // for why it cannot be served.

@@ -12,6 +12,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-io/sluice/internal/metrics"
 )
 
 // Conn is one client connection. Its reader goroutine decodes requests and
@@ -35,6 +37,7 @@ type pending struct {
 	corrID       int32
 	reply        Reply
 	size         int64
+	start        time.Time
 }
 
 func newConn(s *Server, nc net.Conn) *Conn {
@@ -118,7 +121,7 @@ func (c *Conn) handle(frame []byte) (p pending, err error) {
 	key := int16(binary.BigEndian.Uint16(frame))
 	version := int16(binary.BigEndian.Uint16(frame[2:]))
 	corrID := int32(binary.BigEndian.Uint32(frame[4:]))
-	p = pending{key: key, version: version, corrID: corrID}
+	p = pending{key: key, version: version, corrID: corrID, start: time.Now()}
 	h, ok := c.srv.reg.Lookup(key)
 	if !ok {
 		return p, errClose{fmt.Sprintf("unknown api key %d", key)}
@@ -223,6 +226,7 @@ func (c *Conn) writeLoop() {
 		}
 		c.srv.inflight.release(p.size)
 		if p.reply.NoResponse || resp == nil {
+			metrics.ObserveRequest(p.key, time.Since(p.start))
 			if len(c.pending) == 0 {
 				bw.Flush()
 			}
@@ -246,6 +250,7 @@ func (c *Conn) writeLoop() {
 		if cap(buf) > 1<<20 {
 			buf = make([]byte, 0, 4096)
 		}
+		metrics.ObserveRequest(p.key, time.Since(p.start))
 		if len(c.pending) == 0 {
 			if err := bw.Flush(); err != nil {
 				failed = true

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sluice-io/sluice/internal/broker"
+	"github.com/sluice-io/sluice/internal/metrics"
 )
 
 // Replica is one replica of a partition as its leader sees it.
@@ -100,10 +101,9 @@ func Snapshot(b *broker.Broker) []Partition {
 // Handler returns the node's HTTP handler.
 func Handler(b *broker.Broker) http.Handler {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	reg.MustRegister(newCollector(b))
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", promhttp.HandlerFor(prometheus.Gatherers{metrics.Registry, reg}, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
@@ -128,12 +128,24 @@ func Handler(b *broker.Broker) http.Handler {
 	return mux
 }
 
-var page = template.Must(template.New("status").Parse(`<!doctype html>
+var page = template.Must(template.New("status").Funcs(template.FuncMap{
+	"lag": func(p Partition, r Replica) int64 {
+		if r.LogEndOffset < 0 {
+			return -1
+		}
+		return p.LogEndOffset - r.LogEndOffset
+	},
+}).Parse(`<!doctype html>
 <html><head><meta charset="utf-8"><meta http-equiv="refresh" content="1"><title>sluice node {{.Node}}</title>
-<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}th{background:#eee}</style>
+<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}
+th{background:#eee}.out{background:#fdd}.in{background:#dfd}.unk{color:#999}</style>
 </head><body><h1>sluice node {{.Node}}</h1>
-<table><tr><th>topic</th><th>partition</th><th>leader</th><th>epoch</th><th>replicas</th><th>ISR</th><th>log start</th><th>HW</th><th>LEO</th></tr>
-{{range .Partitions}}<tr><td>{{.Topic}}</td><td>{{.Partition}}</td><td>{{.Leader}}</td><td>{{.LeaderEpoch}}</td><td>{{.Replicas}}</td><td>{{.ISR}}</td><td>{{.LogStartOffset}}</td><td>{{.HighWatermark}}</td><td>{{.LogEndOffset}}</td></tr>
+<p>Each replica's log end offset (LEO) as the partition leader sees it from the followers' fetches; the high
+watermark (HW) is the smallest LEO over the in-sync replicas, and consumers read only below it. Refreshes every second.</p>
+<table><tr><th>topic</th><th>partition</th><th>leader</th><th>epoch</th><th>ISR</th><th>log start</th><th>HW</th><th>LEO</th><th>replicas (LEO / lag)</th></tr>
+{{range $p := .Partitions}}<tr><td>{{$p.Topic}}</td><td>{{$p.Partition}}</td><td>{{$p.Leader}}</td><td>{{$p.LeaderEpoch}}</td><td>{{$p.ISR}}</td>
+<td>{{$p.LogStartOffset}}</td><td>{{$p.HighWatermark}}</td><td>{{$p.LogEndOffset}}</td><td>{{range $p.ReplicaStates}}<span class="{{if .InSync}}in{{else}}out{{end}}">
+{{.ID}}: {{if ge .LogEndOffset 0}}{{.LogEndOffset}} / {{lag $p .}}{{else}}<span class="unk">?</span>{{end}}</span> {{end}}</td></tr>
 {{end}}</table></body></html>
 `))
 

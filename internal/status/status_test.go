@@ -1,0 +1,72 @@
+package status_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-io/sluice/internal/batch"
+	"github.com/sluice-io/sluice/internal/batch/batchtest"
+	"github.com/sluice-io/sluice/internal/broker"
+	"github.com/sluice-io/sluice/internal/config"
+	"github.com/sluice-io/sluice/internal/status"
+)
+
+func TestPartitionsAPIAndMetrics(t *testing.T) {
+	cfg := config.Defaults()
+	cfg.DataDir = t.TempDir()
+	cfg.Listen = "127.0.0.1:1"
+	b, err := broker.Open(broker.Options{Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := b.CreateTopic("st", 2, 1, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := b.Leader("st", 1)
+	data := batchtest.Build(batchtest.Options{}, batchtest.Values("a", "b", "c"))
+	h, _ := batch.ParseHeader(data)
+	res := <-p.Produce(data, h, -1, time.Now().Add(5*time.Second))
+	if res.Error != 0 {
+		t.Fatal(res.Error)
+	}
+	srv := httptest.NewServer(status.Handler(b))
+	defer srv.Close()
+	resp, err := srv.Client().Get(srv.URL + "/api/v1/partitions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var parts []status.Partition
+	if err := json.NewDecoder(resp.Body).Decode(&parts); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if len(parts) != 2 || parts[1].Partition != 1 || parts[1].HighWatermark != 3 || parts[1].LogEndOffset != 3 ||
+		parts[1].Leader != 1 || len(parts[1].ReplicaStates) != 1 || parts[1].ReplicaStates[0].LogEndOffset != 3 {
+		t.Fatalf("%+v", parts)
+	}
+	resp, err = srv.Client().Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, name := range []string{"sluice_under_replicated_partitions", "sluice_offline_partitions", "sluice_isr_shrinks_total",
+		"sluice_isr_expands_total", "sluice_leader_elections_total", "sluice_partition_high_watermark", "go_goroutines"} {
+		if !strings.Contains(string(body), name) {
+			t.Errorf("/metrics lacks %s", name)
+		}
+	}
+	resp, err = srv.Client().Get(srv.URL + "/status")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatal(err, resp.StatusCode)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(page), "st") {
+		t.Fatal("status page lacks the topic")
+	}
+}
