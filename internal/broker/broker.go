@@ -14,6 +14,7 @@ import (
 	"net"
 	"path"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -62,20 +63,51 @@ type Broker struct {
 	wg      sync.WaitGroup
 }
 
-// SelfBroker returns this node's broker endpoint from its configuration.
+// SelfBroker returns the endpoint this node advertises to clients and other
+// brokers: advertised.listeners if set (Kafka's setting; the first
+// non-CONTROLLER listener), else --listen. A wildcard listen address
+// advertises the machine's first non-loopback IPv4 address (127.0.0.1 if it
+// has none), so brokers in separate network namespaces reach each other.
 func SelfBroker(cfg *config.Broker) (metadata.Broker, error) {
-	host, portStr, err := net.SplitHostPort(cfg.Listen)
+	addr := cfg.Listen
+	if adv, ok := cfg.Props["advertised.listeners"]; ok {
+		for _, l := range strings.Split(adv, ",") {
+			l = strings.TrimSpace(l)
+			name, rest, found := strings.Cut(l, "://")
+			if !found {
+				rest, name = name, ""
+			}
+			if !strings.EqualFold(name, "CONTROLLER") && rest != "" {
+				addr = rest
+				break
+			}
+		}
+	}
+	host, portStr, err := net.SplitHostPort(addr)
 	if err != nil {
-		return metadata.Broker{}, fmt.Errorf("listen address %q: %w", cfg.Listen, err)
+		return metadata.Broker{}, fmt.Errorf("listen address %q: %w", addr, err)
 	}
 	port, err := strconv.Atoi(portStr)
-	if err != nil {
-		return metadata.Broker{}, fmt.Errorf("listen address %q: bad port", cfg.Listen)
+	if err != nil || port <= 0 || port > 65535 {
+		return metadata.Broker{}, fmt.Errorf("listen address %q: bad port", addr)
 	}
 	if host == "" || host == "0.0.0.0" || host == "::" {
-		host = "127.0.0.1"
+		host = firstIPv4()
 	}
 	return metadata.Broker{ID: cfg.NodeID, Host: host, Port: int32(port)}, nil
+}
+
+// firstIPv4 returns the first non-loopback IPv4 address of this machine.
+func firstIPv4() string {
+	addrs, err := net.InterfaceAddrs()
+	if err == nil {
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok && !ipn.IP.IsLoopback() && ipn.IP.To4() != nil {
+				return ipn.IP.String()
+			}
+		}
+	}
+	return "127.0.0.1"
 }
 
 // Open starts a broker on the configured data directory, recovering every
