@@ -308,6 +308,9 @@ func (p *Partition) alterPartition(req replica.AlterPartitionRequest) {
 	resp, err := p.b.ctrl.AlterPartition(ctx, metadata.AlterPartitionRequest{
 		Topic: p.Topic, Partition: p.Partition, BrokerID: p.b.cfg.NodeID, BrokerEpoch: p.b.ctrl.BrokerEpoch(),
 		LeaderEpoch: req.LeaderEpoch, PartitionEpoch: req.PartitionEpoch, NewISR: req.NewISR, ISRBrokerEpochs: req.BrokerEpochs,
+		// A leader elected uncleanly has nothing to recover: its log is the
+		// partition's from now on, as Kafka brokers treat it (KIP-704).
+		Recovered: true,
 	})
 	cancel()
 	res := replica.AlterPartitionResult{Seq: req.Seq}

@@ -38,6 +38,9 @@ func (h *Handlers) metadata(r *protocol.Request) protocol.Reply {
 	img := h.b.Image()
 	for _, id := range img.BrokerIDs() {
 		br := img.Brokers[id]
+		if br.Fenced {
+			continue // KRaft lists only live brokers
+		}
 		mb := kmsg.NewMetadataResponseBroker()
 		mb.NodeID, mb.Host, mb.Port = br.ID, br.Host, br.Port
 		resp.Brokers = append(resp.Brokers, mb)
@@ -47,7 +50,7 @@ func (h *Handlers) metadata(r *protocol.Request) protocol.Reply {
 	resp.ControllerID = h.b.NodeID()
 	if all {
 		for _, name := range img.TopicNames() {
-			resp.Topics = append(resp.Topics, topicMetadata(img.Topics[name]))
+			resp.Topics = append(resp.Topics, topicMetadata(img, img.Topics[name]))
 		}
 		return protocol.Reply{Resp: resp}
 	}
@@ -71,12 +74,14 @@ func (h *Handlers) metadata(r *protocol.Request) protocol.Reply {
 			resp.Topics = append(resp.Topics, mt)
 			continue
 		}
-		resp.Topics = append(resp.Topics, topicMetadata(t))
+		resp.Topics = append(resp.Topics, topicMetadata(img, t))
 	}
 	return protocol.Reply{Resp: resp}
 }
 
-func topicMetadata(t *metadata.Topic) kmsg.MetadataResponseTopic {
+// topicMetadata describes a topic; replicas on fenced or unregistered
+// brokers are reported offline.
+func topicMetadata(img *metadata.Image, t *metadata.Topic) kmsg.MetadataResponseTopic {
 	mt := kmsg.NewMetadataResponseTopic()
 	name := t.Name
 	mt.Topic = &name
@@ -90,6 +95,11 @@ func topicMetadata(t *metadata.Topic) kmsg.MetadataResponseTopic {
 		mp.Replicas = append([]int32(nil), p.Replicas...)
 		mp.ISR = append([]int32(nil), p.ISR...)
 		mp.OfflineReplicas = []int32{}
+		for _, r := range p.Replicas {
+			if br, ok := img.Brokers[r]; !ok || br.Fenced {
+				mp.OfflineReplicas = append(mp.OfflineReplicas, r)
+			}
+		}
 		if p.Leader < 0 {
 			mp.ErrorCode = kerr.LeaderNotAvailable.Code
 		}
