@@ -26,21 +26,39 @@ const (
 	// fetchVersion is the Fetch version followers send (LastFetchedEpoch
 	// and DivergingEpoch need v12).
 	fetchVersion = 12
-	// replicaFetchWaitMs is replica.fetch.wait.max.ms.
-	replicaFetchWaitMs = 500
-	// replicaFetchMaxBytes is replica.fetch.max.bytes (per partition).
-	replicaFetchMaxBytes = 1 << 20
-	// replicaFetchResponseMaxBytes is replica.fetch.response.max.bytes.
-	replicaFetchResponseMaxBytes = 10 << 20
-	// fetchBackoff is replica.fetch.backoff.ms, after a failed fetch.
-	fetchBackoff = 500 * time.Millisecond
+	// flushWait bounds how long the fetcher holds its next request back for
+	// partitions whose last records are still being flushed: their next
+	// fetch is their acknowledgement, and a long poll sent without them
+	// would delay it by up to replica.fetch.wait.max.ms.
+	flushWait = 50 * time.Millisecond
 )
+
+// fetchSettings are the replica fetcher settings, by Kafka name.
+type fetchSettings struct {
+	waitMs        int32         // replica.fetch.wait.max.ms (500)
+	minBytes      int32         // replica.fetch.min.bytes (1)
+	maxBytes      int32         // replica.fetch.max.bytes (1 MiB), per partition
+	responseBytes int32         // replica.fetch.response.max.bytes (10 MiB)
+	backoff       time.Duration // replica.fetch.backoff.ms (1000; sluice: 500)
+}
+
+func (b *Broker) fetchSettings() fetchSettings {
+	clamp := func(v, lo, hi int64) int32 { return int32(min(max(v, lo), hi)) }
+	return fetchSettings{
+		waitMs:        clamp(b.cfg.Int("replica.fetch.wait.max.ms", 500), 0, 30000),
+		minBytes:      clamp(b.cfg.Int("replica.fetch.min.bytes", 1), 1, 1<<30),
+		maxBytes:      clamp(b.cfg.Int("replica.fetch.max.bytes", 1<<20), 1024, 1<<30),
+		responseBytes: clamp(b.cfg.Int("replica.fetch.response.max.bytes", 10<<20), 1024, 1<<30),
+		backoff:       time.Duration(clamp(b.cfg.Int("replica.fetch.backoff.ms", 500), 10, 60000)) * time.Millisecond,
+	}
+}
 
 type fetcher struct {
 	b      *Broker
 	leader int32
 	addr   string
 	cl     *protocol.Client
+	set    fetchSettings
 
 	mu      sync.Mutex
 	parts   map[TP]*Partition
@@ -52,7 +70,7 @@ type fetcher struct {
 }
 
 func newFetcher(b *Broker, leader int32, addr string) *fetcher {
-	f := &fetcher{b: b, leader: leader, addr: addr,
+	f := &fetcher{b: b, leader: leader, addr: addr, set: b.fetchSettings(),
 		cl:    protocol.NewClient(addr, "sluice-replica-"+strconv.Itoa(int(b.cfg.NodeID))),
 		parts: map[TP]*Partition{}, backoff: map[TP]time.Time{},
 		kick: make(chan struct{}, 1), done: make(chan struct{})}
@@ -135,35 +153,54 @@ func (b *Broker) unassignFetcher(p *Partition) {
 
 func (f *fetcher) run() {
 	defer f.wg.Done()
+	var flushSince time.Time
 	for {
 		select {
 		case <-f.done:
 			return
 		default:
 		}
-		reqs, parts, waits := f.collect()
+		reqs, parts, waits, flushing := f.collect()
+		if flushing {
+			// Give the flushes a moment so their acknowledgements go out
+			// with this request; then fetch without a long poll.
+			if flushSince.IsZero() {
+				flushSince = time.Now()
+			}
+			if time.Since(flushSince) < flushWait {
+				f.wait(waits, flushWait)
+				continue
+			}
+		}
+		flushSince = time.Time{}
 		if len(reqs) == 0 {
 			f.wait(waits, 250*time.Millisecond)
 			continue
 		}
-		if err := f.fetchOnce(reqs, parts); err != nil {
+		maxWait := f.set.waitMs
+		if flushing {
+			maxWait = 0
+		}
+		if err := f.fetchOnce(reqs, parts, maxWait); err != nil {
 			select {
 			case <-f.done:
 				return
-			case <-time.After(fetchBackoff):
+			case <-time.After(f.set.backoff):
 			}
 		}
 	}
 }
 
-// collect asks each partition's machine for its next fetch.
-func (f *fetcher) collect() (map[TP]replica.FetchRequest, map[TP]*Partition, []<-chan struct{}) {
+// collect asks each partition's machine for its next fetch. flushing
+// reports partitions that will want one once their flush completes.
+func (f *fetcher) collect() (map[TP]replica.FetchRequest, map[TP]*Partition, []<-chan struct{}, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	now := time.Now()
 	reqs := map[TP]replica.FetchRequest{}
 	parts := map[TP]*Partition{}
 	var waits []<-chan struct{}
+	flushing := false
 	for tp, p := range f.parts {
 		if until, ok := f.backoff[tp]; ok && now.Before(until) {
 			continue
@@ -172,9 +209,11 @@ func (f *fetcher) collect() (map[TP]replica.FetchRequest, map[TP]*Partition, []<
 		if req, ok := p.followerFetchRequest(); ok && req.Leader == f.leader {
 			reqs[tp] = req
 			parts[tp] = p
+		} else if ok := p.awaitingFlush(); ok {
+			flushing = true
 		}
 	}
-	return reqs, parts, waits
+	return reqs, parts, waits, flushing
 }
 
 func (f *fetcher) wait(chans []<-chan struct{}, d time.Duration) {
@@ -205,13 +244,13 @@ func (f *fetcher) wait(chans []<-chan struct{}, d time.Duration) {
 	}
 }
 
-func (f *fetcher) fetchOnce(reqs map[TP]replica.FetchRequest, parts map[TP]*Partition) error {
+func (f *fetcher) fetchOnce(reqs map[TP]replica.FetchRequest, parts map[TP]*Partition, maxWait int32) error {
 	kreq := kmsg.NewPtrFetchRequest()
 	kreq.SetVersion(fetchVersion)
 	kreq.ReplicaID = f.b.cfg.NodeID
-	kreq.MaxWaitMillis = replicaFetchWaitMs
-	kreq.MinBytes = 1
-	kreq.MaxBytes = replicaFetchResponseMaxBytes
+	kreq.MaxWaitMillis = maxWait
+	kreq.MinBytes = f.set.minBytes
+	kreq.MaxBytes = f.set.responseBytes
 	kreq.SessionEpoch = -1
 	byTopic := map[string]int{}
 	for tp, r := range reqs {
@@ -229,7 +268,7 @@ func (f *fetcher) fetchOnce(reqs map[TP]replica.FetchRequest, parts map[TP]*Part
 		rp.FetchOffset = r.FetchOffset
 		rp.LastFetchedEpoch = r.LastFetchedEpoch
 		rp.LogStartOffset = r.LogStartOffset
-		rp.PartitionMaxBytes = replicaFetchMaxBytes
+		rp.PartitionMaxBytes = f.set.maxBytes
 		kreq.Topics[i].Partitions = append(kreq.Topics[i].Partitions, rp)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -308,7 +347,7 @@ func (f *fetcher) handle(ctx context.Context, p *Partition, req replica.FetchReq
 
 func (f *fetcher) backoffPartition(tp TP) {
 	f.mu.Lock()
-	f.backoff[tp] = time.Now().Add(fetchBackoff)
+	f.backoff[tp] = time.Now().Add(f.set.backoff)
 	f.mu.Unlock()
 }
 

@@ -36,8 +36,13 @@ type Partition struct {
 	nextID  uint64
 	waiters map[uint64]chan replica.ProduceResult
 	closed  bool
-	// isrInflight is set while an AlterPartition is with the controller.
+	// isrInflight is set while an AlterPartition is with the controller;
+	// isrNext holds the machine's newest proposal made meanwhile (the
+	// committed change often reaches this node's metadata, and the machine
+	// proposes again, before the controller's reply does). It is sent when
+	// the in-flight call returns.
 	isrInflight bool
+	isrNext     *replica.AlterPartitionRequest
 
 	hw          atomic.Int64
 	leo         atomic.Int64
@@ -229,12 +234,16 @@ func (p *Partition) processReady() {
 				ch <- c
 			}
 		}
-		if prop := rd.ISRProposal; prop != nil && !p.isrInflight {
-			p.isrInflight = true
+		if prop := rd.ISRProposal; prop != nil {
 			req := *prop
 			req.NewISR = append([]int32(nil), prop.NewISR...)
 			req.BrokerEpochs = append([]int64(nil), prop.BrokerEpochs...)
-			go p.alterPartition(req)
+			if p.isrInflight {
+				p.isrNext = &req
+			} else {
+				p.isrInflight = true
+				go p.alterPartition(req, 0)
+			}
 		}
 		p.r.Advance()
 	}
@@ -301,9 +310,19 @@ func (p *Partition) flushLoop() {
 	}
 }
 
-// alterPartition sends an ISR proposal to the controller and feeds the
-// answer back to the machine.
-func (p *Partition) alterPartition(req replica.AlterPartitionRequest) {
+// alterPartition sends an ISR proposal to the controller (after delay, a
+// backoff following a failed call) and feeds the answer back to the machine.
+func (p *Partition) alterPartition(req replica.AlterPartitionRequest, delay time.Duration) {
+	if delay > 0 {
+		select {
+		case <-p.done:
+			p.mu.Lock()
+			p.isrInflight = false
+			p.mu.Unlock()
+			return
+		case <-time.After(delay):
+		}
+	}
 	ctx, cancel := p.b.context(30 * time.Second)
 	resp, err := p.b.ctrl.AlterPartition(ctx, metadata.AlterPartitionRequest{
 		Topic: p.Topic, Partition: p.Partition, BrokerID: p.b.cfg.NodeID, BrokerEpoch: p.b.ctrl.BrokerEpoch(),
@@ -329,8 +348,30 @@ func (p *Partition) alterPartition(req replica.AlterPartitionRequest) {
 	if p.closed {
 		return
 	}
+	if err != nil {
+		// The controller was unreachable: the machine asks to retry; hold
+		// the retry back for a pause instead of hammering.
+		p.isrInflight = true
+	}
 	p.r.ISRChangeResult(res)
+	if err != nil && p.isrNext == nil {
+		if pend := p.r.PendingISR(); pend != nil && pend.Seq == req.Seq {
+			p.isrNext = &req
+		}
+	}
 	p.processReady()
+	p.isrInflight = false
+	if next := p.isrNext; next != nil {
+		p.isrNext = nil
+		if pend := p.r.PendingISR(); pend != nil && pend.Seq == next.Seq {
+			p.isrInflight = true
+			var delay time.Duration
+			if err != nil {
+				delay = 500 * time.Millisecond
+			}
+			go p.alterPartition(*next, delay)
+		}
+	}
 }
 
 // Produce appends one validated client batch (leader only) and returns a
@@ -456,6 +497,13 @@ func (p *Partition) followerFetchRequest() (replica.FetchRequest, bool) {
 		return replica.FetchRequest{}, false
 	}
 	return p.r.FetchRequest()
+}
+
+// awaitingFlush reports a follower whose next fetch waits for its flush.
+func (p *Partition) awaitingFlush() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return !p.closed && p.r.Role() == replica.RoleFollower && p.r.Leader() >= 0 && p.r.FlushedOffset() < p.r.LEO()
 }
 
 // handleFetchResponse feeds a leader's answer to the machine.

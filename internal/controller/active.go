@@ -27,12 +27,47 @@ type active struct {
 	gen     uint64
 	contact map[int32]time.Time // last heartbeat per broker (memory only)
 	place   int                 // rotating start of replica placement
+	// applied is each broker's metadata offset from its last heartbeat;
+	// shutdownAt the offset at which a broker's controlled shutdown was
+	// committed. Shutdown is granted once every other active broker has
+	// applied it (BrokerHeartbeatManager.calculateNextBrokerState, §4.3).
+	applied    map[int32]int64
+	shutdownAt map[int32]int64
 }
 
 func (a *active) init(n *Node) {
 	a.n = n
 	a.sem = make(chan struct{}, 1)
 	a.contact = map[int32]time.Time{}
+	a.applied = map[int32]int64{}
+	a.shutdownAt = map[int32]int64{}
+}
+
+// noteApplied records a broker's reported metadata offset.
+func (a *active) noteApplied(id int32, off int64) {
+	a.mu.Lock()
+	if off > a.applied[id] {
+		a.applied[id] = off
+	}
+	a.mu.Unlock()
+}
+
+// othersCaughtUp reports whether every active broker other than id has
+// applied the metadata up to id's controlled-shutdown offset.
+func (a *active) othersCaughtUp(im *metadata.Image, id int32) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	at, ok := a.shutdownAt[id]
+	if !ok {
+		at = im.Offset
+		a.shutdownAt[id] = at
+	}
+	for bid, br := range im.Brokers {
+		if bid != id && br.Active() && a.applied[bid] < at {
+			return false
+		}
+	}
+	return true
 }
 
 func (a *active) isActive() bool {

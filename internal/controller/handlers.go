@@ -45,6 +45,9 @@ func (a *active) register(ctx context.Context, body []byte) (any, int64, error) 
 	if id < 0 {
 		return nil, 0, kerr.InvalidRequest
 	}
+	a.mu.Lock()
+	delete(a.shutdownAt, id)
+	a.mu.Unlock()
 	var epoch int64
 	off, err := a.decide(ctx, func(im *metadata.Image, b *batch) error {
 		if cur, ok := im.Brokers[id]; ok && in.Broker.Incarnation != "" && cur.Incarnation == in.Broker.Incarnation {
@@ -93,6 +96,7 @@ func (a *active) heartbeat(ctx context.Context, body []byte) (any, int64, error)
 		return nil, 0, kerr.StaleBrokerEpoch
 	}
 	a.touch(in.ID)
+	a.noteApplied(in.ID, in.Offset)
 	unfence := br.Fenced && !br.ShuttingDown && !in.WantShutDown && in.Offset >= br.Epoch
 	shutdown := in.WantShutDown && !br.Fenced && !br.ShuttingDown
 	var off int64
@@ -118,12 +122,17 @@ func (a *active) heartbeat(ctx context.Context, body []byte) (any, int64, error)
 		if err != nil {
 			return nil, 0, err
 		}
+		if shutdown {
+			a.mu.Lock()
+			a.shutdownAt[in.ID] = off
+			a.mu.Unlock()
+		}
 	}
 	im = a.n.st.Image()
 	br = im.Brokers[in.ID]
 	resp := heartbeatResp{Fenced: br.Fenced, ShuttingDown: br.ShuttingDown}
 	if in.WantShutDown {
-		resp.ShouldShutDown = br.Fenced || (br.ShuttingDown && !leadsAny(im, in.ID))
+		resp.ShouldShutDown = br.Fenced || (br.ShuttingDown && !leadsAny(im, in.ID) && a.othersCaughtUp(im, in.ID))
 		if resp.ShouldShutDown {
 			off = im.Offset // the broker catches up to this before it stops
 		}

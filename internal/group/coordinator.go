@@ -27,6 +27,7 @@ import (
 
 	"github.com/sluice-io/sluice/internal/broker"
 	"github.com/sluice-io/sluice/internal/config"
+	"github.com/sluice-io/sluice/internal/metadata"
 )
 
 // Clock is the coordinator's time source; tests drive it by hand.
@@ -142,6 +143,7 @@ type Coordinator struct {
 	retentionStop func() bool
 	numGroups     atomic.Int64
 	loads         sync.WaitGroup
+	waitingLogged atomic.Bool // "not creating __consumer_offsets yet" was logged
 }
 
 // New returns a coordinator for b and elects every offsets partition this
@@ -454,7 +456,16 @@ func (c *Coordinator) createTopic() error {
 	if img.Topics[OffsetsTopic] != nil {
 		return nil
 	}
-	rf := max(min(c.cfg.ReplicationFactor, int16(len(img.Brokers))), 1)
+	rf, ok := offsetsReplicationFactor(c.cfg.ReplicationFactor, img.Brokers, len(c.b.Config().Voters))
+	if !ok {
+		// Kafka's behaviour: the topic is not created below its
+		// replication factor; clients retry (COORDINATOR_NOT_AVAILABLE).
+		if !c.waitingLogged.Swap(true) {
+			c.log.Info("not creating "+OffsetsTopic+" until enough brokers are active",
+				"replication.factor", rf, "active", activeBrokers(img.Brokers))
+		}
+		return kerr.CoordinatorNotAvailable
+	}
 	configs := map[string]string{
 		"cleanup.policy": "compact",
 		"retention.ms":   "-1",
@@ -466,6 +477,30 @@ func (c *Coordinator) createTopic() error {
 		return err
 	}
 	return nil
+}
+
+// offsetsReplicationFactor is the replication factor __consumer_offsets is
+// created with: offsets.topic.replication.factor, capped by the brokers the
+// cluster is known to have (registered ones, and at least the controller
+// voters, which are all brokers too), so that a single node works with the
+// default of 3. ok is false while fewer brokers than that are active: the
+// topic must then not be created yet, or a cluster whose first group
+// request lands while its brokers are still registering would keep an
+// under-replicated offsets topic forever.
+func offsetsReplicationFactor(configured int16, brokers map[int32]metadata.Broker, voters int) (rf int16, ok bool) {
+	known := max(len(brokers), voters, 1)
+	rf = int16(max(min(int(configured), known), 1))
+	return rf, activeBrokers(brokers) >= int(rf)
+}
+
+func activeBrokers(brokers map[int32]metadata.Broker) int {
+	n := 0
+	for _, b := range brokers {
+		if b.Active() {
+			n++
+		}
+	}
+	return n
 }
 
 // group returns a group of s, creating an Empty one if create is set (nil

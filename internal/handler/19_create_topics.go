@@ -51,6 +51,7 @@ func (h *Handlers) createTopic(rt *kmsg.CreateTopicsRequestTopic, duplicate, val
 		return errors.Join(kerr.InvalidRequest, errors.New("topic listed more than once"))
 	}
 	partitions, rf := rt.NumPartitions, rt.ReplicationFactor
+	var assignment [][]int32
 	if len(rt.ReplicaAssignment) > 0 {
 		if partitions != -1 || rf != -1 {
 			return kerr.InvalidRequest
@@ -62,12 +63,16 @@ func (h *Handlers) createTopic(rt *kmsg.CreateTopicsRequestTopic, duplicate, val
 			if a.Partition != int32(i) || len(a.Replicas) != int(rf) {
 				return kerr.InvalidReplicaAssignment
 			}
+			seen := map[int32]bool{}
 			for _, id := range a.Replicas {
-				if _, ok := img.Brokers[id]; !ok {
+				if _, ok := img.Brokers[id]; !ok || seen[id] {
 					return kerr.InvalidReplicaAssignment
 				}
+				seen[id] = true
 			}
+			assignment = append(assignment, a.Replicas)
 		}
+		partitions, rf = -1, -1
 	}
 	configs := map[string]string{}
 	for _, c := range rt.Configs {
@@ -76,5 +81,5 @@ func (h *Handlers) createTopic(rt *kmsg.CreateTopicsRequestTopic, duplicate, val
 		}
 		configs[c.Name] = *c.Value
 	}
-	return h.b.CreateTopic(rt.Topic, partitions, rf, configs, validateOnly)
+	return h.b.CreateTopicAssigned(rt.Topic, partitions, rf, assignment, configs, validateOnly)
 }
