@@ -202,11 +202,19 @@ func skipTags(b []byte) ([]byte, error) {
 	return b, nil
 }
 
-// writeLoop writes responses in request order.
+// writeLoop writes responses in request order. After a write error it
+// only drains the queue (releasing in-flight bytes) until the reader stops.
 func (c *Conn) writeLoop() {
 	bw := bufio.NewWriterSize(c.nc, 64<<10)
 	buf := make([]byte, 0, 4096)
 	failed := false
+	fail := func() {
+		if !failed {
+			failed = true
+			close(c.writeFailed)
+			c.nc.Close()
+		}
+	}
 	for p := range c.pending {
 		if failed {
 			c.srv.inflight.release(p.size)
@@ -217,9 +225,9 @@ func (c *Conn) writeLoop() {
 			if bw.Buffered() > 0 {
 				// Do not hold earlier responses back while this one waits.
 				if err := bw.Flush(); err != nil {
-					failed = true
-					close(c.writeFailed)
-					c.nc.Close()
+					fail()
+					c.srv.inflight.release(p.size)
+					continue
 				}
 			}
 			resp = c.await(p)
@@ -228,7 +236,9 @@ func (c *Conn) writeLoop() {
 		if p.reply.NoResponse || resp == nil {
 			metrics.ObserveRequest(p.key, time.Since(p.start))
 			if len(c.pending) == 0 {
-				bw.Flush()
+				if err := bw.Flush(); err != nil {
+					fail()
+				}
 			}
 			continue
 		}
@@ -242,9 +252,7 @@ func (c *Conn) writeLoop() {
 		buf = resp.AppendTo(buf)
 		binary.BigEndian.PutUint32(buf, uint32(len(buf)-4))
 		if _, err := bw.Write(buf); err != nil {
-			failed = true
-			close(c.writeFailed)
-			c.nc.Close()
+			fail()
 			continue
 		}
 		if cap(buf) > 1<<20 {
@@ -253,9 +261,7 @@ func (c *Conn) writeLoop() {
 		metrics.ObserveRequest(p.key, time.Since(p.start))
 		if len(c.pending) == 0 {
 			if err := bw.Flush(); err != nil {
-				failed = true
-				close(c.writeFailed)
-				c.nc.Close()
+				fail()
 			}
 		}
 	}

@@ -245,3 +245,35 @@ func FuzzRequest(f *testing.F) {
 		}
 	})
 }
+
+// A client that goes away while a response waits behind a slow one makes
+// every later write fail; the writer must stop cleanly (this once closed a
+// channel twice and crashed the broker).
+func TestWriteFailuresAfterClientLeaves(t *testing.T) {
+	reg := NewRegistry()
+	reg.Register(Handler{Key: 3, MinVersion: 0, MaxVersion: 11, Serve: func(r *Request) Reply {
+		resp := r.Body.ResponseKind()
+		if r.CorrelationID%2 == 0 {
+			return Reply{Await: func() kmsg.Response { time.Sleep(20 * time.Millisecond); return resp }}
+		}
+		return Reply{Resp: resp}
+	}})
+	srv := NewServer(Config{}, reg)
+	for round := 0; round < 20; round++ {
+		client, server := net.Pipe()
+		c := newConn(srv, server)
+		done := make(chan struct{})
+		go func() { defer close(done); c.serve() }()
+		go func() {
+			for i := int32(1); i <= 6; i++ {
+				client.Write(frame(kmsg.NewPtrMetadataRequest(), 4, i))
+			}
+			client.Close() // leave without reading a single response
+		}()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatal("connection goroutines did not finish after the client left")
+		}
+	}
+}

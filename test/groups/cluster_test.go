@@ -393,6 +393,18 @@ func (r *recorder) waitDistinct(t *testing.T, n int, d time.Duration) {
 	}
 }
 
+// waitDistinctOK is waitDistinct that reports instead of failing.
+func (r *recorder) waitDistinctOK(n int, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for r.distinct() < n {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return true
+}
+
 // check verifies every value(prefix, 0..total-1) was seen at least once
 // and nothing else was; it returns the number of redeliveries.
 func (r *recorder) check(t *testing.T, prefix string, total int) (dups int) {
@@ -419,4 +431,45 @@ func (r *recorder) check(t *testing.T, prefix string, total int) (dups int) {
 		t.Fatalf("%d of %d records never consumed", missing, total)
 	}
 	return dups
+}
+
+// diagnoseMissing logs where the records no member consumed are (partition
+// and offset) and the group's committed offsets, to tell a client's
+// at-most-once window from a broker fault.
+func (c *cluster) diagnoseMissing(t *testing.T, rec *recorder, topic, group, prefix string, total int) {
+	t.Helper()
+	rec.mu.Lock()
+	missing := map[string]bool{}
+	for i := range total {
+		if rec.seen[value(prefix, i)] == 0 {
+			missing[value(prefix, i)] = true
+		}
+	}
+	rec.mu.Unlock()
+	if len(missing) == 0 {
+		return
+	}
+	ends := c.endOffsets(topic)
+	cl := c.client(kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	read := map[int32]int64{}
+	done := func() bool {
+		for p, e := range ends {
+			if read[p] < e {
+				return false
+			}
+		}
+		return true
+	}
+	for !done() && ctx.Err() == nil {
+		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+			read[r.Partition] = r.Offset + 1
+			if missing[string(r.Value)] {
+				t.Logf("missing %s is at partition %d offset %d", r.Value, r.Partition, r.Offset)
+			}
+		})
+	}
+	committed, err := c.committed(c.admin(), group, topic)
+	t.Logf("committed %v (err %v); log ends %v", committed, err, ends)
 }

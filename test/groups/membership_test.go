@@ -77,7 +77,10 @@ func runMembership(t *testing.T, start starter) {
 	<-produced
 	step("m2 left, last third produced")
 
-	rec.waitDistinct(t, membershipRecords, 90*time.Second)
+	if !rec.waitDistinctOK(membershipRecords, 90*time.Second) {
+		c.diagnoseMissing(t, rec, topic, group, prefix, membershipRecords)
+		t.Fatalf("consumed %d distinct records, want %d", rec.distinct(), membershipRecords)
+	}
 	step("every record consumed")
 	c.waitCommittedAtEnd(group, topic, 60*time.Second)
 	step("committed offsets at the log end")
