@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -58,6 +59,12 @@ type Broker struct {
 
 	applyMu   sync.Mutex // serializes reconcile
 	listeners []func(tp TP, isLeader bool, leaderEpoch int32)
+	// caughtUp is set once an image holds this incarnation's registration:
+	// images before it are history being replayed (a restarted node's
+	// metadata log), which must not be acted on — a replayed image can
+	// name this node leader of an epoch long over. Like a KRaft broker,
+	// sluice starts acting only once caught up with the metadata log.
+	caughtUp atomic.Bool
 
 	closing chan struct{}
 	wg      sync.WaitGroup
@@ -262,6 +269,13 @@ func (b *Broker) reconcile(im *metadata.Image) error {
 		return nil
 	}
 	self := b.cfg.NodeID
+	if !b.caughtUp.Load() {
+		br, ok := im.Brokers[self]
+		if epoch := b.ctrl.BrokerEpoch(); !ok || epoch < 0 || br.Epoch != epoch {
+			return nil
+		}
+		b.caughtUp.Store(true)
+	}
 	want := map[TP]bool{}
 	var errs []error
 	type leadChange struct {
@@ -310,6 +324,10 @@ func (b *Broker) reconcile(im *metadata.Image) error {
 			p.applyState(partitionState(im, mp), b.minISR(t))
 			if isL := p.IsLeader(); isL != wasLeader || (isL && p.LeaderEpoch() != oldEpoch) {
 				changes = append(changes, leadChange{tp, isL, p.LeaderEpoch()})
+			}
+			if p.LeaderEpoch() != oldEpoch {
+				b.log.Info("partition leadership", "topic", name, "partition", mp.Index, "leader", mp.Leader,
+					"epoch", mp.LeaderEpoch, "isr", mp.ISR, "leo", p.LogEndOffset(), "hw", p.HighWatermark())
 			}
 			b.assignFetcher(p, im)
 		}
@@ -548,6 +566,13 @@ func (b *Broker) tickLoop() {
 		case <-t.C:
 		}
 		now := b.now()
+		if !b.caughtUp.Load() {
+			// The image holding our registration may have been applied
+			// before the registration call returned.
+			if err := b.reconcile(b.ctrl.Image()); err != nil {
+				b.log.Error("applying metadata", "err", err)
+			}
+		}
 		for _, p := range b.Partitions() {
 			p.tick(now.UnixMilli())
 		}

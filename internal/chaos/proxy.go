@@ -1,0 +1,339 @@
+package chaos
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Source ids of proxied connections: a node id (>= 1), the harness's own
+// clients, or unknown.
+const (
+	srcClient  = 0
+	srcUnknown = -1
+)
+
+// network holds the partition rules and the per-destination TCP proxies.
+//
+// Every proxy forwards 127.0.0.1:<proxy port> to one node's real port. When
+// it accepts a connection it finds which process opened it: the peer's
+// ephemeral port is looked up in /proc/net/tcp to get the socket inode, and
+// the inode in /proc/<pid>/fd of each running node (and of the harness). So
+// a single proxy per destination still knows the (source, destination) of
+// every connection, and a rule can cut node A's connections to node B.
+//
+// A cut link behaves like a dropped-packet partition at connection
+// granularity: existing connections stop forwarding in both directions
+// (peers see timeouts, not resets), new ones are accepted and then held
+// silent. When the link heals every held connection is closed, as if the
+// TCP connections had timed out during the partition, and peers reconnect.
+type network struct {
+	mu       sync.Mutex
+	isolated map[int]bool    // node -> cut from everyone (both directions, clients too)
+	cuts     map[[2]int]bool // (from, to) cut
+	proxies  []*proxy
+	pids     func() map[int]int // pid -> node id of running nodes
+	selfPid  int
+	logf     func(string, ...any)
+}
+
+func newNetwork(pids func() map[int]int, logf func(string, ...any)) *network {
+	return &network{isolated: map[int]bool{}, cuts: map[[2]int]bool{}, pids: pids, selfPid: os.Getpid(), logf: logf}
+}
+
+// cutLocked reports whether traffic src -> dst is cut.
+func (nw *network) cutLocked(src, dst int) bool {
+	if nw.isolated[dst] || (src > 0 && nw.isolated[src]) {
+		return true
+	}
+	return nw.cuts[[2]int{src, dst}]
+}
+
+// isolate cuts node id from every other node and from the harness clients.
+func (nw *network) isolate(id int) {
+	nw.mu.Lock()
+	nw.isolated[id] = true
+	nw.mu.Unlock()
+	nw.apply()
+}
+
+// cut cuts connections opened by from to to (one direction at connection
+// level: to's own connections to from are untouched).
+func (nw *network) cut(from, to int) {
+	nw.mu.Lock()
+	nw.cuts[[2]int{from, to}] = true
+	nw.mu.Unlock()
+	nw.apply()
+}
+
+// healAll removes every rule.
+func (nw *network) healAll() {
+	nw.mu.Lock()
+	nw.isolated = map[int]bool{}
+	nw.cuts = map[[2]int]bool{}
+	nw.mu.Unlock()
+	nw.apply()
+}
+
+// apply freezes live connections on links that are now cut and closes held
+// connections on links that healed.
+func (nw *network) apply() {
+	nw.mu.Lock()
+	proxies := append([]*proxy(nil), nw.proxies...)
+	nw.mu.Unlock()
+	for _, p := range proxies {
+		p.mu.Lock()
+		conns := make([]*pconn, 0, len(p.conns))
+		for c := range p.conns {
+			conns = append(conns, c)
+		}
+		p.mu.Unlock()
+		for _, c := range conns {
+			nw.mu.Lock()
+			cut := nw.cutLocked(c.src, p.dst)
+			nw.mu.Unlock()
+			switch {
+			case cut && !c.frozen.Load():
+				c.frozen.Store(true)
+				p.frozenTotal.Add(1)
+			case !cut && c.frozen.Load():
+				c.close()
+			}
+		}
+	}
+}
+
+func (nw *network) isCut(src, dst int) bool {
+	nw.mu.Lock()
+	defer nw.mu.Unlock()
+	return nw.cutLocked(src, dst)
+}
+
+// proxy forwards one listening port to one node's real port.
+type proxy struct {
+	nw      *network
+	kind    string // "kafka" or "ctrl"
+	dst     int
+	ln      net.Listener
+	backend string
+
+	mu    sync.Mutex
+	conns map[*pconn]struct{}
+
+	accepted, frozenTotal, unknownSrc atomic.Int64
+	wg                                sync.WaitGroup
+}
+
+type pconn struct {
+	src    int
+	client net.Conn
+	frozen atomic.Bool
+	closed chan struct{}
+
+	mu      sync.Mutex
+	backend net.Conn
+	done    bool
+}
+
+func (c *pconn) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done {
+		return
+	}
+	c.done = true
+	close(c.closed)
+	c.client.Close()
+	if c.backend != nil {
+		c.backend.Close()
+	}
+}
+
+// maxHeld bounds the connections a proxy keeps open (held or live).
+const maxHeld = 2048
+
+func (nw *network) newProxy(kind string, dst int, backend string) (*proxy, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	p := &proxy{nw: nw, kind: kind, dst: dst, ln: ln, backend: backend, conns: map[*pconn]struct{}{}}
+	nw.mu.Lock()
+	nw.proxies = append(nw.proxies, p)
+	nw.mu.Unlock()
+	p.wg.Add(1)
+	go p.serve()
+	return p, nil
+}
+
+func (p *proxy) addr() string { return p.ln.Addr().String() }
+
+func (p *proxy) port() int { return p.ln.Addr().(*net.TCPAddr).Port }
+
+func (p *proxy) serve() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				continue
+			}
+			return
+		}
+		p.accepted.Add(1)
+		p.mu.Lock()
+		full := len(p.conns) >= maxHeld
+		p.mu.Unlock()
+		if full {
+			c.Close()
+			continue
+		}
+		p.wg.Add(1)
+		go p.handle(c)
+	}
+}
+
+func (p *proxy) handle(c net.Conn) {
+	defer p.wg.Done()
+	src := p.nw.identify(c.RemoteAddr(), p.port())
+	if src == srcUnknown {
+		p.unknownSrc.Add(1)
+	}
+	pc := &pconn{src: src, client: c, closed: make(chan struct{})}
+	p.mu.Lock()
+	p.conns[pc] = struct{}{}
+	p.mu.Unlock()
+	defer func() {
+		pc.close()
+		p.mu.Lock()
+		delete(p.conns, pc)
+		p.mu.Unlock()
+	}()
+	if p.nw.isCut(src, p.dst) {
+		// Held silent until the link heals (apply closes it) or the
+		// peer gives up.
+		pc.frozen.Store(true)
+		p.frozenTotal.Add(1)
+		go func() { io.Copy(io.Discard, c); pc.close() }()
+		<-pc.closed
+		return
+	}
+	b, err := net.DialTimeout("tcp", p.backend, 3*time.Second)
+	if err != nil {
+		return
+	}
+	pc.mu.Lock()
+	if pc.done { // closed while dialing
+		pc.mu.Unlock()
+		b.Close()
+		return
+	}
+	pc.backend = b
+	pc.mu.Unlock()
+	if tc, ok := b.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
+	}
+	done := make(chan struct{}, 2)
+	go func() { pc.pipe(b, c); done <- struct{}{} }()
+	go func() { pc.pipe(c, b); done <- struct{}{} }()
+	<-done
+	pc.close()
+	<-done
+}
+
+// pipe copies src to dst until an error, or stops forwarding once the
+// connection is frozen (and waits for it to be closed).
+func (c *pconn) pipe(dst, src net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if c.frozen.Load() {
+				<-c.closed
+				return
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (p *proxy) close() {
+	p.ln.Close()
+	p.mu.Lock()
+	for c := range p.conns {
+		c.close()
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+}
+
+// identify returns the node id (or srcClient) owning the socket connected
+// from remote to the proxy's port, using /proc.
+func (nw *network) identify(remote net.Addr, proxyPort int) int {
+	ta, ok := remote.(*net.TCPAddr)
+	if !ok {
+		return srcUnknown
+	}
+	inode := socketInode(ta.Port, proxyPort)
+	if inode == "" {
+		return srcUnknown
+	}
+	target := "socket:[" + inode + "]"
+	owners := nw.pids()
+	owners[nw.selfPid] = srcClient
+	for pid, id := range owners {
+		if pidHasSocket(pid, target) {
+			return id
+		}
+	}
+	return srcUnknown
+}
+
+// socketInode finds the inode of the IPv4 socket whose local port is lport
+// and remote port rport in /proc/net/tcp.
+func socketInode(lport, rport int) string {
+	f, err := os.Open("/proc/net/tcp")
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	wantL := fmt.Sprintf(":%04X", lport)
+	wantR := fmt.Sprintf(":%04X", rport)
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text())
+		if len(fs) < 10 || !strings.HasSuffix(fs[1], wantL) || !strings.HasSuffix(fs[2], wantR) {
+			continue
+		}
+		if fs[9] != "0" {
+			return fs[9]
+		}
+	}
+	return ""
+}
+
+func pidHasSocket(pid int, target string) bool {
+	dir := "/proc/" + strconv.Itoa(pid) + "/fd"
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, e := range ents {
+		if l, err := os.Readlink(dir + "/" + e.Name()); err == nil && l == target {
+			return true
+		}
+	}
+	return false
+}

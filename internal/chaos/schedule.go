@@ -1,0 +1,143 @@
+package chaos
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+)
+
+// Fault kinds.
+const (
+	FaultKill    = "kill"    // SIGKILL a node, restart it after Dur
+	FaultPause   = "pause"   // SIGSTOP a node, SIGCONT after Dur
+	FaultIsolate = "isolate" // cut a node from every other node and the clients for Dur
+	FaultTerm    = "term"    // controlled restart (SIGTERM) of every node in turn
+	// FaultJepsen2013 is the 2013 Jepsen Kafka sequence on one partition:
+	// pause both followers (the leader shrinks the ISR to itself and, with
+	// min.insync.replicas=1, keeps acknowledging), kill the leader, resume
+	// the followers (an unclean election picks one of them), restart the
+	// old leader (it truncates to the new leader's log).
+	FaultJepsen2013 = "jepsen2013"
+)
+
+// AllFaults are the kinds a random schedule may use.
+var AllFaults = []string{FaultKill, FaultPause, FaultIsolate, FaultTerm}
+
+// Fault is one planned fault. A schedule is fully determined by the seed
+// and the options; which node "the leader of partition k" is gets resolved
+// when the fault starts (recorded in the timeline), falling back to Node
+// if the leader is unknown.
+type Fault struct {
+	// AtMs is the planned start, in ms after the workload started. A
+	// fault never starts before the previous one healed.
+	AtMs int64  `json:"atMs"`
+	Kind string `json:"kind"`
+	// Target is "node" (Node) or "leader" (leader of Partition).
+	Target    string `json:"target,omitempty"`
+	Node      int    `json:"node,omitempty"`
+	Partition int    `json:"partition,omitempty"`
+	// DurMs is how long the fault lasts before it is healed.
+	DurMs int64 `json:"durMs,omitempty"`
+}
+
+func (f Fault) String() string {
+	tgt := fmt.Sprintf("node %d", f.Node)
+	if f.Target == "leader" {
+		tgt = fmt.Sprintf("leader of p%d (else node %d)", f.Partition, f.Node)
+	}
+	switch f.Kind {
+	case FaultTerm:
+		return fmt.Sprintf("@%.1fs term: rolling controlled restart of every node", float64(f.AtMs)/1000)
+	case FaultJepsen2013:
+		return fmt.Sprintf("@%.1fs jepsen2013 on p%d", float64(f.AtMs)/1000, f.Partition)
+	}
+	return fmt.Sprintf("@%.1fs %s %s for %.1fs", float64(f.AtMs)/1000, f.Kind, tgt, float64(f.DurMs)/1000)
+}
+
+// ParseFaults parses a comma-separated fault list; "partition" is an alias
+// of "isolate", "all" is every kind.
+func ParseFaults(s string) ([]string, error) {
+	var out []string
+	seen := map[string]bool{}
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(strings.ToLower(f))
+		switch f {
+		case "":
+			continue
+		case "all":
+			for _, k := range AllFaults {
+				if !seen[k] {
+					seen[k] = true
+					out = append(out, k)
+				}
+			}
+			continue
+		case "partition":
+			f = FaultIsolate
+		case FaultKill, FaultPause, FaultIsolate, FaultTerm:
+		default:
+			return nil, fmt.Errorf("unknown fault %q (kill, pause, partition|isolate, term, all)", f)
+		}
+		if !seen[f] {
+			seen[f] = true
+			out = append(out, f)
+		}
+	}
+	return out, nil
+}
+
+// Schedule builds the fault schedule for the options: Plan if set, the named scenario,
+// or a seeded random schedule of the enabled faults, one every 5-10 s
+// after a 5 s warm-up, each healed after 2-6 s.
+func Schedule(o *Options) []Fault {
+	if len(o.Plan) > 0 {
+		return o.Plan
+	}
+	switch o.Scenario {
+	case FaultJepsen2013:
+		return jepsen2013Schedule(o)
+	case "none":
+		return nil
+	}
+	if len(o.Faults) == 0 {
+		return nil
+	}
+	rng := rand.New(rand.NewPCG(o.Seed, 0x5c4ed))
+	dur := o.Duration.Milliseconds()
+	var out []Fault
+	t := int64(5000)
+	for t < dur-3000 {
+		// Draw every number for every fault so the stream stays aligned.
+		kind := o.Faults[rng.IntN(len(o.Faults))]
+		d := 2000 + rng.Int64N(3001)
+		leader := rng.IntN(2) == 0
+		f := Fault{AtMs: t, Kind: kind, Node: 1 + rng.IntN(o.Nodes), Partition: rng.IntN(o.Partitions), Target: "node", DurMs: d}
+		gap := 5000 + rng.Int64N(5001)
+		switch kind {
+		case FaultIsolate:
+			f.DurMs += 1000
+		case FaultTerm:
+			f.DurMs, f.Target, f.Node, f.Partition = 0, "", 0, 0
+		}
+		if leader && f.Target == "node" {
+			f.Target = "leader"
+		}
+		out = append(out, f)
+		t += max(gap, f.DurMs+2000)
+	}
+	return out
+}
+
+// jepsen2013Schedule runs the 2013 sequence on partition 0, and again on
+// partition 1 if the run is long enough.
+func jepsen2013Schedule(o *Options) []Fault {
+	var out []Fault
+	for i, at := 0, int64(6000); at+20000 <= o.Duration.Milliseconds() || i == 0; i, at = i+1, at+25000 {
+		out = append(out, Fault{AtMs: at, Kind: FaultJepsen2013, Target: "leader", Partition: i % o.Partitions, Node: 1})
+	}
+	return out
+}
+
+// durMs is a helper for time.Duration from ms.
+func durMs(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }
