@@ -1,0 +1,75 @@
+package broker_test
+
+import (
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluice-io/sluice/internal/broker"
+	"github.com/sluice-io/sluice/internal/config"
+	"github.com/sluice-io/sluice/internal/metadata"
+)
+
+// restartingNode is a controller handle for a broker incarnation that has
+// not registered yet: while its metadata log is being replayed, BrokerEpoch
+// is -1 and the images it sees are history.
+type restartingNode struct {
+	*fakeNode
+	epoch atomic.Int64
+}
+
+func (n *restartingNode) BrokerEpoch() int64 { return n.epoch.Load() }
+
+// A restarting broker must not act on replayed metadata: an old image can
+// name it leader of an epoch that has long ended (the chaos harness caught
+// a restarted node serving its stale, divergent log as "leader" while its
+// metadata log replayed).
+func TestReplayedMetadataIsNotActedOn(t *testing.T) {
+	q := newFakeQuorum()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	cfg := config.Defaults()
+	cfg.NodeID = 1
+	cfg.DataDir = t.TempDir()
+	cfg.Listen = ln.Addr().String()
+	self, _ := broker.SelfBroker(cfg)
+	fn := q.node(self) // the previous incarnation's registration
+	if err := fn.CreateTopic(nil, "old", 1, 1, nil, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	n := &restartingNode{fakeNode: fn}
+	n.epoch.Store(-1)
+	b, err := broker.Open(broker.Options{Config: cfg, Controller: n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	// History says this node leads "old"; it has not registered yet.
+	q.update(func(im *metadata.Image) error { return nil })
+	time.Sleep(300 * time.Millisecond)
+	if p, err := b.Partition("old", 0); err == nil && p.IsLeader() {
+		t.Fatal("acted as leader on replayed metadata before registering")
+	}
+	// The new incarnation registers: from now on metadata is current.
+	q.update(func(im *metadata.Image) error {
+		br := im.Brokers[1]
+		br.Epoch = im.Offset + 1
+		im.Brokers[1] = br
+		n.epoch.Store(br.Epoch)
+		return nil
+	})
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if p, err := b.Partition("old", 0); err == nil && p.IsLeader() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("did not act on current metadata after registering")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
