@@ -196,6 +196,7 @@ func (p *Partition) tick(nowMs int64) {
 func (p *Partition) processReady() {
 	for p.r.HasReady() {
 		rd := p.r.Ready()
+		resync := int64(-1)
 		if t := rd.Truncate; t != nil {
 			var err error
 			if t.Fully {
@@ -206,8 +207,18 @@ func (p *Partition) processReady() {
 			if err != nil {
 				p.b.log.Error("truncate", "topic", p.Topic, "partition", p.Partition, "offset", t.Offset, "err", err)
 			}
+			if leo := p.log.LogEndOffset(); leo < t.Offset {
+				// The log cut a whole batch: the machine follows it once
+				// this Ready is done; its appends (none in practice)
+				// would land at the wrong offsets, so they are dropped
+				// and fetched again.
+				resync = leo
+			}
 		}
 		for i := range rd.Append {
+			if resync >= 0 {
+				break
+			}
 			bt := &rd.Append[i]
 			batch.SetBaseOffset(bt.Data, bt.BaseOffset)
 			batch.SetLeaderEpoch(bt.Data, bt.Epoch)
@@ -246,6 +257,9 @@ func (p *Partition) processReady() {
 			}
 		}
 		p.r.Advance()
+		if resync >= 0 {
+			p.r.LogTruncated(resync)
+		}
 	}
 	changed := false
 	if hw := p.r.HW(); p.hw.Swap(hw) != hw {

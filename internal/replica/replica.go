@@ -455,3 +455,15 @@ func (r *Replica) SetMinISR(n int) {
 		r.maybeIncrementHW()
 	}
 }
+
+// LogTruncated reports that the driver's log ended below the truncation
+// point the machine asked for: logs cut whole batches (Kafka's truncateTo
+// cuts to the start of the batch holding the offset), and a diverged
+// follower's batches need not end where the leader's epochs do. The
+// machine's view of the log end follows the log's, so the next fetch asks
+// for what is really missing.
+func (r *Replica) LogTruncated(offset int64) {
+	if offset < r.leo {
+		r.truncateTo(offset)
+	}
+}

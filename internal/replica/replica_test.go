@@ -451,3 +451,27 @@ func TestConsumerReadsBelowHW(t *testing.T) {
 		t.Fatalf("served above the HW: %+v", res)
 	}
 }
+
+// The driver's log cuts whole batches; when it ends below the machine's
+// truncation point the machine must follow, or it would fetch past a gap.
+func TestLogTruncatedFollowsTheLog(t *testing.T) {
+	r := New(Config{ID: 2, Partition: "t-0"}, LogState{LEO: 10, HW: 4, Epochs: epoch.New([]epoch.Entry{{Epoch: 0, StartOffset: 0}})})
+	r.ApplyMetadata(PartitionState{Leader: 1, LeaderEpoch: 1, Replicas: []int32{1, 2}, ISR: []int32{1, 2}})
+	r.Flushed(10, r.LogGen())
+	for r.HasReady() {
+		r.Ready()
+		r.Advance()
+	}
+	r.LogTruncated(7)
+	if r.LEO() != 7 || r.HW() > 7 {
+		t.Fatalf("leo %d hw %d after the log ended at 7", r.LEO(), r.HW())
+	}
+	req, ok := r.FetchRequest()
+	if !ok || req.FetchOffset != 7 {
+		t.Fatalf("next fetch %+v %v, want offset 7", req, ok)
+	}
+	r.LogTruncated(9) // above the log end: nothing to do
+	if r.LEO() != 7 {
+		t.Fatal("LogTruncated above the log end moved the LEO")
+	}
+}
