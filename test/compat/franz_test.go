@@ -104,8 +104,17 @@ func checkCodec(t *testing.T, got []msg, codec string) {
 	for _, m := range got {
 		counts[m.Codec]++
 	}
-	if len(counts) != 1 || counts[want] == 0 {
-		t.Fatalf("batch compression codecs seen (codec: records) %v, want only %d (%s)", counts, want, codec)
+	// A producer sends a batch uncompressed when compressing would not
+	// shrink it (franz-go does, e.g. for a lone small record), so "none"
+	// may appear; any other codec may not, and most records must carry
+	// the requested one.
+	for c := range counts {
+		if c != want && c != 0 {
+			t.Fatalf("batch compression codecs seen (codec: records) %v, want %d (%s)", counts, want, codec)
+		}
+	}
+	if want != 0 && counts[want]*10 < len(got)*9 {
+		t.Fatalf("batch compression codecs seen (codec: records) %v: under 90%% carry %d (%s)", counts, want, codec)
 	}
 }
 
