@@ -2,6 +2,7 @@ package broker
 
 import (
 	"errors"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -67,7 +68,7 @@ func newPartition(b *Broker, tp TP, log *storage.Log, minISR int) *Partition {
 	p.r = replica.New(replica.Config{
 		ID:           b.cfg.NodeID,
 		BrokerEpoch:  b.ctrl.BrokerEpoch(),
-		Partition:    tp.Topic + "-" + itoa(tp.Partition),
+		Partition:    tp.Topic + "-" + strconv.Itoa(int(tp.Partition)),
 		MinISR:       minISR,
 		LagTimeMaxMs: b.cfg.Int("replica.lag.time.max.ms", 30000),
 	}, replica.LogState{
@@ -570,27 +571,4 @@ func (p *Partition) close(remove bool) error {
 		return p.log.Delete()
 	}
 	return p.log.Close()
-}
-
-func itoa(i int32) string {
-	if i == 0 {
-		return "0"
-	}
-	neg := i < 0
-	var b [12]byte
-	n := len(b)
-	for i != 0 {
-		d := i % 10
-		if d < 0 {
-			d = -d
-		}
-		n--
-		b[n] = byte('0' + d)
-		i /= 10
-	}
-	if neg {
-		n--
-		b[n] = '-'
-	}
-	return string(b[n:])
 }

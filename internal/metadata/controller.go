@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -151,52 +153,21 @@ func ApplyConfigOps(cur map[string]string, ops []ConfigOp) (map[string]string, e
 }
 
 func applyListOp(cur string, op ConfigOp) string {
-	items := splitComma(cur)
-	add := splitComma(op.Value)
-	var out []string
+	items := splitList(cur)
+	add := splitList(op.Value)
 	if op.Op == 2 {
-		out = items
 		for _, a := range add {
-			if !contains(out, a) {
-				out = append(out, a)
+			if !slices.Contains(items, a) {
+				items = append(items, a)
 			}
 		}
 	} else {
-		for _, it := range items {
-			if !contains(add, it) {
-				out = append(out, it)
-			}
-		}
+		items = slices.DeleteFunc(items, func(it string) bool { return slices.Contains(add, it) })
 	}
-	s := ""
-	for i, it := range out {
-		if i > 0 {
-			s += ","
-		}
-		s += it
-	}
-	return s
+	return strings.Join(items, ",")
 }
 
-func splitComma(s string) []string {
-	var out []string
-	start := 0
-	for i := 0; i <= len(s); i++ {
-		if i == len(s) || s[i] == ',' {
-			if i > start {
-				out = append(out, s[start:i])
-			}
-			start = i + 1
-		}
-	}
-	return out
-}
-
-func contains(s []string, x string) bool {
-	for _, v := range s {
-		if v == x {
-			return true
-		}
-	}
-	return false
+// splitList splits a comma-separated list config, dropping empty items.
+func splitList(s string) []string {
+	return slices.DeleteFunc(strings.Split(s, ","), func(x string) bool { return x == "" })
 }

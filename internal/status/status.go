@@ -180,7 +180,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	snap := Snapshot(c.b)
 	under, offline := 0, 0
 	for _, p := range snap {
-		part := itoa(p.Partition)
+		part := strconv.Itoa(int(p.Partition))
 		ch <- prometheus.MustNewConstMetric(c.leo, prometheus.GaugeValue, float64(p.LogEndOffset), p.Topic, part)
 		ch <- prometheus.MustNewConstMetric(c.hw, prometheus.GaugeValue, float64(p.HighWatermark), p.Topic, part)
 		ch <- prometheus.MustNewConstMetric(c.start, prometheus.GaugeValue, float64(p.LogStartOffset), p.Topic, part)
@@ -195,8 +195,4 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.offline, prometheus.GaugeValue, float64(offline))
 	ch <- prometheus.MustNewConstMetric(c.partitions, prometheus.GaugeValue, float64(len(snap)))
 	ch <- prometheus.MustNewConstMetric(c.topics, prometheus.GaugeValue, float64(len(c.b.Image().Topics)))
-}
-
-func itoa(i int32) string {
-	return strconv.Itoa(int(i))
 }
