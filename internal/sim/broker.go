@@ -2,7 +2,6 @@ package sim
 
 import (
 	"github.com/sluice-io/sluice/internal/epoch"
-	prodstate "github.com/sluice-io/sluice/internal/producer"
 	"github.com/sluice-io/sluice/internal/replica"
 )
 
@@ -69,8 +68,13 @@ type bpart struct {
 	fetching bool  // a fetch is in flight
 	fetchAt  int64 // when it was sent, or earliest next fetch
 	flushing bool
-	alter    *replica.AlterPartitionRequest
-	alterAt  int64
+	// alter is the AlterPartition in flight (one at a time, as the real
+	// driver), sent at alterAt; alterNext the newest proposal the machine
+	// made meanwhile, sent when alter returns (isrInflight/isrNext in
+	// internal/broker/partition.go).
+	alter     *replica.AlterPartitionRequest
+	alterAt   int64
+	alterNext *replica.AlterPartitionRequest
 }
 
 // broker drives its replicas as the real replication driver would: it
@@ -84,6 +88,12 @@ type broker struct {
 	epoch       int64 // broker epoch; 0 until registered
 	parts       []*bpart
 	registering int64
+	// Metadata (meta.go). meta and metaLog are the broker's metadata log
+	// and survive crashes; caughtUp is per incarnation.
+	meta     *image
+	metaLog  []*image
+	caughtUp bool
+	wantDown bool // controlled shutdown requested (shutdown.go)
 }
 
 func newBroker(w *world, id int32) *broker {
@@ -99,11 +109,18 @@ func newBroker(w *world, id int32) *broker {
 }
 
 func (b *broker) start() {
+	w := b.w
 	b.alive = true
 	b.incarnation++
 	b.epoch = 0
+	b.caughtUp = false
+	b.wantDown = false
 	inc := b.incarnation
-	b.w.at(int64(b.w.intn(10)), func() { b.loop(inc) })
+	// Replaying the metadata log takes a while before the broker registers.
+	replay := int64(2*len(b.metaLog) + w.intn(20))
+	b.registering = w.now - 100 + replay
+	b.replayMetadata(inc)
+	w.at(int64(w.intn(10)), func() { b.loop(inc) })
 }
 
 // loop runs every 10ms while this incarnation lives.
@@ -118,9 +135,13 @@ func (b *broker) loop(inc int) {
 			id := b.id
 			w.net.send(id, controllerID, func() { w.ctrl.register(id) })
 		}
-	} else if w.now%50 < 10 {
-		id, ep := b.id, b.epoch
-		w.net.send(id, controllerID, func() { w.ctrl.heartbeat(id, ep) })
+	} else if w.now%50 < 10 || b.wantDown {
+		id, ep, down := b.id, b.epoch, b.wantDown
+		applied := int64(0)
+		if b.meta != nil {
+			applied = b.meta.offset
+		}
+		w.net.send(id, controllerID, func() { w.ctrl.heartbeat(id, ep, applied, down) })
 	}
 	for _, bp := range b.parts {
 		if bp == nil || bp.r == nil {
@@ -129,7 +150,7 @@ func (b *broker) loop(inc int) {
 		bp.r.Tick(w.now)
 		b.process(bp)
 		if bp.alter != nil && w.now-bp.alterAt > 200 {
-			b.sendAlter(bp, bp.alter) // no answer: resend
+			b.alterTimedOut(bp)
 		}
 		if bp.fetching && w.now-bp.fetchAt > 200 {
 			bp.fetching = false // lost: fetch again
@@ -161,8 +182,9 @@ func (b *broker) crash() {
 	w.tracef("CRASH broker %d (lost %d unsynced batches)", b.id, lost)
 }
 
-// restart recovers every replica from its disk and registers again (with a
-// new broker epoch, so the controller fences the old incarnation).
+// restart registers again (with a new broker epoch, so the controller
+// fences the old incarnation); replicas are rebuilt from disk once the
+// broker acts on metadata (meta.go).
 func (b *broker) restart() {
 	for _, bp := range b.parts {
 		if bp != nil {
@@ -171,58 +193,6 @@ func (b *broker) restart() {
 	}
 	b.start()
 	b.w.tracef("RESTART broker %d", b.id)
-}
-
-// registered is the controller's answer to register.
-func (b *broker) registered(epochNum int64) {
-	if b.epoch != 0 {
-		return
-	}
-	b.epoch = epochNum
-	w := b.w
-	for _, bp := range b.parts {
-		if bp == nil {
-			continue
-		}
-		d := bp.disk
-		c := epoch.New(d.epochs)
-		ps := prodstate.NewState()
-		for i := range d.batches {
-			x := &d.batches[i]
-			if x.ProducerID >= 0 {
-				ps.Update(x.ProducerID, x.ProducerEpoch, prodstate.Batch{FirstSeq: x.BaseSeq, LastSeq: x.LastSeq(),
-					FirstOffset: x.BaseOffset, LastOffset: x.LastOffset(), MaxTime: x.MaxTimestamp})
-			}
-		}
-		t := &w.topics[bp.p]
-		bp.r = replica.New(replica.Config{ID: b.id, BrokerEpoch: epochNum, Partition: t.name, MinISR: t.minISR, LagTimeMaxMs: lagTimeMs},
-			replica.LogState{LEO: d.leo(), HW: d.hw, Epochs: c, Producers: ps})
-		bp.r.Tick(w.now)
-		w.check.started(b.id, bp.p, bp.r)
-		if w.opts.Verbose {
-			w.tracef("recovered %s", bp.r)
-		}
-		b.process(bp) // persists the recovered epoch cache
-	}
-	w.tracef("broker %d registered, epoch %d", b.id, epochNum)
-}
-
-// applyMetadata hands the controller's partition states to the replicas.
-func (b *broker) applyMetadata(states []replica.PartitionState) {
-	for p, st := range states {
-		bp := b.parts[p]
-		if bp == nil || bp.r == nil {
-			continue
-		}
-		before, epochBefore := bp.r.Role(), bp.r.LeaderEpoch()
-		bp.r.ApplyMetadata(st)
-		if bp.r.Role() != before || bp.r.LeaderEpoch() != epochBefore {
-			b.w.tracef("%s@%d now %s of epoch %d (leader %d)", b.w.topics[p].name, b.id, bp.r.Role(), bp.r.LeaderEpoch(), bp.r.Leader())
-			bp.fetching = false
-		}
-		b.process(bp)
-		b.maybeFetch(bp)
-	}
 }
 
 // process executes the replica's Ready: truncate, append, persist, reply,
@@ -235,19 +205,30 @@ func (b *broker) process(bp *bpart) {
 	w := b.w
 	rd := r.Ready()
 	d := bp.disk
+	resync := int64(-1)
 	if tr := rd.Truncate; tr != nil {
+		// Like Kafka's truncateTo, cut the whole batch holding the offset.
 		k := d.find(tr.Offset)
+		if k > 0 && d.batches[k-1].LastOffset() >= tr.Offset {
+			k--
+		}
 		if tr.Fully {
 			k = 0
 		}
-		w.check.truncated(b.id, bp.p, tr.Offset)
 		w.tracef("%s@%d truncate to %d (had %d)", w.topics[bp.p].name, b.id, tr.Offset, d.leo())
 		w.stats.Truncations++
 		clear(d.batches[k:])
 		d.batches = d.batches[:k]
 		d.flushedN = min(d.flushedN, k)
+		w.check.truncated(b.id, bp.p, min(tr.Offset, d.leo()))
+		if !tr.Fully && d.leo() < tr.Offset {
+			resync = d.leo() // the machine follows the log after Advance
+		}
 	}
 	for i := range rd.Append {
+		if resync >= 0 {
+			break // would land at the wrong offsets: fetched again
+		}
 		if rd.Append[i].BaseOffset != d.leo() {
 			w.fail("%s@%d: append at %d but disk LEO is %d", w.topics[bp.p].name, b.id, rd.Append[i].BaseOffset, d.leo())
 			return
@@ -264,9 +245,21 @@ func (b *broker) process(bp *bpart) {
 		w.onProduceResult(b, bp, c)
 	}
 	if p := rd.ISRProposal; p != nil {
-		b.sendAlter(bp, p)
+		switch {
+		case bp.alter == nil:
+			b.sendAlter(bp, p)
+		case w.opts.bugs.dropQueuedISR:
+			w.tracef("%s@%d drops proposal isr=%v: one is in flight", w.topics[bp.p].name, b.id, p.NewISR)
+		default:
+			bp.alterNext = p
+		}
 	}
 	r.Advance()
+	if resync >= 0 {
+		w.tracef("%s@%d log ends at %d, below the truncation point", w.topics[bp.p].name, b.id, resync)
+		r.LogTruncated(resync)
+		b.process(bp)
+	}
 }
 
 func (b *broker) sendAlter(bp *bpart, p *replica.AlterPartitionRequest) {
@@ -277,21 +270,39 @@ func (b *broker) sendAlter(bp *bpart, p *replica.AlterPartitionRequest) {
 	w.net.send(id, controllerID, func() { w.ctrl.alterPartition(id, ep, part, req) })
 }
 
-// alterResult delivers the controller's answer.
+// alterResult delivers the controller's answer to the call in flight.
 func (b *broker) alterResult(part int, res replica.AlterPartitionResult) {
 	bp := b.parts[part]
-	if bp == nil || bp.r == nil {
+	if bp == nil || bp.r == nil || bp.alter == nil || bp.alter.Seq != res.Seq {
+		return // an answer to an earlier copy of a resent call
+	}
+	bp.alter = nil
+	bp.r.ISRChangeResult(res)
+	b.process(bp)
+	b.sendNextAlter(bp)
+}
+
+// alterTimedOut: the call in flight got no answer; like the real driver's
+// failed call, the machine sees REQUEST_TIMED_OUT and proposes again.
+func (b *broker) alterTimedOut(bp *bpart) {
+	seq := bp.alter.Seq
+	bp.alter = nil
+	bp.r.ISRChangeResult(replica.AlterPartitionResult{Seq: seq, Error: replica.ErrRequestTimedOut})
+	b.process(bp)
+	b.sendNextAlter(bp)
+}
+
+// sendNextAlter sends the proposal queued while a call was in flight, if
+// the machine still holds it.
+func (b *broker) sendNextAlter(bp *bpart) {
+	next := bp.alterNext
+	bp.alterNext = nil
+	if bp.alter != nil || next == nil {
 		return
 	}
-	if bp.alter != nil && bp.alter.Seq == res.Seq {
-		bp.alter = nil
+	if p := bp.r.PendingISR(); p != nil && p.Seq == next.Seq {
+		b.sendAlter(bp, next)
 	}
-	bp.r.ISRChangeResult(res)
-	if p := bp.r.PendingISR(); p != nil && p.Seq == res.Seq && res.Error != 0 {
-		bp.alter = p // still pending: keep resending on the loop
-		bp.alterAt = b.w.now
-	}
-	b.process(bp)
 }
 
 func (b *broker) maybeFetch(bp *bpart) {

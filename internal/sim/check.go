@@ -33,11 +33,17 @@ type repState struct {
 	leaderHW    int64
 }
 
+// leaderInc is one broker incarnation.
+type leaderInc struct {
+	id  int32
+	inc int
+}
+
 type partCheck struct {
-	committed []crec           // the committed log: every record any HW covered
-	keys      map[recKey]int64 // record identity -> offset in committed
-	lossy     bool             // an unclean election happened: loss is allowed
-	leaderOf  map[int32]int32  // leader epoch -> broker
+	committed []crec              // the committed log: every record any HW covered
+	keys      map[recKey]int64    // record identity -> offset in committed
+	lossy     bool                // an unclean election happened: loss is allowed
+	leaderOf  map[int32]leaderInc // leader epoch -> broker incarnation
 }
 
 // checker holds the invariants, checked after every step (see package doc
@@ -53,7 +59,11 @@ type partCheck struct {
 //  5. no record (producer id, epoch, sequence) is committed twice, and an
 //     acknowledgement (also a duplicate's) points at that very record;
 //  6. DESIGN decision 4: committed records are flushed on at least
-//     min(min.insync.replicas, RF) replicas.
+//     min(min.insync.replicas, RF) replicas;
+//  7. a controlled shutdown hands off: when the broker stops, no active
+//     broker still follows it or counts it in an ISR (shutdown.go);
+//  8. liveness, at the end: after healing, every partition has a leader
+//     and its whole replica set in the ISR.
 //
 // Partitions where an unclean election happened keep only the checks of 4.
 type checker struct {
@@ -65,7 +75,7 @@ type checker struct {
 func newChecker(w *world) *checker {
 	c := &checker{w: w, reps: map[ckey]*repState{}}
 	for range w.topics {
-		c.parts = append(c.parts, partCheck{keys: map[recKey]int64{}, leaderOf: map[int32]int32{}})
+		c.parts = append(c.parts, partCheck{keys: map[recKey]int64{}, leaderOf: map[int32]leaderInc{}})
 	}
 	return c
 }
@@ -223,12 +233,16 @@ func (c *checker) stepReplica(b *broker, bp *bpart) {
 		return
 	}
 	le := r.LeaderEpoch()
-	if other, ok := pc.leaderOf[le]; ok && other != b.id {
-		w.fail("%s: two leaders in epoch %d: %d and %d", name, le, other, b.id)
+	me := leaderInc{b.id, b.incarnation}
+	if other, ok := pc.leaderOf[le]; ok && other != me {
+		// A restarted broker is a new process: leading an epoch its
+		// previous incarnation led is a second leader, with another log.
+		w.fail("%s: two leaders in epoch %d: broker %d (incarnation %d) and broker %d (incarnation %d)",
+			name, le, other.id, other.inc, me.id, me.inc)
 		return
 	}
 	if _, ok := pc.leaderOf[le]; !ok {
-		pc.leaderOf[le] = b.id
+		pc.leaderOf[le] = me
 		// A new leader must hold the whole committed log.
 		if !c.verify(b.id, p, bp.disk, int64(len(pc.committed)), false) {
 			return
@@ -324,5 +338,21 @@ func (c *checker) consumed(p int, b *replica.Batch) {
 func (c *checker) consumerOutOfRange(p int, pos int64, res replica.FetchResult) {
 	if !c.parts[p].lossy {
 		c.w.fail("%s: consumer at committed position %d got OFFSET_OUT_OF_RANGE (leader LEO %d)", c.w.topics[p].name, pos, res.LEO)
+	}
+}
+
+// settled is the end-of-run liveness check: once every fault has healed
+// and the cluster has run settleMs, every partition has a leader and its
+// whole replica set back in the ISR (a caught-up follower is re-added at
+// once, §2.3).
+func (c *checker) settled() {
+	w := c.w
+	for p := range w.topics {
+		cp := &w.ctrl.parts[p]
+		if cp.leader < 0 || len(cp.isr) != len(w.topics[p].replicas) {
+			w.fail("liveness: %s has leader %d and isr %v (replicas %v) %d ms after healing",
+				w.topics[p].name, cp.leader, cp.isr, w.topics[p].replicas, settleMs)
+			return
+		}
 	}
 }

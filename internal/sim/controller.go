@@ -13,9 +13,12 @@ const (
 )
 
 type cbroker struct {
-	epoch  int64 // 0: never registered
-	fenced bool
-	lastHB int64
+	epoch        int64 // 0: never registered
+	fenced       bool
+	shuttingDown bool // controlled shutdown in progress (§4.3): not eligible
+	lastHB       int64
+	applied      int64 // metadata offset from its last heartbeat
+	shutdownAt   int64 // offset of the image that committed its controlled shutdown
 }
 
 type cpart struct {
@@ -35,6 +38,17 @@ type controller struct {
 	brokers   []cbroker
 	parts     []cpart
 	nextEpoch int64
+	offset    int64 // metadata log offset: one more per published change
+}
+
+// image is one metadata image as brokers receive it: the metadata log
+// offset, every broker's registration (broker epoch, 0 none; index id-1)
+// and every partition's state. Brokers apply images in offset order, as a
+// KRaft broker follows the metadata log.
+type image struct {
+	offset       int64
+	brokerEpochs []int64
+	parts        []replica.PartitionState
 }
 
 func newController(w *world) *controller {
@@ -73,34 +87,52 @@ func (c *controller) register(id int32) {
 	}
 	c.nextEpoch++
 	b.epoch, b.fenced, b.lastHB = c.nextEpoch, false, w.now
+	b.shuttingDown, b.shutdownAt = false, 0
 	ep := b.epoch
 	w.net.send(controllerID, id, func() { w.brokers[id-1].registered(ep) })
 	c.electLeaderless()
 	c.publish()
 }
 
-func (c *controller) heartbeat(id int32, ep int64) {
+// heartbeat is BrokerHeartbeat: it refreshes the session, records the
+// broker's applied metadata offset, unfences it, and runs controlled
+// shutdown (shutdown.go).
+func (c *controller) heartbeat(id int32, ep, applied int64, wantDown bool) {
 	w := c.w
 	b := &c.brokers[id-1]
 	if ep != b.epoch {
 		return
 	}
 	b.lastHB = w.now
-	if b.fenced {
+	b.applied = max(b.applied, applied)
+	switch {
+	case wantDown && !b.fenced && !b.shuttingDown:
+		c.shutdown(id)
+	case b.fenced && !b.shuttingDown && !wantDown:
 		b.fenced = false
 		w.tracef("controller: broker %d unfenced", id)
 		c.electLeaderless()
 		c.publish()
-		return
+	default:
+		im := c.image()
+		w.net.send(controllerID, id, func() { w.brokers[id-1].receiveMetadata(im) })
 	}
-	states := c.states()
-	w.net.send(controllerID, id, func() { w.brokers[id-1].applyMetadata(states) })
+	if wantDown {
+		c.maybeGrantShutdown(id)
+	}
 }
 
 // fence removes a broker from every ISR (never emptying one, §4.1) and
 // re-elects the partitions it led.
 func (c *controller) fence(id int32) {
 	c.brokers[id-1].fenced = true
+	c.removeBroker(id)
+	c.publish()
+}
+
+// removeBroker takes an ineligible broker out of every ISR (never emptying
+// one, §4.1) and re-elects the partitions it led.
+func (c *controller) removeBroker(id int32) {
 	for p := range c.parts {
 		cp := &c.parts[p]
 		if i := slices.Index(cp.isr, id); i >= 0 && len(cp.isr) > 1 {
@@ -111,12 +143,11 @@ func (c *controller) fence(id int32) {
 			c.elect(p)
 		}
 	}
-	c.publish()
 }
 
 func (c *controller) eligible(id int32) bool {
 	b := c.brokers[id-1]
-	return b.epoch != 0 && !b.fenced
+	return b.epoch != 0 && !b.fenced && !b.shuttingDown
 }
 
 // elect is PartitionChangeBuilder.electLeader's ONLINE election (§4.1).
@@ -183,14 +214,24 @@ func (c *controller) states() []replica.PartitionState {
 	return out
 }
 
-// publish pushes the current metadata to every registered broker.
+func (c *controller) image() *image {
+	im := &image{offset: c.offset, parts: c.states()}
+	for i := range c.brokers {
+		im.brokerEpochs = append(im.brokerEpochs, c.brokers[i].epoch)
+	}
+	return im
+}
+
+// publish commits the changes made since the last publish as one metadata
+// log entry and pushes the new image to every registered broker.
 func (c *controller) publish() {
 	w := c.w
-	states := c.states()
+	c.offset++
+	im := c.image()
 	for i := range c.brokers {
 		if c.brokers[i].epoch != 0 {
 			id := int32(i + 1)
-			w.net.send(controllerID, id, func() { w.brokers[id-1].applyMetadata(states) })
+			w.net.send(controllerID, id, func() { w.brokers[id-1].receiveMetadata(im) })
 		}
 	}
 }
@@ -220,7 +261,9 @@ func (c *controller) alterPartition(from int32, brokerEpoch int64, p int, req re
 				res.Error = replica.ErrInvalidRequest
 				break
 			}
-			if id != cp.leader && (!c.eligible(id) || req.BrokerEpochs[i] != c.brokers[id-1].epoch) {
+			// A broker epoch <= 0 is unknown and not checked (KIP-903; the
+			// real controller's validateAlter).
+			if id != cp.leader && (!c.eligible(id) || (req.BrokerEpochs[i] > 0 && req.BrokerEpochs[i] != c.brokers[id-1].epoch)) {
 				res.Error = replica.ErrIneligibleReplica
 				break
 			}

@@ -1,7 +1,8 @@
 package sim
 
 // nemesis injects one fault every 100-400ms of simulated time: crash a
-// broker (it restarts 50-600ms later), partition a broker from the other
+// broker (it restarts 50-600ms later), shut one down (controlled shutdown,
+// shutdown.go; it restarts 50-600ms after stopping), partition a broker from the other
 // brokers (Jepsen 2013: it still reaches the controller) or from everyone,
 // cut one link one way, raise the drop rate, or heal everything.
 func (w *world) nemesis() {
@@ -11,6 +12,10 @@ func (w *world) nemesis() {
 	defer w.at(100+int64(w.intn(300)), w.nemesis)
 	b := w.brokers[w.intn(len(w.brokers))]
 	switch x := w.intn(100); {
+	case x < 8:
+		if b.alive && b.epoch != 0 && !b.wantDown {
+			b.beginShutdown()
+		}
 	case x < 25:
 		if !b.alive {
 			return

@@ -3,10 +3,13 @@
 // brokers' replicas of several partitions run in one goroutine; a seeded PRNG
 // drives everything; time is simulated; the network delays, drops, reorders
 // and cuts messages (also one way); disks lose a random part of their
-// unsynced suffix on a crash; a minimal controller elects leaders and commits
-// ISR changes by compare-and-set; producers (acks=all and acks=1, idempotent)
-// and consumers run a workload. Invariants (check.go) are checked after every
-// step. The same seed always produces the same run.
+// unsynced suffix on a crash; brokers also stop by controlled shutdown and
+// keep a metadata log they replay on restart (meta.go, shutdown.go); a
+// minimal controller elects leaders, commits ISR changes by compare-and-set
+// and grants controlled shutdowns; producers (acks=all and acks=1,
+// idempotent) and consumers run a workload. Invariants (check.go) are
+// checked after every step, liveness at the end. The same seed always
+// produces the same run.
 package sim
 
 import (
@@ -24,6 +27,25 @@ type Options struct {
 	// last TraceTail lines.
 	Verbose   bool
 	TraceTail int // default 400
+
+	// bugs restores fixed broker bugs, so tests can check that the
+	// simulator still finds them (sim_test.go TestOldBugsAreCaught).
+	bugs bugs
+}
+
+// bugs are test-only switches, each restoring an old behaviour of the real
+// driver or controller that the chaos harness caught.
+type bugs struct {
+	// earlyShutdownGrant grants a controlled shutdown as soon as the broker
+	// leads nothing, before the other brokers applied the change (before
+	// 1cf2b54).
+	earlyShutdownGrant bool
+	// actOnReplayedMetadata makes a restarting broker act on the metadata
+	// it replays and receives before its registration (before 3369e98).
+	actOnReplayedMetadata bool
+	// dropQueuedISR drops an ISR proposal the machine makes while another
+	// is in flight (before 1cf2b54).
+	dropQueuedISR bool
 }
 
 // Result is the outcome of a run.
@@ -37,9 +59,9 @@ type Result struct {
 
 // Stats counts what happened, to show the simulator exercised something.
 type Stats struct {
-	Crashes, Partitions, Elections, UncleanElections, ISRChanges int
-	AckedAll, AckedOne, Consumed, Truncations, Diverging         int
-	LostCommittedUnclean                                         int
+	Crashes, Shutdowns, Partitions, Elections, UncleanElections, ISRChanges int
+	AckedAll, AckedOne, Consumed, Truncations, Diverging                    int
+	LostCommittedUnclean                                                    int
 }
 
 // Failed reports whether an invariant was violated.
@@ -190,11 +212,19 @@ func (w *world) settle() {
 			b.restart()
 		}
 	}
-	end := w.now + 3000
+	end := w.now + settleMs
 	for w.failed == "" && len(w.queue) > 0 && w.queue[0].at <= end {
 		w.step()
 	}
+	if w.failed == "" {
+		w.check.settled()
+	}
 }
+
+// settleMs is how long the healed cluster runs before the end-of-run
+// checks: every partition must have its whole replica set in the ISR by
+// then.
+const settleMs = 3000
 
 // setup builds the cluster from the PRNG: 3-5 brokers, 1-3 partitions with
 // replication factor 3 (or fewer brokers), a random min ISR, and unclean

@@ -98,6 +98,7 @@ func runSeeds(t *testing.T, next func(i uint64) (uint64, bool)) Stats {
 
 func add(t *Stats, s Stats) {
 	t.Crashes += s.Crashes
+	t.Shutdowns += s.Shutdowns
 	t.Partitions += s.Partitions
 	t.Elections += s.Elections
 	t.UncleanElections += s.UncleanElections
