@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-io/sluice/internal/testproc"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -37,6 +38,15 @@ type cluster struct {
 
 func (c *cluster) node(id int) *node { return c.nodes[id-1] }
 
+// ids lists the node ids.
+func (c *cluster) ids() []int {
+	out := make([]int, len(c.nodes))
+	for i, n := range c.nodes {
+		out[i] = n.id
+	}
+	return out
+}
+
 func (c *cluster) pids() map[int]int {
 	m := map[int]int{}
 	for _, n := range c.nodes {
@@ -50,7 +60,7 @@ func (c *cluster) pids() map[int]int {
 func newCluster(o *Options, bin, dir string) (*cluster, error) {
 	c := &cluster{opts: o, route: map[string]string{}, logf: o.logf}
 	c.nw = newNetwork(c.pids, o.logf)
-	ports, err := freePorts(3 * o.Nodes)
+	ports, err := testproc.FreePorts(3 * o.Nodes)
 	if err != nil {
 		return nil, err
 	}

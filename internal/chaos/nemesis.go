@@ -139,6 +139,94 @@ func (nm *nemesis) apply(ctx context.Context, f Fault) {
 		n.note("fault: isolation healed")
 		e.EndMs = nm.h.since()
 		nm.add(e)
+	case FaultOneWay:
+		id, why := nm.resolve(ctx, f)
+		n := nm.c.node(id)
+		var pairs [][2]int
+		dir := "outbound: everything it sends (requests and responses, to nodes and clients) is lost"
+		for _, other := range append(nm.c.ids(), srcClient, srcUnknown) {
+			if other == id {
+				continue
+			}
+			if f.Partition%2 == 0 {
+				pairs = append(pairs, [2]int{id, other})
+			} else {
+				pairs = append(pairs, [2]int{other, id})
+			}
+		}
+		if f.Partition%2 == 1 {
+			dir = "inbound: everything sent to it is lost"
+		}
+		e := Event{StartMs: nm.h.since(), Kind: FaultOneWay, Nodes: []int{id}, Detail: why + ", one-way " + dir}
+		n.note("fault: one-way drop, %s", dir)
+		nm.c.nw.dropMany(pairs)
+		sleepCtx(context.Background(), d)
+		nm.c.nw.healAll()
+		n.note("fault: one-way drop healed")
+		e.EndMs = nm.h.since()
+		nm.add(e)
+	case FaultSplit:
+		id, why := nm.resolve(ctx, f)
+		minority := splitMinority(id, len(nm.c.nodes))
+		var pairs [][2]int
+		for _, a := range minority {
+			for _, b := range nm.c.ids() {
+				if !slices.Contains(minority, b) {
+					pairs = append(pairs, [2]int{a, b}, [2]int{b, a})
+				}
+			}
+		}
+		e := Event{StartMs: nm.h.since(), Kind: FaultSplit, Nodes: minority,
+			Detail: fmt.Sprintf("%s: minority %v cut from the majority both ways; clients reach every node", why, minority)}
+		for _, m := range minority {
+			nm.c.node(m).note("fault: split, minority %v", minority)
+		}
+		nm.c.nw.dropMany(pairs)
+		sleepCtx(context.Background(), d)
+		nm.c.nw.healAll()
+		e.EndMs = nm.h.since()
+		nm.add(e)
+	case FaultSlowDisk:
+		id, why := nm.resolve(ctx, f)
+		n := nm.c.node(id)
+		delay := slowDiskDelay(f)
+		e := Event{StartMs: nm.h.since(), Kind: FaultSlowDisk, Nodes: []int{id}, Detail: fmt.Sprintf("%s, every write and fsync sleeps %v", why, delay)}
+		n.note("fault: slow disk %v", delay)
+		err1 := n.disk(fmt.Sprintf("mode=slow&delay=%dms", delay.Milliseconds()))
+		sleepCtx(context.Background(), d)
+		err2 := n.disk("mode=ok")
+		n.note("fault: disk back to normal")
+		e.EndMs, e.Err = nm.h.since(), errStr(err1, err2)
+		nm.add(e)
+	case FaultDiskFail:
+		id, why := nm.resolve(ctx, f)
+		n := nm.c.node(id)
+		e := Event{StartMs: nm.h.since(), Kind: FaultDiskFail, Nodes: []int{id}, Detail: why + ", writes and fsyncs fail with EIO"}
+		n.note("fault: failing disk")
+		n.expectExit("disk")
+		err1 := n.disk("mode=fail")
+		t0 := time.Now()
+		halted := false
+		select {
+		case <-n.doneCh():
+			halted = true
+			e.Detail += fmt.Sprintf("; broker halted after %v (%v)", time.Since(t0).Round(time.Millisecond), n.exitErr())
+		case <-time.After(10 * time.Second):
+			e.Detail += "; broker still running after 10s (no write reached the disk?)"
+		}
+		sleepCtx(context.Background(), d)
+		var err2, err3 error
+		if halted {
+			n.note("fault: restart after disk failure")
+			if err2 = n.start(); err2 == nil {
+				err3 = n.waitReady(30 * time.Second)
+			}
+		} else {
+			err2 = n.disk("mode=ok")
+			n.clearExpectedExit("disk")
+		}
+		e.EndMs, e.Err = nm.h.since(), errStr(err1, err2, err3)
+		nm.add(e)
 	case FaultTerm:
 		for _, n := range nm.c.nodes {
 			e := Event{StartMs: nm.h.since(), Kind: FaultTerm, Nodes: []int{n.id}, Detail: "SIGTERM (controlled shutdown), restart, wait for full ISRs"}

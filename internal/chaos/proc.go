@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluice-io/sluice/internal/testproc"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -31,6 +34,7 @@ type node struct {
 	kafkaPort int // real Kafka listener (--listen)
 	ctrlPort  int // real controller listener (--controller-listen)
 	httpPort  int
+	env       []string // added to the environment
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -39,8 +43,8 @@ type node struct {
 	paused  bool
 	starts  int
 	// wantDown is how the harness stopped the process ("" none, "kill",
-	// "term"); an exit without it, or an error exit after SIGTERM, is a
-	// crash.
+	// "term", "disk": a failing disk it injected); an exit without it,
+	// or an error exit after SIGTERM, is a crash.
 	wantDown string
 	crashes  []string
 }
@@ -62,6 +66,9 @@ func (n *node) start() error {
 	fmt.Fprintf(logf, "=== sluice-chaos: start #%d at %s: %s %s\n", n.starts, time.Now().Format(time.RFC3339Nano), n.bin, strings.Join(n.args, " "))
 	cmd := exec.Command(n.bin, n.args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	if len(n.env) > 0 {
+		cmd.Env = append(os.Environ(), n.env...)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Setpgid:   true,            // terminal signals go to the harness only
 		Pdeathsig: syscall.SIGKILL, // never outlive a crashed harness
@@ -142,6 +149,33 @@ func (n *node) expectExit(how string) {
 	n.mu.Lock()
 	n.wantDown = how
 	n.mu.Unlock()
+}
+
+// clearExpectedExit undoes expectExit(how) if the process is still running
+// and nothing else changed it.
+func (n *node) clearExpectedExit(how string) {
+	n.mu.Lock()
+	if n.wantDown == how && n.done != nil && !isClosed(n.done) {
+		n.wantDown = ""
+	}
+	n.mu.Unlock()
+}
+
+// disk sets the node's disk fault through the broker's fault-injection
+// endpoint (POST /debug/disk?<query>, enabled by SLUICE_FAULT_INJECTION=1;
+// see docs/storage.md).
+func (n *node) disk(query string) error {
+	hc := &http.Client{Timeout: 3 * time.Second}
+	resp, err := hc.Post(fmt.Sprintf("http://127.0.0.1:%d/debug/disk?%s", n.httpPort, query), "text/plain", nil)
+	if err != nil {
+		return fmt.Errorf("node %d: disk %s: %w", n.id, query, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("node %d: disk %s: %s %s", n.id, query, resp.Status, bytes.TrimSpace(body))
+	}
+	return nil
 }
 
 func (n *node) crashList() []string {
@@ -308,48 +342,9 @@ func apiVersions(ctx context.Context, addr string) error {
 	return nil
 }
 
-// freePorts reserves n distinct free ports on 127.0.0.1 (released before
-// returning).
-func freePorts(n int) ([]int, error) {
-	var lns []net.Listener
-	defer func() {
-		for _, ln := range lns {
-			ln.Close()
-		}
-	}()
-	var ports []int
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
-
-// moduleRoot walks up from the working directory to go.mod.
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("go.mod not found above the working directory (use --binary)")
-		}
-		dir = parent
-	}
-}
-
 // BuildBinary compiles ./cmd/sluice of the enclosing module into dir.
 func BuildBinary(dir string) (string, error) {
-	root, err := moduleRoot()
+	root, err := testproc.ModuleRoot()
 	if err != nil {
 		return "", err
 	}

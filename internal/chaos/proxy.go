@@ -27,17 +27,23 @@ const (
 // ephemeral port is looked up in /proc/net/tcp to get the socket inode, and
 // the inode in /proc/<pid>/fd of each running node (and of the harness). So
 // a single proxy per destination still knows the (source, destination) of
-// every connection, and a rule can cut node A's connections to node B.
+// every connection, and a rule can drop what node A sends to node B.
 //
-// A cut link behaves like a dropped-packet partition at connection
-// granularity: existing connections stop forwarding in both directions
-// (peers see timeouts, not resets), new ones are accepted and then held
-// silent. When the link heals every held connection is closed, as if the
-// TCP connections had timed out during the partition, and peers reconnect.
+// Rules are per direction, like dropped packets: drop(A, B) loses every
+// byte A sends to B, on connections A opened to B (its requests) and on
+// connections B opened to A (A's responses). A blocked direction of a live
+// connection stops forwarding (the bytes are held, never delivered; the
+// sender sees no error), while the other direction keeps flowing: with
+// drop(A, B) alone, A still receives and acts on B's requests and B never
+// hears back, and B never receives A's requests. A new connection on a
+// link with either direction blocked is accepted and held silent, as a TCP
+// handshake would fail with either SYN or SYN-ACK lost. When a rule is
+// removed every connection it had blocked is closed, as if it had timed out
+// during the partition, and peers reconnect.
 type network struct {
 	mu       sync.Mutex
 	isolated map[int]bool    // node -> cut from everyone (both directions, clients too)
-	cuts     map[[2]int]bool // (from, to) cut
+	drops    map[[2]int]bool // (from, to): what from sends to to is lost
 	proxies  []*proxy
 	pids     func() map[int]int // pid -> node id of running nodes
 	selfPid  int
@@ -45,15 +51,13 @@ type network struct {
 }
 
 func newNetwork(pids func() map[int]int, logf func(string, ...any)) *network {
-	return &network{isolated: map[int]bool{}, cuts: map[[2]int]bool{}, pids: pids, selfPid: os.Getpid(), logf: logf}
+	return &network{isolated: map[int]bool{}, drops: map[[2]int]bool{}, pids: pids, selfPid: os.Getpid(), logf: logf}
 }
 
-// cutLocked reports whether traffic src -> dst is cut.
-func (nw *network) cutLocked(src, dst int) bool {
-	if nw.isolated[dst] || (src > 0 && nw.isolated[src]) {
-		return true
-	}
-	return nw.cuts[[2]int{src, dst}]
+// blockedLocked reports whether bytes sent by from to to are lost (only
+// nodes are ever isolated, never srcClient or srcUnknown).
+func (nw *network) blockedLocked(from, to int) bool {
+	return nw.isolated[from] || nw.isolated[to] || nw.drops[[2]int{from, to}]
 }
 
 // isolate cuts node id from every other node and from the harness clients.
@@ -64,11 +68,20 @@ func (nw *network) isolate(id int) {
 	nw.apply()
 }
 
-// cut cuts connections opened by from to to (one direction at connection
-// level: to's own connections to from are untouched).
-func (nw *network) cut(from, to int) {
+// drop loses, from now on, everything from sends to to (one way).
+func (nw *network) drop(from, to int) {
 	nw.mu.Lock()
-	nw.cuts[[2]int{from, to}] = true
+	nw.drops[[2]int{from, to}] = true
+	nw.mu.Unlock()
+	nw.apply()
+}
+
+// dropMany installs several one-way drops at once.
+func (nw *network) dropMany(pairs [][2]int) {
+	nw.mu.Lock()
+	for _, p := range pairs {
+		nw.drops[p] = true
+	}
 	nw.mu.Unlock()
 	nw.apply()
 }
@@ -77,13 +90,21 @@ func (nw *network) cut(from, to int) {
 func (nw *network) healAll() {
 	nw.mu.Lock()
 	nw.isolated = map[int]bool{}
-	nw.cuts = map[[2]int]bool{}
+	nw.drops = map[[2]int]bool{}
 	nw.mu.Unlock()
 	nw.apply()
 }
 
-// apply freezes live connections on links that are now cut and closes held
-// connections on links that healed.
+// directions reports which directions of a connection from src to dst are
+// blocked: up is src -> dst (requests), down is dst -> src (responses).
+func (nw *network) directions(src, dst int) (up, down bool) {
+	nw.mu.Lock()
+	defer nw.mu.Unlock()
+	return nw.blockedLocked(src, dst), nw.blockedLocked(dst, src)
+}
+
+// apply freezes the directions of live connections that are now blocked and
+// closes connections with a blocked direction that healed.
 func (nw *network) apply() {
 	nw.mu.Lock()
 	proxies := append([]*proxy(nil), nw.proxies...)
@@ -96,24 +117,22 @@ func (nw *network) apply() {
 		}
 		p.mu.Unlock()
 		for _, c := range conns {
-			nw.mu.Lock()
-			cut := nw.cutLocked(c.src, p.dst)
-			nw.mu.Unlock()
-			switch {
-			case cut && !c.frozen.Load():
-				c.frozen.Store(true)
-				p.frozenTotal.Add(1)
-			case !cut && c.frozen.Load():
+			up, down := nw.directions(c.src, p.dst)
+			if (c.frozenUp.Load() && !up) || (c.frozenDown.Load() && !down) {
 				c.close()
+				continue
+			}
+			if (up && !c.frozenUp.Load()) || (down && !c.frozenDown.Load()) {
+				p.frozenTotal.Add(1)
+			}
+			if up {
+				c.frozenUp.Store(true)
+			}
+			if down {
+				c.frozenDown.Store(true)
 			}
 		}
 	}
-}
-
-func (nw *network) isCut(src, dst int) bool {
-	nw.mu.Lock()
-	defer nw.mu.Unlock()
-	return nw.cutLocked(src, dst)
 }
 
 // proxy forwards one listening port to one node's real port.
@@ -134,8 +153,10 @@ type proxy struct {
 type pconn struct {
 	src    int
 	client net.Conn
-	frozen atomic.Bool
-	closed chan struct{}
+	// frozenUp / frozenDown: the client -> backend / backend -> client
+	// direction no longer forwards.
+	frozenUp, frozenDown atomic.Bool
+	closed               chan struct{}
 
 	mu      sync.Mutex
 	backend net.Conn
@@ -216,10 +237,11 @@ func (p *proxy) handle(c net.Conn) {
 		delete(p.conns, pc)
 		p.mu.Unlock()
 	}()
-	if p.nw.isCut(src, p.dst) {
+	if up, down := p.nw.directions(src, p.dst); up || down {
 		// Held silent until the link heals (apply closes it) or the
 		// peer gives up.
-		pc.frozen.Store(true)
+		pc.frozenUp.Store(true)
+		pc.frozenDown.Store(true)
 		p.frozenTotal.Add(1)
 		go func() { io.Copy(io.Discard, c); pc.close() }()
 		<-pc.closed
@@ -241,21 +263,21 @@ func (p *proxy) handle(c net.Conn) {
 		tc.SetNoDelay(true)
 	}
 	done := make(chan struct{}, 2)
-	go func() { pc.pipe(b, c); done <- struct{}{} }()
-	go func() { pc.pipe(c, b); done <- struct{}{} }()
+	go func() { pc.pipe(b, c, &pc.frozenUp); done <- struct{}{} }()
+	go func() { pc.pipe(c, b, &pc.frozenDown); done <- struct{}{} }()
 	<-done
 	pc.close()
 	<-done
 }
 
-// pipe copies src to dst until an error, or stops forwarding once the
-// connection is frozen (and waits for it to be closed).
-func (c *pconn) pipe(dst, src net.Conn) {
+// pipe copies src to dst until an error, or stops forwarding once frozen
+// is set (and waits for the connection to be closed).
+func (c *pconn) pipe(dst, src net.Conn, frozen *atomic.Bool) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			if c.frozen.Load() {
+			if frozen.Load() {
 				<-c.closed
 				return
 			}

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -229,6 +230,13 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			os.RemoveAll(filepath.Join(out, "data"))
 		}
 	}()
+	// Disk faults need the broker's fault-injection FS (it also turns
+	// sendfile off, so it is on only when the schedule uses it).
+	if slices.ContainsFunc(res.Schedule, func(f Fault) bool { return diskFault(f.Kind) }) {
+		for _, n := range c.nodes {
+			n.env = append(n.env, "SLUICE_FAULT_INJECTION=1")
+		}
+	}
 	for _, n := range c.nodes {
 		res.Logs = append(res.Logs, n.logPath)
 	}

@@ -13,6 +13,23 @@ const (
 	FaultPause   = "pause"   // SIGSTOP a node, SIGCONT after Dur
 	FaultIsolate = "isolate" // cut a node from every other node and the clients for Dur
 	FaultTerm    = "term"    // controlled restart (SIGTERM) of every node in turn
+	// FaultOneWay drops, for Dur, either everything a node sends to the
+	// other nodes and the clients ("outbound", even Partition) or
+	// everything they send to it ("inbound", odd Partition): the node
+	// still hears (or is still heard), and acts on requests whose answers
+	// are lost.
+	FaultOneWay = "oneway"
+	// FaultSplit partitions the nodes into a minority (the node, and on 5
+	// or more nodes the next one too) and the majority, both ways, for
+	// Dur; clients still reach every node.
+	FaultSplit = "split"
+	// FaultSlowDisk makes every write and fsync of a node sleep (50-300 ms)
+	// for Dur, through the broker's fault-injection FS.
+	FaultSlowDisk = "slow-disk"
+	// FaultDiskFail makes a node's writes and fsyncs fail: the broker
+	// halts as Kafka does when its last log dir fails; it is restarted
+	// after Dur on the same data.
+	FaultDiskFail = "disk-fail"
 	// FaultJepsen2013 is the 2013 Jepsen Kafka sequence on one partition:
 	// pause both followers (the leader shrinks the ISR to itself and, with
 	// min.insync.replicas=1, keeps acknowledging), kill the leader, resume
@@ -22,7 +39,23 @@ const (
 )
 
 // AllFaults are the kinds a random schedule may use.
-var AllFaults = []string{FaultKill, FaultPause, FaultIsolate, FaultTerm}
+var AllFaults = []string{FaultKill, FaultPause, FaultIsolate, FaultTerm, FaultOneWay, FaultSplit, FaultSlowDisk, FaultDiskFail}
+
+// diskFault reports whether kind needs the broker's fault-injection FS.
+func diskFault(kind string) bool { return kind == FaultSlowDisk || kind == FaultDiskFail }
+
+// slowDiskDelay is the per-operation delay of a FaultSlowDisk, derived
+// from its duration so schedules need no extra random draws.
+func slowDiskDelay(f Fault) time.Duration { return durMs(50 + f.DurMs%251) }
+
+// splitMinority is the minority side of a FaultSplit on node in a cluster
+// of n nodes.
+func splitMinority(node, n int) []int {
+	if n >= 5 {
+		return []int{node, node%n + 1}
+	}
+	return []int{node}
+}
 
 // Fault is one planned fault. A schedule is fully determined by the seed
 // and the options; which node "the leader of partition k" is gets resolved
@@ -51,6 +84,14 @@ func (f Fault) String() string {
 		return fmt.Sprintf("@%.1fs term: rolling controlled restart of every node", float64(f.AtMs)/1000)
 	case FaultJepsen2013:
 		return fmt.Sprintf("@%.1fs jepsen2013 on p%d", float64(f.AtMs)/1000, f.Partition)
+	case FaultOneWay:
+		dir := "outbound"
+		if f.Partition%2 == 1 {
+			dir = "inbound"
+		}
+		return fmt.Sprintf("@%.1fs oneway (%s) %s for %.1fs", float64(f.AtMs)/1000, dir, tgt, float64(f.DurMs)/1000)
+	case FaultSlowDisk:
+		return fmt.Sprintf("@%.1fs slow-disk (%v per op) %s for %.1fs", float64(f.AtMs)/1000, slowDiskDelay(f), tgt, float64(f.DurMs)/1000)
 	}
 	return fmt.Sprintf("@%.1fs %s %s for %.1fs", float64(f.AtMs)/1000, f.Kind, tgt, float64(f.DurMs)/1000)
 }
@@ -75,9 +116,9 @@ func ParseFaults(s string) ([]string, error) {
 			continue
 		case "partition":
 			f = FaultIsolate
-		case FaultKill, FaultPause, FaultIsolate, FaultTerm:
+		case FaultKill, FaultPause, FaultIsolate, FaultTerm, FaultOneWay, FaultSplit, FaultSlowDisk, FaultDiskFail:
 		default:
-			return nil, fmt.Errorf("unknown fault %q (kill, pause, partition|isolate, term, all)", f)
+			return nil, fmt.Errorf("unknown fault %q (kill, pause, partition|isolate, term, oneway, split, slow-disk, disk-fail, all)", f)
 		}
 		if !seen[f] {
 			seen[f] = true
@@ -115,7 +156,7 @@ func Schedule(o *Options) []Fault {
 		f := Fault{AtMs: t, Kind: kind, Node: 1 + rng.IntN(o.Nodes), Partition: rng.IntN(o.Partitions), Target: "node", DurMs: d}
 		gap := 5000 + rng.Int64N(5001)
 		switch kind {
-		case FaultIsolate:
+		case FaultIsolate, FaultOneWay, FaultSplit:
 			f.DurMs += 1000
 		case FaultTerm:
 			f.DurMs, f.Target, f.Node, f.Partition = 0, "", 0, 0

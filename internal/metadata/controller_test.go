@@ -11,8 +11,8 @@ func TestApplyConfigOps(t *testing.T) {
 	cur := map[string]string{"cleanup.policy": "delete", "retention.ms": "1000"}
 	next, err := ApplyConfigOps(cur, []ConfigOp{
 		{Name: "cleanup.policy", Op: 2, Value: "compact"}, // APPEND
-		{Name: "retention.ms", Op: 1},                      // DELETE
-		{Name: "segment.ms", Op: 0, Value: "60000"},        // SET
+		{Name: "retention.ms", Op: 1},                     // DELETE
+		{Name: "segment.ms", Op: 0, Value: "60000"},       // SET
 	})
 	if err != nil || next["cleanup.policy"] != "delete,compact" || next["segment.ms"] != "60000" {
 		t.Fatalf("%v %v", next, err)

@@ -34,6 +34,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -165,10 +166,14 @@ func ModuleRoot() (string, error) {
 	}
 }
 
-// FreePorts reserves n distinct free TCP ports on 127.0.0.1. The ports are
-// released before returning, so another process may take one in between;
-// Start retries with new ports when it picked them itself.
+// FreePorts picks n distinct TCP ports that are free on 127.0.0.1. They
+// come from below the kernel's ephemeral range
+// (/proc/sys/net/ipv4/ip_local_port_range), so no outgoing connection or
+// ":0" listener can take one between this call and the process binding it;
+// only another caller of FreePorts could (Start retries with new ports when
+// it picked them itself).
 func FreePorts(n int) ([]int, error) {
+	lo, hi := portRange()
 	lns := make([]net.Listener, 0, n)
 	defer func() {
 		for _, ln := range lns {
@@ -176,15 +181,33 @@ func FreePorts(n int) ([]int, error) {
 		}
 	}()
 	ports := make([]int, 0, n)
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+	for tries := 0; len(ports) < n; tries++ {
+		if tries > 1000 {
+			return nil, fmt.Errorf("testproc: no free port in [%d, %d)", lo, hi)
+		}
+		port := lo + rand.IntN(hi-lo)
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 		if err != nil {
-			return nil, err
+			continue // taken (or still held by one of ours)
 		}
 		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+		ports = append(ports, port)
 	}
 	return ports, nil
+}
+
+// portRange is where FreePorts picks: [10000, start of the ephemeral
+// range), at most 20000 ports wide.
+func portRange() (lo, hi int) {
+	hi = 32768 // Linux's default ephemeral start
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if v, err := strconv.Atoi(f[0]); err == nil && v > 11000 {
+				hi = v
+			}
+		}
+	}
+	return max(10000, hi-20000), hi
 }
 
 // Options configure one sluice process. Zero values pick defaults.
