@@ -20,6 +20,7 @@ import (
 	"github.com/sluice-io/sluice/internal/metadata"
 	"github.com/sluice-io/sluice/internal/protocol"
 	"github.com/sluice-io/sluice/internal/status"
+	"github.com/sluice-io/sluice/internal/vfs"
 )
 
 // parseServe builds the broker configuration: defaults, then the
@@ -73,11 +74,32 @@ func serve(args []string) error {
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	slog.SetDefault(logger)
+	// SLUICE_FAULT_INJECTION=1 wraps the data directory's filesystem with a
+	// switchable disk fault (slow or failing writes and fsyncs), driven
+	// through POST /debug/disk on the --http listener (docs/storage.md).
+	// Off by default: the plain OS filesystem keeps the sendfile path.
+	var fsys vfs.FS = vfs.Default
+	var disk *vfs.DiskFaults
+	if os.Getenv("SLUICE_FAULT_INJECTION") == "1" {
+		disk = vfs.NewDiskFaults(cfg.DataDir)
+		fsys = vfs.WithFaults(vfs.Default, disk)
+		logger.Warn("SLUICE_FAULT_INJECTION=1: disk faults can be injected into the data directory through POST /debug/disk on the --http listener; not for production",
+			"data", cfg.DataDir, "http", cfg.HTTP)
+	}
 	ctrl, err := startController(cfg, logger)
 	if err != nil {
 		return err
 	}
-	b, err := broker.Open(broker.Options{Config: cfg, Logger: logger, Controller: ctrl})
+	b, err := broker.Open(broker.Options{Config: cfg, FS: fsys, Logger: logger, Controller: ctrl,
+		// A failed data directory halts the process, as Kafka's
+		// LogManager does when its last log dir fails (Exit.halt(1)): no
+		// controlled shutdown, no deferred cleanup, nothing more
+		// acknowledged. The broker has logged the failure.
+		OnFatal: func(err error) {
+			logger.Error("halting (exit status 1)", "err", err)
+			os.Exit(1)
+		},
+	})
 	if err != nil {
 		if ctrl != nil {
 			ctrl.Close()
@@ -105,7 +127,7 @@ func serve(args []string) error {
 			srv.Close()
 			return err
 		}
-		hs = &http.Server{Handler: status.Handler(b)}
+		hs = &http.Server{Handler: status.WithDiskFaults(status.Handler(b), disk)}
 		go func() {
 			if err := hs.Serve(hln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				errc <- err

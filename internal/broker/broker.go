@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"path"
 	"strconv"
 	"strings"
@@ -41,6 +42,12 @@ type Options struct {
 	// Controller is the metadata authority. Default: a single-node
 	// metadata.Local in DataDir/__cluster_metadata.
 	Controller metadata.Controller
+	// OnFatal is called, once, when the data directory fails (see
+	// logDirFailed), after the broker logged the failure and stopped
+	// acknowledging. It must halt the process: Kafka calls Exit.halt(1).
+	// It may run with a partition lock held, so it must not call into the
+	// Broker. Default: os.Exit(1). Tests set it to observe the failure.
+	OnFatal func(error)
 }
 
 // Broker is one sluice node's data plane.
@@ -65,6 +72,11 @@ type Broker struct {
 	// name this node leader of an epoch long over. Like a KRaft broker,
 	// sluice starts acting only once caught up with the metadata log.
 	caughtUp atomic.Bool
+
+	// dirFailed is set once the data directory failed: from then on
+	// nothing is acknowledged (logDirFailed).
+	dirFailed atomic.Bool
+	onFatal   func(error)
 
 	closing chan struct{}
 	wg      sync.WaitGroup
@@ -129,6 +141,9 @@ func Open(opts Options) (*Broker, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.OnFatal == nil {
+		opts.OnFatal = func(error) { os.Exit(1) }
+	}
 	cfg := opts.Config
 	if err := opts.FS.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, err
@@ -144,7 +159,7 @@ func Open(opts Options) (*Broker, error) {
 		}
 		opts.Controller = l
 	}
-	b := &Broker{cfg: cfg, fs: opts.FS, log: opts.Logger, now: opts.Now, ctrl: opts.Controller,
+	b := &Broker{cfg: cfg, fs: opts.FS, log: opts.Logger, now: opts.Now, ctrl: opts.Controller, onFatal: opts.OnFatal,
 		parts: map[TP]*Partition{}, fetchers: map[int32]*fetcher{}, closing: make(chan struct{})}
 	b.hwCheck = b.readHWCheckpoint()
 	if err := b.reconcile(b.ctrl.Image()); err != nil {
@@ -299,6 +314,10 @@ func (b *Broker) reconcile(im *metadata.Image) error {
 			if p == nil {
 				l, err := storage.Open(b.fs, partitionDir(b.cfg.DataDir, tp), b.storageConfig(t), b.now())
 				if err != nil {
+					// Kafka's LogManager.getOrCreateLog takes the log dir
+					// offline on an IOException; so do we (recovery turns
+					// corrupt data into truncation, never into an error).
+					b.logDirFailed(&tp, "open log", err)
 					errs = append(errs, fmt.Errorf("open %s-%d: %w", tp.Topic, tp.Partition, err))
 					continue
 				}
@@ -605,7 +624,9 @@ func (b *Broker) retentionLoop() {
 			}
 			n, err := p.log.ApplyRetention(b.now(), p.HighWatermark())
 			if err != nil {
-				b.log.Warn("retention", "topic", p.Topic, "partition", p.Partition, "err", err)
+				if !p.ioFailed("retention", err) {
+					b.log.Warn("retention", "topic", p.Topic, "partition", p.Partition, "err", err)
+				}
 				continue
 			}
 			if n > 0 {
@@ -613,6 +634,40 @@ func (b *Broker) retentionLoop() {
 			}
 		}
 	}
+}
+
+// logDirFailed handles an I/O error on the data directory (a write, fsync,
+// truncation or file creation that failed, which took a log offline with
+// storage.ErrFailed, or a failed checkpoint write) the way Kafka handles a
+// failed log dir when it was the last one online: LogDirFailureChannel
+// marks the dir offline, ReplicaManager.handleLogDirFailure stops serving
+// its partitions, and LogManager.handleLogDirFailure, finding no log dir
+// left, logs "Shutdown broker because all log dirs in ... have failed" and
+// calls Exit.halt(1): no controlled shutdown, nothing more acknowledged.
+// sluice has a single log dir, so every such failure halts. Retrying is not
+// an option: after a failed fsync the kernel may have dropped the dirty
+// pages and a later fsync can succeed over lost data; a restart recovers
+// from what is really on disk, and the other replicas take over meanwhile.
+// tp is nil for a failure outside any partition.
+func (b *Broker) logDirFailed(tp *TP, op string, err error) {
+	if !b.dirFailed.CompareAndSwap(false, true) {
+		return
+	}
+	attrs := []any{"dir", b.cfg.DataDir, "op", op, "err", err}
+	where := ""
+	if tp != nil {
+		attrs = append(attrs, "topic", tp.Topic, "partition", tp.Partition)
+		where = fmt.Sprintf(" of %s-%d", tp.Topic, tp.Partition)
+	}
+	b.log.Error("Shutdown broker because all log dirs in ["+b.cfg.DataDir+"] have failed: halting without a controlled shutdown", attrs...)
+	// Waiting produce requests fail, in case OnFatal returns (tests); it
+	// takes partition locks, which the caller may hold.
+	go func() {
+		for _, p := range b.Partitions() {
+			p.failWaiters()
+		}
+	}()
+	b.onFatal(fmt.Errorf("log directory %s failed (%s%s): %w", b.cfg.DataDir, op, where, err))
 }
 
 // ControlledShutdown asks the controller to move leadership away from this

@@ -58,6 +58,9 @@ func (b *Broker) checkpointedHW(tp TP) int64 {
 }
 
 func (b *Broker) writeHWCheckpoint() {
+	if b.dirFailed.Load() {
+		return
+	}
 	parts := b.Partitions()
 	sort.Slice(parts, func(i, j int) bool {
 		if parts[i].Topic != parts[j].Topic {
@@ -71,6 +74,8 @@ func (b *Broker) writeHWCheckpoint() {
 		fmt.Fprintf(&buf, "%s %d %d\n", p.Topic, p.Partition, p.HighWatermark())
 	}
 	if err := vfs.WriteFileAtomic(b.fs, path.Join(b.cfg.DataDir, hwCheckpointFile), buf.Bytes(), true); err != nil {
-		b.log.Warn("writing HW checkpoint", "err", err)
+		// Kafka: an IOException writing a checkpoint file takes its log
+		// dir offline (CheckpointFile.write -> LogDirFailureChannel).
+		b.logDirFailed(nil, "write "+hwCheckpointFile, err)
 	}
 }

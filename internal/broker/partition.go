@@ -205,7 +205,7 @@ func (p *Partition) processReady() {
 			} else {
 				err = p.log.TruncateTo(t.Offset)
 			}
-			if err != nil {
+			if err != nil && !p.ioFailed("truncate", err) {
 				p.b.log.Error("truncate", "topic", p.Topic, "partition", p.Partition, "offset", t.Offset, "err", err)
 			}
 			if leo := p.log.LogEndOffset(); leo < t.Offset {
@@ -223,24 +223,30 @@ func (p *Partition) processReady() {
 			bt := &rd.Append[i]
 			batch.SetBaseOffset(bt.Data, bt.BaseOffset)
 			batch.SetLeaderEpoch(bt.Data, bt.Epoch)
-			if err := p.log.AppendAsFollower(bt.Data); err != nil {
+			if err := p.log.AppendAsFollower(bt.Data); err != nil && !p.ioFailed("append", err) {
 				p.b.log.Error("append", "topic", p.Topic, "partition", p.Partition, "offset", bt.BaseOffset, "err", err)
 			}
 		}
 		if rd.Epochs != nil && len(rd.Epochs) > 0 {
 			last := rd.Epochs[len(rd.Epochs)-1]
 			if p.log.LatestEpoch() != last.Epoch {
-				if err := p.log.AssignEpoch(last.Epoch, last.StartOffset); err != nil {
+				if err := p.log.AssignEpoch(last.Epoch, last.StartOffset); err != nil && !p.ioFailed("leader-epoch checkpoint", err) {
 					p.b.log.Error("epoch checkpoint", "topic", p.Topic, "partition", p.Partition, "err", err)
 				}
 			}
 		}
 		if rd.LogStartSet && rd.LogStart > p.log.LogStartOffset() {
-			if err := p.log.AdvanceLogStart(rd.LogStart); err != nil && !errors.Is(err, storage.ErrOffsetOutOfRange) {
+			if err := p.log.AdvanceLogStart(rd.LogStart); err != nil && !errors.Is(err, storage.ErrOffsetOutOfRange) && !p.ioFailed("advance log start", err) {
 				p.b.log.Warn("advance log start", "topic", p.Topic, "partition", p.Partition, "err", err)
 			}
 		}
+		failed := p.b.dirFailed.Load()
 		for _, c := range rd.Completed {
+			if failed && c.Error == 0 {
+				// The data directory failed (possibly in this very Ready,
+				// under the append above): nothing more is acknowledged.
+				c = replica.ProduceResult{ID: c.ID, Acks: c.Acks, Error: kerr.KafkaStorageError.Code, BaseOffset: -1, LastOffset: -1}
+			}
 			if ch, ok := p.waiters[c.ID]; ok {
 				delete(p.waiters, c.ID)
 				ch <- c
@@ -305,6 +311,12 @@ func (p *Partition) flushLoop() {
 		p.mu.Unlock()
 		if err := p.log.Sync(); err != nil {
 			if errors.Is(err, storage.ErrClosed) {
+				return
+			}
+			if p.ioFailed("fsync", err) {
+				// The broker halts; nothing this partition appended
+				// after its last good fsync counts (never Flushed).
+				<-p.done
 				return
 			}
 			p.b.log.Error("fsync", "topic", p.Topic, "partition", p.Partition, "err", err)
@@ -401,6 +413,10 @@ func (p *Partition) Produce(data []byte, h batch.Header, acks int16, deadline ti
 		ch <- replica.ProduceResult{Error: kerr.NotLeaderForPartition.Code, BaseOffset: -1, LastOffset: -1}
 		return ch
 	}
+	if p.b.dirFailed.Load() {
+		ch <- replica.ProduceResult{Acks: acks, Error: kerr.KafkaStorageError.Code, BaseOffset: -1, LastOffset: -1}
+		return ch
+	}
 	p.nextID++
 	id := p.nextID
 	if acks != 0 {
@@ -421,16 +437,29 @@ func (p *Partition) Produce(data []byte, h batch.Header, acks int16, deadline ti
 	return ch
 }
 
-// Durable waits until the local log is flushed up to end.
+// Durable waits until the local log is flushed up to end (an acks=1
+// acknowledgement). After a failed fsync it fails with
+// KAFKA_STORAGE_ERROR, and the broker halts.
 func (p *Partition) Durable(end int64) error {
-	if p.log.FlushedOffset() >= end {
-		return nil
+	if p.b.dirFailed.Load() {
+		return kerr.KafkaStorageError
 	}
-	err := p.log.SyncTo(end)
-	if errors.Is(err, storage.ErrTruncated) || errors.Is(err, storage.ErrOffsetOutOfRange) {
-		return kerr.NotLeaderForPartition
+	if p.log.FlushedOffset() < end {
+		err := p.log.SyncTo(end)
+		if p.ioFailed("fsync", err) {
+			return kerr.KafkaStorageError
+		}
+		if errors.Is(err, storage.ErrTruncated) || errors.Is(err, storage.ErrOffsetOutOfRange) {
+			return kerr.NotLeaderForPartition
+		}
+		if err != nil {
+			return err
+		}
 	}
-	return err
+	if p.b.dirFailed.Load() {
+		return kerr.KafkaStorageError
+	}
+	return nil
 }
 
 // Append appends a batch as leader with acks=1 semantics and returns its
@@ -479,6 +508,10 @@ func (p *Partition) Fetch(req replica.FetchRequest, maxBytes int, first bool) (r
 	if p.closed {
 		p.mu.Unlock()
 		return replica.FetchResult{Error: kerr.NotLeaderForPartition.Code}, nil, nil
+	}
+	if p.b.dirFailed.Load() {
+		p.mu.Unlock()
+		return replica.FetchResult{Error: kerr.KafkaStorageError.Code}, nil, nil
 	}
 	res := p.r.HandleFetch(req)
 	if req.ReplicaID >= 0 {
@@ -547,6 +580,27 @@ func (p *Partition) AdvanceLogStart(offset int64) error {
 	p.processReady()
 	p.wake()
 	return nil
+}
+
+// ioFailed reports whether err is an I/O failure that took the log offline
+// (storage.ErrFailed) and if so halts the broker (Broker.logDirFailed).
+func (p *Partition) ioFailed(op string, err error) bool {
+	if !errors.Is(err, storage.ErrFailed) {
+		return false
+	}
+	p.b.logDirFailed(&p.TP, op, err)
+	return true
+}
+
+// failWaiters fails every waiting produce request with
+// KAFKA_STORAGE_ERROR (the data directory failed).
+func (p *Partition) failWaiters() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for id, ch := range p.waiters {
+		delete(p.waiters, id)
+		ch <- replica.ProduceResult{ID: id, Error: kerr.KafkaStorageError.Code, BaseOffset: -1, LastOffset: -1}
+	}
 }
 
 // close stops the partition: pending produce requests fail with
