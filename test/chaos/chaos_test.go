@@ -1,8 +1,9 @@
 // Package chaos runs a short fault-injection schedule against a real
-// 3-node sluice cluster (internal/chaos): SIGKILL, SIGSTOP, isolation and a
-// rolling SIGTERM restart under an acks=all, idempotent queue workload with
+// 3-node sluice cluster (internal/chaos): SIGKILL, SIGSTOP, isolation,
+// one-way drops, a minority split, a slow and a failing disk and a rolling
+// SIGTERM restart under an acks=all, idempotent queue workload with
 // min.insync.replicas=2 and unclean election off, and requires zero
-// anomalies. About 90 s; skipped with -short.
+// anomalies. About 2 minutes; skipped with -short.
 //
 //	go test ./test/chaos -run TestChaosShort -v
 //	SLUICE_CHAOS_SEED=7 SLUICE_CHAOS_OUT=/tmp/c go test ./test/chaos -v
@@ -24,7 +25,7 @@ import (
 
 func TestChaosShort(t *testing.T) {
 	if testing.Short() {
-		t.Skip("chaos run takes ~90s; skipped with -short")
+		t.Skip("chaos run takes ~2 min; skipped with -short")
 	}
 	seed := uint64(1)
 	if s := os.Getenv("SLUICE_CHAOS_SEED"); s != "" {
@@ -55,18 +56,22 @@ func TestChaosShort(t *testing.T) {
 	// A fixed, short schedule that always holds one fault of each kind:
 	// built from the seed, then pinned so every kind appears.
 	o := chaos.Options{
-		Nodes: 3, Duration: 50 * time.Second, Seed: seed, Out: out, MinISR: 2, Unclean: false,
-		Faults: []string{chaos.FaultKill, chaos.FaultPause, chaos.FaultTerm, chaos.FaultIsolate},
-		Binary: bin, Rate: 150, Recovery: 4 * time.Second,
+		Nodes: 3, Duration: 78 * time.Second, Seed: seed, Out: out, MinISR: 2, Unclean: false,
+		Faults: chaos.AllFaults, Binary: bin, Rate: 150, Recovery: 4 * time.Second,
 		Logf: func(format string, args ...any) { t.Logf(format, args...) },
 	}
+	// One fault of each kind (Partition also picks the direction of a
+	// oneway: even outbound, odd inbound).
 	o.Plan = []chaos.Fault{
 		{AtMs: 4000, Kind: chaos.FaultKill, Target: "leader", Partition: 0, Node: 1, DurMs: 3000},
 		{AtMs: 11000, Kind: chaos.FaultPause, Target: "leader", Partition: 1, Node: 2, DurMs: 3000},
 		{AtMs: 18000, Kind: chaos.FaultIsolate, Target: "leader", Partition: 2, Node: 3, DurMs: 4000},
-		{AtMs: 26000, Kind: chaos.FaultTerm},
-		{AtMs: 36000, Kind: chaos.FaultKill, Target: "node", Node: 2, DurMs: 3000},
-		{AtMs: 42000, Kind: chaos.FaultIsolate, Target: "node", Node: 1, DurMs: 4000},
+		{AtMs: 25000, Kind: chaos.FaultOneWay, Target: "leader", Partition: 0, Node: 1, DurMs: 4000},
+		{AtMs: 32000, Kind: chaos.FaultOneWay, Target: "node", Partition: 1, Node: 3, DurMs: 4000},
+		{AtMs: 39000, Kind: chaos.FaultSplit, Target: "leader", Partition: 3, Node: 2, DurMs: 4000},
+		{AtMs: 46000, Kind: chaos.FaultSlowDisk, Target: "leader", Partition: 1, Node: 1, DurMs: 3000},
+		{AtMs: 52000, Kind: chaos.FaultDiskFail, Target: "node", Node: 2, DurMs: 3000},
+		{AtMs: 60000, Kind: chaos.FaultTerm},
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
