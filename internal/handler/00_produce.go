@@ -86,8 +86,8 @@ func (h *Handlers) produce(r *protocol.Request) protocol.Reply {
 			}
 			var ch <-chan replica.ProduceResult
 			if err == nil {
-				maxBytes := h.b.TopicConfig(t).Int64("max.message.bytes")
-				ch, err = h.appendOne(p, rp.Records, maxBytes, req.Acks, deadline)
+				tc := h.b.TopicConfig(t)
+				ch, err = h.appendOne(p, rp.Records, tc.Int64("max.message.bytes"), tc.Int64("segment.bytes"), req.Acks, deadline)
 			}
 			if err != nil {
 				sp.ErrorCode = code(err)
@@ -140,12 +140,18 @@ func (h *Handlers) produce(r *protocol.Request) protocol.Reply {
 
 // appendOne validates one partition's records and hands the batch to the
 // partition's replica machine.
-func (h *Handlers) appendOne(p *broker.Partition, records []byte, maxBytes int64, acks int16, deadline time.Time) (<-chan replica.ProduceResult, error) {
+func (h *Handlers) appendOne(p *broker.Partition, records []byte, maxBytes, segmentBytes int64, acks int16, deadline time.Time) (<-chan replica.ProduceResult, error) {
 	if len(records) == 0 {
 		return nil, kerr.InvalidRecord
 	}
 	if int64(len(records)) > maxBytes {
 		return nil, kerr.MessageTooLarge
+	}
+	if int64(len(records)) > segmentBytes {
+		// A batch must fit in one segment: Kafka's UnifiedLog.append
+		// throws RecordBatchTooLargeException (RECORD_LIST_TOO_LARGE)
+		// when it exceeds segment.bytes, before anything is appended.
+		return nil, kerr.RecordListTooLarge
 	}
 	hdr, b, rest, err := batch.Next(records)
 	switch {

@@ -1,6 +1,8 @@
 package handler_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"testing"
@@ -181,6 +183,8 @@ func TestBadBatches(t *testing.T) {
 	small := "100"
 	createTopic(t, cl, "bad", 1, map[string]*string{"max.message.bytes": &small})
 	createTopic(t, cl, "bad2", 1, nil)
+	segSmall := "200"
+	createTopic(t, cl, "seg", 1, map[string]*string{"segment.bytes": &segSmall})
 	good := func() []byte { return batchtest.Build(batchtest.Options{Codec: batch.Gzip}, batchtest.Values("hello")) }
 	corruptCRC := good()
 	corruptCRC[len(corruptCRC)-1] ^= 0xff
@@ -207,6 +211,7 @@ func TestBadBatches(t *testing.T) {
 		{"empty", "bad2", []byte{}, kerr.InvalidRecord},
 		{"truncated", "bad2", good()[:40], kerr.CorruptMessage},
 		{"too large for topic", "bad", big, kerr.MessageTooLarge},
+		{"larger than a segment", "seg", big, kerr.RecordListTooLarge},
 		{"unknown topic", "nope", good(), kerr.UnknownTopicOrPartition},
 	}
 	for _, tc := range cases {
@@ -223,5 +228,21 @@ func TestBadBatches(t *testing.T) {
 	}
 	if r := produceRaw(t, cl, "bad", 0, batchtest.Build(batchtest.Options{}, batchtest.Values("ok"))); r.ErrorCode != 0 {
 		t.Fatalf("%+v", r)
+	}
+	// The batch larger than segment.bytes was refused before the replica
+	// machine counted it: the partition still appends at offset 0, and a
+	// real producer gets the error for a big record and success after it.
+	if r := produceRaw(t, cl, "seg", 0, good()); r.ErrorCode != 0 || r.BaseOffset != 0 {
+		t.Fatalf("after a batch larger than a segment: %+v", r)
+	}
+	pr := n.client(kgo.DefaultProduceTopic("seg"), kgo.RecordRetries(1), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := pr.ProduceSync(ctx, &kgo.Record{Value: make([]byte, 300)}).FirstErr(); !errors.Is(err, kerr.RecordListTooLarge) {
+		t.Fatalf("franz-go producing a record larger than segment.bytes: %v, want RECORD_LIST_TOO_LARGE", err)
+	}
+	r, err := pr.ProduceSync(ctx, &kgo.Record{Value: []byte("fits")}).First()
+	if err != nil || r.Offset != 1 {
+		t.Fatalf("small record after the refused one: offset %v err %v", r, err)
 	}
 }
