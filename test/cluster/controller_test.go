@@ -15,6 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-io/sluice/internal/testcluster"
 )
 
 var activeLineRe = regexp.MustCompile(`^time=(\S+) .*msg="active controller"`)
@@ -24,7 +26,7 @@ var activeLineRe = regexp.MustCompile(`^time=(\S+) .*msg="active controller"`)
 func (c *cluster) activeController() (int32, time.Time) {
 	var best int32 = -1
 	var bestAt time.Time
-	for _, p := range c.nodes {
+	for _, p := range c.Nodes() {
 		f, err := os.Open(p.LogPath())
 		if err != nil {
 			continue
@@ -49,9 +51,9 @@ func (c *cluster) activeController() (int32, time.Time) {
 // produceAcked produces n records with an idempotent acks=all producer
 // (round-robin over the topic's partitions) and returns the
 // acknowledged ones; every one of them must be acknowledged.
-func (c *cluster) produceAcked(topic string, parts int32, prefix string, n int) map[string]ack {
+func (c *cluster) produceAcked(topic string, parts int32, prefix string, n int) map[string]testcluster.Ack {
 	c.t.Helper()
-	cl := c.client(kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+	cl := c.Client(kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerBatchCompression(kgo.NoCompression()))
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -61,12 +63,12 @@ func (c *cluster) produceAcked(topic string, parts int32, prefix string, n int) 
 		rs[i] = &kgo.Record{Value: fmt.Appendf(nil, "%s-%07d", prefix, i), Partition: int32(i) % parts}
 	}
 	res := cl.ProduceSync(ctx, rs...)
-	out := map[string]ack{}
+	out := map[string]testcluster.Ack{}
 	for _, r := range res {
 		if r.Err != nil {
 			c.t.Fatalf("produce %s to %s: %v", r.Record.Value, topic, r.Err)
 		}
-		out[string(r.Record.Value)] = ack{r.Record.Partition, r.Record.Offset}
+		out[string(r.Record.Value)] = testcluster.Ack{Partition: r.Record.Partition, Offset: r.Record.Offset}
 	}
 	return out
 }
@@ -80,14 +82,14 @@ func (c *cluster) produceAcked(topic string, parts int32, prefix string, n int) 
 func TestControllerFailoverAndFullRestart(t *testing.T) {
 	c := startCluster(t, 3, nil)
 	const topicA, topicB, parts = "ctl-a", "ctl-b", int32(3)
-	c.createTopic(topicA, parts, 3, map[string]string{"min.insync.replicas": "2"}, nil)
+	c.CreateTopic(topicA, parts, 3, map[string]string{"min.insync.replicas": "2"}, nil)
 	ackedA := c.produceAcked(topicA, parts, "a0", 3000)
 
 	x, since := c.activeController()
 	if x < 0 {
 		t.Fatal("no node logged \"active controller\"")
 	}
-	md, err := c.meta(topicA)
+	md, err := c.Meta(topicA)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,11 +101,11 @@ func TestControllerFailoverAndFullRestart(t *testing.T) {
 	}
 	slices.Sort(led)
 	t.Logf("active controller: node %d (since %s); it leads %s partitions %v", x, since.Format("15:04:05.000"), topicA, led)
-	c.node(x).Kill()
+	c.Node(x).Kill()
 	killedAt := time.Now()
 
-	moved := waitFor(t, 20*time.Second, fmt.Sprintf("no partition of %s led by the killed node %d", topicA, x), func() (bool, string) {
-		m, err := c.meta(topicA)
+	moved := testcluster.WaitFor(t, 20*time.Second, fmt.Sprintf("no partition of %s led by the killed node %d", topicA, x), func() (bool, string) {
+		m, err := c.Meta(topicA)
 		if err != nil {
 			return false, err.Error()
 		}
@@ -118,15 +120,15 @@ func TestControllerFailoverAndFullRestart(t *testing.T) {
 	t.Logf("partition leadership moved off node %d %v after the kill", x, time.Since(killedAt).Round(time.Millisecond))
 	// CreateTopics through a survivor: it must work within seconds.
 	var survivors []string
-	for _, p := range c.nodes {
+	for _, p := range c.Nodes() {
 		if int32(p.NodeID()) != x {
 			survivors = append(survivors, p.Addr())
 		}
 	}
-	adminCl := c.client(kgo.SeedBrokers(survivors...), kgo.RequestTimeoutOverhead(3*time.Second))
+	adminCl := c.Client(kgo.SeedBrokers(survivors...), kgo.RequestTimeoutOverhead(3*time.Second))
 	var lastErr error
 	attempts := 0
-	waitFor(t, 20*time.Second, "CreateTopics through a surviving node", func() (bool, string) {
+	testcluster.WaitFor(t, 20*time.Second, "CreateTopics through a surviving node", func() (bool, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		req := kmsg.NewPtrCreateTopicsRequest()
@@ -154,8 +156,8 @@ func TestControllerFailoverAndFullRestart(t *testing.T) {
 	} else {
 		t.Logf("node %d became the active controller %v after the kill", newActive, newAt.Sub(killedAt).Round(time.Millisecond))
 	}
-	waitFor(t, 20*time.Second, topicB+" has leaders", func() (bool, string) {
-		m, err := c.meta(topicB)
+	testcluster.WaitFor(t, 20*time.Second, topicB+" has leaders", func() (bool, string) {
+		m, err := c.Meta(topicB)
 		if err != nil || len(m) != int(parts) {
 			return false, fmt.Sprint(m, err)
 		}
@@ -170,26 +172,26 @@ func TestControllerFailoverAndFullRestart(t *testing.T) {
 	maps.Copy(ackedA, c.produceAcked(topicA, parts, "a1", 2000))
 	ackedB := c.produceAcked(topicB, parts, "b1", 2000)
 
-	c.node(x).Restart()
-	c.waitBrokers(3, 60*time.Second)
-	c.waitTopicReady(topicA, int(parts), 60*time.Second)
-	c.waitTopicReady(topicB, int(parts), 60*time.Second)
+	c.Node(x).Restart()
+	c.WaitBrokers(3, 60*time.Second)
+	c.WaitTopicReady(topicA, int(parts), 60*time.Second)
+	c.WaitTopicReady(topicB, int(parts), 60*time.Second)
 	maps.Copy(ackedA, c.produceAcked(topicA, parts, "a2", 2000))
 	maps.Copy(ackedB, c.produceAcked(topicB, parts, "b2", 2000))
 
 	// SIGKILL everything, restart on the same data.
-	for _, p := range c.nodes {
+	for _, p := range c.Nodes() {
 		p.Kill()
 	}
 	restartAt := time.Now()
-	for _, p := range c.nodes {
+	for _, p := range c.Nodes() {
 		p.Restart()
 	}
-	c.waitBrokers(3, 60*time.Second)
-	c.waitTopicReady(topicA, int(parts), 60*time.Second)
-	c.waitTopicReady(topicB, int(parts), 60*time.Second)
+	c.WaitBrokers(3, 60*time.Second)
+	c.WaitTopicReady(topicA, int(parts), 60*time.Second)
+	c.WaitTopicReady(topicB, int(parts), 60*time.Second)
 	t.Logf("full restart: 3 brokers and both topics back with full ISRs %v after the restart began", time.Since(restartAt).Round(time.Millisecond))
-	adm := c.admin()
+	adm := c.Admin()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	topics, err := adm.ListTopics(ctx)
@@ -199,8 +201,8 @@ func TestControllerFailoverAndFullRestart(t *testing.T) {
 	if !topics.Has(topicA) || !topics.Has(topicB) {
 		t.Fatalf("topics after the full restart: %v", strings.Join(topics.Names(), ","))
 	}
-	checkAcked(t, topicA+" after the full restart", ackedA, c.consumeAll(topicA, parts, 60*time.Second))
-	checkAcked(t, topicB+" after the full restart", ackedB, c.consumeAll(topicB, parts, 60*time.Second))
+	testcluster.CheckAcked(t, topicA+" after the full restart", ackedA, c.ConsumeAll(topicA, parts, 60*time.Second))
+	testcluster.CheckAcked(t, topicB+" after the full restart", ackedB, c.ConsumeAll(topicB, parts, 60*time.Second))
 	t.Logf("all %d + %d acknowledged records readable at their offsets after SIGKILL of all three nodes", len(ackedA), len(ackedB))
 	// And the restarted cluster takes writes.
 	c.produceAcked(topicA, parts, "a3", 300)

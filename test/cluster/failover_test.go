@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-io/sluice/internal/testcluster"
 )
 
 // TestLeaderKillUnderAcksAll SIGKILLs the leader of partition 0 while an
@@ -19,29 +21,29 @@ import (
 func TestLeaderKillUnderAcksAll(t *testing.T) {
 	c := startCluster(t, 3, nil)
 	const topic, parts = "failover", int32(3)
-	c.createTopic(topic, parts, 3, map[string]string{"min.insync.replicas": "2"}, nil)
+	c.CreateTopic(topic, parts, 3, map[string]string{"min.insync.replicas": "2"}, nil)
 
 	lg := c.startLoad(topic, parts, 1500)
-	defer lg.abort()
-	waitFor(t, 30*time.Second, "1000 acks before the kill", func() (bool, string) {
-		n, _ := lg.acksSince(time.Time{}, -1)
-		return n >= 1000, lg.summary()
+	defer lg.Abort()
+	testcluster.WaitFor(t, 30*time.Second, "1000 acks before the kill", func() (bool, string) {
+		n, _ := lg.AcksSince(time.Time{}, -1)
+		return n >= 1000, lg.Summary()
 	})
 	checkHTTPAPI(t, c, topic)
 
-	md, err := c.meta(topic)
+	md, err := c.Meta(topic)
 	if err != nil {
 		t.Fatal(err)
 	}
 	before := md[0]
-	victim := c.node(before.Leader)
+	victim := c.Node(before.Leader)
 	t.Logf("partition 0 before the kill: %v; SIGKILL node %d", before, before.Leader)
 	victim.Kill()
 	killedAt := time.Now()
 
-	var after partMeta
-	elect := waitFor(t, 30*time.Second, "a new leader for partition 0", func() (bool, string) {
-		m, err := c.meta(topic)
+	var after testcluster.PartitionMeta
+	elect := testcluster.WaitFor(t, 30*time.Second, "a new leader for partition 0", func() (bool, string) {
+		m, err := c.Meta(topic)
 		if err != nil {
 			return false, err.Error()
 		}
@@ -49,10 +51,10 @@ func TestLeaderKillUnderAcksAll(t *testing.T) {
 		return after.Leader >= 0 && after.Leader != before.Leader && after.LeaderEpoch > before.LeaderEpoch, after.String()
 	})
 	var firstAck time.Time
-	waitFor(t, 30*time.Second, "an acknowledgement on partition 0 from the new leader", func() (bool, string) {
-		n, first := lg.acksSince(killedAt, 0)
+	testcluster.WaitFor(t, 30*time.Second, "an acknowledgement on partition 0 from the new leader", func() (bool, string) {
+		n, first := lg.AcksSince(killedAt, 0)
 		firstAck = first
-		return n > 0, lg.summary()
+		return n > 0, lg.Summary()
 	})
 	failover := firstAck.Sub(killedAt)
 	t.Logf("new leader of partition 0: %v (visible in Metadata %v after the kill)", after, elect.Round(time.Millisecond))
@@ -61,10 +63,10 @@ func TestLeaderKillUnderAcksAll(t *testing.T) {
 		// Fine for a moment, but the fenced broker must leave the ISR.
 		t.Logf("killed node %d still in the ISR right after the election: %v", before.Leader, after.ISR)
 	}
-	waitFor(t, 30*time.Second, "acks keep coming on every partition after the failover", func() (bool, string) {
+	testcluster.WaitFor(t, 30*time.Second, "acks keep coming on every partition after the failover", func() (bool, string) {
 		for p := int32(0); p < parts; p++ {
-			if n, _ := lg.acksSince(firstAck, p); n < 200 {
-				return false, fmt.Sprintf("partition %d: %d acks since the failover; %s", p, n, lg.summary())
+			if n, _ := lg.AcksSince(firstAck, p); n < 200 {
+				return false, fmt.Sprintf("partition %d: %d acks since the failover; %s", p, n, lg.Summary())
 			}
 		}
 		return true, ""
@@ -72,8 +74,8 @@ func TestLeaderKillUnderAcksAll(t *testing.T) {
 
 	victim.Restart()
 	restartedAt := time.Now()
-	rejoin := waitFor(t, 60*time.Second, fmt.Sprintf("node %d back in every ISR", before.Leader), func() (bool, string) {
-		all, err := c.metaAll(topic)
+	rejoin := testcluster.WaitFor(t, 60*time.Second, fmt.Sprintf("node %d back in every ISR", before.Leader), func() (bool, string) {
+		all, err := c.MetaAll(topic)
 		if err != nil {
 			return false, err.Error()
 		}
@@ -88,32 +90,28 @@ func TestLeaderKillUnderAcksAll(t *testing.T) {
 	})
 	t.Logf("node %d rejoined every ISR %v after its restart", before.Leader, rejoin.Round(time.Millisecond))
 	// Keep producing a little with the returned replica in the ISR.
-	waitFor(t, 30*time.Second, "acks after the rejoin", func() (bool, string) {
-		n, _ := lg.acksSince(restartedAt.Add(rejoin), -1)
-		return n >= 500, lg.summary()
+	testcluster.WaitFor(t, 30*time.Second, "acks after the rejoin", func() (bool, string) {
+		n, _ := lg.AcksSince(restartedAt.Add(rejoin), -1)
+		return n >= 500, lg.Summary()
 	})
 
-	lg.stop(30 * time.Second)
-	lg.mu.Lock()
-	gap, gapAt, nfailed := lg.maxGap, lg.maxGapAt, len(lg.failed)
-	lg.mu.Unlock()
-	gap0, gap0At := lg.maxGapPart(0, time.Time{}, time.Time{})
-	t.Logf("producer: %s", lg.summary())
+	lg.Stop(30 * time.Second)
+	gap, gapAt := lg.MaxGap(-1, time.Time{}, time.Time{})
+	nfailed, fv, ferr := lg.Failures()
+	gap0, gap0At := lg.MaxGap(0, time.Time{}, time.Time{})
+	t.Logf("producer: %s", lg.Summary())
 	t.Logf("LONGEST GAP between consecutive acks (any partition): %v, ending %v after the kill", gap.Round(time.Millisecond), gapAt.Sub(killedAt).Round(time.Millisecond))
 	t.Logf("longest gap between acks on partition 0: %v, ending %v after the kill", gap0.Round(time.Millisecond), gap0At.Sub(killedAt).Round(time.Millisecond))
 	t.Logf("producer-side partition errors (retried by franz-go): %v", lg.log.snapshot())
 	if nfailed > 0 {
-		for v, err := range lg.failed {
-			t.Errorf("record %s failed: %v", v, err)
-			break
-		}
-		t.Fatalf("%d records failed with an idempotent, infinitely retrying acks=all producer", len(lg.failed))
+		t.Errorf("record %s failed: %v", fv, ferr)
+		t.Fatalf("%d records failed with an idempotent, infinitely retrying acks=all producer", nfailed)
 	}
 
-	acked := lg.ackedCopy()
+	acked := lg.Acked()
 	leos := c.waitReplicasConverged(topic, parts, 60*time.Second)
-	read := c.consumeAll(topic, parts, 60*time.Second)
-	checkAcked(t, "consumed from the leaders", acked, read)
+	read := c.ConsumeAll(topic, parts, 60*time.Second)
+	testcluster.CheckAcked(t, "consumed from the leaders", acked, read)
 	var total int64
 	for _, l := range leos {
 		total += l
@@ -130,14 +128,14 @@ func TestLeaderKillUnderAcksAll(t *testing.T) {
 	// Every replica holds the same records: with all three in the ISR at
 	// LEO == HW, stop them (SIGKILL: what is acknowledged is on disk) and
 	// read each one's segment files.
-	for _, p := range c.nodes {
+	for _, p := range c.Nodes() {
 		p.Kill()
 	}
-	byOffset := map[ack]string{}
+	byOffset := map[testcluster.Ack]string{}
 	for v, a := range read {
 		byOffset[a] = v
 	}
-	for _, p := range c.nodes {
+	for _, p := range c.Nodes() {
 		for part := int32(0); part < parts; part++ {
 			recs, end := diskRecords(t, p.DataDir(), topic, part)
 			if end < leos[part] {
@@ -145,7 +143,7 @@ func TestLeaderKillUnderAcksAll(t *testing.T) {
 			}
 			bad := 0
 			for off := int64(0); off < leos[part]; off++ {
-				if want := byOffset[ack{part, off}]; recs[off] != want {
+				if want := byOffset[testcluster.Ack{Partition: part, Offset: off}]; recs[off] != want {
 					if bad < 5 {
 						t.Errorf("node %d: %s/%d offset %d holds %q, leader served %q", p.NodeID(), topic, part, off, recs[off], want)
 					}
@@ -162,12 +160,12 @@ func TestLeaderKillUnderAcksAll(t *testing.T) {
 // time) and that /metrics answers with Prometheus text.
 func checkHTTPAPI(t *testing.T, c *cluster, topic string) {
 	t.Helper()
-	md, err := c.meta(topic)
+	md, err := c.Meta(topic)
 	if err != nil {
 		t.Fatal(err)
 	}
-	leader := c.node(md[0].Leader)
-	waitFor(t, 10*time.Second, "leader's /api/v1/partitions shows 3 caught-up replica states", func() (bool, string) {
+	leader := c.Node(md[0].Leader)
+	testcluster.WaitFor(t, 10*time.Second, "leader's /api/v1/partitions shows 3 caught-up replica states", func() (bool, string) {
 		hp, err := httpPartitionOf(leader, topic, 0)
 		if err != nil {
 			return false, err.Error()

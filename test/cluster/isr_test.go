@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-io/sluice/internal/batch/batchtest"
+	"github.com/sluice-io/sluice/internal/testcluster"
 )
 
 // TestFollowerPauseShrinksISRStrictMinISR freezes the followers of an RF 3,
@@ -50,8 +51,8 @@ func runPauseTest(t *testing.T, pauseController bool) {
 	// (TestBrokerBug_CreateTopicsIgnoresReplicaAssignment), so create a
 	// few partitions and pick one that fits.
 	const topic = "strict-min-isr"
-	c.createTopic(topic, 4, 3, map[string]string{"min.insync.replicas": "2"}, nil)
-	md, err := c.meta(topic)
+	c.CreateTopic(topic, 4, 3, map[string]string{"min.insync.replicas": "2"}, nil)
+	md, err := c.Meta(topic)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,12 +81,12 @@ func runPauseTest(t *testing.T, pauseController bool) {
 		t.Fatalf("no partition led by a voter with node 4 as a follower: %v", md)
 	}
 	t.Logf("partition %d: %v; stopping followers 4 then %d", part, md[part], f2)
-	leader := c.node(lid)
+	leader := c.Node(lid)
 
 	// Clients talk to the leader only, so a stopped broker never stalls
 	// them. kgo rewrites a raw ProduceRequest's acks to its RequiredAcks.
-	allCl := c.client(kgo.SeedBrokers(leader.Addr()), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DisableIdempotentWrite())
-	oneCl := c.client(kgo.SeedBrokers(leader.Addr()), kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())
+	allCl := c.Client(kgo.SeedBrokers(leader.Addr()), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DisableIdempotentWrite())
+	oneCl := c.Client(kgo.SeedBrokers(leader.Addr()), kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())
 	produce := func(cl *kgo.Client, v string) (int16, int64) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -110,7 +111,7 @@ func runPauseTest(t *testing.T, pauseController bool) {
 		return func() (bool, string) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
-			m, err := metadataFrom(ctx, leader.Addr(), topic)
+			m, err := testcluster.PartitionsFrom(ctx, leader.Addr(), topic)
 			if err != nil {
 				return false, err.Error()
 			}
@@ -126,14 +127,14 @@ func runPauseTest(t *testing.T, pauseController bool) {
 	// Background acks=1 load: a follower only drops out of the ISR when it
 	// falls behind the leader's log end.
 	bg := c.startLoadOn(topic, []int32{part}, 400, kgo.SeedBrokers(leader.Addr()), kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())
-	defer bg.abort()
-	waitFor(t, 10*time.Second, "background acks=1 load running", func() (bool, string) {
-		n, _ := bg.acksSince(time.Time{}, -1)
-		return n >= 100, bg.summary()
+	defer bg.Abort()
+	testcluster.WaitFor(t, 10*time.Second, "background acks=1 load running", func() (bool, string) {
+		n, _ := bg.AcksSince(time.Time{}, -1)
+		return n >= 100, bg.Summary()
 	})
 
-	c.pause(4)
-	d := waitFor(t, 15*time.Second, "ISR {leader, f2} after SIGSTOP of node 4", isrIs(lid, f2))
+	c.Pause(4)
+	d := testcluster.WaitFor(t, 15*time.Second, "ISR {leader, f2} after SIGSTOP of node 4", isrIs(lid, f2))
 	t.Logf("SIGSTOP node 4: ISR shrank to [%d %d] after %v", lid, f2, d.Round(time.Millisecond))
 	code, off1 := produce(allCl, "one-follower-stopped")
 	if code != 0 {
@@ -143,8 +144,8 @@ func runPauseTest(t *testing.T, pauseController bool) {
 		t.Fatalf("acks=all acknowledged offset %d but the high watermark is %d", off1, hw)
 	}
 
-	c.pause(f2)
-	d = waitFor(t, 40*time.Second, "ISR {leader} after SIGSTOP of the second follower", isrIs(lid))
+	c.Pause(f2)
+	d = testcluster.WaitFor(t, 40*time.Second, "ISR {leader} after SIGSTOP of the second follower", isrIs(lid))
 	t.Logf("SIGSTOP node %d: ISR shrank to [%d] after %v", f2, lid, d.Round(time.Millisecond))
 	if d > 8*time.Second {
 		// Slow: show who was the active controller and what the leader did.
@@ -175,10 +176,10 @@ func runPauseTest(t *testing.T, pauseController bool) {
 	}
 	t.Logf("acks=1 record appended at offset %d; high watermark stays at %d", offX, hwFrozen)
 
-	c.resume(f2)
-	c.resume(4)
+	c.Resume(f2)
+	c.Resume(4)
 	resumed := time.Now()
-	waitFor(t, 30*time.Second, "HW past the acks=1 record", func() (bool, string) {
+	testcluster.WaitFor(t, 30*time.Second, "HW past the acks=1 record", func() (bool, string) {
 		hw := hwOf()
 		return hw > offX, fmt.Sprintf("HW %d, record at %d", hw, offX)
 	})
@@ -188,7 +189,7 @@ func runPauseTest(t *testing.T, pauseController bool) {
 	}
 	t.Logf("record at offset %d visible to a consumer %v after SIGCONT", offX, time.Since(resumed).Round(time.Millisecond))
 	back := isrIs(md[part].Replicas...)
-	d = waitFor(t, 30*time.Second, "ISR back to all 3 replicas after SIGCONT (if stuck without node 4: known broker bug, see the test comment)", func() (bool, string) {
+	d = testcluster.WaitFor(t, 30*time.Second, "ISR back to all 3 replicas after SIGCONT (if stuck without node 4: known broker bug, see the test comment)", func() (bool, string) {
 		ok, st := back()
 		if ok {
 			return true, ""
@@ -196,7 +197,7 @@ func runPauseTest(t *testing.T, pauseController bool) {
 		// Diagnostics: the leader's view of each replica, and each
 		// follower's own view.
 		for _, id := range md[part].Replicas {
-			if hp, err := httpPartitionOf(c.node(id), topic, part); err == nil {
+			if hp, err := httpPartitionOf(c.Node(id), topic, part); err == nil {
 				st += fmt.Sprintf("\n  node %d: role=%s leo=%d hw=%d epoch=%d isr=%v replicaStates=%+v", id, hp.Role, hp.LogEndOffset, hp.HighWatermark, hp.LeaderEpoch, hp.ISR, hp.ReplicaStates)
 			} else {
 				st += fmt.Sprintf("\n  node %d: %v", id, err)
@@ -208,8 +209,8 @@ func runPauseTest(t *testing.T, pauseController bool) {
 	if code, _ := produce(allCl, "after"); code != 0 {
 		t.Fatalf("acks=all after the ISR grew back: %v", kerr.ErrorForCode(code))
 	}
-	bg.stop(20 * time.Second)
-	t.Logf("background acks=1 load: %s", bg.summary())
+	bg.Stop(20 * time.Second)
+	t.Logf("background acks=1 load: %s", bg.Summary())
 }
 
 // rawProduce sends one ProduceRequest with one record to the client's

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/sluice-io/sluice/internal/testcluster"
 )
 
 // TestCreateTopicsHonoursReplicaAssignment: a CreateTopics request
@@ -21,8 +23,8 @@ func TestCreateTopicsHonoursReplicaAssignment(t *testing.T) {
 	c := startCluster(t, 3, nil)
 	const topic = "assigned"
 	want := [][]int32{{3, 1, 2}, {2, 3, 1}}
-	c.createTopic(topic, 0, 0, nil, want)
-	md, err := c.meta(topic)
+	c.CreateTopic(topic, 0, 0, nil, want)
+	md, err := c.Meta(topic)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,14 +55,14 @@ func TestCreateTopicsHonoursReplicaAssignment(t *testing.T) {
 func TestControlledShutdownWaitsUntilSurvivorsApplied(t *testing.T) {
 	c := startCluster(t, 3, nil)
 	const topic, parts = "cs-gate", int32(6)
-	c.createTopic(topic, parts, 3, map[string]string{"min.insync.replicas": "2"}, nil)
+	c.CreateTopic(topic, parts, 3, map[string]string{"min.insync.replicas": "2"}, nil)
 	// The window is racy: try a few rounds, stopping at the first hit.
 	for round := 1; round <= 3; round++ {
 		if staleAfterControlledShutdown(t, c, topic, round) {
 			return
 		}
-		c.waitBrokers(3, 60*time.Second)
-		c.waitTopicReady(topic, int(parts), 60*time.Second)
+		c.WaitBrokers(3, 60*time.Second)
+		c.WaitTopicReady(topic, int(parts), 60*time.Second)
 	}
 }
 
@@ -70,7 +72,7 @@ func TestControlledShutdownWaitsUntilSurvivorsApplied(t *testing.T) {
 func staleAfterControlledShutdown(t *testing.T, c *cluster, topic string, round int) bool {
 	t.Helper()
 	x, _ := c.activeController()
-	md, err := c.meta(topic)
+	md, err := c.Meta(topic)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,16 +85,16 @@ func staleAfterControlledShutdown(t *testing.T, c *cluster, topic string, round 
 	if len(led) == 0 {
 		t.Fatalf("active controller %d leads no partition: %v", x, md)
 	}
-	c.node(x).Stop() // SIGTERM: controlled shutdown; returns once the process exited
+	c.Node(x).Stop() // SIGTERM: controlled shutdown; returns once the process exited
 	exited := time.Now()
 	type seen struct {
 		node int32
-		m    map[int32]partMeta
+		m    map[int32]testcluster.PartitionMeta
 		err  error
 	}
 	ch := make(chan seen, 3)
 	n := 0
-	for _, p := range c.nodes {
+	for _, p := range c.Nodes() {
 		if int32(p.NodeID()) == x {
 			continue
 		}
@@ -100,7 +102,7 @@ func staleAfterControlledShutdown(t *testing.T, c *cluster, topic string, round 
 		go func(id int32, addr string) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
-			m, err := metadataFrom(ctx, addr, topic)
+			m, err := testcluster.PartitionsFrom(ctx, addr, topic)
 			ch <- seen{id, m, err}
 		}(int32(p.NodeID()), p.Addr())
 	}
@@ -117,8 +119,8 @@ func staleAfterControlledShutdown(t *testing.T, c *cluster, topic string, round 
 			}
 		}
 	}
-	moved := waitFor(t, 20*time.Second, "survivors see the moved leaderships", func() (bool, string) {
-		all, err := c.metaAll(topic)
+	moved := testcluster.WaitFor(t, 20*time.Second, "survivors see the moved leaderships", func() (bool, string) {
+		all, err := c.MetaAll(topic)
 		if err != nil {
 			return false, err.Error()
 		}
@@ -132,6 +134,6 @@ func staleAfterControlledShutdown(t *testing.T, c *cluster, topic string, round 
 		return true, ""
 	})
 	t.Logf("round %d: node %d (active controller, leader of %v) stopped; survivors showed the moves %v after it exited (stale at once: %v)", round, x, led, (time.Since(exited) - 0*moved).Round(time.Millisecond), stale)
-	c.node(x).Restart()
+	c.Node(x).Restart()
 	return stale
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-io/sluice/internal/testcluster"
 )
 
 // TestControlledShutdownUnderLoad SIGTERMs the leader of partition 0 while
@@ -18,14 +20,14 @@ import (
 func TestControlledShutdownUnderLoad(t *testing.T) {
 	c := startCluster(t, 3, nil)
 	const topic, parts = "controlled", int32(6)
-	c.createTopic(topic, parts, 3, map[string]string{"min.insync.replicas": "2"}, nil)
+	c.CreateTopic(topic, parts, 3, map[string]string{"min.insync.replicas": "2"}, nil)
 	lg := c.startLoad(topic, parts, 1500)
-	defer lg.abort()
-	waitFor(t, 30*time.Second, "1000 acks before the shutdown", func() (bool, string) {
-		n, _ := lg.acksSince(time.Time{}, -1)
-		return n >= 1000, lg.summary()
+	defer lg.Abort()
+	testcluster.WaitFor(t, 30*time.Second, "1000 acks before the shutdown", func() (bool, string) {
+		n, _ := lg.AcksSince(time.Time{}, -1)
+		return n >= 1000, lg.Summary()
 	})
-	md, err := c.meta(topic)
+	md, err := c.Meta(topic)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,15 +41,15 @@ func TestControlledShutdownUnderLoad(t *testing.T) {
 	slices.Sort(led)
 	t.Logf("SIGTERM node %d, leader of partitions %v", x, led)
 	stopAt := time.Now()
-	c.node(x).Stop()
+	c.Node(x).Stop()
 	stopped := time.Since(stopAt)
 	t.Logf("controlled shutdown of node %d took %v", x, stopped.Round(time.Millisecond))
 	// Kafka grants the shutdown only once every active broker has applied
 	// the leadership changes (§4.3), so the survivors' Metadata should show
 	// them at once; sluice may lag a little
 	// (TestBrokerBug_ControlledShutdownGrantedBeforeSurvivorsApplied).
-	moved := waitFor(t, 10*time.Second, fmt.Sprintf("survivors' Metadata without node %d as leader or in an ISR", x), func() (bool, string) {
-		all, err := c.metaAll(topic)
+	moved := testcluster.WaitFor(t, 10*time.Second, fmt.Sprintf("survivors' Metadata without node %d as leader or in an ISR", x), func() (bool, string) {
+		all, err := c.MetaAll(topic)
 		if err != nil {
 			return false, err.Error()
 		}
@@ -61,10 +63,10 @@ func TestControlledShutdownUnderLoad(t *testing.T) {
 		return true, ""
 	})
 	t.Logf("survivors' Metadata showed the moved leaderships %v after node %d exited", moved.Round(time.Millisecond), x)
-	waitFor(t, 30*time.Second, "acks on every partition after the shutdown", func() (bool, string) {
+	testcluster.WaitFor(t, 30*time.Second, "acks on every partition after the shutdown", func() (bool, string) {
 		for p := int32(0); p < parts; p++ {
-			if n, _ := lg.acksSince(stopAt.Add(stopped), p); n < 100 {
-				return false, fmt.Sprintf("partition %d: %d acks; %s", p, n, lg.summary())
+			if n, _ := lg.AcksSince(stopAt.Add(stopped), p); n < 100 {
+				return false, fmt.Sprintf("partition %d: %d acks; %s", p, n, lg.Summary())
 			}
 		}
 		return true, ""
@@ -72,15 +74,15 @@ func TestControlledShutdownUnderLoad(t *testing.T) {
 	restartAt := time.Now()
 	var gapDuring time.Duration
 	for p := int32(0); p < parts; p++ {
-		if g, _ := lg.maxGapPart(p, stopAt, restartAt); g > gapDuring {
+		if g, _ := lg.MaxGap(p, stopAt, restartAt); g > gapDuring {
 			gapDuring = g
 		}
 	}
-	gapAll, _ := lg.maxGapPart(-1, stopAt, restartAt)
+	gapAll, _ := lg.MaxGap(-1, stopAt, restartAt)
 
-	c.node(x).Restart()
-	rejoin := waitFor(t, 60*time.Second, fmt.Sprintf("node %d back in every ISR", x), func() (bool, string) {
-		m, err := c.meta(topic)
+	c.Node(x).Restart()
+	rejoin := testcluster.WaitFor(t, 60*time.Second, fmt.Sprintf("node %d back in every ISR", x), func() (bool, string) {
+		m, err := c.Meta(topic)
 		if err != nil {
 			return false, err.Error()
 		}
@@ -93,17 +95,16 @@ func TestControlledShutdownUnderLoad(t *testing.T) {
 	})
 	t.Logf("node %d rejoined every ISR %v after its restart", x, rejoin.Round(time.Millisecond))
 	back := time.Now()
-	waitFor(t, 30*time.Second, "acks after the rejoin", func() (bool, string) {
-		n, _ := lg.acksSince(back, -1)
-		return n >= 500, lg.summary()
+	testcluster.WaitFor(t, 30*time.Second, "acks after the rejoin", func() (bool, string) {
+		n, _ := lg.AcksSince(back, -1)
+		return n >= 500, lg.Summary()
 	})
-	lg.stop(30 * time.Second)
+	lg.Stop(30 * time.Second)
 
 	errs := lg.log.snapshot()
-	t.Logf("producer: %s", lg.summary())
-	lg.mu.Lock()
-	t.Logf("longest gap between any two acks: %v, ending %v after the SIGTERM (node restarted %v after the SIGTERM)", lg.maxGap.Round(time.Millisecond), lg.maxGapAt.Sub(stopAt).Round(time.Millisecond), restartAt.Sub(stopAt).Round(time.Millisecond))
-	lg.mu.Unlock()
+	t.Logf("producer: %s", lg.Summary())
+	maxGap, maxGapAt := lg.MaxGap(-1, time.Time{}, time.Time{})
+	t.Logf("longest gap between any two acks: %v, ending %v after the SIGTERM (node restarted %v after the SIGTERM)", maxGap.Round(time.Millisecond), maxGapAt.Sub(stopAt).Round(time.Millisecond), restartAt.Sub(stopAt).Round(time.Millisecond))
 	t.Logf("from SIGTERM to restart: longest gap between acks on one partition %v, on any partition %v", gapDuring.Round(time.Millisecond), gapAll.Round(time.Millisecond))
 	t.Logf("producer-side errors (retried by franz-go): %v", errs)
 	for name, n := range errs {
@@ -111,16 +112,14 @@ func TestControlledShutdownUnderLoad(t *testing.T) {
 			t.Errorf("producer got %s %d times during a controlled shutdown", name, n)
 		}
 	}
-	lg.mu.Lock()
-	nfailed := len(lg.failed)
-	lg.mu.Unlock()
+	nfailed, _, _ := lg.Failures()
 	if nfailed > 0 {
 		t.Fatalf("%d records failed", nfailed)
 	}
-	acked := lg.ackedCopy()
+	acked := lg.Acked()
 	leos := c.waitReplicasConverged(topic, parts, 60*time.Second)
-	read := c.consumeAll(topic, parts, 60*time.Second)
-	checkAcked(t, "after the controlled shutdown", acked, read)
+	read := c.ConsumeAll(topic, parts, 60*time.Second)
+	testcluster.CheckAcked(t, "after the controlled shutdown", acked, read)
 	var total int64
 	for _, l := range leos {
 		total += l

@@ -25,12 +25,12 @@ func TestThroughputAcksAllRF3VsAcks1RF1(t *testing.T) {
 	}
 	c := startCluster(t, 3, nil)
 	const parts = 3
-	c.createTopic("tp-rf1", parts, 1, nil, nil)
-	c.createTopic("tp-rf3", parts, 3, map[string]string{"min.insync.replicas": "2"}, nil)
+	c.CreateTopic("tp-rf1", parts, 1, nil, nil)
+	c.CreateTopic("tp-rf3", parts, 3, map[string]string{"min.insync.replicas": "2"}, nil)
 
 	run := func(topic string, opts ...kgo.Opt) float64 {
 		t.Helper()
-		cl := c.client(append([]kgo.Opt{kgo.DefaultProduceTopic(topic),
+		cl := c.Client(append([]kgo.Opt{kgo.DefaultProduceTopic(topic),
 			kgo.ProducerBatchCompression(kgo.NoCompression()),
 			kgo.ProducerLinger(2 * time.Millisecond),
 			kgo.MaxBufferedRecords(50_000)}, opts...)...)
@@ -74,7 +74,7 @@ func TestThroughputAcksAllRF3VsAcks1RF1(t *testing.T) {
 	// Sanity: everything produced is in the logs.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	ends, err := c.admin().ListEndOffsets(ctx, "tp-rf1", "tp-rf3")
+	ends, err := c.Admin().ListEndOffsets(ctx, "tp-rf1", "tp-rf3")
 	if err != nil {
 		t.Fatal(err)
 	}

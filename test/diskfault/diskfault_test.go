@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/sluice-io/sluice/internal/testcluster"
 )
 
 // TestDiskFaults drives one RF 3, min.insync.replicas=2 partition through
@@ -24,25 +26,25 @@ import (
 func TestDiskFaults(t *testing.T) {
 	start := time.Now()
 	c := startCluster(t)
-	for _, p := range c.nodes {
+	for _, p := range c.Nodes() {
 		if st := disk(t, p, ""); st.Mode != "ok" {
 			t.Fatalf("node %d starts with disk mode %+v", p.NodeID(), st)
 		}
 	}
 	const topic = "diskfault"
-	c.createTopic(topic, map[string]string{"min.insync.replicas": "2"})
+	c.CreateTopic(topic, 1, 3, map[string]string{"min.insync.replicas": "2"}, nil)
 	t.Logf("cluster up and topic ready after %v", time.Since(start).Round(time.Millisecond))
 
-	lg := c.startLoad(topic, 500)
-	defer lg.abort()
+	lg := c.StartLoad(topic, testcluster.LoadOptions{Rate: 500, Tick: 10 * time.Millisecond, MaxInFlight: 1000})
+	defer lg.Abort()
 	waitFor(t, 30*time.Second, "300 acks before any fault", func() (bool, string) {
-		n, _ := lg.acksSince(time.Time{})
-		return n >= 300, lg.summary()
+		n, _ := lg.AcksSince(time.Time{}, -1)
+		return n >= 300, lg.Summary()
 	})
 
 	// (a) Slow leader disk.
 	m, _, _ := c.meta(topic)
-	leader := c.node(m.Leader)
+	leader := c.Node(m.Leader)
 	t.Logf("(a) partition 0: %v; node %d's disk slow (100ms per write and fsync) for 3s", m, m.Leader)
 	slowAt := time.Now()
 	if st := disk(t, leader, "mode=slow&delay=100ms"); st.Mode != "slow" || st.DelayMs != 100 {
@@ -50,10 +52,10 @@ func TestDiskFaults(t *testing.T) {
 	}
 	time.Sleep(3 * time.Second)
 	waitFor(t, 30*time.Second, "an acknowledgement while the leader's disk is slow", func() (bool, string) {
-		n, _ := lg.acksSince(slowAt)
-		return n > 0, lg.summary()
+		n, _ := lg.AcksSince(slowAt, -1)
+		return n > 0, lg.Summary()
 	})
-	slowAcks, _ := lg.acksSince(slowAt)
+	slowAcks, _ := lg.AcksSince(slowAt, -1)
 	slowFor := time.Since(slowAt)
 	st := disk(t, leader, "")
 	if st.Fired == 0 {
@@ -63,7 +65,7 @@ func TestDiskFaults(t *testing.T) {
 	if !leader.Running() {
 		t.Fatalf("node %d stopped with a slow disk", m.Leader)
 	}
-	if n, err := lg.failures(); n > 0 {
+	if n, _, err := lg.Failures(); n > 0 {
 		t.Fatalf("(a) %d records failed with a slow leader disk, e.g. %v", n, err)
 	}
 	after, _, _ := c.meta(topic)
@@ -82,7 +84,7 @@ func TestDiskFaults(t *testing.T) {
 			break
 		}
 	}
-	follower := c.node(fid)
+	follower := c.Node(fid)
 	t.Logf("(b) partition 0: %v; node %d's (a follower) disk fails", m, fid)
 	failAt := time.Now()
 	disk(t, follower, "mode=fail")
@@ -93,8 +95,8 @@ func TestDiskFaults(t *testing.T) {
 	})
 	shrunk, _, _ := c.meta(topic)
 	waitFor(t, 30*time.Second, "200 acks with the follower down", func() (bool, string) {
-		n, _ := lg.acksSince(failAt.Add(halt + shrink))
-		return n >= 200, lg.summary()
+		n, _ := lg.AcksSince(failAt.Add(halt+shrink), -1)
+		return n >= 200, lg.Summary()
 	})
 	t.Logf("(b) node %d halted (exit status 1) %v after mode=fail; ISR %v -> %v %v after the halt; acks=all continues",
 		fid, halt.Round(time.Millisecond), m.ISR, shrunk.ISR, shrink.Round(time.Millisecond))
@@ -112,12 +114,12 @@ func TestDiskFaults(t *testing.T) {
 
 	// (c) Failing leader disk.
 	m, _, _ = c.meta(topic)
-	leader = c.node(m.Leader)
+	leader = c.Node(m.Leader)
 	t.Logf("(c) partition 0: %v; node %d's (the leader) disk fails", m, m.Leader)
 	failAt = time.Now()
 	disk(t, leader, "mode=fail")
 	halt = waitHalted(t, leader, 20*time.Second)
-	var elected partMeta
+	var elected testcluster.PartitionMeta
 	elect := waitFor(t, 30*time.Second, "a new leader", func() (bool, string) {
 		nm, ok, st := c.meta(topic)
 		elected = nm
@@ -126,48 +128,25 @@ func TestDiskFaults(t *testing.T) {
 	haltedAt := failAt.Add(halt)
 	var firstAck time.Time
 	waitFor(t, 30*time.Second, "acks from the new leader", func() (bool, string) {
-		n, first := lg.acksSince(haltedAt)
+		n, first := lg.AcksSince(haltedAt, -1)
 		firstAck = first
-		return n >= 200, lg.summary()
+		return n >= 200, lg.Summary()
 	})
 	t.Logf("(c) node %d halted (exit status 1) %v after mode=fail; new leader visible %v after the halt: %v; first ack %v after the halt",
 		m.Leader, halt.Round(time.Millisecond), elect.Round(time.Millisecond), elected, firstAck.Sub(haltedAt).Round(time.Millisecond))
 
-	lg.stop(30 * time.Second)
-	if n, err := lg.failures(); n > 0 {
+	lg.Stop(30 * time.Second)
+	if n, _, err := lg.Failures(); n > 0 {
 		t.Fatalf("%d records failed with an idempotent, infinitely retrying acks=all producer, e.g. %v", n, err)
 	}
-	acked := func() map[string]ack {
-		lg.mu.Lock()
-		defer lg.mu.Unlock()
-		return maps(lg.acked)
-	}()
-	read := c.consumeAll(topic, 30*time.Second)
-	missing := 0
-	for v, a := range acked {
-		if got, ok := read[v]; !ok || got != a {
-			if missing < 10 {
-				t.Errorf("acknowledged %s at offset %d, read at %v (present=%v)", v, a.offset, got.offset, ok)
-			}
-			missing++
-		}
-	}
-	if missing > 0 {
-		t.Fatalf("%d of %d acknowledged records missing or moved", missing, len(acked))
-	}
+	acked := lg.Acked()
+	read := c.ConsumeAll(topic, 1, 30*time.Second)
+	testcluster.CheckAcked(t, "after the disk faults", acked, read)
 	for v := range read {
 		if _, ok := acked[v]; !ok {
 			t.Errorf("value %s in the log was never acknowledged", v)
 		}
 	}
 	t.Logf("verified %d acknowledged records, each once at its acknowledged offset (%s); whole test %v",
-		len(acked), lg.summary(), time.Since(start).Round(time.Millisecond))
-}
-
-func maps(m map[string]ack) map[string]ack {
-	out := make(map[string]ack, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
+		len(acked), lg.Summary(), time.Since(start).Round(time.Millisecond))
 }

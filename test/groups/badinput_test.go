@@ -22,7 +22,7 @@ type raw struct {
 }
 
 func (c *cluster) raw(id int32, opts ...kgo.Opt) *raw {
-	cl := c.client(append([]kgo.Opt{kgo.SeedBrokers(c.node(id).Addr()), kgo.RequestRetries(0)}, opts...)...)
+	cl := c.Client(append([]kgo.Opt{kgo.SeedBrokers(c.Node(id).Addr()), kgo.RequestRetries(0)}, opts...)...)
 	// Learn the node ids.
 	if _, err := kmsg.NewPtrMetadataRequest().RequestWith(tctx(c.t, 10*time.Second), cl); err != nil {
 		c.t.Fatal(err)
@@ -158,8 +158,8 @@ func expect(t *testing.T, what string, got int16, want *kerr.Error) {
 func TestBadGroupRequests(t *testing.T) {
 	c := startCluster(t)
 	const topic, group = "bad", "bad-group"
-	c.createTopic(topic, 3)
-	coord, err := c.coordinator(c.client(), group)
+	c.CreateTopic(topic, 3, 3, nil, nil)
+	coord, err := c.coordinator(c.Client(), group)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +211,7 @@ func TestBadGroupRequests(t *testing.T) {
 	// A group this node coordinates that does not exist.
 	unknown := ""
 	for i := 0; unknown == ""; i++ {
-		if id, err := c.coordinator(c.client(), fmt.Sprintf("no-such-group-%d", i)); err == nil && id == coord {
+		if id, err := c.coordinator(c.Client(), fmt.Sprintf("no-such-group-%d", i)); err == nil && id == coord {
 			unknown = fmt.Sprintf("no-such-group-%d", i)
 		}
 	}

@@ -31,7 +31,7 @@ type chainMember struct {
 }
 
 func startChainMember(t *testing.T, c *cluster, stage int, name, group, in, out string, errs chan<- error) *chainMember {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.addrs()...), kgo.ClientID(name),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs(true)...), kgo.ClientID(name),
 		kgo.ConsumerGroup(group), kgo.ConsumeTopics(in),
 		kgo.Balancers(kgo.CooperativeStickyBalancer()),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
@@ -110,7 +110,7 @@ func TestChainExactlyOnce(t *testing.T) {
 	topic := func(i int) string { return fmt.Sprintf("chain-%d", i) }
 	group := func(i int) string { return fmt.Sprintf("chain-g%d", i) }
 	for i := 0; i <= chainStages; i++ {
-		c.createTopic(topic(i), chainPartitions)
+		c.CreateTopic(topic(i), chainPartitions, 3, nil, nil)
 	}
 	t0 := time.Now()
 	step := func(what string) { t.Logf("%6.1fs %s", time.Since(t0).Seconds(), what) }
@@ -252,7 +252,7 @@ func (c *cluster) readAll(topic string) []string {
 		offs[p] = kgo.NewOffset().AtStart()
 		total += int(e)
 	}
-	cl := c.client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offs}), kgo.FetchMaxWait(200*time.Millisecond))
+	cl := c.Client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offs}), kgo.FetchMaxWait(200*time.Millisecond))
 	ctx := tctx(c.t, 60*time.Second)
 	out := make([]string, 0, total)
 	for len(out) < total {

@@ -9,9 +9,7 @@ package groups
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
-	"sort"
+	"maps"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-io/sluice/internal/testcluster"
 	"github.com/sluice-io/sluice/internal/testproc"
 )
 
@@ -41,10 +40,11 @@ var clusterProps = map[string]string{
 	"replica.lag.time.max.ms":          "5000",
 }
 
-// cluster is three sluice processes forming one cluster.
+// cluster is three sluice processes forming one cluster (every node a
+// controller voter and a broker).
 type cluster struct {
-	t     *testing.T
-	procs []*testproc.Proc
+	*testcluster.Cluster
+	t *testing.T
 }
 
 // startCluster starts three nodes (each a controller voter and a broker)
@@ -59,45 +59,15 @@ func startCluster(t *testing.T) *cluster {
 func startClusterWith(t *testing.T, extra map[string]string) *cluster {
 	t.Helper()
 	const n = 3
-	ports, err := testproc.FreePorts(3 * n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var voters []string
-	for i := range n {
-		voters = append(voters, fmt.Sprintf("%d@127.0.0.1:%d", i+1, ports[2*n+i]))
-	}
-	var props []string
-	for k, v := range clusterProps {
-		if _, ok := extra[k]; !ok {
-			props = append(props, k+"="+v)
-		}
-	}
-	for k, v := range extra {
-		props = append(props, k+"="+v)
-	}
-	sort.Strings(props)
-	cfg := filepath.Join(t.TempDir(), "server.properties")
-	if err := os.WriteFile(cfg, []byte(strings.Join(props, "\n")+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	c := &cluster{t: t}
+	props := maps.Clone(clusterProps)
+	maps.Copy(props, extra)
 	start := time.Now()
-	for i := range n {
-		c.procs = append(c.procs, testproc.Start(t, testproc.Options{
-			NodeID: i + 1, ListenPort: ports[i], HTTPPort: ports[n+i], ControllerPort: ports[2*n+i],
-			ExtraArgs: []string{"--voters", strings.Join(voters, ","), "--config", cfg},
-			NoWait:    true, StartTimeout: 30 * time.Second,
-		}))
-	}
-	for _, p := range c.procs {
-		if err := p.WaitReady(30 * time.Second); err != nil {
-			t.Fatalf("node %d: %v\n%s", p.NodeID(), err, p.LogTail(60))
-		}
-	}
+	c := &cluster{t: t, Cluster: testcluster.Start(t, testcluster.Options{
+		Nodes: n, Props: props, NoWait: true, StartTimeout: 30 * time.Second,
+	})}
 	// Create __consumer_offsets now (FindCoordinator does) so the tests do
 	// not time its creation.
-	cl := c.client()
+	cl := c.Client()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		_, err := c.coordinator(cl, "warmup")
@@ -109,48 +79,13 @@ func startClusterWith(t *testing.T, extra map[string]string) *cluster {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	c.waitLeaders("__consumer_offsets", 3)
+	c.WaitTopicReady("__consumer_offsets", 0, 30*time.Second)
 	t.Logf("cluster of %d up in %v: %s", n, time.Since(start).Round(time.Millisecond), c.bootstrap())
 	return c
 }
 
-// addrs lists the Kafka listeners of the running nodes.
-func (c *cluster) addrs() []string {
-	var out []string
-	for _, p := range c.procs {
-		if p.Running() {
-			out = append(out, p.Addr())
-		}
-	}
-	return out
-}
-
-func (c *cluster) bootstrap() string { return strings.Join(c.addrs(), ",") }
-
-// node returns the process with the given node id.
-func (c *cluster) node(id int32) *testproc.Proc {
-	for _, p := range c.procs {
-		if int32(p.NodeID()) == id {
-			return p
-		}
-	}
-	c.t.Fatalf("no node %d", id)
-	return nil
-}
-
-// client returns a franz-go client seeded with every running node, closed
-// when the test ends.
-func (c *cluster) client(opts ...kgo.Opt) *kgo.Client {
-	c.t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.addrs()...)}, opts...)...)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	c.t.Cleanup(cl.Close)
-	return cl
-}
-
-func (c *cluster) admin() *kadm.Client { return kadm.NewClient(c.client()) }
+// bootstrap is the comma-separated Kafka listeners of the running nodes.
+func (c *cluster) bootstrap() string { return strings.Join(c.Addrs(true), ",") }
 
 func tctx(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
@@ -176,45 +111,6 @@ func (c *cluster) coordinator(cl *kgo.Client, group string) (int32, error) {
 	return resp.NodeID, nil
 }
 
-// createTopic creates topic with partitions and replication factor 3 and
-// waits until every partition has a leader and a full ISR.
-func (c *cluster) createTopic(topic string, partitions int32) {
-	c.t.Helper()
-	r, err := c.admin().CreateTopic(tctx(c.t, 30*time.Second), partitions, 3, nil, topic)
-	if err != nil || r.Err != nil {
-		c.t.Fatalf("create %s: %v %v %s", topic, err, r.Err, r.ErrMessage)
-	}
-	c.waitLeaders(topic, 3)
-}
-
-// waitLeaders waits until every partition of topic has a leader and isr
-// in-sync replicas.
-func (c *cluster) waitLeaders(topic string, isr int) {
-	c.t.Helper()
-	adm := c.admin()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		md, err := adm.Metadata(tctx(c.t, 5*time.Second), topic)
-		ok := err == nil
-		if ok {
-			td, found := md.Topics[topic]
-			ok = found && td.Err == nil && len(td.Partitions) > 0
-			for _, p := range td.Partitions {
-				if p.Err != nil || p.Leader < 0 || len(p.ISR) < isr {
-					ok = false
-				}
-			}
-		}
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("topic %s: partitions without a leader or full ISR after 30s (%v)", topic, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // value is record i's value in a test: prefix-0000042.
 func value(prefix string, i int) string { return fmt.Sprintf("%s-%07d", prefix, i) }
 
@@ -230,7 +126,7 @@ func (c *cluster) produce(topic, prefix string, from, count int) {
 // records.
 func (c *cluster) produceChunked(topic, prefix string, from, count, chunk int) {
 	c.t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.addrs()...), kgo.DefaultProduceTopic(topic),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs(true)...), kgo.DefaultProduceTopic(topic),
 		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.ProducerLinger(2*time.Millisecond))
 	if err != nil {
 		c.t.Fatal(err)
@@ -251,7 +147,7 @@ func (c *cluster) produceChunked(topic, prefix string, from, count, chunk int) {
 // endOffsets returns the end offset of every partition of topic.
 func (c *cluster) endOffsets(topic string) map[int32]int64 {
 	c.t.Helper()
-	lo, err := c.admin().ListEndOffsets(tctx(c.t, 15*time.Second), topic)
+	lo, err := c.Admin().ListEndOffsets(tctx(c.t, 15*time.Second), topic)
 	if err != nil {
 		c.t.Fatalf("ListEndOffsets: %v", err)
 	}
@@ -288,7 +184,7 @@ func (c *cluster) committed(adm *kadm.Client, group, topic string) (map[int32]in
 func (c *cluster) waitCommittedAtEnd(group, topic string, d time.Duration) {
 	c.t.Helper()
 	ends := c.endOffsets(topic)
-	adm := c.admin()
+	adm := c.Admin()
 	deadline := time.Now().Add(d)
 	nextLog := time.Now().Add(2 * time.Second)
 	for {
@@ -322,7 +218,7 @@ func (c *cluster) waitCommittedAtEnd(group, topic string, d time.Duration) {
 // partitions of topic assigned.
 func (c *cluster) waitStable(group string, n int, d time.Duration) {
 	c.t.Helper()
-	adm := c.admin()
+	adm := c.Admin()
 	deadline := time.Now().Add(d)
 	var last string
 	for {
@@ -450,7 +346,7 @@ func (c *cluster) diagnoseMissing(t *testing.T, rec *recorder, topic, group, pre
 		return
 	}
 	ends := c.endOffsets(topic)
-	cl := c.client(kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	cl := c.Client(kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	read := map[int32]int64{}
@@ -470,6 +366,6 @@ func (c *cluster) diagnoseMissing(t *testing.T, rec *recorder, topic, group, pre
 			}
 		})
 	}
-	committed, err := c.committed(c.admin(), group, topic)
+	committed, err := c.committed(c.Admin(), group, topic)
 	t.Logf("committed %v (err %v); log ends %v", committed, err, ends)
 }

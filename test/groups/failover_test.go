@@ -102,7 +102,7 @@ type failoverMember struct {
 // after each poll, commits everything polled (unless the tracker is
 // frozen) before allowing a rebalance, noting every acknowledged commit.
 func startFailoverMember(t *testing.T, c *cluster, name, group, topic string, tr *tracker) *failoverMember {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.addrs()...), kgo.ClientID(name),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs(true)...), kgo.ClientID(name),
 		kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
 		kgo.Balancers(kgo.CooperativeStickyBalancer()),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
@@ -192,11 +192,11 @@ type failover struct {
 func TestCoordinatorFailover(t *testing.T) {
 	c := startClusterWith(t, map[string]string{"leader.imbalance.check.interval.seconds": "1"})
 	const topic, group, partitions = "failover", "failover-group", 12
-	c.createTopic(topic, partitions)
+	c.CreateTopic(topic, partitions, 3, nil, nil)
 	t0 := time.Now()
 	step := func(what string) { t.Logf("%6.1fs %s", time.Since(t0).Seconds(), what) }
 
-	coord, err := c.coordinator(c.client(), group)
+	coord, err := c.coordinator(c.Client(), group)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +214,7 @@ func TestCoordinatorFailover(t *testing.T) {
 	var produced []string
 	stopProducing := make(chan struct{})
 	producerDone := make(chan struct{})
-	pcl := c.client(kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
+	pcl := c.Client(kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
 		kgo.ProducerLinger(2*time.Millisecond), kgo.RecordDeliveryTimeout(60*time.Second))
 	go func() {
 		defer close(producerDone)
@@ -271,7 +271,7 @@ func TestCoordinatorFailover(t *testing.T) {
 		t.Helper()
 		tr.freeze()
 		before := tr.ackedCopy()
-		onOld, err := c.committed(c.admin(), group, topic)
+		onOld, err := c.committed(c.Admin(), group, topic)
 		if err != nil {
 			t.Fatalf("%s: fetching offsets before: %v", what, err)
 		}
@@ -289,7 +289,7 @@ func TestCoordinatorFailover(t *testing.T) {
 		failovers = append(failovers, failover{what, before})
 		at := time.Now()
 		act()
-		probe := c.client()
+		probe := c.Client()
 		var to int32
 		deadline := time.Now().Add(60 * time.Second)
 		for {
@@ -303,7 +303,7 @@ func TestCoordinatorFailover(t *testing.T) {
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
-		adm := c.admin()
+		adm := c.Admin()
 		var after map[int32]int64
 		for {
 			after, err = c.committed(adm, group, topic)
@@ -331,7 +331,7 @@ func TestCoordinatorFailover(t *testing.T) {
 	progress(3000, "consuming")
 
 	// 1. SIGKILL.
-	killed := c.node(coord)
+	killed := c.Node(coord)
 	coord = change(fmt.Sprintf("SIGKILL node %d", killed.NodeID()), coord, killed.Kill)
 	progress(1000, "consumption resumed after the SIGKILL")
 	members = append(members, startFailoverMember(t, c, "m4", group, topic, tr))
@@ -345,7 +345,7 @@ func TestCoordinatorFailover(t *testing.T) {
 	// and the group, back to it.
 	restart := func() {
 		killed.Restart()
-		c.waitLeaders("__consumer_offsets", 3)
+		c.WaitTopicReady("__consumer_offsets", 0, 30*time.Second)
 	}
 	if c.preferredCoordinator(group) == int32(killed.NodeID()) {
 		coord = change(fmt.Sprintf("restart node %d, preferred leader of the group's partition", killed.NodeID()), coord, restart)
@@ -356,7 +356,7 @@ func TestCoordinatorFailover(t *testing.T) {
 	}
 
 	// 3. Controlled shutdown of the coordinator.
-	stopped := c.node(coord)
+	stopped := c.Node(coord)
 	coord = change(fmt.Sprintf("SIGTERM node %d", stopped.NodeID()), coord, stopped.Stop)
 	progress(1000, "consumption resumed after the SIGTERM")
 
@@ -411,7 +411,7 @@ func TestCoordinatorFailover(t *testing.T) {
 // list) of group's __consumer_offsets partition.
 func (c *cluster) preferredCoordinator(g string) int32 {
 	c.t.Helper()
-	md, err := c.admin().Metadata(tctx(c.t, 10*time.Second), "__consumer_offsets")
+	md, err := c.Admin().Metadata(tctx(c.t, 10*time.Second), "__consumer_offsets")
 	if err != nil {
 		c.t.Fatal(err)
 	}

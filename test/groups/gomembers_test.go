@@ -22,7 +22,7 @@ type franzMember struct {
 }
 
 func startFranz(t *testing.T, c *cluster, name, group, topic string, rec *recorder) member {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.addrs()...), kgo.ClientID(name),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs(true)...), kgo.ClientID(name),
 		kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
 		kgo.Balancers(kgo.CooperativeStickyBalancer()),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
@@ -109,7 +109,7 @@ func startSarama(t *testing.T, c *cluster, name, group, topic string, rec *recor
 	cfg.Consumer.Group.Heartbeat.Interval = 500 * time.Millisecond
 	cfg.Consumer.Group.Rebalance.Timeout = 20 * time.Second
 	cfg.Consumer.MaxWaitTime = 200 * time.Millisecond
-	cg, err := sarama.NewConsumerGroup(c.addrs(), group, cfg)
+	cg, err := sarama.NewConsumerGroup(c.Addrs(true), group, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ type kafkagoMember struct {
 
 func startKafkaGo(t *testing.T, c *cluster, name, group, topic string, rec *recorder) member {
 	r := kafkago.NewReader(kafkago.ReaderConfig{
-		Brokers: c.addrs(), GroupID: group, Topic: topic,
+		Brokers: c.Addrs(true), GroupID: group, Topic: topic,
 		Dialer:   &kafkago.Dialer{ClientID: name, Timeout: 10 * time.Second},
 		MinBytes: 1, MaxBytes: 1 << 20, MaxWait: 200 * time.Millisecond,
 		StartOffset: kafkago.FirstOffset, CommitInterval: 200 * time.Millisecond,

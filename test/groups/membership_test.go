@@ -33,7 +33,7 @@ func runMembership(t *testing.T, start starter) {
 	c := startCluster(t)
 	topic, group := "membership", "membership-group"
 	prefix := "v"
-	c.createTopic(topic, membershipPartitions)
+	c.CreateTopic(topic, membershipPartitions, 3, nil, nil)
 	rec := newRecorder()
 	t0 := time.Now()
 	step := func(what string) { t.Logf("%6.1fs %s", time.Since(t0).Seconds(), what) }

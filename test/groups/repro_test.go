@@ -31,11 +31,8 @@ func TestReproAcksAllLatency(t *testing.T) {
 		t.Skip("set GROUPS_REPRO=1 to run")
 	}
 	c := startCluster(t)
-	c.createTopic("lat3", 1)
-	if r, err := c.admin().CreateTopic(tctx(t, 10*time.Second), 1, 1, nil, "lat1"); err != nil || r.Err != nil {
-		t.Fatal(err, r.Err)
-	}
-	c.waitLeaders("lat1", 1)
+	c.CreateTopic("lat3", 1, 3, nil, nil)
+	c.CreateTopic("lat1", 1, 1, nil, nil)
 	worst := map[string]time.Duration{}
 	for _, tc := range []struct {
 		name, topic string
@@ -49,7 +46,7 @@ func TestReproAcksAllLatency(t *testing.T) {
 		if tc.acks != kgo.AllISRAcks() {
 			opts = append(opts, kgo.DisableIdempotentWrite())
 		}
-		cl := c.client(opts...)
+		cl := c.Client(opts...)
 		for i := range 5 {
 			s := time.Now()
 			if err := cl.ProduceSync(tctx(t, 10*time.Second), &kgo.Record{Value: []byte("x")}).FirstErr(); err != nil {
