@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,8 +17,6 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/internal/testproc"
-	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // node is one `sluice serve` process the harness owns: it can be started,
@@ -244,7 +241,7 @@ func (n *node) pause() error {
 	n.paused = true
 	n.mu.Unlock()
 	deadline := time.Now().Add(5 * time.Second)
-	for !allThreadsStopped(n.pid()) {
+	for !testproc.ThreadsStopped(n.pid()) {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("node %d: threads not stopped 5s after SIGSTOP", n.id)
 		}
@@ -261,32 +258,6 @@ func (n *node) resume() error {
 	return n.signal(syscall.SIGCONT)
 }
 
-// allThreadsStopped reports whether every thread of pid is stopped
-// according to /proc (true without /proc).
-func allThreadsStopped(pid int) bool {
-	if pid == 0 {
-		return true
-	}
-	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-	if err != nil {
-		return true
-	}
-	for _, task := range tasks {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
-		if err != nil {
-			continue
-		}
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 || i+2 >= len(b) {
-			return false
-		}
-		if st := b[i+2]; st != 'T' && st != 't' {
-			return false
-		}
-	}
-	return true
-}
-
 // waitReady waits until the real Kafka port answers ApiVersions.
 func (n *node) waitReady(timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
@@ -297,7 +268,7 @@ func (n *node) waitReady(timeout time.Duration) error {
 		if done == nil || isClosed(done) {
 			return fmt.Errorf("node %d exited before becoming ready: %v", n.id, n.exitErr())
 		}
-		if last = apiVersions(ctx, n.kafkaAddr()); last == nil {
+		if last = testproc.Probe(ctx, n.kafkaAddr()); last == nil {
 			return nil
 		}
 		select {
@@ -313,33 +284,6 @@ func (n *node) exitErr() error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.waitErr
-}
-
-func apiVersions(ctx context.Context, addr string) error {
-	d := net.Dialer{Timeout: time.Second}
-	c, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return err
-	}
-	c.Close()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RequestRetries(0), kgo.DialTimeout(2*time.Second))
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
-	req := kmsg.NewPtrApiVersionsRequest()
-	req.ClientSoftwareName = "sluice-chaos"
-	req.ClientSoftwareVersion = "1.0.0"
-	resp, err := req.RequestWith(rctx, cl)
-	if err != nil {
-		return err
-	}
-	if resp.ErrorCode != 0 {
-		return fmt.Errorf("ApiVersions: error code %d", resp.ErrorCode)
-	}
-	return nil
 }
 
 // BuildBinary compiles ./cmd/sluice of the enclosing module into dir.

@@ -384,7 +384,7 @@ func (p *Proc) WaitReady(timeout time.Duration) error {
 			return fmt.Errorf("process exited before becoming ready: %v", p.ExitErr())
 		default:
 		}
-		if lastErr = apiVersions(ctx, addr); lastErr == nil {
+		if lastErr = Probe(ctx, addr); lastErr == nil {
 			return nil
 		}
 		select {
@@ -397,7 +397,9 @@ func (p *Proc) WaitReady(timeout time.Duration) error {
 	}
 }
 
-func apiVersions(ctx context.Context, addr string) error {
+// Probe checks that a Kafka listener at addr answers ApiVersions (through
+// franz-go, without retries).
+func Probe(ctx context.Context, addr string) error {
 	d := net.Dialer{Timeout: time.Second}
 	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
@@ -568,7 +570,7 @@ func (p *Proc) Pause() {
 	p.paused = true
 	p.mu.Unlock()
 	deadline := time.Now().Add(5 * time.Second)
-	for !allThreadsStopped(p.Pid()) {
+	for !ThreadsStopped(p.Pid()) {
 		if time.Now().After(deadline) {
 			p.t.Fatalf("testproc: pause %s: threads not stopped 5s after SIGSTOP", p.name)
 		}
@@ -576,9 +578,13 @@ func (p *Proc) Pause() {
 	}
 }
 
-// allThreadsStopped reports whether every thread of pid is in state T
-// (stopped) according to /proc. Without /proc it reports true.
-func allThreadsStopped(pid int) bool {
+// ThreadsStopped reports whether every thread of pid is in state T
+// (stopped) according to /proc, as it is some time after SIGSTOP. Without
+// /proc (or for pid 0) it reports true.
+func ThreadsStopped(pid int) bool {
+	if pid == 0 {
+		return true
+	}
 	dir := fmt.Sprintf("/proc/%d/task", pid)
 	tasks, err := os.ReadDir(dir)
 	if err != nil {
