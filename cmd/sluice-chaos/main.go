@@ -37,6 +37,7 @@ func run() int {
 	minISR := fs.Int("min-isr", 2, "min.insync.replicas of the topic and the brokers")
 	unclean := fs.Bool("unclean", false, "unclean.leader.election.enable")
 	faults := fs.String("faults", "kill,pause,partition,term", "faults of the random schedule: kill, pause, partition (isolate), term, all")
+	overlap := fs.Bool("overlap", false, "run network faults (isolate, oneway, split) and process/disk faults (kill, pause, term, slow-disk, disk-fail) as two schedules at once")
 	scenario := fs.String("scenario", "", "named schedule instead of a random one: jepsen2013 (needs 5 nodes; default --nodes becomes 5), none")
 	binary := fs.String("binary", "", "sluice binary (default: go build ./cmd/sluice)")
 	partitions := fs.Int("partitions", 4, "partitions of the test topic (RF 3)")
@@ -68,7 +69,7 @@ func run() int {
 	o := chaos.Options{
 		Nodes: *nodes, Duration: *duration, Seed: *seed, Out: *out, MinISR: *minISR, Unclean: *unclean,
 		Faults: fl, Scenario: *scenario, Binary: *binary, Partitions: *partitions, Producers: *producers,
-		Consumers: *consumers, Rate: *rate, KeepData: *keep,
+		Consumers: *consumers, Rate: *rate, KeepData: *keep, Overlap: *overlap,
 		Logf: func(format string, args ...any) {
 			fmt.Fprintf(os.Stderr, "%s %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
 		},

@@ -276,8 +276,13 @@ func (c *cluster) waitHealthy(ctx context.Context, adm *kadm.Client, topic strin
 // healAll resumes paused nodes, restarts stopped ones and removes every
 // network rule.
 func (c *cluster) healAll() []error {
-	var errs []error
 	c.nw.healAll()
+	return c.healProcesses()
+}
+
+// healProcesses resumes paused nodes and restarts stopped ones.
+func (c *cluster) healProcesses() []error {
+	var errs []error
 	for _, n := range c.nodes {
 		if n.isPaused() {
 			if err := n.resume(); err != nil {

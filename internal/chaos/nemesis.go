@@ -28,6 +28,8 @@ type nemesis struct {
 	h     *history
 	logf  func(string, ...any)
 
+	overlap bool // lanes run at once: a fault heals only what it broke
+
 	mu       sync.Mutex
 	timeline []Event
 }
@@ -45,9 +47,26 @@ func (nm *nemesis) events() []Event {
 	return slices.Clone(nm.timeline)
 }
 
-// run executes the schedule in order until the faults are done or ctx ends
-// (a fault already started is always healed).
+// run executes the schedule until the faults are done or ctx ends (a fault
+// already started is always healed). Each lane runs in order, lanes at once.
 func (nm *nemesis) run(ctx context.Context, sched []Fault) {
+	lanes := map[int][]Fault{}
+	for _, f := range sched {
+		lanes[f.Lane] = append(lanes[f.Lane], f)
+	}
+	nm.overlap = len(lanes) > 1
+	var wg sync.WaitGroup
+	for _, lane := range lanes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			nm.runLane(ctx, lane)
+		}()
+	}
+	wg.Wait()
+}
+
+func (nm *nemesis) runLane(ctx context.Context, sched []Fault) {
 	for _, f := range sched {
 		if d := time.Until(nm.h.t0.Add(durMs(f.AtMs))); d > 0 {
 			select {
@@ -96,9 +115,18 @@ func errStr(errs ...error) string {
 }
 
 func (nm *nemesis) apply(ctx context.Context, f Fault) {
-	// Faults never overlap, and a fault must not start on a node that is
-	// still down from a previous one that failed to heal.
-	if errs := nm.c.healAll(); len(errs) > 0 {
+	// A fault must not start on a node that is still down from a
+	// previous one that failed to heal. Without overlap nothing else is
+	// broken at this point; with it, only the fault's own lane is healed
+	// (the other lane's node may be down or cut off on purpose).
+	var errs []error
+	switch {
+	case !nm.overlap:
+		errs = nm.c.healAll()
+	case !netFault(f.Kind):
+		errs = nm.c.healProcesses()
+	}
+	if len(errs) > 0 {
 		nm.logf("heal before fault: %v", errs)
 	}
 	d := durMs(f.DurMs)

@@ -34,6 +34,11 @@ type Options struct {
 	// Scenario is "" (random schedule of Faults), "none", or
 	// "jepsen2013" (see FaultJepsen2013; needs 5 nodes).
 	Scenario string
+	// Overlap runs network faults (isolate, oneway, split) and process
+	// and disk faults (kill, pause, term, slow-disk, disk-fail) as two
+	// independent schedules at once, so a node can be killed while it is
+	// cut off, a leader paused during a split, and so on.
+	Overlap bool
 	// Plan, if set, is the fault schedule to run instead of a generated
 	// one (e.g. the "schedule" of a previous results.json).
 	Plan []Fault
@@ -369,6 +374,9 @@ func replayFlags(o *Options) string {
 			f += k
 		}
 		s += " --faults " + f
+		if o.Overlap {
+			s += " --overlap"
+		}
 	}
 	return s + fmt.Sprintf(" --partitions %d --producers %d --consumers %d --rate %g", o.Partitions, o.Producers, o.Consumers, o.Rate)
 }

@@ -1,8 +1,10 @@
 package chaos
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 )
@@ -72,9 +74,20 @@ type Fault struct {
 	Partition int    `json:"partition,omitempty"`
 	// DurMs is how long the fault lasts before it is healed.
 	DurMs int64 `json:"durMs,omitempty"`
+	// Lane is the fault's lane: faults of one lane run one after the
+	// other, lanes run at once (Options.Overlap: lane 1 holds the
+	// network faults, lane 0 everything else).
+	Lane int `json:"lane,omitempty"`
 }
 
-func (f Fault) String() string {
+// netFault reports whether kind only changes network rules.
+func netFault(kind string) bool {
+	return kind == FaultIsolate || kind == FaultOneWay || kind == FaultSplit
+}
+
+func (f Fault) String() string { return f.describe() + laneSuffix(f) }
+
+func (f Fault) describe() string {
 	tgt := fmt.Sprintf("node %d", f.Node)
 	if f.Target == "leader" {
 		tgt = fmt.Sprintf("leader of p%d (else node %d)", f.Partition, f.Node)
@@ -144,16 +157,43 @@ func Schedule(o *Options) []Fault {
 	if len(o.Faults) == 0 {
 		return nil
 	}
-	rng := rand.New(rand.NewPCG(o.Seed, 0x5c4ed))
+	if !o.Overlap {
+		return randomLane(o, o.Faults, 0)
+	}
+	var procs, nets []string
+	for _, k := range o.Faults {
+		if netFault(k) {
+			nets = append(nets, k)
+		} else {
+			procs = append(procs, k)
+		}
+	}
+	out := append(randomLane(o, procs, 0), randomLane(o, nets, 1)...)
+	slices.SortStableFunc(out, func(a, b Fault) int { return cmp.Compare(a.AtMs, b.AtMs) })
+	return out
+}
+
+// randomLane draws one lane's faults from kinds: one every 5-10 s after a 5
+// s warm-up, each healed after 2-5 s (isolations and splits 1 s more).
+// Lane 0 uses the same stream as before lanes existed, so a seed without
+// Overlap gives the same schedule as earlier versions.
+func randomLane(o *Options, kinds []string, lane int) []Fault {
+	if len(kinds) == 0 {
+		return nil
+	}
+	rng := rand.New(rand.NewPCG(o.Seed, 0x5c4ed+uint64(lane)))
 	dur := o.Duration.Milliseconds()
 	var out []Fault
 	t := int64(5000)
+	if lane > 0 {
+		t += 2500 // lanes start apart
+	}
 	for t < dur-3000 {
 		// Draw every number for every fault so the stream stays aligned.
-		kind := o.Faults[rng.IntN(len(o.Faults))]
+		kind := kinds[rng.IntN(len(kinds))]
 		d := 2000 + rng.Int64N(3001)
 		leader := rng.IntN(2) == 0
-		f := Fault{AtMs: t, Kind: kind, Node: 1 + rng.IntN(o.Nodes), Partition: rng.IntN(o.Partitions), Target: "node", DurMs: d}
+		f := Fault{AtMs: t, Kind: kind, Node: 1 + rng.IntN(o.Nodes), Partition: rng.IntN(o.Partitions), Target: "node", DurMs: d, Lane: lane}
 		gap := 5000 + rng.Int64N(5001)
 		switch kind {
 		case FaultIsolate, FaultOneWay, FaultSplit:
@@ -178,6 +218,13 @@ func jepsen2013Schedule(o *Options) []Fault {
 		out = append(out, Fault{AtMs: at, Kind: FaultJepsen2013, Target: "leader", Partition: i % o.Partitions, Node: 1})
 	}
 	return out
+}
+
+func laneSuffix(f Fault) string {
+	if f.Lane == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (lane %d)", f.Lane)
 }
 
 // durMs is a helper for time.Duration from ms.
