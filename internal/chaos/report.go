@@ -65,6 +65,15 @@ func series(sends []Send, span interface{ Seconds() float64 }) []Bucket {
 
 var faultColors = map[string]string{
 	FaultKill: "#f4a3a3", FaultPause: "#a3c4f4", FaultIsolate: "#f4d58d", FaultTerm: "#b9e4b0", "heal": "#dddddd", FaultJepsen2013: "#e0b0f0",
+	FaultOneWay: "#f7c59f", FaultSplit: "#e8e07a", FaultSlowDisk: "#b8e0e8", FaultDiskFail: "#c9a3f4",
+}
+
+// faultColor is the shading of a fault window (grey for a kind without one).
+func faultColor(kind string) string {
+	if c, ok := faultColors[kind]; ok {
+		return c
+	}
+	return "#cccccc"
 }
 
 const (
@@ -89,8 +98,8 @@ func (c *chart) begin(title string, events []Event) {
 		if x1-x0 < 2 {
 			x1 = x0 + 2
 		}
-		fmt.Fprintf(&c.sb, "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"%s\" opacity=\"0.6\"><title>%s %v %s</title></rect>\n",
-			x0, padT, x1-x0, chartH-padT-padB, faultColors[e.Kind], e.Kind, e.Nodes, html.EscapeString(e.Detail))
+		fmt.Fprintf(&c.sb, "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"%s\" opacity=\"0.5\"><title>%s %v %s</title></rect>\n",
+			x0, padT, x1-x0, chartH-padT-padB, faultColor(e.Kind), e.Kind, e.Nodes, html.EscapeString(e.Detail))
 		// Stagger the labels: short faults follow each other closely.
 		fmt.Fprintf(&c.sb, "<text x=\"%.1f\" y=\"%d\" fill=\"#555\">%s%s</text>\n", x0+2, padT+10+(i%3)*11, e.Kind, nodesLabel(e.Nodes))
 	}
@@ -277,7 +286,7 @@ func writeHTML(path string, r *Result) error {
 	sb.WriteString("<h2>Fault timeline</h2><table><tr><th>start</th><th>end</th><th>fault</th><th>nodes</th><th>detail</th><th>error</th></tr>\n")
 	for _, e := range r.Timeline {
 		fmt.Fprintf(&sb, "<tr><td>%.2fs</td><td>%.2fs</td><td style=\"background:%s\">%s</td><td>%v</td><td>%s</td><td>%s</td></tr>\n",
-			e.StartMs/1000, e.EndMs/1000, faultColors[e.Kind], esc(e.Kind), e.Nodes, esc(e.Detail), esc(e.Err))
+			e.StartMs/1000, e.EndMs/1000, faultColor(e.Kind), esc(e.Kind), e.Nodes, esc(e.Detail), esc(e.Err))
 	}
 	sb.WriteString("</table>\n<h2>Schedule</h2><ol>")
 	for _, f := range r.Schedule {
