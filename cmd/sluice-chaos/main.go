@@ -46,9 +46,17 @@ func run() int {
 	rate := fs.Float64("rate", 200, "target sends per second, all producers together")
 	keep := fs.Bool("keep-data", false, "keep the brokers' data directories after a clean run")
 	schedFile := fs.String("schedule", "", "run the fault schedule in this JSON file (a results.json, or a list of faults) instead of generating one")
+	render := fs.String("render", "", "only write DIR/report.html again from DIR/results.json, and exit")
 	printSched := fs.Bool("print-schedule", false, "print the schedule for these flags and exit")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return 2
+	}
+	if *render != "" {
+		if err := chaos.RenderReport(*render); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		return 0
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })

@@ -1,10 +1,12 @@
 package chaos
 
 import (
+	"encoding/json"
 	"fmt"
 	"html"
 	"math"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 )
@@ -222,6 +224,20 @@ func latencyChart(bs []Bucket, events []Event, tMax float64) string {
 		c.line(pts, s.color, s.name, i)
 	}
 	return c.end()
+}
+
+// RenderReport writes report.html in dir again from the run's
+// results.json (e.g. after the report's layout changed).
+func RenderReport(dir string) error {
+	b, err := os.ReadFile(filepath.Join(dir, "results.json"))
+	if err != nil {
+		return err
+	}
+	var r Result
+	if err := json.Unmarshal(b, &r); err != nil {
+		return fmt.Errorf("%s/results.json: %w", dir, err)
+	}
+	return writeHTML(filepath.Join(dir, "report.html"), &r)
 }
 
 func writeHTML(path string, r *Result) error {
