@@ -1,7 +1,9 @@
 // Package batch reads and validates Kafka v2 record batches (magic 2), the
 // unit in which sluice stores, replicates and serves data. A batch is kept
-// byte-for-byte as the producer sent it; the broker only rewrites the base
-// offset and the partition leader epoch, which lie outside the CRC.
+// byte-for-byte as the producer sent it, except for what Kafka's leader
+// rewrites too: the base offset and the partition leader epoch (outside the
+// CRC), and the timestamp type and max timestamp (SetMaxTimestamp, which
+// recomputes the CRC). Followers store the leader's bytes as they are.
 //
 // Layout (big-endian), offsets in bytes:
 //
@@ -33,7 +35,12 @@ const (
 	magicOffset  = 16
 	crcOffset    = 17
 	attrOffset   = 21
+	maxTsOffset  = 35
 )
+
+// NoTimestamp is a record timestamp meaning "none" (Kafka's
+// RecordBatch.NO_TIMESTAMP).
+const NoTimestamp = -1
 
 // MaxBatchSize bounds a single batch (and its decompressed records) no
 // matter what its header claims.
@@ -134,7 +141,7 @@ func ParseHeader(b []byte) (Header, error) {
 	h.Attributes = int16(be.Uint16(b[attrOffset:]))
 	h.LastOffsetDelta = int32(be.Uint32(b[23:]))
 	h.BaseTimestamp = int64(be.Uint64(b[27:]))
-	h.MaxTimestamp = int64(be.Uint64(b[35:]))
+	h.MaxTimestamp = int64(be.Uint64(b[maxTsOffset:]))
 	h.ProducerID = int64(be.Uint64(b[43:]))
 	h.ProducerEpoch = int16(be.Uint16(b[51:]))
 	h.BaseSequence = int32(be.Uint32(b[53:]))
@@ -203,6 +210,45 @@ func SetBaseOffset(b []byte, off int64) { be.PutUint64(b, uint64(off)) }
 
 // SetLeaderEpoch rewrites the partition leader epoch (outside the CRC).
 func SetLeaderEpoch(b []byte, epoch int32) { be.PutUint32(b[epochOffset:], uint32(epoch)) }
+
+// SetMaxTimestamp sets the timestamp type (attribute bit 3: LogAppendTime
+// when logAppendTime, else CreateTime) and the max timestamp of one whole
+// batch (b must be exactly the batch) and recomputes the CRC, as Kafka's
+// leader does with DefaultRecordBatch.setMaxTimestamp: LogAppendTime with
+// the broker's time, or CreateTime with the largest record timestamp. The
+// other attributes and the records (their timestamp deltas included) are
+// left alone; a batch that already has that type and max timestamp is not
+// touched. It refuses a batch whose CRC does not match (ErrCorrupt), so it
+// never turns corrupt bytes into a valid batch. It returns the updated
+// header.
+func SetMaxTimestamp(b []byte, logAppendTime bool, ts int64) (Header, error) {
+	h, err := ParseHeader(b)
+	if err != nil {
+		return h, err
+	}
+	switch {
+	case len(b) < h.Size():
+		return h, ErrShort
+	case len(b) > h.Size():
+		return h, ErrCorrupt
+	}
+	if h.LogAppendTime() == logAppendTime && h.MaxTimestamp == ts {
+		return h, nil
+	}
+	if err := CheckCRC(b); err != nil {
+		return h, err
+	}
+	h.Attributes &^= attrTimestampType
+	if logAppendTime {
+		h.Attributes |= attrTimestampType
+	}
+	h.MaxTimestamp = ts
+	be.PutUint16(b[attrOffset:], uint16(h.Attributes))
+	be.PutUint64(b[maxTsOffset:], uint64(ts))
+	h.CRC = ComputeCRC(b)
+	be.PutUint32(b[crcOffset:], h.CRC)
+	return h, nil
+}
 
 // Next splits the first whole batch off b. It returns ErrShort when b ends
 // inside a batch (a torn tail, or a fetch response cut at MaxBytes).

@@ -153,13 +153,171 @@ func FuzzValidate(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h, err := batch.Validate(b)
+		h2, ts, err2 := batch.ValidateTimestamps(b)
+		if (err == nil) != (err2 == nil) || h != h2 {
+			t.Fatalf("Validate %v, ValidateTimestamps %v", err, err2)
+		}
 		if err != nil {
 			return
+		}
+		if ts.Any && ts.Min > ts.Max {
+			t.Fatalf("timestamps %+v", ts)
 		}
 		// Anything that validates must iterate to exactly NumRecords.
 		n := int32(0)
 		if err := batch.Records(b, func(batch.Record) bool { n++; return true }); err != nil || n != h.NumRecords {
 			t.Fatalf("validated batch does not iterate: %v, %d/%d", err, n, h.NumRecords)
+		}
+	})
+}
+
+func TestSetMaxTimestamp(t *testing.T) {
+	for _, c := range codecs {
+		t.Run(c.String(), func(t *testing.T) {
+			recs := batchtest.Values("a", "b", "c")
+			recs[1].TimestampDelta = 7
+			b := batchtest.Build(batchtest.Options{Codec: c, BaseTimestamp: 1000, Idempotent: true, ProducerID: 3, BaseSequence: 4}, recs)
+			before, err := batch.Validate(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if before.LogAppendTime() || before.MaxTimestamp != 1007 {
+				t.Fatalf("built batch %+v", before)
+			}
+			records := append([]byte(nil), b[batch.HeaderSize:]...)
+
+			h, err := batch.SetMaxTimestamp(b, true, 5000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			after, err := batch.Validate(b)
+			if err != nil {
+				t.Fatal("stamped batch does not validate:", err)
+			}
+			if after != h {
+				t.Fatalf("returned header %+v, parsed %+v", h, after)
+			}
+			if !after.LogAppendTime() || after.MaxTimestamp != 5000 || after.Compression() != c {
+				t.Fatalf("stamped header %+v", after)
+			}
+			// Only the attributes' timestamp bit, the max timestamp and the
+			// CRC changed.
+			want := before
+			want.Attributes |= 0x08
+			want.MaxTimestamp, want.CRC = 5000, after.CRC
+			if after != want {
+				t.Fatalf("header %+v, want %+v", after, want)
+			}
+			if after.CRC == before.CRC {
+				t.Fatal("CRC not recomputed")
+			}
+			if !bytes.Equal(b[batch.HeaderSize:], records) {
+				t.Fatal("records changed")
+			}
+			var deltas []int64
+			if err := batch.Records(b, func(r batch.Record) bool { deltas = append(deltas, r.TimestampDelta); return true }); err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(deltas) != "[0 7 0]" {
+				t.Fatalf("timestamp deltas %v", deltas)
+			}
+
+			// Back to CreateTime with the records' max: the original bytes.
+			if _, err := batch.SetMaxTimestamp(b, false, 1007); err != nil {
+				t.Fatal(err)
+			}
+			if h, err := batch.Validate(b); err != nil || h != before {
+				t.Fatalf("restored header %+v (%v), want %+v", h, err, before)
+			}
+		})
+	}
+}
+
+func TestSetMaxTimestampUnchangedAndRefused(t *testing.T) {
+	b := batchtest.Build(batchtest.Options{BaseTimestamp: 1000}, batchtest.Values("a"))
+	orig := append([]byte(nil), b...)
+	if _, err := batch.SetMaxTimestamp(b, false, 1000); err != nil || !bytes.Equal(b, orig) {
+		t.Fatalf("no-op rewrite changed the batch (%v)", err)
+	}
+	// A corrupt batch is not laundered into a valid one.
+	bad := append([]byte(nil), orig...)
+	bad[len(bad)-1] ^= 0xff
+	if _, err := batch.SetMaxTimestamp(bad, true, 1); !errors.Is(err, batch.ErrCorrupt) {
+		t.Fatalf("corrupt batch: %v", err)
+	}
+	if err := batch.CheckCRC(bad); err == nil {
+		t.Fatal("corrupt batch got a valid CRC")
+	}
+	for name, in := range map[string][]byte{
+		"empty":       nil,
+		"short":       orig[:20],
+		"header only": orig[:batch.HeaderSize],
+		"trailing":    append(append([]byte(nil), orig...), 0),
+	} {
+		if _, err := batch.SetMaxTimestamp(append([]byte(nil), in...), true, 1); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+func TestValidateTimestamps(t *testing.T) {
+	recs := batchtest.Values("a", "b", "c", "d")
+	recs[1].TimestampDelta = -500
+	recs[2].TimestampDelta = 300
+	b := batchtest.Build(batchtest.Options{Codec: batch.Zstd, BaseTimestamp: 10_000}, recs)
+	_, ts, err := batch.ValidateTimestamps(b)
+	if err != nil || ts != (batch.Timestamps{Min: 9_500, Max: 10_300, Any: true}) {
+		t.Fatalf("%+v %v", ts, err)
+	}
+	// Records without a timestamp (-1) are left out.
+	recs = batchtest.Values("a", "b")
+	recs[1].TimestampDelta = 5
+	b = batchtest.Build(batchtest.Options{BaseTimestamp: -1}, recs)
+	if _, ts, err := batch.ValidateTimestamps(b); err != nil || ts != (batch.Timestamps{Min: 4, Max: 4, Any: true}) {
+		t.Fatalf("%+v %v", ts, err)
+	}
+	b = batchtest.Build(batchtest.Options{BaseTimestamp: -1}, batchtest.Values("a"))
+	if _, ts, err := batch.ValidateTimestamps(b); err != nil || ts.Any {
+		t.Fatalf("%+v %v", ts, err)
+	}
+	// A LogAppendTime batch: every record has the max timestamp.
+	b = batchtest.Build(batchtest.Options{BaseTimestamp: 10_000}, batchtest.Values("a", "b"))
+	if _, err := batch.SetMaxTimestamp(b, true, 77_777); err != nil {
+		t.Fatal(err)
+	}
+	if _, ts, err := batch.ValidateTimestamps(b); err != nil || ts != (batch.Timestamps{Min: 77_777, Max: 77_777, Any: true}) {
+		t.Fatalf("%+v %v", ts, err)
+	}
+}
+
+func FuzzSetMaxTimestamp(f *testing.F) {
+	for _, c := range codecs {
+		f.Add(batchtest.Build(batchtest.Options{Codec: c}, batchtest.Values("x", "yy", "")), true, int64(123))
+	}
+	f.Add([]byte{}, false, int64(-1))
+	f.Fuzz(func(t *testing.T, b []byte, lat bool, ts int64) {
+		_, verr := batch.Validate(b)
+		orig := append([]byte(nil), b...)
+		h, err := batch.SetMaxTimestamp(b, lat, ts)
+		if err != nil {
+			if !bytes.Equal(b, orig) {
+				t.Fatal("failed SetMaxTimestamp changed the bytes")
+			}
+			return
+		}
+		if h.LogAppendTime() != lat || h.MaxTimestamp != ts {
+			t.Fatalf("header %+v after SetMaxTimestamp(%v, %d)", h, lat, ts)
+		}
+		// Bytes are only rewritten with a valid CRC, and only when their CRC
+		// was valid.
+		if !bytes.Equal(b, orig) && (batch.CheckCRC(orig) != nil || batch.CheckCRC(b) != nil) {
+			t.Fatal("SetMaxTimestamp rewrote a batch without a valid CRC before and after")
+		}
+		if _, err := batch.Validate(b); (err == nil) != (verr == nil) {
+			t.Fatalf("validity changed: before %v, after %v", verr, err)
+		}
+		if _, tss, err := batch.ValidateTimestamps(b); err == nil && lat && (ts == batch.NoTimestamp) == tss.Any {
+			t.Fatalf("LogAppendTime batch timestamps %+v for max %d", tss, ts)
 		}
 	})
 }

@@ -72,9 +72,31 @@ func Records(b []byte, fn func(r Record) bool) error {
 }
 
 // Validate checks a batch a client produced: header, exact size, CRC, and
-// every record (decompressing if needed). It is what the produce path runs
-// before an append.
+// every record (decompressing if needed).
 func Validate(b []byte) (Header, error) {
+	return validate(b, nil)
+}
+
+// Timestamps summarizes the record timestamps of a batch as a consumer
+// sees them (base timestamp + delta; the max timestamp for every record of
+// a LogAppendTime batch), for the leader's checks (Kafka's LogValidator):
+// the smallest and the largest, leaving out records with NoTimestamp. Any
+// is false when every record has NoTimestamp.
+type Timestamps struct {
+	Min, Max int64
+	Any      bool
+}
+
+// ValidateTimestamps is Validate that also summarizes the record
+// timestamps, in the same single pass over the records. It is what the
+// produce path runs before an append.
+func ValidateTimestamps(b []byte) (Header, Timestamps, error) {
+	var ts Timestamps
+	h, err := validate(b, &ts)
+	return h, ts, err
+}
+
+func validate(b []byte, ts *Timestamps) (Header, error) {
 	h, err := ParseHeader(b)
 	if err != nil {
 		return h, err
@@ -88,7 +110,29 @@ func Validate(b []byte) (Header, error) {
 	if h.NumRecords == 0 {
 		return h, ErrCorrupt
 	}
-	return h, Records(b, nil)
+	if ts == nil {
+		return h, Records(b, nil)
+	}
+	if h.LogAppendTime() {
+		if h.MaxTimestamp != NoTimestamp {
+			*ts = Timestamps{Min: h.MaxTimestamp, Max: h.MaxTimestamp, Any: true}
+		}
+		return h, Records(b, nil)
+	}
+	return h, Records(b, func(r Record) bool {
+		// Wraps like Java's long addition in Kafka's Record.timestamp().
+		t := h.BaseTimestamp + r.TimestampDelta
+		switch {
+		case t == NoTimestamp:
+		case !ts.Any:
+			*ts = Timestamps{Min: t, Max: t, Any: true}
+		case t < ts.Min:
+			ts.Min = t
+		case t > ts.Max:
+			ts.Max = t
+		}
+		return true
+	})
 }
 
 // parseRecord decodes one record from p into r.

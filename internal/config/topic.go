@@ -60,10 +60,16 @@ var TopicDefs = []Def{
 	{Name: "max.message.bytes", Type: TypeInt, Default: "1048588", BrokerName: "message.max.bytes", Min: 0, Max: math.MaxInt32, Doc: "Largest record batch accepted (MESSAGE_TOO_LARGE above it)."},
 	{Name: "message.downconversion.enable", Type: TypeBoolean, Default: "true", BrokerName: "log.message.downconversion.enable"},
 	{Name: "message.format.version", Type: TypeString, Default: "3.0-IV1", BrokerName: "log.message.format.version"},
-	{Name: "message.timestamp.after.max.ms", Type: TypeLong, Default: maxLong, BrokerName: "log.message.timestamp.after.max.ms", Min: 0, Max: math.MaxInt64},
-	{Name: "message.timestamp.before.max.ms", Type: TypeLong, Default: maxLong, BrokerName: "log.message.timestamp.before.max.ms", Min: 0, Max: math.MaxInt64},
+	// KIP-937 (Kafka 3.6). The after default is Kafka 4.0's (KIP-1030,
+	// KAFKA-16368: 3600000, one hour; it was Long.MAX_VALUE in 3.6-3.9);
+	// before stays Long.MAX_VALUE. Applied to CreateTime topics only.
+	{Name: "message.timestamp.after.max.ms", Type: TypeLong, Default: "3600000", BrokerName: "log.message.timestamp.after.max.ms", Min: 0, Max: math.MaxInt64, Doc: "Records timestamped further in the future than this get INVALID_TIMESTAMP (CreateTime topics)."},
+	{Name: "message.timestamp.before.max.ms", Type: TypeLong, Default: maxLong, BrokerName: "log.message.timestamp.before.max.ms", Min: 0, Max: math.MaxInt64, Doc: "Records timestamped further in the past than this get INVALID_TIMESTAMP (CreateTime topics)."},
+	// Deprecated by KIP-937 and removed in Kafka 4.0 (KAFKA-17997); kept for
+	// 3.x clients. When set, it bounds whichever of before/after.max.ms is
+	// not set (Kafka 3.6-3.9's LogConfig rule).
 	{Name: "message.timestamp.difference.max.ms", Type: TypeLong, Default: maxLong, BrokerName: "log.message.timestamp.difference.max.ms", Min: 0, Max: math.MaxInt64},
-	{Name: "message.timestamp.type", Type: TypeString, Default: "CreateTime", BrokerName: "log.message.timestamp.type", Enum: []string{"CreateTime", "LogAppendTime"}},
+	{Name: "message.timestamp.type", Type: TypeString, Default: "CreateTime", BrokerName: "log.message.timestamp.type", Enum: []string{"CreateTime", "LogAppendTime"}, Doc: "LogAppendTime: the leader stamps each batch with its clock (timestamp type bit and max timestamp)."},
 	{Name: "min.cleanable.dirty.ratio", Type: TypeDouble, Default: "0.5", BrokerName: "log.cleaner.min.cleanable.ratio", Min: 0, Max: 1},
 	{Name: "min.compaction.lag.ms", Type: TypeLong, Default: "0", BrokerName: "log.cleaner.min.compaction.lag.ms", Min: 0, Max: math.MaxInt64},
 	{Name: "min.insync.replicas", Type: TypeInt, Default: "1", BrokerName: "min.insync.replicas", Min: 1, Max: math.MaxInt32},

@@ -18,9 +18,25 @@ package handler
 // last five batches (duplicates get their original offsets,
 // OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH). acks=0 gets no
 // response; an error then closes the connection, as Kafka does.
+//
+// Timestamps, as Kafka's leader applies them (LogValidator), in place in the
+// request's buffer before the append: on a message.timestamp.type=
+// LogAppendTime topic the batch gets the timestamp-type attribute bit and
+// the broker's clock as its max timestamp (CRC recomputed; record deltas
+// untouched; consumers report that time for every record), and the response
+// carries it as LogAppendTime (-1 for CreateTime topics; a duplicate gets
+// its original batch's time). On a CreateTime topic a record timestamped
+// more than message.timestamp.before.max.ms in the past or after.max.ms in
+// the future (message.timestamp.difference.max.ms standing in for an unset
+// one) fails the partition with INVALID_TIMESTAMP, nothing appended; a
+// producer's max timestamp that is not its records' largest is corrected.
+// A producer may not set the LogAppendTime bit itself (INVALID_TIMESTAMP,
+// unless it is a CreateTime topic and the batch has a max timestamp).
 
 import (
 	"errors"
+	"fmt"
+	"math"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -28,6 +44,7 @@ import (
 
 	"github.com/sluice-io/sluice/internal/batch"
 	"github.com/sluice-io/sluice/internal/broker"
+	"github.com/sluice-io/sluice/internal/config"
 	"github.com/sluice-io/sluice/internal/protocol"
 	"github.com/sluice-io/sluice/internal/replica"
 )
@@ -43,7 +60,56 @@ type produceCommit struct {
 	p      *broker.Partition
 	result <-chan replica.ProduceResult
 	slot   *kmsg.ProduceResponseTopicPartition
+	// logAppendTime is the time stamped on the batch (LogAppendTime
+	// topics), else -1.
+	logAppendTime int64
 }
+
+// produceConfig is what a produce applies of a topic's configuration.
+type produceConfig struct {
+	maxBytes, segmentBytes int64
+	logAppendTime          bool
+	// beforeMs and afterMs bound CreateTime record timestamps around the
+	// broker's clock.
+	beforeMs, afterMs int64
+}
+
+func produceConfigOf(tc config.TopicConfig) produceConfig {
+	typ, _ := tc.Get("message.timestamp.type")
+	return produceConfig{
+		maxBytes:      tc.Int64("max.message.bytes"),
+		segmentBytes:  tc.Int64("segment.bytes"),
+		logAppendTime: typ == "LogAppendTime",
+		beforeMs:      timestampBound(tc, "message.timestamp.before.max.ms"),
+		afterMs:       timestampBound(tc, "message.timestamp.after.max.ms"),
+	}
+}
+
+// timestampBound is the effective message.timestamp.before.max.ms or
+// after.max.ms: its value when set (on the topic or the broker) to less
+// than Long.MAX_VALUE; otherwise message.timestamp.difference.max.ms if
+// that is set, as Kafka 3.6-3.9 do for the deprecated setting; otherwise
+// its default.
+func timestampBound(tc config.TopicConfig, name string) int64 {
+	const diff = "message.timestamp.difference.max.ms"
+	n := tc.Int64(name)
+	if _, src := tc.Get(name); src != config.SourceDefault && n != math.MaxInt64 {
+		return n
+	}
+	if _, src := tc.Get(diff); src != config.SourceDefault {
+		return tc.Int64(diff)
+	}
+	return n
+}
+
+// partitionError is a partition's error code with Kafka's message text.
+type partitionError struct {
+	err *kerr.Error
+	msg string
+}
+
+func (e *partitionError) Error() string { return e.msg }
+func (e *partitionError) Unwrap() error { return e.err }
 
 func (h *Handlers) produce(r *protocol.Request) protocol.Reply {
 	req := r.Body.(*kmsg.ProduceRequest)
@@ -67,6 +133,10 @@ func (h *Handlers) produce(r *protocol.Request) protocol.Reply {
 		st := kmsg.NewProduceResponseTopic()
 		st.Topic = rt.Topic
 		t := img.Topics[rt.Topic]
+		var pc produceConfig
+		if t != nil {
+			pc = produceConfigOf(h.b.TopicConfig(t))
+		}
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewProduceResponseTopicPartition()
 			sp.Partition = rp.Partition
@@ -85,16 +155,16 @@ func (h *Handlers) produce(r *protocol.Request) protocol.Reply {
 				p, err = h.b.Leader(rt.Topic, rp.Partition)
 			}
 			var ch <-chan replica.ProduceResult
+			logAppendTime := int64(-1)
 			if err == nil {
-				tc := h.b.TopicConfig(t)
-				ch, err = h.appendOne(p, rp.Records, tc.Int64("max.message.bytes"), tc.Int64("segment.bytes"), req.Acks, deadline)
+				ch, logAppendTime, err = h.appendOne(p, rp.Records, pc, req.Acks, deadline)
 			}
 			if err != nil {
 				sp.ErrorCode = code(err)
 				sp.ErrorMessage = message(err)
 				failed = true
 			} else {
-				commits = append(commits, produceCommit{ti: ti, pi: len(st.Partitions), p: p, result: ch})
+				commits = append(commits, produceCommit{ti: ti, pi: len(st.Partitions), p: p, result: ch, logAppendTime: logAppendTime})
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}
@@ -123,10 +193,18 @@ func (h *Handlers) produce(r *protocol.Request) protocol.Reply {
 				}
 				c.slot.BaseOffset = res.BaseOffset
 				c.slot.LogStartOffset = c.p.LogStartOffset()
+				c.slot.LogAppendTime = c.logAppendTime
+				if res.Duplicate && c.logAppendTime >= 0 {
+					// Kafka answers a retry with the original batch's
+					// time (its producer state's timestamp).
+					if ts, ok := storedMaxTimestamp(c.p, res.BaseOffset); ok {
+						c.slot.LogAppendTime = ts
+					}
+				}
 				if acks == 1 {
 					// acks=1 is acknowledged once durable on the leader.
 					if err := c.p.Durable(res.LastOffset + 1); err != nil {
-						c.slot.ErrorCode, c.slot.BaseOffset = code(err), -1
+						c.slot.ErrorCode, c.slot.BaseOffset, c.slot.LogAppendTime = code(err), -1, -1
 					}
 				}
 			case <-timer.C:
@@ -138,37 +216,112 @@ func (h *Handlers) produce(r *protocol.Request) protocol.Reply {
 	}}
 }
 
-// appendOne validates one partition's records and hands the batch to the
-// partition's replica machine.
-func (h *Handlers) appendOne(p *broker.Partition, records []byte, maxBytes, segmentBytes int64, acks int16, deadline time.Time) (<-chan replica.ProduceResult, error) {
+// appendOne validates one partition's records, applies the topic's
+// timestamp settings to the batch and hands it to the partition's replica
+// machine. It returns the time stamped on the batch (LogAppendTime
+// topics), else -1.
+func (h *Handlers) appendOne(p *broker.Partition, records []byte, pc produceConfig, acks int16, deadline time.Time) (<-chan replica.ProduceResult, int64, error) {
 	if len(records) == 0 {
-		return nil, kerr.InvalidRecord
+		return nil, -1, kerr.InvalidRecord
 	}
-	if int64(len(records)) > maxBytes {
-		return nil, kerr.MessageTooLarge
+	if int64(len(records)) > pc.maxBytes {
+		return nil, -1, kerr.MessageTooLarge
 	}
-	if int64(len(records)) > segmentBytes {
+	if int64(len(records)) > pc.segmentBytes {
 		// A batch must fit in one segment: Kafka's UnifiedLog.append
 		// throws RecordBatchTooLargeException (RECORD_LIST_TOO_LARGE)
 		// when it exceeds segment.bytes, before anything is appended.
-		return nil, kerr.RecordListTooLarge
+		return nil, -1, kerr.RecordListTooLarge
 	}
-	hdr, b, rest, err := batch.Next(records)
+	_, b, rest, err := batch.Next(records)
 	switch {
 	case errors.Is(err, batch.ErrMagic):
-		return nil, kerr.UnsupportedForMessageFormat
+		return nil, -1, kerr.UnsupportedForMessageFormat
 	case err != nil:
-		return nil, kerr.CorruptMessage
+		return nil, -1, kerr.CorruptMessage
 	case len(rest) != 0:
-		return nil, kerr.InvalidRecord
+		return nil, -1, kerr.InvalidRecord
 	}
-	if _, err := batch.Validate(b); err != nil {
-		return nil, kerr.CorruptMessage
+	hdr, ts, err := batch.ValidateTimestamps(b)
+	if err != nil {
+		return nil, -1, kerr.CorruptMessage
 	}
 	if hdr.IsControl() || hdr.IsTransactional() {
-		return nil, kerr.InvalidRecord
+		return nil, -1, kerr.InvalidRecord
 	}
-	return p.Produce(b, hdr, acks, deadline), nil
+	hdr, logAppendTime, err := applyTimestamps(b, hdr, ts, pc, time.Now().UnixMilli())
+	if err != nil {
+		return nil, -1, err
+	}
+	return p.Produce(b, hdr, acks, deadline), logAppendTime, nil
+}
+
+// applyTimestamps applies the topic's timestamp settings to the validated
+// batch b, in place, as Kafka's LogValidator does on the leader for v2
+// batches (see the file comment). It returns the updated header and the
+// log append time (-1 for CreateTime topics).
+func applyTimestamps(b []byte, hdr batch.Header, ts batch.Timestamps, pc produceConfig, now int64) (batch.Header, int64, error) {
+	// Kafka's validateTimestamp rejects the producer's LogAppendTime bit
+	// where it would have to trust it: on a LogAppendTime topic, or for a
+	// record without a timestamp.
+	if hdr.LogAppendTime() && (pc.logAppendTime || !ts.Any) {
+		return hdr, -1, &partitionError{kerr.InvalidTimestamp, "Invalid timestamp type in the record batch: producers must not set the timestamp type to LogAppendTime"}
+	}
+	if pc.logAppendTime {
+		hdr, err := batch.SetMaxTimestamp(b, true, now)
+		if err != nil {
+			return hdr, -1, kerr.CorruptMessage
+		}
+		return hdr, now, nil
+	}
+	if ts.Any {
+		for _, t := range []int64{ts.Min, ts.Max} {
+			if outOfRange(t, now, pc.beforeMs, pc.afterMs) {
+				return hdr, -1, &partitionError{kerr.InvalidTimestamp, fmt.Sprintf(
+					"One or more records have been rejected due to invalid timestamp: timestamp %d is out of range; it should be within [now-%d ms, now+%d ms] (message.timestamp.before.max.ms, message.timestamp.after.max.ms)",
+					t, pc.beforeMs, pc.afterMs)}
+			}
+		}
+	}
+	// CreateTime: the batch's max timestamp is its records' largest (at
+	// least NoTimestamp), whatever the producer wrote.
+	maxTs := int64(batch.NoTimestamp)
+	if ts.Any && ts.Max > maxTs {
+		maxTs = ts.Max
+	}
+	hdr, err := batch.SetMaxTimestamp(b, false, maxTs)
+	if err != nil {
+		return hdr, -1, kerr.CorruptMessage
+	}
+	return hdr, -1, nil
+}
+
+// outOfRange reports whether ts is more than beforeMs before now or more
+// than afterMs after it, without overflowing on extreme timestamps.
+func outOfRange(ts, now, beforeMs, afterMs int64) bool {
+	if ts <= now {
+		return uint64(now)-uint64(ts) > uint64(beforeMs)
+	}
+	return uint64(ts)-uint64(now) > uint64(afterMs)
+}
+
+// storedMaxTimestamp reads the max timestamp of the stored batch that
+// holds offset (its header only).
+func storedMaxTimestamp(p *broker.Partition, offset int64) (int64, bool) {
+	sl, err := p.Log().Read(offset, 0, offset+1)
+	if err != nil || len(sl.Chunks) == 0 || sl.Chunks[0].Len < batch.HeaderSize {
+		return 0, false
+	}
+	var hb [batch.HeaderSize]byte
+	c := sl.Chunks[0]
+	if n, _ := c.File.ReadAt(hb[:], c.Pos); n < len(hb) {
+		return 0, false
+	}
+	h, err := batch.ParseHeader(hb[:])
+	if err != nil || offset < h.BaseOffset || offset > h.LastOffset() {
+		return 0, false
+	}
+	return h.MaxTimestamp, true
 }
 
 // produceError answers every partition with err.
