@@ -66,8 +66,8 @@ func newCluster(o *Options, bin, dir string) (*cluster, error) {
 	}
 	for i := range o.Nodes {
 		id := i + 1
-		n := &node{id: id, bin: bin, kafkaPort: ports[3*i], ctrlPort: ports[3*i+1], httpPort: ports[3*i+2],
-			logPath: filepath.Join(dir, "logs", fmt.Sprintf("node%d.log", id))}
+		n := &node{id: id, kafkaPort: ports[3*i], ctrlPort: ports[3*i+1], httpPort: ports[3*i+2],
+			p: testproc.Process{Bin: bin, LogPath: filepath.Join(dir, "logs", fmt.Sprintf("node%d.log", id))}}
 		c.nodes = append(c.nodes, n)
 		kp, err := c.nw.newProxy("kafka", id, n.kafkaAddr())
 		if err != nil {
@@ -111,7 +111,7 @@ func newCluster(o *Options, bin, dir string) (*cluster, error) {
 		if err := os.WriteFile(cfgPath, []byte(strings.Join(props, "\n")+"\n"), 0o644); err != nil {
 			return nil, err
 		}
-		n.args = []string{"serve",
+		n.p.Args = []string{"serve",
 			"--node-id", strconv.Itoa(n.id),
 			"--listen", n.kafkaAddr(),
 			"--controller-listen", "127.0.0.1:" + strconv.Itoa(n.ctrlPort),

@@ -2,8 +2,6 @@ package chaos
 
 import (
 	"bytes"
-	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,34 +9,23 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/sluice-io/sluice/internal/testproc"
 )
 
-// node is one `sluice serve` process the harness owns: it can be started,
-// SIGKILLed, SIGTERMed (controlled shutdown), SIGSTOPped and SIGCONTed, and
-// restarted on the same data directory and ports. It is the testproc
-// approach without testing.TB.
+// node is one `sluice serve` process the harness owns: a testproc.Process
+// (start, SIGKILL, SIGTERM, SIGSTOP/SIGCONT, restart on the same data and
+// ports) plus the harness's bookkeeping of which exits it caused.
 type node struct {
 	id        int
-	bin       string
-	args      []string
-	logPath   string
 	kafkaPort int // real Kafka listener (--listen)
 	ctrlPort  int // real controller listener (--controller-listen)
 	httpPort  int
-	env       []string // added to the environment
+	p         testproc.Process // Bin, Args, Env and LogPath set by newCluster
 
-	mu      sync.Mutex
-	cmd     *exec.Cmd
-	done    chan struct{}
-	waitErr error
-	paused  bool
-	starts  int
+	mu sync.Mutex
 	// wantDown is how the harness stopped the process ("" none, "kill",
 	// "term", "disk": a failing disk it injected); an exit without it,
 	// or an error exit after SIGTERM, is a crash.
@@ -51,55 +38,32 @@ func (n *node) kafkaAddr() string { return "127.0.0.1:" + strconv.Itoa(n.kafkaPo
 // start launches the process (it must not be running).
 func (n *node) start() error {
 	n.mu.Lock()
+	n.wantDown = ""
+	n.mu.Unlock()
+	n.p.Label = "sluice-chaos"
+	n.p.OnExit = n.exited
+	return n.p.Start()
+}
+
+// exited records an exit the harness did not cause as a crash.
+func (n *node) exited(err error, log io.Writer) {
+	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.cmd != nil && !isClosed(n.done) {
-		return errors.New("already running")
-	}
-	logf, err := os.OpenFile(n.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	n.starts++
-	fmt.Fprintf(logf, "=== sluice-chaos: start #%d at %s: %s %s\n", n.starts, time.Now().Format(time.RFC3339Nano), n.bin, strings.Join(n.args, " "))
-	cmd := exec.Command(n.bin, n.args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if len(n.env) > 0 {
-		cmd.Env = append(os.Environ(), n.env...)
-	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Setpgid:   true,            // terminal signals go to the harness only
-		Pdeathsig: syscall.SIGKILL, // never outlive a crashed harness
-	}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return err
-	}
-	done := make(chan struct{})
-	n.cmd, n.done, n.waitErr, n.paused, n.wantDown = cmd, done, nil, false, ""
-	go func() {
-		err := cmd.Wait()
-		n.mu.Lock()
-		n.waitErr = err
-		if n.wantDown == "" || (n.wantDown == "term" && err != nil) {
-			how := "exited on its own"
-			if n.wantDown == "term" {
-				how = "failed its controlled shutdown (SIGTERM)"
-			}
-			msg := fmt.Sprintf("node %d %s at %s: %v (see %s)", n.id, how, time.Now().Format("15:04:05.000"), err, n.logPath)
-			n.crashes = append(n.crashes, msg)
-			fmt.Fprintf(logf, "=== sluice-chaos: %s\n", msg)
+	if n.wantDown == "" || (n.wantDown == "term" && err != nil) {
+		how := "exited on its own"
+		if n.wantDown == "term" {
+			how = "failed its controlled shutdown (SIGTERM)"
 		}
-		n.mu.Unlock()
-		logf.Close()
-		close(done)
-	}()
-	return nil
+		msg := fmt.Sprintf("node %d %s at %s: %v (see %s)", n.id, how, time.Now().Format("15:04:05.000"), err, n.p.LogPath)
+		n.crashes = append(n.crashes, msg)
+		fmt.Fprintf(log, "=== sluice-chaos: %s\n", msg)
+	}
 }
 
 // note appends a harness line to the node's log, so fault times can be
 // matched with the broker's own lines.
 func (n *node) note(format string, args ...any) {
-	f, err := os.OpenFile(n.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	f, err := os.OpenFile(n.p.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return
 	}
@@ -107,40 +71,21 @@ func (n *node) note(format string, args ...any) {
 	f.Close()
 }
 
-func (n *node) doneCh() chan struct{} {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.done
-}
+func (n *node) doneCh() <-chan struct{} { return n.p.Done() }
 
-func (n *node) running() bool {
-	d := n.doneCh()
-	return d != nil && !isClosed(d)
-}
+func (n *node) running() bool { return n.p.Running() }
 
-func (n *node) isPaused() bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.paused && n.done != nil && !isClosed(n.done)
-}
+func (n *node) isPaused() bool { return n.p.Paused() }
 
+// pid is the running process's id, 0 if it is not running.
 func (n *node) pid() int {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.cmd == nil || n.cmd.Process == nil || isClosed(n.done) {
+	if !n.p.Running() {
 		return 0
 	}
-	return n.cmd.Process.Pid
+	return n.p.Pid()
 }
 
-func isClosed(c chan struct{}) bool {
-	select {
-	case <-c:
-		return true
-	default:
-		return false
-	}
-}
+func (n *node) exitErr() error { return n.p.ExitErr() }
 
 func (n *node) expectExit(how string) {
 	n.mu.Lock()
@@ -152,7 +97,7 @@ func (n *node) expectExit(how string) {
 // and nothing else changed it.
 func (n *node) clearExpectedExit(how string) {
 	n.mu.Lock()
-	if n.wantDown == how && n.done != nil && !isClosed(n.done) {
+	if n.wantDown == how && n.p.Running() {
 		n.wantDown = ""
 	}
 	n.mu.Unlock()
@@ -181,109 +126,52 @@ func (n *node) crashList() []string {
 	return append([]string(nil), n.crashes...)
 }
 
-func (n *node) signal(sig syscall.Signal) error {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.cmd == nil || n.cmd.Process == nil || isClosed(n.done) {
-		return errors.New("not running")
-	}
-	return n.cmd.Process.Signal(sig)
-}
-
 // kill sends SIGKILL and waits (up to 10 s) for the exit.
 func (n *node) kill() error {
 	if !n.running() {
 		return nil
 	}
 	n.expectExit("kill")
-	_ = n.signal(syscall.SIGKILL)
-	select {
-	case <-n.doneCh():
-		return nil
-	case <-time.After(10 * time.Second):
-		return fmt.Errorf("node %d did not exit within 10s of SIGKILL", n.id)
+	if err := n.p.Kill(10 * time.Second); err != nil {
+		return fmt.Errorf("node %d: %v", n.id, err)
 	}
+	return nil
 }
 
 // term sends SIGTERM (controlled shutdown), resuming a paused process, and
-// waits up to d before SIGKILLing it.
+// waits up to d before SIGKILLing it; an error exit is an error.
 func (n *node) term(d time.Duration) error {
 	if !n.running() {
 		return nil
 	}
 	n.expectExit("term")
-	_ = n.signal(syscall.SIGTERM)
-	if n.isPaused() {
-		_ = n.signal(syscall.SIGCONT)
-		n.mu.Lock()
-		n.paused = false
-		n.mu.Unlock()
+	if err := n.p.Term(d); err != nil {
+		return fmt.Errorf("node %d: %v", n.id, err)
 	}
-	select {
-	case <-n.doneCh():
-		if err := n.exitErr(); err != nil {
-			return fmt.Errorf("node %d exited with %v after SIGTERM", n.id, err)
-		}
-		return nil
-	case <-time.After(d):
-		_ = n.kill()
-		return fmt.Errorf("node %d did not exit within %v of SIGTERM; killed", n.id, d)
+	if err := n.exitErr(); err != nil {
+		return fmt.Errorf("node %d exited with %v after SIGTERM", n.id, err)
 	}
+	return nil
 }
 
 // pause freezes the process with SIGSTOP and waits until all its threads
 // are stopped.
 func (n *node) pause() error {
-	if err := n.signal(syscall.SIGSTOP); err != nil {
-		return err
-	}
-	n.mu.Lock()
-	n.paused = true
-	n.mu.Unlock()
-	deadline := time.Now().Add(5 * time.Second)
-	for !testproc.ThreadsStopped(n.pid()) {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("node %d: threads not stopped 5s after SIGSTOP", n.id)
-		}
-		time.Sleep(time.Millisecond)
+	if err := n.p.Pause(); err != nil {
+		return fmt.Errorf("node %d: %v", n.id, err)
 	}
 	return nil
 }
 
 // resume continues a paused process.
-func (n *node) resume() error {
-	n.mu.Lock()
-	n.paused = false
-	n.mu.Unlock()
-	return n.signal(syscall.SIGCONT)
-}
+func (n *node) resume() error { return n.p.Resume() }
 
 // waitReady waits until the real Kafka port answers ApiVersions.
 func (n *node) waitReady(timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	var last error
-	for {
-		done := n.doneCh()
-		if done == nil || isClosed(done) {
-			return fmt.Errorf("node %d exited before becoming ready: %v", n.id, n.exitErr())
-		}
-		if last = testproc.Probe(ctx, n.kafkaAddr()); last == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("node %d not ready after %v: %v", n.id, timeout, last)
-		case <-done:
-		case <-time.After(50 * time.Millisecond):
-		}
+	if err := n.p.WaitReady(n.kafkaAddr(), timeout); err != nil {
+		return fmt.Errorf("node %d: %v", n.id, err)
 	}
-}
-
-func (n *node) exitErr() error {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.waitErr
+	return nil
 }
 
 // BuildBinary compiles ./cmd/sluice of the enclosing module into dir.

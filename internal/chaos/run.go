@@ -239,11 +239,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	// sendfile off, so it is on only when the schedule uses it).
 	if slices.ContainsFunc(res.Schedule, func(f Fault) bool { return diskFault(f.Kind) }) {
 		for _, n := range c.nodes {
-			n.env = append(n.env, "SLUICE_FAULT_INJECTION=1")
+			n.p.Env = append(n.p.Env, "SLUICE_FAULT_INJECTION=1")
 		}
 	}
 	for _, n := range c.nodes {
-		res.Logs = append(res.Logs, n.logPath)
+		res.Logs = append(res.Logs, n.p.LogPath)
 	}
 	o.logf("starting %d nodes", o.Nodes)
 	if err := c.start(ctx); err != nil {

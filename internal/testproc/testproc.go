@@ -42,7 +42,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -246,13 +245,7 @@ type Proc struct {
 	logPath     string
 	args        []string
 	pickedPorts bool
-
-	mu      sync.Mutex
-	cmd     *exec.Cmd
-	done    chan struct{} // closed when the current process has exited
-	waitErr error
-	paused  bool
-	starts  int
+	ps          *Process
 }
 
 // Start builds (if needed) and starts `sluice serve` and waits until it
@@ -281,6 +274,7 @@ func Start(t testing.TB, opts Options) *Proc {
 		name:    name,
 		logPath: filepath.Join(t.TempDir(), name+".log"),
 	}
+	p.ps = &Process{Bin: bin, Env: opts.Env, LogPath: p.logPath, Label: "testproc"}
 	t.Cleanup(p.cleanup)
 
 	pick := opts.ListenPort == 0 || opts.HTTPPort == 0
@@ -299,7 +293,8 @@ func Start(t testing.TB, opts Options) *Proc {
 			}
 		}
 		p.args = p.buildArgs()
-		err := p.start()
+		p.ps.Args = p.args
+		err := p.ps.Start()
 		if err == nil && !opts.NoWait {
 			err = p.WaitReady(opts.StartTimeout)
 		}
@@ -332,69 +327,10 @@ func (p *Proc) buildArgs() []string {
 	return append(args, o.ExtraArgs...)
 }
 
-// start launches the process; the caller waits for readiness.
-func (p *Proc) start() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.cmd != nil && !isClosed(p.done) {
-		return errors.New("already running")
-	}
-	logf, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	p.starts++
-	fmt.Fprintf(logf, "=== testproc: start #%d: %s %s\n", p.starts, p.bin, strings.Join(p.args, " "))
-	cmd := exec.Command(p.bin, p.args...)
-	cmd.Stdout = logf
-	cmd.Stderr = logf
-	cmd.Env = append(os.Environ(), p.opts.Env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Setpgid:   true,            // terminal signals go to the test, not the broker
-		Pdeathsig: syscall.SIGKILL, // never outlive a crashed test binary
-	}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return err
-	}
-	done := make(chan struct{})
-	p.cmd, p.done, p.waitErr, p.paused = cmd, done, nil, false
-	go func() {
-		err := cmd.Wait()
-		logf.Close()
-		p.mu.Lock()
-		p.waitErr = err
-		p.mu.Unlock()
-		close(done)
-	}()
-	return nil
-}
-
 // WaitReady waits until the Kafka port accepts connections and an
 // ApiVersions round trip through franz-go succeeds.
 func (p *Proc) WaitReady(timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	done := p.doneCh()
-	addr := p.Addr()
-	var lastErr error
-	for {
-		select {
-		case <-done:
-			return fmt.Errorf("process exited before becoming ready: %v", p.ExitErr())
-		default:
-		}
-		if lastErr = Probe(ctx, addr); lastErr == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("not ready after %v: %v", timeout, lastErr)
-		case <-done:
-			return fmt.Errorf("process exited before becoming ready: %v", p.ExitErr())
-		case <-time.After(25 * time.Millisecond):
-		}
-	}
+	return p.ps.WaitReady(p.Addr(), timeout)
 }
 
 // Probe checks that a Kafka listener at addr answers ApiVersions (through
@@ -459,67 +395,23 @@ func (p *Proc) LogPath() string { return p.logPath }
 func (p *Proc) Args() []string { return append([]string(nil), p.args...) }
 
 // Pid is the current process id (0 if never started).
-func (p *Proc) Pid() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.cmd == nil || p.cmd.Process == nil {
-		return 0
-	}
-	return p.cmd.Process.Pid
-}
+func (p *Proc) Pid() int { return p.ps.Pid() }
 
 // Running reports whether the process has not exited.
-func (p *Proc) Running() bool { return !p.exited() }
+func (p *Proc) Running() bool { return p.ps.Running() }
 
 // ExitErr is the exit status of the last process (nil while running or
 // after a clean exit).
-func (p *Proc) ExitErr() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.waitErr
-}
+func (p *Proc) ExitErr() error { return p.ps.ExitErr() }
 
-func (p *Proc) doneCh() chan struct{} {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.done
-}
-
-func (p *Proc) exited() bool {
-	d := p.doneCh()
-	return d == nil || isClosed(d)
-}
-
-func isClosed(c chan struct{}) bool {
-	select {
-	case <-c:
-		return true
-	default:
-		return false
-	}
-}
-
-func (p *Proc) signal(sig syscall.Signal) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.cmd == nil || p.cmd.Process == nil || isClosed(p.done) {
-		return errors.New("not running")
-	}
-	return p.cmd.Process.Signal(sig)
-}
+func (p *Proc) exited() bool { return !p.ps.Running() }
 
 // Kill sends SIGKILL and waits for the process to exit. It is a no-op if
 // the process already exited.
 func (p *Proc) Kill() {
 	p.t.Helper()
-	if p.exited() {
-		return
-	}
-	_ = p.signal(syscall.SIGKILL)
-	select {
-	case <-p.doneCh():
-	case <-time.After(10 * time.Second):
-		p.t.Fatalf("testproc: %s (pid %d) did not exit within 10s of SIGKILL", p.name, p.Pid())
+	if err := p.ps.Kill(10 * time.Second); err != nil {
+		p.t.Fatalf("testproc: %s: %v", p.name, err)
 	}
 }
 
@@ -535,46 +427,14 @@ func (p *Proc) Stop() {
 
 // StopTimeout is Stop with an explicit timeout, returning an error
 // instead of failing the test.
-func (p *Proc) StopTimeout(d time.Duration) error {
-	if p.exited() {
-		return nil
-	}
-	_ = p.signal(syscall.SIGTERM)
-	p.mu.Lock()
-	paused := p.paused
-	p.mu.Unlock()
-	if paused {
-		_ = p.signal(syscall.SIGCONT)
-		p.mu.Lock()
-		p.paused = false
-		p.mu.Unlock()
-	}
-	select {
-	case <-p.doneCh():
-		return nil
-	case <-time.After(d):
-		_ = p.signal(syscall.SIGKILL)
-		<-p.doneCh()
-		return fmt.Errorf("did not exit within %v of SIGTERM; killed", d)
-	}
-}
+func (p *Proc) StopTimeout(d time.Duration) error { return p.ps.Term(d) }
 
 // Pause freezes the process with SIGSTOP and waits (up to 5 s) until
 // every thread of it is stopped, so nothing it does after Pause returns.
 func (p *Proc) Pause() {
 	p.t.Helper()
-	if err := p.signal(syscall.SIGSTOP); err != nil {
+	if err := p.ps.Pause(); err != nil {
 		p.t.Fatalf("testproc: pause %s: %v", p.name, err)
-	}
-	p.mu.Lock()
-	p.paused = true
-	p.mu.Unlock()
-	deadline := time.Now().Add(5 * time.Second)
-	for !ThreadsStopped(p.Pid()) {
-		if time.Now().After(deadline) {
-			p.t.Fatalf("testproc: pause %s: threads not stopped 5s after SIGSTOP", p.name)
-		}
-		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -611,12 +471,9 @@ func ThreadsStopped(pid int) bool {
 // Resume continues a paused process with SIGCONT.
 func (p *Proc) Resume() {
 	p.t.Helper()
-	if err := p.signal(syscall.SIGCONT); err != nil {
+	if err := p.ps.Resume(); err != nil {
 		p.t.Fatalf("testproc: resume %s: %v", p.name, err)
 	}
-	p.mu.Lock()
-	p.paused = false
-	p.mu.Unlock()
 }
 
 // Restart starts the process again with the same arguments (data dir and
@@ -627,7 +484,7 @@ func (p *Proc) Restart() {
 	if !p.exited() {
 		p.Stop()
 	}
-	if err := p.start(); err != nil {
+	if err := p.ps.Start(); err != nil {
 		p.t.Fatalf("testproc: restarting %s: %v", p.name, err)
 	}
 	if p.opts.NoWait {
@@ -693,12 +550,7 @@ func (p *Proc) cleanup() {
 	if p.t.Failed() {
 		p.t.Log(p.LogTail(tailLines()))
 	}
-	if !p.exited() {
-		_ = p.signal(syscall.SIGKILL)
-		select {
-		case <-p.doneCh():
-		case <-time.After(10 * time.Second):
-			p.t.Errorf("testproc: %s (pid %d) did not exit within 10s of SIGKILL", p.name, p.Pid())
-		}
+	if err := p.ps.Kill(10 * time.Second); err != nil {
+		p.t.Errorf("testproc: %s: %v", p.name, err)
 	}
 }
