@@ -2,8 +2,10 @@
 // unit in which sluice stores, replicates and serves data. A batch is kept
 // byte-for-byte as the producer sent it, except for what Kafka's leader
 // rewrites too: the base offset and the partition leader epoch (outside the
-// CRC), and the timestamp type and max timestamp (SetMaxTimestamp, which
-// recomputes the CRC). Followers store the leader's bytes as they are.
+// CRC), the timestamp type and max timestamp (SetMaxTimestamp, which
+// recomputes the CRC), and, when the topic's compression.type asks for
+// another codec, the whole batch (Rebuild). Followers store the leader's
+// bytes as they are.
 //
 // Layout (big-endian), offsets in bytes:
 //

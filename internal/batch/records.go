@@ -45,6 +45,12 @@ func Records(b []byte, fn func(r Record) bool) error {
 	if len(b) != h.Size() {
 		return ErrCorrupt
 	}
+	return records(h, b, nil, fn)
+}
+
+// records decompresses the records of b (a whole batch with header h) if
+// needed and scans them (see scanRecords).
+func records(h Header, b []byte, ts *Timestamps, fn func(r Record) bool) error {
 	data := b[HeaderSize:]
 	if c := h.Compression(); c != None {
 		buf := getBuf()
@@ -54,12 +60,25 @@ func Records(b []byte, fn func(r Record) bool) error {
 		}
 		data = buf.Bytes()
 	}
+	return scanRecords(h, data, ts, fn)
+}
+
+// scanRecords parses the uncompressed records data of a batch with header
+// h, checking them against the header (count, offset deltas 0, 1, 2, ...,
+// last offset delta, nothing left over); it adds every record's timestamp
+// to ts when ts is not nil and calls fn, when not nil, for every record
+// until it returns false.
+func scanRecords(h Header, data []byte, ts *Timestamps, fn func(r Record) bool) error {
 	var r Record
 	for i := int32(0); i < h.NumRecords; i++ {
 		var ok bool
 		data, ok = parseRecord(data, &r)
 		if !ok || r.OffsetDelta != i {
 			return ErrCorrupt
+		}
+		if ts != nil {
+			// Wraps like Java's long addition in Kafka's Record.timestamp().
+			ts.add(h.BaseTimestamp + r.TimestampDelta)
 		}
 		if fn != nil && !fn(r) {
 			return nil
@@ -97,6 +116,16 @@ func ValidateTimestamps(b []byte) (Header, Timestamps, error) {
 }
 
 func validate(b []byte, ts *Timestamps) (Header, error) {
+	h, err := checkBatch(b)
+	if err != nil {
+		return h, err
+	}
+	return h, records(h, b, recordTimestamps(h, ts), nil)
+}
+
+// checkBatch checks what Validate checks before the records: the header,
+// that b is exactly the batch, the CRC, and that there are records.
+func checkBatch(b []byte) (Header, error) {
 	h, err := ParseHeader(b)
 	if err != nil {
 		return h, err
@@ -110,29 +139,37 @@ func validate(b []byte, ts *Timestamps) (Header, error) {
 	if h.NumRecords == 0 {
 		return h, ErrCorrupt
 	}
+	return h, nil
+}
+
+// recordTimestamps prepares ts (if not nil) for a batch with header h and
+// returns where scanRecords should add the record timestamps: nowhere for
+// a LogAppendTime batch, whose every record has the max timestamp.
+func recordTimestamps(h Header, ts *Timestamps) *Timestamps {
 	if ts == nil {
-		return h, Records(b, nil)
+		return nil
 	}
+	*ts = Timestamps{}
 	if h.LogAppendTime() {
 		if h.MaxTimestamp != NoTimestamp {
 			*ts = Timestamps{Min: h.MaxTimestamp, Max: h.MaxTimestamp, Any: true}
 		}
-		return h, Records(b, nil)
+		return nil
 	}
-	return h, Records(b, func(r Record) bool {
-		// Wraps like Java's long addition in Kafka's Record.timestamp().
-		t := h.BaseTimestamp + r.TimestampDelta
-		switch {
-		case t == NoTimestamp:
-		case !ts.Any:
-			*ts = Timestamps{Min: t, Max: t, Any: true}
-		case t < ts.Min:
-			ts.Min = t
-		case t > ts.Max:
-			ts.Max = t
-		}
-		return true
-	})
+	return ts
+}
+
+// add takes record timestamp t into account (NoTimestamp is left out).
+func (ts *Timestamps) add(t int64) {
+	switch {
+	case t == NoTimestamp:
+	case !ts.Any:
+		*ts = Timestamps{Min: t, Max: t, Any: true}
+	case t < ts.Min:
+		ts.Min = t
+	case t > ts.Max:
+		ts.Max = t
+	}
 }
 
 // parseRecord decodes one record from p into r.

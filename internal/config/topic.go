@@ -46,7 +46,7 @@ const maxLong = "9223372036854775807"
 // list work.
 var TopicDefs = []Def{
 	{Name: "cleanup.policy", Type: TypeList, Default: "delete", BrokerName: "log.cleanup.policy", Enum: []string{"delete", "compact", "compact,delete", "delete,compact"}, Doc: "Retention policy; only delete is enforced."},
-	{Name: "compression.type", Type: TypeString, Default: "producer", BrokerName: "compression.type", Enum: []string{"producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"}, Doc: "Batches are stored as produced; other values are recorded but not applied (no recompression)."},
+	{Name: "compression.type", Type: TypeString, Default: "producer", BrokerName: "compression.type", Enum: []string{"producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"}, Doc: "Codec batches are stored with: the leader rebuilds a batch in another codec; producer keeps the producer's."},
 	{Name: "delete.retention.ms", Type: TypeLong, Default: "86400000", BrokerName: "log.cleaner.delete.retention.ms", Min: 0, Max: math.MaxInt64},
 	{Name: "file.delete.delay.ms", Type: TypeLong, Default: "60000", BrokerName: "log.segment.delete.delay.ms", Min: 0, Max: math.MaxInt64},
 	{Name: "flush.messages", Type: TypeLong, Default: maxLong, BrokerName: "log.flush.interval.messages", Min: 1, Max: math.MaxInt64},

@@ -32,6 +32,21 @@ package handler
 // producer's max timestamp that is not its records' largest is corrected.
 // A producer may not set the LogAppendTime bit itself (INVALID_TIMESTAMP,
 // unless it is a CreateTime topic and the batch has a max timestamp).
+//
+// compression.type (topic; broker default compression.type), as Kafka's
+// leader applies it: with "producer" (the default), or when the batch's
+// codec already is the topic's ("uncompressed" is none), the batch is kept
+// byte for byte. Otherwise it is rebuilt with the topic's codec
+// (batch.Rebuild: same header fields, records and sequence numbers; new
+// length, codec bits and CRC) after it is validated and its timestamps
+// checked, before the append; the LogAppendTime stamp is then put on the
+// rebuilt batch. The rebuilt size is checked again: above
+// max.message.bytes MESSAGE_TOO_LARGE, above segment.bytes
+// RECORD_LIST_TOO_LARGE (a batch to be rebuilt is held to segment.bytes
+// only after the rebuild, as in Kafka). An idempotent retry is rebuilt
+// too and then answered as a duplicate. Levels: gzip 6 and zstd about 3
+// (Kafka's defaults), lz4's fast mode; the KIP-390 compression.*.level
+// settings are not served.
 
 import (
 	"errors"
@@ -72,17 +87,43 @@ type produceConfig struct {
 	// beforeMs and afterMs bound CreateTime record timestamps around the
 	// broker's clock.
 	beforeMs, afterMs int64
+	// codec is the codec batches are stored with when setCodec
+	// (compression.type other than producer).
+	codec    batch.Codec
+	setCodec bool
 }
 
 func produceConfigOf(tc config.TopicConfig) produceConfig {
 	typ, _ := tc.Get("message.timestamp.type")
+	compression, _ := tc.Get("compression.type")
+	codec, setCodec := codecOf(compression)
 	return produceConfig{
 		maxBytes:      tc.Int64("max.message.bytes"),
 		segmentBytes:  tc.Int64("segment.bytes"),
 		logAppendTime: typ == "LogAppendTime",
 		beforeMs:      timestampBound(tc, "message.timestamp.before.max.ms"),
 		afterMs:       timestampBound(tc, "message.timestamp.after.max.ms"),
+		codec:         codec,
+		setCodec:      setCodec,
 	}
+}
+
+// codecOf maps a compression.type value to the codec it stores batches
+// with; false for "producer" (keep the producer's codec).
+func codecOf(compressionType string) (batch.Codec, bool) {
+	switch compressionType {
+	case "uncompressed":
+		return batch.None, true
+	case "gzip":
+		return batch.Gzip, true
+	case "snappy":
+		return batch.Snappy, true
+	case "lz4":
+		return batch.LZ4, true
+	case "zstd":
+		return batch.Zstd, true
+	}
+	return batch.None, false
 }
 
 // timestampBound is the effective message.timestamp.before.max.ms or
@@ -221,67 +262,136 @@ func (h *Handlers) produce(r *protocol.Request) protocol.Reply {
 // machine. It returns the time stamped on the batch (LogAppendTime
 // topics), else -1.
 func (h *Handlers) appendOne(p *broker.Partition, records []byte, pc produceConfig, acks int16, deadline time.Time) (<-chan replica.ProduceResult, int64, error) {
-	if len(records) == 0 {
-		return nil, -1, kerr.InvalidRecord
-	}
-	if int64(len(records)) > pc.maxBytes {
-		return nil, -1, kerr.MessageTooLarge
-	}
-	if int64(len(records)) > pc.segmentBytes {
-		// A batch must fit in one segment: Kafka's UnifiedLog.append
-		// throws RecordBatchTooLargeException (RECORD_LIST_TOO_LARGE)
-		// when it exceeds segment.bytes, before anything is appended.
-		return nil, -1, kerr.RecordListTooLarge
-	}
-	_, b, rest, err := batch.Next(records)
-	switch {
-	case errors.Is(err, batch.ErrMagic):
-		return nil, -1, kerr.UnsupportedForMessageFormat
-	case err != nil:
-		return nil, -1, kerr.CorruptMessage
-	case len(rest) != 0:
-		return nil, -1, kerr.InvalidRecord
-	}
-	hdr, ts, err := batch.ValidateTimestamps(b)
-	if err != nil {
-		return nil, -1, kerr.CorruptMessage
-	}
-	if hdr.IsControl() || hdr.IsTransactional() {
-		return nil, -1, kerr.InvalidRecord
-	}
-	hdr, logAppendTime, err := applyTimestamps(b, hdr, ts, pc, time.Now().UnixMilli())
+	b, hdr, logAppendTime, err := prepareBatch(records, pc, time.Now().UnixMilli())
 	if err != nil {
 		return nil, -1, err
 	}
 	return p.Produce(b, hdr, acks, deadline), logAppendTime, nil
 }
 
-// applyTimestamps applies the topic's timestamp settings to the validated
-// batch b, in place, as Kafka's LogValidator does on the leader for v2
-// batches (see the file comment). It returns the updated header and the
-// log append time (-1 for CreateTime topics).
-func applyTimestamps(b []byte, hdr batch.Header, ts batch.Timestamps, pc produceConfig, now int64) (batch.Header, int64, error) {
+// prepareBatch validates one partition's records and applies the topic's
+// timestamp and compression settings, returning the batch to append (the
+// request's bytes, or a rebuilt batch), its header and the log append
+// time (-1 for CreateTime topics).
+func prepareBatch(records []byte, pc produceConfig, now int64) ([]byte, batch.Header, int64, error) {
+	var hdr batch.Header
+	if len(records) == 0 {
+		return nil, hdr, -1, kerr.InvalidRecord
+	}
+	if int64(len(records)) > pc.maxBytes {
+		// Kafka checks the batch as received too (analyzeAndValidateRecords).
+		return nil, hdr, -1, kerr.MessageTooLarge
+	}
+	h, b, rest, err := batch.Next(records)
+	switch {
+	case errors.Is(err, batch.ErrMagic):
+		return nil, hdr, -1, kerr.UnsupportedForMessageFormat
+	case err != nil:
+		return nil, hdr, -1, kerr.CorruptMessage
+	case len(rest) != 0:
+		return nil, hdr, -1, kerr.InvalidRecord
+	}
+	if pc.setCodec && h.Compression() != pc.codec {
+		return rebuildBatch(b, pc, now)
+	}
+	if int64(len(b)) > pc.segmentBytes {
+		// A batch must fit in one segment: Kafka's UnifiedLog.append
+		// throws RecordBatchTooLargeException (RECORD_LIST_TOO_LARGE)
+		// when it exceeds segment.bytes, before anything is appended.
+		return nil, hdr, -1, kerr.RecordListTooLarge
+	}
+	hdr, ts, err := batch.ValidateTimestamps(b)
+	if err != nil {
+		return nil, hdr, -1, kerr.CorruptMessage
+	}
+	if err := checkBatch(hdr, ts, pc, now); err != nil {
+		return nil, hdr, -1, err
+	}
+	hdr, logAppendTime, err := stampTimestamps(b, hdr, ts, pc, now)
+	if err != nil {
+		return nil, hdr, -1, err
+	}
+	return b, hdr, logAppendTime, nil
+}
+
+// rebuildBatch is prepareBatch for a batch whose codec is not the topic's
+// compression.type: validated and checked as prepareBatch does, then
+// rebuilt with the topic's codec (Kafka's buildRecordsAndAssignOffsets),
+// size-checked again, and stamped.
+func rebuildBatch(b []byte, pc produceConfig, now int64) ([]byte, batch.Header, int64, error) {
+	// Kafka checks the rebuilt batch again: RecordTooLargeException
+	// (MESSAGE_TOO_LARGE) when the validated records' size may have
+	// changed, then RecordBatchTooLargeException (RECORD_LIST_TOO_LARGE)
+	// against segment.bytes. Rebuild refuses beyond the smaller limit
+	// before allocating the batch.
+	limit := min(pc.maxBytes, pc.segmentBytes, math.MaxInt32)
+	var checkErr error
+	out, hdr, ts, err := batch.Rebuild(b, pc.codec, int(max(limit, 1)), func(h batch.Header, ts batch.Timestamps) error {
+		checkErr = checkBatch(h, ts, pc, now)
+		return checkErr
+	})
+	var tooLarge *batch.TooLargeError
+	switch {
+	case checkErr != nil:
+		return nil, hdr, -1, checkErr
+	case errors.As(err, &tooLarge) && int64(tooLarge.Size) > pc.maxBytes:
+		return nil, hdr, -1, kerr.MessageTooLarge
+	case tooLarge != nil:
+		return nil, hdr, -1, kerr.RecordListTooLarge
+	case err != nil:
+		return nil, hdr, -1, kerr.CorruptMessage
+	}
+	hdr, logAppendTime, err := stampTimestamps(out, hdr, ts, pc, now)
+	if err != nil {
+		return nil, hdr, -1, err
+	}
+	return out, hdr, logAppendTime, nil
+}
+
+// checkBatch refuses what a producer may not append (control and
+// transactional batches) and record timestamps the topic does not accept
+// (see checkTimestamps), for the validated batch with header hdr.
+func checkBatch(hdr batch.Header, ts batch.Timestamps, pc produceConfig, now int64) error {
+	if hdr.IsControl() || hdr.IsTransactional() {
+		return kerr.InvalidRecord
+	}
+	return checkTimestamps(hdr, ts, pc, now)
+}
+
+// checkTimestamps applies the topic's timestamp checks to a validated
+// batch with header hdr and record timestamps ts, as Kafka's LogValidator
+// does on the leader for v2 batches (see the file comment).
+func checkTimestamps(hdr batch.Header, ts batch.Timestamps, pc produceConfig, now int64) error {
 	// Kafka's validateTimestamp rejects the producer's LogAppendTime bit
 	// where it would have to trust it: on a LogAppendTime topic, or for a
 	// record without a timestamp.
 	if hdr.LogAppendTime() && (pc.logAppendTime || !ts.Any) {
-		return hdr, -1, &partitionError{kerr.InvalidTimestamp, "Invalid timestamp type in the record batch: producers must not set the timestamp type to LogAppendTime"}
+		return &partitionError{kerr.InvalidTimestamp, "Invalid timestamp type in the record batch: producers must not set the timestamp type to LogAppendTime"}
 	}
+	if !pc.logAppendTime && ts.Any {
+		for _, t := range []int64{ts.Min, ts.Max} {
+			if outOfRange(t, now, pc.beforeMs, pc.afterMs) {
+				return &partitionError{kerr.InvalidTimestamp, fmt.Sprintf(
+					"One or more records have been rejected due to invalid timestamp: timestamp %d is out of range; it should be within [now-%d ms, now+%d ms] (message.timestamp.before.max.ms, message.timestamp.after.max.ms)",
+					t, pc.beforeMs, pc.afterMs)}
+			}
+		}
+	}
+	return nil
+}
+
+// stampTimestamps sets the timestamp type and max timestamp of the
+// checked batch b, in place (CRC recomputed), as Kafka's leader does: the
+// broker's clock on a LogAppendTime topic, else the records' largest
+// timestamp. It returns the updated header and the log append time (-1
+// for CreateTime topics).
+func stampTimestamps(b []byte, hdr batch.Header, ts batch.Timestamps, pc produceConfig, now int64) (batch.Header, int64, error) {
 	if pc.logAppendTime {
 		hdr, err := batch.SetMaxTimestamp(b, true, now)
 		if err != nil {
 			return hdr, -1, kerr.CorruptMessage
 		}
 		return hdr, now, nil
-	}
-	if ts.Any {
-		for _, t := range []int64{ts.Min, ts.Max} {
-			if outOfRange(t, now, pc.beforeMs, pc.afterMs) {
-				return hdr, -1, &partitionError{kerr.InvalidTimestamp, fmt.Sprintf(
-					"One or more records have been rejected due to invalid timestamp: timestamp %d is out of range; it should be within [now-%d ms, now+%d ms] (message.timestamp.before.max.ms, message.timestamp.after.max.ms)",
-					t, pc.beforeMs, pc.afterMs)}
-			}
-		}
 	}
 	// CreateTime: the batch's max timestamp is its records' largest (at
 	// least NoTimestamp), whatever the producer wrote.
