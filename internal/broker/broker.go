@@ -189,6 +189,13 @@ func (b *Broker) Controller() metadata.Controller { return b.ctrl }
 // Image returns the current metadata image (read-only).
 func (b *Broker) Image() *metadata.Image { return b.ctrl.Image() }
 
+// CaughtUp reports whether this node acts on its metadata: the image holds
+// this incarnation's registration (a node replaying its metadata log after a
+// restart, or cut off from the quorum before registering, is not). Until
+// then its image may be stale or empty, so it must not tell a client that
+// a topic does not exist.
+func (b *Broker) CaughtUp() bool { return b.caughtUp.Load() }
+
 // Now is the broker's clock.
 func (b *Broker) Now() time.Time { return b.now() }
 
@@ -422,6 +429,13 @@ func (b *Broker) local(topic string, partition int32, leader bool) (*Partition, 
 		// here, or it names this node as leader and the replica has not
 		// caught up with that yet. Another leader: answer at once.
 		err := error(kerr.UnknownTopicOrPartition)
+		if !b.caughtUp.Load() {
+			// Not caught up with the metadata log (a restart still
+			// replaying, or cut off from the quorum): this node cannot
+			// say a topic does not exist. Kafka serves nothing until
+			// caught up; a retriable error sends the client elsewhere.
+			err = kerr.NotLeaderForPartition
+		}
 		if t, ok := b.Image().Topics[topic]; ok {
 			if partition < 0 || int(partition) >= len(t.Partitions) {
 				return nil, err

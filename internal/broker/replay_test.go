@@ -1,10 +1,13 @@
 package broker_test
 
 import (
+	"errors"
 	"net"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/sluice-io/sluice/internal/broker"
 	"github.com/sluice-io/sluice/internal/config"
@@ -54,6 +57,13 @@ func TestReplayedMetadataIsNotActedOn(t *testing.T) {
 	if p, err := b.Partition("old", 0); err == nil && p.IsLeader() {
 		t.Fatal("acted as leader on replayed metadata before registering")
 	}
+	// Nor may it deny that a topic exists: its image is history.
+	if b.CaughtUp() {
+		t.Fatal("caught up before its registration is in the image")
+	}
+	if _, err := b.Leader("created-since", 0); !errors.Is(err, kerr.NotLeaderForPartition) {
+		t.Fatalf("unknown topic before catching up: %v, want NOT_LEADER_OR_FOLLOWER (retriable)", err)
+	}
 	// The new incarnation registers: from now on metadata is current.
 	q.update(func(im *metadata.Image) error {
 		br := im.Brokers[1]
@@ -71,5 +81,8 @@ func TestReplayedMetadataIsNotActedOn(t *testing.T) {
 			t.Fatal("did not act on current metadata after registering")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := b.Leader("created-since", 0); !errors.Is(err, kerr.UnknownTopicOrPartition) {
+		t.Fatalf("unknown topic once caught up: %v, want UNKNOWN_TOPIC_OR_PARTITION", err)
 	}
 }

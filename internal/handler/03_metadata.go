@@ -21,7 +21,12 @@ func (h *Handlers) metadata(r *protocol.Request) protocol.Reply {
 	req := r.Body.(*kmsg.MetadataRequest)
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
 	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
-	autoCreate := h.b.Config().Bool("auto.create.topics.enable", true) && (req.Version < 4 || req.AllowAutoTopicCreation)
+	// A node not caught up with the metadata log does not know which topics
+	// exist: it neither creates nor denies one (LEADER_NOT_AVAILABLE, which
+	// clients retry, instead of UNKNOWN_TOPIC_OR_PARTITION, which franz-go
+	// fails records on after a few tries). Kafka does not serve at all then.
+	current := h.b.CaughtUp()
+	autoCreate := current && h.b.Config().Bool("auto.create.topics.enable", true) && (req.Version < 4 || req.AllowAutoTopicCreation)
 	if !all {
 		img := h.b.Image()
 		for _, rt := range req.Topics {
@@ -66,6 +71,9 @@ func (h *Handlers) metadata(r *protocol.Request) protocol.Reply {
 			mt.Topic = rt.Topic
 			mt.TopicID = rt.TopicID
 			mt.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			if !current {
+				mt.ErrorCode = kerr.LeaderNotAvailable.Code
+			}
 			if rt.Topic != nil && broker.ValidateTopicName(*rt.Topic) != nil {
 				mt.ErrorCode = kerr.InvalidTopicException.Code
 			} else if rt.Topic == nil {
