@@ -7,21 +7,12 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"github.com/sluice-io/sluice/internal/broker"
-	"github.com/sluice-io/sluice/internal/config"
 	"github.com/sluice-io/sluice/internal/status"
 	"github.com/sluice-io/sluice/internal/vfs"
 )
 
 func TestDiskFaultEndpoint(t *testing.T) {
-	cfg := config.Defaults()
-	cfg.DataDir = t.TempDir()
-	cfg.Listen = "127.0.0.1:1"
-	b, err := broker.Open(broker.Options{Config: cfg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := openBroker(t)
 
 	// Without fault injection the endpoint does not exist.
 	off := httptest.NewServer(status.WithDiskFaults(status.Handler(b), nil))
@@ -38,7 +29,7 @@ func TestDiskFaultEndpoint(t *testing.T) {
 		}
 	}
 
-	d := vfs.NewDiskFaults(cfg.DataDir)
+	d := vfs.NewDiskFaults(b.Config().DataDir)
 	srv := httptest.NewServer(status.WithDiskFaults(status.Handler(b), d))
 	defer srv.Close()
 	call := func(method, query string) (int, status.DiskState) {

@@ -15,7 +15,10 @@ import (
 	"github.com/sluice-io/sluice/internal/status"
 )
 
-func TestPartitionsAPIAndMetrics(t *testing.T) {
+// openBroker opens a single-node broker on a temporary data dir, closed
+// when the test ends.
+func openBroker(t *testing.T) *broker.Broker {
+	t.Helper()
 	cfg := config.Defaults()
 	cfg.DataDir = t.TempDir()
 	cfg.Listen = "127.0.0.1:1"
@@ -23,7 +26,12 @@ func TestPartitionsAPIAndMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer b.Close()
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+func TestPartitionsAPIAndMetrics(t *testing.T) {
+	b := openBroker(t)
 	if err := b.CreateTopic("st", 2, 1, nil, false); err != nil {
 		t.Fatal(err)
 	}
