@@ -144,24 +144,34 @@ func serve(args []string) error {
 			// Controlled shutdown (KRaft §4.3): move leadership away and
 			// leave the ISRs while still serving, so clients follow the
 			// new leaders without errors.
+			t0 := time.Now()
 			if err := b.ControlledShutdown(30 * time.Second); err != nil {
-				logger.Warn("controlled shutdown", "err", err)
+				logger.Warn("controlled shutdown", "err", err, "took", time.Since(t0).Round(time.Millisecond))
+			} else {
+				logger.Info("controlled shutdown granted", "took", time.Since(t0).Round(time.Millisecond))
 			}
 		}
 	case err = <-errc:
 	}
-	if hs != nil {
-		hs.Close()
-	}
-	srv.Close()
-	handlers.Close()
-	if cerr := b.Close(); err == nil {
-		err = cerr
-	}
-	if ctrl != nil {
-		if cerr := ctrl.Close(); err == nil {
+	// Each shutdown step is logged with its duration, so a slow one can
+	// be named (the chaos harness kills a node whose SIGTERM takes over
+	// 40 s).
+	step := func(name string, f func() error) {
+		t0 := time.Now()
+		cerr := f()
+		logger.Info("shutdown step done", "step", name, "took", time.Since(t0).Round(time.Millisecond))
+		if err == nil {
 			err = cerr
 		}
+	}
+	if hs != nil {
+		step("http", hs.Close)
+	}
+	step("kafka listener and connections", srv.Close)
+	step("handlers", func() error { handlers.Close(); return nil })
+	step("broker (fetchers, partitions, checkpoints)", b.Close)
+	if ctrl != nil {
+		step("controller", ctrl.Close)
 	}
 	return err
 }
