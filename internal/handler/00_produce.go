@@ -187,7 +187,17 @@ func (h *Handlers) produce(r *protocol.Request) protocol.Reply {
 			var p *broker.Partition
 			switch {
 			case t == nil:
-				err = kerr.UnknownTopicOrPartition
+				// Not in this node's metadata: Leader waits briefly for a
+				// topic still propagating, and answers NOT_LEADER_OR_FOLLOWER
+				// instead of UNKNOWN_TOPIC_OR_PARTITION while this node is
+				// not caught up with the metadata log.
+				if p, err = h.b.Leader(rt.Topic, rp.Partition); err == nil {
+					if t = h.b.Image().Topics[rt.Topic]; t == nil {
+						p, err = nil, kerr.UnknownTopicOrPartition
+					} else {
+						pc = produceConfigOf(h.b.TopicConfig(t))
+					}
+				}
 			case isInternal(t.Name):
 				// Clients may not write internal topics (Kafka's
 				// internalTopicsAllowed is false for client produce).
