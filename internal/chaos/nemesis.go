@@ -158,20 +158,15 @@ func (nm *nemesis) apply(ctx context.Context, f Fault) {
 		nm.add(e)
 	case FaultIsolate:
 		id, why := nm.resolve(ctx, f)
-		n := nm.c.node(id)
-		e := Event{StartMs: nm.h.since(), Kind: FaultIsolate, Nodes: []int{id}, Detail: why + ", all controller (and client Kafka) links cut both ways"}
-		n.note("fault: isolated")
-		nm.c.nw.isolate(id)
-		sleepCtx(context.Background(), d)
-		nm.c.nw.healAll()
-		n.note("fault: isolation healed")
-		e.EndMs = nm.h.since()
-		nm.add(e)
+		nm.cutFor(d, Event{Kind: FaultIsolate, Nodes: []int{id}, Detail: why + ", all controller (and client Kafka) links cut both ways"},
+			nm.c.nw.isolation(id))
 	case FaultOneWay:
 		id, why := nm.resolve(ctx, f)
-		n := nm.c.node(id)
 		var pairs [][2]int
 		dir := "outbound: everything it sends (requests and responses, to nodes and clients) is lost"
+		if f.Partition%2 == 1 {
+			dir = "inbound: everything sent to it is lost"
+		}
 		for _, other := range append(nm.c.ids(), srcClient, srcUnknown) {
 			if other == id {
 				continue
@@ -182,17 +177,7 @@ func (nm *nemesis) apply(ctx context.Context, f Fault) {
 				pairs = append(pairs, [2]int{other, id})
 			}
 		}
-		if f.Partition%2 == 1 {
-			dir = "inbound: everything sent to it is lost"
-		}
-		e := Event{StartMs: nm.h.since(), Kind: FaultOneWay, Nodes: []int{id}, Detail: why + ", one-way " + dir}
-		n.note("fault: one-way drop, %s", dir)
-		nm.c.nw.dropMany(pairs)
-		sleepCtx(context.Background(), d)
-		nm.c.nw.healAll()
-		n.note("fault: one-way drop healed")
-		e.EndMs = nm.h.since()
-		nm.add(e)
+		nm.cutFor(d, Event{Kind: FaultOneWay, Nodes: []int{id}, Detail: why + ", one-way " + dir}, pairs)
 	case FaultSplit:
 		id, why := nm.resolve(ctx, f)
 		minority := splitMinority(id, len(nm.c.nodes))
@@ -204,16 +189,8 @@ func (nm *nemesis) apply(ctx context.Context, f Fault) {
 				}
 			}
 		}
-		e := Event{StartMs: nm.h.since(), Kind: FaultSplit, Nodes: minority,
-			Detail: fmt.Sprintf("%s: minority %v cut from the majority both ways; clients reach every node", why, minority)}
-		for _, m := range minority {
-			nm.c.node(m).note("fault: split, minority %v", minority)
-		}
-		nm.c.nw.dropMany(pairs)
-		sleepCtx(context.Background(), d)
-		nm.c.nw.healAll()
-		e.EndMs = nm.h.since()
-		nm.add(e)
+		nm.cutFor(d, Event{Kind: FaultSplit, Nodes: minority,
+			Detail: fmt.Sprintf("%s: minority %v cut from the majority both ways; clients reach every node", why, minority)}, pairs)
 	case FaultSlowDisk:
 		id, why := nm.resolve(ctx, f)
 		n := nm.c.node(id)
@@ -280,6 +257,24 @@ func (nm *nemesis) apply(ctx context.Context, f Fault) {
 	case FaultJepsen2013:
 		nm.jepsen2013(ctx, f)
 	}
+}
+
+// cutFor installs the one-way drops pairs for d, then removes every
+// network rule, and records e (its nodes' logs get the fault's start and
+// end).
+func (nm *nemesis) cutFor(d time.Duration, e Event, pairs [][2]int) {
+	e.StartMs = nm.h.since()
+	for _, id := range e.Nodes {
+		nm.c.node(id).note("fault: %s: %s", e.Kind, e.Detail)
+	}
+	nm.c.nw.dropMany(pairs)
+	sleepCtx(context.Background(), d)
+	nm.c.nw.healAll()
+	for _, id := range e.Nodes {
+		nm.c.node(id).note("fault: %s healed", e.Kind)
+	}
+	e.EndMs = nm.h.since()
+	nm.add(e)
 }
 
 // jepsen2013 is the 2013 Kafka sequence on partition f.Partition (see

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,40 +42,50 @@ const (
 // removed every connection it had blocked is closed, as if it had timed out
 // during the partition, and peers reconnect.
 type network struct {
-	mu       sync.Mutex
-	isolated map[int]bool    // node -> cut from everyone (both directions, clients too)
-	drops    map[[2]int]bool // (from, to): what from sends to to is lost
-	proxies  []*proxy
-	pids     func() map[int]int // pid -> node id of running nodes
-	selfPid  int
-	logf     func(string, ...any)
+	mu      sync.Mutex
+	drops   map[[2]int]bool // (from, to): what from sends to to is lost
+	proxies []*proxy
+	pids    func() map[int]int // pid -> node id of running nodes
+	selfPid int
+	logf    func(string, ...any)
 }
 
 func newNetwork(pids func() map[int]int, logf func(string, ...any)) *network {
-	return &network{isolated: map[int]bool{}, drops: map[[2]int]bool{}, pids: pids, selfPid: os.Getpid(), logf: logf}
+	return &network{drops: map[[2]int]bool{}, pids: pids, selfPid: os.Getpid(), logf: logf}
 }
 
-// blockedLocked reports whether bytes sent by from to to are lost (only
-// nodes are ever isolated, never srcClient or srcUnknown).
+// blockedLocked reports whether bytes sent by from to to are lost.
 func (nw *network) blockedLocked(from, to int) bool {
-	return nw.isolated[from] || nw.isolated[to] || nw.drops[[2]int{from, to}]
+	return nw.drops[[2]int{from, to}]
 }
 
-// isolate cuts node id from every other node and from the harness clients.
-func (nw *network) isolate(id int) {
+// isolation is the drops that cut node id from every other node, the
+// harness clients and unidentified sources, both ways.
+func (nw *network) isolation(id int) [][2]int {
+	var pairs [][2]int
+	for _, other := range append(nw.nodeIDs(), srcClient, srcUnknown) {
+		if other != id {
+			pairs = append(pairs, [2]int{id, other}, [2]int{other, id})
+		}
+	}
+	return pairs
+}
+
+// nodeIDs are the nodes the proxies lead to.
+func (nw *network) nodeIDs() []int {
 	nw.mu.Lock()
-	nw.isolated[id] = true
-	nw.mu.Unlock()
-	nw.apply()
+	defer nw.mu.Unlock()
+	var ids []int
+	for _, p := range nw.proxies {
+		if !slices.Contains(ids, p.dst) {
+			ids = append(ids, p.dst)
+		}
+	}
+	return ids
 }
 
 // drop loses, from now on, everything from sends to to (one way).
-func (nw *network) drop(from, to int) {
-	nw.mu.Lock()
-	nw.drops[[2]int{from, to}] = true
-	nw.mu.Unlock()
-	nw.apply()
-}
+func (nw *network) drop(from, to int) { nw.dropMany([][2]int{{from, to}}) }
 
 // dropMany installs several one-way drops at once.
 func (nw *network) dropMany(pairs [][2]int) {
@@ -89,7 +100,6 @@ func (nw *network) dropMany(pairs [][2]int) {
 // healAll removes every rule.
 func (nw *network) healAll() {
 	nw.mu.Lock()
-	nw.isolated = map[int]bool{}
 	nw.drops = map[[2]int]bool{}
 	nw.mu.Unlock()
 	nw.apply()

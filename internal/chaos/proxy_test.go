@@ -134,7 +134,7 @@ func TestProxyOneWayRequests(t *testing.T) {
 	if !arrives(client, "push", 2*time.Second) {
 		t.Fatal("backend -> client blocked by a drop of client -> backend")
 	}
-	nw.isolate(1)
+	nw.dropMany(nw.isolation(1))
 	server.Write([]byte("gone"))
 	if arrives(client, "gone", 300*time.Millisecond) {
 		t.Fatal("isolation did not block the response direction")
