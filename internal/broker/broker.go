@@ -236,6 +236,7 @@ func (b *Broker) storageConfig(t *metadata.Topic) storage.Config {
 	c.SegmentMs = tc.Int64("segment.ms")
 	c.IndexIntervalBytes = int(tc.Int64("index.interval.bytes"))
 	c.SegmentIndexBytes = int(tc.Int64("segment.index.bytes"))
+	c.Delete, c.Compact = tc.CleanupPolicy()
 	c.RetentionMs = tc.Int64("retention.ms")
 	c.RetentionBytes = tc.Int64("retention.bytes")
 	c.FileDeleteDelayMs = tc.Int64("file.delete.delay.ms")

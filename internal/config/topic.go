@@ -45,7 +45,7 @@ const maxLong = "9223372036854775807"
 // DescribeConfigs returns all of them, so admin UIs that expect Kafka's full
 // list work.
 var TopicDefs = []Def{
-	{Name: "cleanup.policy", Type: TypeList, Default: "delete", BrokerName: "log.cleanup.policy", Enum: []string{"delete", "compact", "compact,delete", "delete,compact"}, Doc: "Retention policy; only delete is enforced."},
+	{Name: "cleanup.policy", Type: TypeList, Default: "delete", BrokerName: "log.cleanup.policy", Enum: []string{"delete", "compact", "compact,delete", "delete,compact"}, Doc: "delete: segments expire by retention.ms and retention.bytes; compact: the log is never deleted by time or size."},
 	{Name: "compression.type", Type: TypeString, Default: "producer", BrokerName: "compression.type", Enum: []string{"producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"}, Doc: "Codec batches are stored with: the leader rebuilds a batch in another codec; producer keeps the producer's."},
 	{Name: "delete.retention.ms", Type: TypeLong, Default: "86400000", BrokerName: "log.cleaner.delete.retention.ms", Min: 0, Max: math.MaxInt64},
 	{Name: "file.delete.delay.ms", Type: TypeLong, Default: "60000", BrokerName: "log.segment.delete.delay.ms", Min: 0, Max: math.MaxInt64},
@@ -183,6 +183,21 @@ func (t TopicConfig) Int64(name string) int64 {
 		n, _ = strconv.ParseInt(d.Default, 10, 64)
 	}
 	return n
+}
+
+// CleanupPolicy reports whether the effective cleanup.policy contains
+// delete and compact (Kafka's LogConfig.delete and LogConfig.compact).
+func (t TopicConfig) CleanupPolicy() (del, compact bool) {
+	v, _ := t.Get("cleanup.policy")
+	for _, p := range strings.Split(v, ",") {
+		switch strings.ToLower(strings.TrimSpace(p)) {
+		case "delete":
+			del = true
+		case "compact":
+			compact = true
+		}
+	}
+	return del, compact
 }
 
 // Bool returns the effective value of a boolean config.

@@ -250,7 +250,8 @@ func (l *Log) AdvanceLogStart(offset int64) error {
 
 // ApplyRetention deletes the oldest segments that retention.ms or
 // retention.bytes (or the log start) no longer require, considering only
-// segments wholly below hw. If every segment goes, a new empty active
+// segments wholly below hw. Time and size apply only when the cleanup
+// policy contains delete (Config.Delete); the log start always does. If every segment goes, a new empty active
 // segment is rolled first. It also expires idle producer ids and closes
 // files of segments deleted more than file.delete.delay.ms ago.
 func (l *Log) ApplyRetention(now time.Time, hw int64) (deletedSegments int, err error) {
@@ -272,8 +273,8 @@ func (l *Log) ApplyRetention(now time.Time, hw int64) (deletedSegments int, err 
 			break
 		}
 		del := i+1 < len(l.segs) && l.segs[i+1].base <= l.logStart
-		del = del || (cfg.RetentionMs >= 0 && nowMs-s.largestTimestamp() > cfg.RetentionMs)
-		del = del || (cfg.RetentionBytes >= 0 && total-s.size >= cfg.RetentionBytes)
+		del = del || (cfg.Delete && cfg.RetentionMs >= 0 && nowMs-s.largestTimestamp() > cfg.RetentionMs)
+		del = del || (cfg.Delete && cfg.RetentionBytes >= 0 && total-s.size >= cfg.RetentionBytes)
 		if !del {
 			break
 		}

@@ -24,12 +24,21 @@ type Config struct {
 	// segment is rolled when its offset or time index is full. Default
 	// 10 MiB.
 	SegmentIndexBytes int
+	// Delete is true when cleanup.policy contains "delete": only then do
+	// retention.ms and retention.bytes delete segments (Kafka's
+	// LogConfig.delete; UnifiedLog.deleteOldSegments). A compact-only log
+	// loses segments only below its log start (DeleteRecords). Default
+	// true.
+	Delete bool
+	// Compact is true when cleanup.policy contains "compact": the log
+	// cleaner keeps the latest record of each key. Default false.
+	Compact bool
 	// RetentionMs (retention.ms): segments whose newest timestamp is older
-	// than this are deleted by ApplyRetention. -1 means unlimited. Default
-	// 7 days.
+	// than this are deleted by ApplyRetention when Delete is set. -1 means
+	// unlimited. Default 7 days.
 	RetentionMs int64
 	// RetentionBytes (retention.bytes): ApplyRetention deletes the oldest
-	// segments while the log is larger than this. -1 means unlimited
+	// segments while the log is larger than this, when Delete is set. -1 means unlimited
 	// (the default).
 	RetentionBytes int64
 	// FileDeleteDelayMs (file.delete.delay.ms): a deleted segment's names
@@ -46,6 +55,7 @@ type Config struct {
 // DefaultConfig returns Kafka's defaults.
 func DefaultConfig() Config {
 	return Config{
+		Delete:                 true,
 		SegmentBytes:           1 << 30,
 		SegmentMs:              7 * 24 * 3600 * 1000,
 		IndexIntervalBytes:     4096,

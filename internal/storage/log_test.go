@@ -515,3 +515,39 @@ func TestBatchTooLarge(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// TestRetentionCompactOnly is the regression test for compacted topics
+// deleted by time and size retention: Kafka applies retention.ms and
+// retention.bytes only when cleanup.policy contains delete, so a
+// compact-only log keeps every segment however old or large it is; the log
+// start (DeleteRecords) still deletes.
+func TestRetentionCompactOnly(t *testing.T) {
+	cfg := testConfig()
+	cfg.Delete, cfg.Compact = false, true
+	cfg.RetentionMs = 1000
+	cfg.RetentionBytes = 0
+	l := mustOpen(t, vfs.NewMem(), cfg)
+	defer l.Close()
+	for i := 0; i < 40; i++ {
+		if _, err := l.AppendAsLeader(mkBatch(plain(1, 900, t0.UnixMilli())), 0, t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	segs := l.NumSegments()
+	if segs < 5 {
+		t.Fatalf("only %d segments rolled", segs)
+	}
+	n, err := l.ApplyRetention(t0.Add(1000*time.Hour), l.LogEndOffset())
+	if err != nil || n != 0 || l.NumSegments() != segs || l.LogStartOffset() != 0 {
+		t.Fatalf("compact-only retention deleted %d segments (%d of %d left, start %d): %v", n, l.NumSegments(), segs, l.LogStartOffset(), err)
+	}
+	if got := len(readAll(t, l)); got != 40 {
+		t.Fatalf("read %d batches, want 40", got)
+	}
+	// compact,delete: both apply.
+	cfg.Delete = true
+	l.SetConfig(cfg)
+	if n, err := l.ApplyRetention(t0.Add(1000*time.Hour), l.LogEndOffset()); err != nil || n == 0 {
+		t.Fatalf("compact,delete retention deleted %d: %v", n, err)
+	}
+}
