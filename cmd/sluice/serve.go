@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-io/sluice/internal/broker"
 	"github.com/sluice-io/sluice/internal/config"
 	"github.com/sluice-io/sluice/internal/controller"
+	"github.com/sluice-io/sluice/internal/dirlock"
 	"github.com/sluice-io/sluice/internal/handler"
 	"github.com/sluice-io/sluice/internal/metadata"
 	"github.com/sluice-io/sluice/internal/protocol"
@@ -74,6 +75,16 @@ func serve(args []string) error {
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	slog.SetDefault(logger)
+	// The data directory is ours alone for the life of the process
+	// (Kafka's .lock in every log dir): a second process on it would
+	// interleave writes and skip recovery on the other's clean-shutdown
+	// marker. Taken before anything reads or writes the directory; the
+	// kernel drops it when the process exits.
+	lock, err := dirlock.Acquire(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
 	// SLUICE_FAULT_INJECTION=1 wraps the data directory's filesystem with a
 	// switchable disk fault (slow or failing writes and fsyncs), driven
 	// through POST /debug/disk on the --http listener (docs/storage.md).
