@@ -65,7 +65,7 @@ func Rebuild(b []byte, c Codec, limit int, check func(Header, Timestamps) error)
 		}
 		data = buf.Bytes()
 	}
-	if err := scanRecords(h, data, recordTimestamps(h, &ts), nil); err != nil {
+	if err := scanRecords(h, data, recordTimestamps(h, &ts), true, nil); err != nil {
 		return nil, h, ts, err
 	}
 	if check != nil {

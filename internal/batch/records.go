@@ -33,10 +33,14 @@ type RecordHeader struct {
 // small compressed batch cannot expand without limit.
 const MaxDecompressedSize = 256 << 20
 
-// Records calls fn for every record of one whole batch, decompressing if
-// needed, until fn returns false. It returns ErrCorrupt if the records do not
-// parse, their count differs from the header, or their offset deltas are not
-// 0, 1, 2, ... (Kafka's LogValidator rules for v2 batches).
+// Records calls fn for every record of one whole stored batch,
+// decompressing if needed, until fn returns false. It returns ErrCorrupt if
+// the records do not parse, their count differs from the header, or their
+// offset deltas are not strictly increasing within the last offset delta.
+// Stored batches of a compacted log have gaps in their offset deltas (the
+// cleaner keeps the base offset and the last offset delta of a batch whose
+// records it removes, as Kafka's MemoryRecords.filterTo does), and may be
+// empty; what a producer sends is checked strictly by Validate.
 func Records(b []byte, fn func(r Record) bool) error {
 	h, err := ParseHeader(b)
 	if err != nil {
@@ -45,12 +49,12 @@ func Records(b []byte, fn func(r Record) bool) error {
 	if len(b) != h.Size() {
 		return ErrCorrupt
 	}
-	return records(h, b, nil, fn)
+	return records(h, b, nil, false, fn)
 }
 
 // records decompresses the records of b (a whole batch with header h) if
 // needed and scans them (see scanRecords).
-func records(h Header, b []byte, ts *Timestamps, fn func(r Record) bool) error {
+func records(h Header, b []byte, ts *Timestamps, strict bool, fn func(r Record) bool) error {
 	data := b[HeaderSize:]
 	if c := h.Compression(); c != None {
 		buf := getBuf()
@@ -60,22 +64,26 @@ func records(h Header, b []byte, ts *Timestamps, fn func(r Record) bool) error {
 		}
 		data = buf.Bytes()
 	}
-	return scanRecords(h, data, ts, fn)
+	return scanRecords(h, data, ts, strict, fn)
 }
 
 // scanRecords parses the uncompressed records data of a batch with header
-// h, checking them against the header (count, offset deltas 0, 1, 2, ...,
-// last offset delta, nothing left over); it adds every record's timestamp
-// to ts when ts is not nil and calls fn, when not nil, for every record
-// until it returns false.
-func scanRecords(h Header, data []byte, ts *Timestamps, fn func(r Record) bool) error {
+// h, checking them against the header (count, nothing left over, and the
+// offset deltas: 0, 1, 2, ... up to the last offset delta when strict, as
+// Kafka's LogValidator requires of a produced batch; otherwise strictly
+// increasing and within the last offset delta, as in a compacted log); it
+// adds every record's timestamp to ts when ts is not nil and calls fn, when
+// not nil, for every record until it returns false.
+func scanRecords(h Header, data []byte, ts *Timestamps, strict bool, fn func(r Record) bool) error {
 	var r Record
+	prev := int32(-1)
 	for i := int32(0); i < h.NumRecords; i++ {
 		var ok bool
 		data, ok = parseRecord(data, &r)
-		if !ok || r.OffsetDelta != i {
+		if !ok || (strict && r.OffsetDelta != i) || r.OffsetDelta <= prev || r.OffsetDelta > h.LastOffsetDelta {
 			return ErrCorrupt
 		}
+		prev = r.OffsetDelta
 		if ts != nil {
 			// Wraps like Java's long addition in Kafka's Record.timestamp().
 			ts.add(h.BaseTimestamp + r.TimestampDelta)
@@ -84,7 +92,7 @@ func scanRecords(h Header, data []byte, ts *Timestamps, fn func(r Record) bool) 
 			return nil
 		}
 	}
-	if len(data) != 0 || (h.NumRecords > 0 && h.LastOffsetDelta != h.NumRecords-1) {
+	if len(data) != 0 || (strict && h.NumRecords > 0 && h.LastOffsetDelta != h.NumRecords-1) {
 		return ErrCorrupt
 	}
 	return nil
@@ -120,7 +128,7 @@ func validate(b []byte, ts *Timestamps) (Header, error) {
 	if err != nil {
 		return h, err
 	}
-	return h, records(h, b, recordTimestamps(h, ts), nil)
+	return h, records(h, b, recordTimestamps(h, ts), true, nil)
 }
 
 // checkBatch checks what Validate checks before the records: the header,
