@@ -287,3 +287,23 @@ func Decode(data []byte) (*State, error) {
 	}
 	return s, nil
 }
+
+// LastOffsetsBelow returns, for every tracked producer id, the last offset
+// of its newest remembered batch that ends below end: the batch the log
+// cleaner keeps (possibly emptied of records) so that this state can be
+// rebuilt from the log. With end at the log end it is Kafka's rule (the
+// last batch of each producer); a lower end (the cleanable end, which is
+// durable) keeps the producer's state even if a crash loses its batches
+// above end.
+func (s *State) LastOffsetsBelow(end int64) map[int64]int64 {
+	out := make(map[int64]int64, len(s.m))
+	for pid, e := range s.m {
+		for i := len(e.Batches) - 1; i >= 0; i-- {
+			if e.Batches[i].LastOffset < end {
+				out[pid] = e.Batches[i].LastOffset
+				break
+			}
+		}
+	}
+	return out
+}

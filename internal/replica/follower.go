@@ -54,9 +54,12 @@ func (r *Replica) HandleFetchResponse(resp FetchResponse) {
 	}
 	for i := range resp.Batches {
 		b := &resp.Batches[i]
-		if b.BaseOffset != r.leo || b.NumRecords <= 0 {
-			break // not contiguous: drop the rest, refetch from the LEO
+		if b.BaseOffset < r.leo || b.NumRecords <= 0 {
+			break // behind the LEO: drop the rest, refetch from the LEO
 		}
+		// A batch may start past the LEO: the leader's log is compacted
+		// and the offsets between were removed (Kafka's follower append
+		// refuses only offsets below its log end).
 		r.appendBatch(b) // verbatim: the leader's offsets and epoch (§9.1)
 	}
 	// Follower HW = min(leader HW, local LEO), monotonic (§1.3 step 3).

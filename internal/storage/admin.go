@@ -62,6 +62,7 @@ func (l *Log) TruncateTo(offset int64) error {
 	s.syncedSize, s.indexesSynced = -1, false
 	l.leo = newEnd
 	l.truncGen++
+	l.cleanedTo = min(l.cleanedTo, newEnd)
 	if l.flushed.Load() > newEnd {
 		l.flushed.Store(newEnd)
 	}
@@ -96,17 +97,30 @@ func (l *Log) TruncateTo(offset int64) error {
 	return l.syncAll()
 }
 
-// cutPoint finds the batch holding offset in s: its position and base.
+// cutPoint finds where truncating s to offset cuts it: the position of the
+// first batch that ends above offset, and the new log end. A batch that
+// straddles offset goes whole (the end is its base); when offset lies in
+// a gap of a compacted segment, the end is that of the last batch kept,
+// so that the log never ends in a gap (a segment's batches always reach
+// its end, which recovery checks).
 func (l *Log) cutPoint(s *segment, offset int64) (pos, base int64, err error) {
 	e := floorOffset(s.offsets, uint32(offset-s.base))
-	pos, base = s.size, s.next
+	prevEnd := s.base + int64(e.rel)
+	pos, base = s.size, -1
 	_, err = walk(s.log, int64(e.pos), s.size, -1, false, batch.HeaderSize, func(h *batch.Header, p int64, _ []byte) error {
 		if h.NextOffset() > offset {
-			pos, base = p, h.BaseOffset
+			pos = p
+			if h.BaseOffset < offset {
+				base = h.BaseOffset
+			}
 			return errStop
 		}
+		prevEnd = h.NextOffset()
 		return nil
 	})
+	if base < 0 {
+		base = prevEnd
+	}
 	return pos, base, err
 }
 
@@ -196,6 +210,7 @@ func (l *Log) truncateFully(offset int64) error {
 	l.mu.Lock()
 	l.segs = []*segment{s}
 	l.leo, l.logStart = offset, offset
+	l.cleanedTo, l.tombstoneHorizon = 0, 0
 	l.epochs = &epoch.Cache{}
 	l.truncGen++
 	l.flushed.Store(offset)
@@ -402,6 +417,7 @@ func (l *Log) Close() error {
 	l.pauseFlush()
 	l.mu.Lock()
 	l.closed = true
+	l.stopClean.Store(true)
 	segs := l.segs
 	l.mu.Unlock()
 	l.resumeFlush()
@@ -442,6 +458,7 @@ func (l *Log) Delete() error {
 	l.pauseFlush()
 	l.mu.Lock()
 	l.closed = true
+	l.stopClean.Store(true)
 	segs := l.segs
 	l.mu.Unlock()
 	l.resumeFlush()

@@ -33,6 +33,21 @@ type Config struct {
 	// Compact is true when cleanup.policy contains "compact": the log
 	// cleaner keeps the latest record of each key. Default false.
 	Compact bool
+	// DeleteRetentionMs (delete.retention.ms): a tombstone is kept this
+	// long after the cleaner first cleaned it (KIP-534), then dropped.
+	// Default 86400000 (1 day).
+	DeleteRetentionMs int64
+	// MinCompactionLagMs (min.compaction.lag.ms): a record newer than this
+	// is never cleaned (the cleanable section ends at the first segment
+	// holding a newer record). Default 0.
+	MinCompactionLagMs int64
+	// MaxCompactionLagMs (max.compaction.lag.ms): a log whose oldest dirty
+	// record is older than this is cleaned whatever its dirty ratio
+	// (KIP-354). Default math.MaxInt64 (never).
+	MaxCompactionLagMs int64
+	// MinCleanableDirtyRatio (min.cleanable.dirty.ratio): a log is cleaned
+	// once dirty bytes / cleanable bytes reach this, in [0, 1]. Default 0.5.
+	MinCleanableDirtyRatio float64
 	// RetentionMs (retention.ms): segments whose newest timestamp is older
 	// than this are deleted by ApplyRetention when Delete is set. -1 means
 	// unlimited. Default 7 days.
@@ -64,6 +79,9 @@ func DefaultConfig() Config {
 		RetentionBytes:         -1,
 		FileDeleteDelayMs:      60000,
 		ProducerIDExpirationMs: 86400000,
+		DeleteRetentionMs:      86400000,
+		MaxCompactionLagMs:     math.MaxInt64,
+		MinCleanableDirtyRatio: 0.5,
 	}
 }
 
@@ -88,6 +106,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("storage: retention.bytes %d invalid", c.RetentionBytes)
 	case c.FileDeleteDelayMs < 0:
 		return fmt.Errorf("storage: file.delete.delay.ms %d invalid", c.FileDeleteDelayMs)
+	case c.DeleteRetentionMs < 0:
+		return fmt.Errorf("storage: delete.retention.ms %d invalid", c.DeleteRetentionMs)
+	case c.MinCompactionLagMs < 0 || c.MaxCompactionLagMs < 1:
+		return fmt.Errorf("storage: compaction lags %d/%d invalid", c.MinCompactionLagMs, c.MaxCompactionLagMs)
+	case !(c.MinCleanableDirtyRatio >= 0 && c.MinCleanableDirtyRatio <= 1):
+		return fmt.Errorf("storage: min.cleanable.dirty.ratio %v outside [0, 1]", c.MinCleanableDirtyRatio)
 	case c.ProducerIDExpirationMs < 1:
 		return fmt.Errorf("storage: producer.id.expiration.ms %d invalid", c.ProducerIDExpirationMs)
 	}

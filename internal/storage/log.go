@@ -12,8 +12,9 @@
 // Concurrency: a Log is safe for concurrent use. Appends, truncation,
 // retention and configuration changes are serialized (appendMu); reads run
 // concurrently with them and see only whole batches that were fully written.
-// Lock order: appendMu, then mu; flushMu is never held with mu while doing
-// I/O.
+// Lock order: cleanMu, then appendMu, then mu; flushMu is never held with
+// mu while doing I/O. A cleaning pass (Clean) reads sealed segments without
+// locks and takes appendMu only to swap its output in.
 package storage
 
 import (
@@ -40,8 +41,8 @@ var (
 	// ErrBatchTooLarge: a batch larger than segment.bytes
 	// (Kafka's RECORD_BATCH_TOO_LARGE).
 	ErrBatchTooLarge = errors.New("storage: batch larger than segment.bytes")
-	// ErrUnexpectedOffset: a follower append that does not start at the log
-	// end, or whose batches are not contiguous.
+	// ErrUnexpectedOffset: a follower append that starts below the log end,
+	// or whose batches go backwards.
 	ErrUnexpectedOffset = errors.New("storage: batch offset does not continue the log")
 	// ErrTruncated: SyncTo's offset was truncated away before it became
 	// durable.
@@ -86,6 +87,11 @@ type Log struct {
 	truncGen      uint64
 	dirDirty      bool
 	unsyncedSnaps []vfs.File // snapshot files written at roll, not yet synced
+
+	cleanedTo        int64       // (mu) cleaner checkpoint: offsets below are cleaned
+	tombstoneHorizon int64       // (mu) earliest delete horizon of a kept tombstone, 0 if none
+	cleanMu          sync.Mutex  // one cleaning pass at a time; taken before appendMu
+	stopClean        atomic.Bool // set on close: a running pass gives up
 
 	flushMu        sync.Mutex
 	flushCond      *sync.Cond
@@ -171,8 +177,10 @@ func (l *Log) AppendAsLeader(b []byte, leaderEpoch int32, now time.Time) (Append
 }
 
 // AppendAsFollower appends one or more batches fetched from the leader,
-// offsets and epochs already set: the first must start at the log end and
-// the rest follow contiguously. The epoch cache and producer state are
+// offsets and epochs already set: each must start at or after the end of
+// the one before (the first at or after the log end). A compacted leader
+// log has gaps, which the follower's log keeps (Kafka's follower append
+// only refuses offsets below the log end). The epoch cache and producer state are
 // updated without sequence checks. Time-based rolling uses the batches'
 // timestamps, or the latest time passed to another method.
 func (l *Log) AppendAsFollower(b []byte) error {
@@ -188,8 +196,8 @@ func (l *Log) AppendAsFollower(b []byte) error {
 		if err != nil {
 			return err
 		}
-		if h.BaseOffset != next {
-			return fmt.Errorf("%w: batch at %d, expected %d", ErrUnexpectedOffset, h.BaseOffset, next)
+		if h.BaseOffset < next {
+			return fmt.Errorf("%w: batch at %d, expected at least %d", ErrUnexpectedOffset, h.BaseOffset, next)
 		}
 		if int64(len(one)) > l.cfg.SegmentBytes {
 			return ErrBatchTooLarge

@@ -45,11 +45,18 @@ type segView struct {
 const maxReadSegments = 4
 
 // views snapshots up to maxReadSegments segments starting with segs[i]
-// (mu held).
+// (mu held). Empty segments after the first (a compacted range with no
+// batch left) are skipped without counting, so a read past them always
+// reaches data.
 func (l *Log) views(i int) []segView {
-	segs := l.segs[i:min(len(l.segs), i+maxReadSegments)]
-	out := make([]segView, 0, len(segs))
-	for _, s := range segs {
+	out := make([]segView, 0, maxReadSegments)
+	for k, s := range l.segs[i:] {
+		if len(out) == maxReadSegments {
+			break
+		}
+		if s.size == 0 && k > 0 && i+k < len(l.segs)-1 {
+			continue
+		}
 		out = append(out, segView{s: s, size: s.size, next: s.next, offsets: s.offsets, times: s.times, maxTs: s.maxTs})
 	}
 	return out

@@ -114,6 +114,10 @@ func (l *Log) listDir() (dirState, error) {
 
 // recover loads the directory into l (see docs/storage.md).
 func (l *Log) recover() error {
+	if err := l.finishSwap(); err != nil {
+		return err
+	}
+	l.readCleanerCheckpoint()
 	st, err := l.listDir()
 	if err != nil {
 		return err
@@ -300,7 +304,7 @@ func (l *Log) loadTrusted(i int, last, rebuildEpochs bool) (ok bool, err error) 
 	} else {
 		s.next = next
 	}
-	if last || next < 0 {
+	if last || next < 0 || l.cfg.Compact {
 		if err := l.readFirstTs(s); err != nil {
 			return false, err
 		}
@@ -396,8 +400,11 @@ func (l *Log) readFirstTs(s *segment) error {
 }
 
 // scanSegments checks every batch of segments from..end (CRC, framing,
-// contiguity), truncating at the first bad one and dropping every segment
-// after it, and rebuilds their indexes.
+// increasing offsets: a compacted segment has gaps inside, never at its
+// end), truncating at the first bad one and dropping every segment after
+// it, and rebuilds their indexes. A segment must start where the one
+// before it ended: a crash that lost the tail of one segment but kept a
+// later one leaves a hole, which is cut off there.
 func (l *Log) scanSegments(from int) error {
 	for i := from; i < len(l.segs); i++ {
 		s := l.segs[i]

@@ -212,8 +212,10 @@ var errStop = errors.New("stop")
 // walk visits the batches of s's log from pos to end, reading headers only
 // (or whole batches with a CRC check if full). It stops, returning the
 // position reached, at the first batch that is short, does not parse, fails
-// its CRC, or (when expect >= 0) does not start at offset expect, which then
-// advances batch by batch. fn may return errStop. I/O errors other than
+// its CRC, or (when expect >= 0) starts below offset expect, which then
+// advances batch by batch to the offset after the previous batch. Offsets
+// may jump forward: a compacted segment has gaps where the cleaner removed
+// whole batches. fn may return errStop. I/O errors other than
 // end-of-file are returned.
 // chunk is the read-ahead size.
 func walk(f vfs.File, pos, end, expect int64, full bool, chunk int, fn func(h *batch.Header, pos int64, b []byte) error) (int64, error) {
@@ -227,7 +229,7 @@ func walk(f vfs.File, pos, end, expect int64, full bool, chunk int, fn func(h *b
 		if err != nil || int64(h.Size()) > end-pos {
 			return pos, nil
 		}
-		if expect >= 0 && h.BaseOffset != expect {
+		if expect >= 0 && h.BaseOffset < expect {
 			return pos, nil
 		}
 		if h.BaseOffset < 0 || h.BaseOffset > math.MaxInt64-int64(h.LastOffsetDelta)-1 {

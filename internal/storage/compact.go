@@ -1,0 +1,445 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/sluice-io/sluice/internal/batch"
+)
+
+// Log compaction (cleanup.policy=compact), as Kafka's LogCleaner does it;
+// docs/compaction.md describes the rules, the on-disk states of a swap and
+// what readers see.
+//
+// A pass builds an OffsetMap of the dirty section [firstDirty, end) (key →
+// latest offset), then rewrites every segment from the log start up to the
+// end of what the map covers, in groups of consecutive segments that fit
+// one segment.bytes, keeping a record unless a later record has its key, it
+// has no key, or it is a tombstone whose delete horizon has passed. Offsets
+// never change. Each group's output is written to new files and swapped in
+// (swapIn), so a crash at any point leaves either the old segments or the
+// new one.
+
+// CleanStats describes one cleaning pass.
+type CleanStats struct {
+	// FirstDirty and End bound the dirty section the map covered; the
+	// cleaner checkpoint is now End.
+	FirstDirty, End int64
+	// Segments is the number of segments rewritten, Groups the number of
+	// segments they became.
+	Segments, Groups int
+	// BytesRead and BytesWritten count segment bytes, both passes.
+	BytesRead, BytesWritten int64
+	// RecordsRead and RecordsRemoved count records of the rewritten
+	// segments.
+	RecordsRead, RecordsRemoved int64
+	// MapKeys is the number of keys the offset map held.
+	MapKeys int
+}
+
+// CleanableInfo describes a compacted log's sections (Kafka's LogToClean).
+type CleanableInfo struct {
+	// FirstDirty is the cleaner checkpoint: everything below it has been
+	// cleaned at least once. End is the first uncleanable offset: the
+	// active segment's base, or the base of the segment holding the high
+	// watermark or a record newer than min.compaction.lag.ms.
+	FirstDirty, End int64
+	// CleanBytes and DirtyBytes are the sizes of the segments below and
+	// from FirstDirty's segment up to End.
+	CleanBytes, DirtyBytes int64
+	// DirtyRatio is DirtyBytes / (CleanBytes + DirtyBytes).
+	DirtyRatio float64
+	// Due says the log should be cleaned now: its dirty ratio reached
+	// min.cleanable.dirty.ratio, its oldest dirty record passed
+	// max.compaction.lag.ms (KIP-354), or a kept tombstone's delete
+	// horizon passed.
+	Due bool
+	// Urgent is true when Due because of max.compaction.lag.ms or a
+	// tombstone horizon (the cleaner picks these before others).
+	Urgent bool
+}
+
+// ErrCleanAborted reports a pass given up because the log changed under
+// it (truncation, retention, close); nothing was lost and a later pass
+// starts again.
+var ErrCleanAborted = errors.New("storage: cleaning aborted by a concurrent change")
+
+// Cleanable computes the log's dirty section. hw bounds it: nothing at or
+// above the high watermark is cleaned (Kafka cleans below the last stable
+// offset, which is at most the high watermark).
+func (l *Log) Cleanable(now time.Time, hw int64) CleanableInfo {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.cleanableLocked(now.UnixMilli(), hw)
+}
+
+func (l *Log) cleanableLocked(nowMs, hw int64) CleanableInfo {
+	var ci CleanableInfo
+	cfg := l.cfg
+	if !cfg.Compact || l.closed || l.failed != nil {
+		return ci
+	}
+	// end: a segment base, at most the active segment's and the one
+	// holding the HW.
+	endIdx := len(l.segs) - 1
+	// Only what is flushed is cleaned: a crash never loses a cleaned
+	// segment's neighbours' data from under it.
+	hw = min(hw, l.flushed.Load())
+	if hw < l.active().base {
+		endIdx = l.segmentFor(hw)
+	}
+	first := min(max(l.cleanedTo, l.logStart), l.segs[endIdx].base)
+	firstIdx := l.segmentFor(first)
+	if cfg.MinCompactionLagMs > 0 {
+		for i := firstIdx; i < endIdx; i++ {
+			if s := l.segs[i]; s.size > 0 && s.largestTimestamp() > nowMs-cfg.MinCompactionLagMs {
+				endIdx = i
+				break
+			}
+		}
+	}
+	ci.End = l.segs[endIdx].base
+	ci.FirstDirty = min(first, ci.End)
+	for i, s := range l.segs[:endIdx] {
+		if i < firstIdx || s.next <= ci.FirstDirty && i+1 < len(l.segs) && l.segs[i+1].base <= ci.FirstDirty {
+			ci.CleanBytes += s.size
+		} else {
+			ci.DirtyBytes += s.size
+		}
+	}
+	if total := ci.CleanBytes + ci.DirtyBytes; total > 0 {
+		ci.DirtyRatio = float64(ci.DirtyBytes) / float64(total)
+	}
+	if ci.DirtyBytes > 0 && ci.DirtyRatio >= cfg.MinCleanableDirtyRatio {
+		ci.Due = true
+	}
+	if ci.DirtyBytes > 0 && cfg.MaxCompactionLagMs < math.MaxInt64 && firstIdx < endIdx {
+		// The first dirty segment's oldest batch is at least as old as its
+		// first batch's max timestamp (Kafka uses the first batch's
+		// timestamp, LogCleanerManager.maxCompactionDelay).
+		if ts := l.segs[firstIdx].firstTs; ts >= 0 && nowMs-ts > cfg.MaxCompactionLagMs {
+			ci.Due, ci.Urgent = true, true
+		}
+	}
+	if l.tombstoneHorizon > 0 && nowMs >= l.tombstoneHorizon && ci.End > l.logStart {
+		ci.Due, ci.Urgent = true, true
+	}
+	return ci
+}
+
+// Clean runs one cleaning pass (see the comment at the top of this file)
+// with m as its offset map. hw bounds the cleanable section (Cleanable);
+// throttle, if not nil, is called with each chunk of bytes read or written
+// and may sleep (log.cleaner.io.max.bytes.per.second). A pass over a log
+// without the compact policy, or with nothing cleanable, does nothing.
+// ErrCleanAborted means the log changed meanwhile; an I/O error on the new
+// files takes the log offline like any write error.
+func (l *Log) Clean(now time.Time, hw int64, m *OffsetMap, throttle func(n int64)) (CleanStats, error) {
+	l.cleanMu.Lock()
+	defer l.cleanMu.Unlock()
+	var st CleanStats
+	nowMs := now.UnixMilli()
+	l.mu.RLock()
+	ci := l.cleanableLocked(nowMs, hw)
+	segs, cfg, gen := l.segs, l.cfg, l.truncGen
+	l.mu.RUnlock()
+	if !cfg.Compact || ci.End <= 0 {
+		return st, nil
+	}
+	if err := l.writable(); err != nil {
+		return st, err
+	}
+	if throttle == nil {
+		throttle = func(int64) {}
+	}
+	st.FirstDirty = ci.FirstDirty
+
+	// 1. The offset map of the dirty section, up to where it fills.
+	m.Reset(int(ci.DirtyBytes / 32))
+	mapEnd := ci.End
+	full := false
+	for _, s := range segs {
+		if s.base >= ci.End || full {
+			break
+		}
+		if s.next <= ci.FirstDirty && s != segs[len(segs)-1] {
+			continue
+		}
+		err := l.readSegment(s, throttle, &st.BytesRead, func(h *batch.Header, b []byte) error {
+			if h.IsControl() || h.NextOffset() <= ci.FirstDirty {
+				return nil
+			}
+			err := batch.Records(b, func(r batch.Record) bool {
+				off := h.BaseOffset + int64(r.OffsetDelta)
+				if off < ci.FirstDirty || r.Key == nil {
+					return true
+				}
+				if !m.Put(r.Key, off) {
+					full = true
+					mapEnd = off // the pass covers the dirty keys below off
+					return false
+				}
+				return true
+			})
+			if err == nil && full {
+				return errStop
+			}
+			return err
+		})
+		if err != nil {
+			return st, l.cleanFailed(err)
+		}
+		if full {
+			break
+		}
+	}
+	if full && mapEnd <= ci.FirstDirty {
+		return st, fmt.Errorf("storage: cleaner offset map of %d keys cannot hold one record of %s", m.Capacity(), l.dir)
+	}
+	st.End, st.MapKeys = mapEnd, m.Len()
+
+	// 2. Rewrite the segments overlapping [log start, mapEnd), group by
+	// group, each swapped in as soon as it is written.
+	lastOffsets := l.ProducerState().LastOffsetsBelow(mapEnd)
+	var todo []*segment
+	for _, s := range segs[:len(segs)-1] {
+		if s.base >= mapEnd {
+			break
+		}
+		todo = append(todo, s)
+	}
+	horizon := int64(0)
+	for len(todo) > 0 {
+		n := groupSize(todo, segs, &cfg)
+		group := todo[:n]
+		todo = todo[n:]
+		out, h, err := l.cleanGroup(group, segs, cleanRules{nowMs: nowMs, mapEnd: mapEnd, m: m, lastOffsets: lastOffsets,
+			deleteHorizon: nowMs + cfg.DeleteRetentionMs}, throttle, &st)
+		if err != nil {
+			return st, err
+		}
+		if h > 0 && (horizon == 0 || h < horizon) {
+			horizon = h
+		}
+		if err := l.swapIn(group, out, gen); err != nil {
+			out.close()
+			l.removeCleaned(out.base)
+			return st, err
+		}
+		st.Segments += len(group)
+		st.Groups++
+	}
+
+	// 3. The checkpoint: everything below mapEnd is now clean.
+	l.mu.Lock()
+	l.cleanedTo = mapEnd
+	l.tombstoneHorizon = horizon
+	l.mu.Unlock()
+	l.writeCleanerCheckpoint(mapEnd, horizon)
+	return st, nil
+}
+
+// groupSize returns how many of todo's leading segments are rewritten into
+// one: as many consecutive segments as fit one segment.bytes and one
+// index, with every offset within 2^32 of the first (Kafka's
+// Cleaner.groupSegmentsBySize).
+func groupSize(todo, segs []*segment, cfg *Config) int {
+	size := todo[0].size
+	idx, tidx := len(todo[0].offsets), len(todo[0].times)
+	n := 1
+	for n < len(todo) {
+		s := todo[n]
+		end := segEnd(s, segs)
+		if size+s.size > cfg.SegmentBytes || idx+len(s.offsets) >= cfg.maxIndexEntries() ||
+			tidx+len(s.times) >= cfg.maxTimeEntries() || end-todo[0].base > math.MaxUint32 {
+			break
+		}
+		size += s.size
+		idx += len(s.offsets)
+		tidx += len(s.times)
+		n++
+	}
+	return n
+}
+
+// segEnd is the end of the offset range s covers: the next segment's base.
+func segEnd(s *segment, segs []*segment) int64 {
+	for i, x := range segs {
+		if x == s && i+1 < len(segs) {
+			return segs[i+1].base
+		}
+	}
+	return s.next
+}
+
+// cleanRules decide which records a pass keeps.
+type cleanRules struct {
+	nowMs         int64
+	mapEnd        int64 // records at or above it are kept: the map does not cover them
+	m             *OffsetMap
+	lastOffsets   map[int64]int64 // producer id → last offset of its newest batch
+	deleteHorizon int64           // the horizon a first-cleaned tombstone gets
+}
+
+// cleanGroup writes the kept batches of group into a new segment (files
+// named <base>.log.cleaned, ...) and syncs it. It returns the segment and
+// the earliest delete horizon of the tombstones it kept (0 if none).
+func (l *Log) cleanGroup(group, segs []*segment, r cleanRules, throttle func(int64), st *CleanStats) (*segment, int64, error) {
+	base := group[0].base
+	out, err := openCleaned(l.fs, l.dir, base)
+	if err != nil {
+		return nil, 0, l.cleanFailed(err)
+	}
+	out.createdMs = group[0].createdMs
+	out.next = segEnd(group[len(group)-1], segs)
+	w := &bufWriter{f: out.log}
+	horizon := int64(0)
+	for _, s := range group {
+		err := l.readSegment(s, throttle, &st.BytesRead, func(h *batch.Header, b []byte) error {
+			bh, hasHorizon := h.DeleteHorizon()
+			tombstoneKept := false
+			keep := func(off int64, rec *batch.Record) bool {
+				st.RecordsRead++
+				ok := off >= r.mapEnd
+				if !ok && rec.Key != nil {
+					ok = r.m.Get(rec.Key) <= off
+					if ok && rec.Value == nil && hasHorizon && r.nowMs >= bh {
+						ok = false
+					}
+				}
+				if ok && rec.Value == nil {
+					tombstoneKept = true
+				}
+				if !ok {
+					st.RecordsRemoved++
+				}
+				return ok
+			}
+			// Kept even when emptied: the last batch of each producer (its
+			// idempotence state is rebuilt from it), and the group's last
+			// batch, so that the segment's batches reach its end.
+			keepEmpty := h.ProducerID >= 0 && r.lastOffsets[h.ProducerID] == h.LastOffset() || h.NextOffset() == out.next
+			nb, _, err := batch.Filter(b, keep, batch.FilterOptions{KeepEmpty: keepEmpty, DeleteHorizon: r.deleteHorizon})
+			if err != nil {
+				return fmt.Errorf("storage: cleaning %s at offset %d: %w", s.logName(), h.BaseOffset, err)
+			}
+			if nb == nil {
+				return nil
+			}
+			nh, err := batch.ParseHeader(nb)
+			if err != nil {
+				return err
+			}
+			if hz, ok := nh.DeleteHorizon(); ok && tombstoneKept && (horizon == 0 || hz < horizon) {
+				horizon = hz
+			}
+			pos := out.size
+			out.track(&nh, pos, l.cfg.IndexIntervalBytes)
+			out.size += int64(len(nb))
+			if err := w.write(nb); err != nil {
+				return err
+			}
+			st.BytesWritten += int64(len(nb))
+			throttle(int64(len(nb)))
+			return nil
+		})
+		if err != nil {
+			out.close()
+			l.removeCleaned(base)
+			return nil, 0, l.cleanFailed(err)
+		}
+	}
+	out.maybeTimeEntry()
+	err = w.flush()
+	if err == nil {
+		err = out.writeIndexes()
+	}
+	for _, f := range []interface{ Sync() error }{out.log, out.idx, out.tidx} {
+		if err == nil {
+			err = f.Sync()
+		}
+	}
+	if err != nil {
+		out.close()
+		l.removeCleaned(base)
+		return nil, 0, l.cleanFailed(err)
+	}
+	out.syncedSize, out.indexesSynced = out.size, true
+	return out, horizon, nil
+}
+
+// cleanFailed sorts a cleaning error: a pass stopped by Close, or corrupt
+// data the cleaner refuses to rewrite (Kafka marks such a partition
+// uncleanable), is returned as it is; any other error is an I/O failure
+// and takes the log offline like a failed append.
+func (l *Log) cleanFailed(err error) error {
+	if l.stopClean.Load() {
+		return ErrCleanAborted
+	}
+	if errors.Is(err, ErrCleanAborted) || errors.Is(err, batch.ErrCorrupt) || errors.Is(err, errCorruptSegment) {
+		return err
+	}
+	return l.fail(err)
+}
+
+// errCorruptSegment reports a sealed segment whose batches do not reach
+// its end: the cleaner refuses to rewrite it rather than lose its tail.
+var errCorruptSegment = errors.New("storage: corrupt segment")
+
+// readSegment calls fn for every whole, CRC-checked batch of sealed segment
+// s, counting the bytes read, until fn returns errStop. A segment that does
+// not parse to its end is errCorruptSegment.
+func (l *Log) readSegment(s *segment, throttle func(int64), read *int64, fn func(h *batch.Header, b []byte) error) error {
+	l.mu.RLock()
+	size := s.size
+	l.mu.RUnlock()
+	stopped := false
+	end, err := walk(s.log, 0, size, s.base, true, 1<<20, func(h *batch.Header, _ int64, b []byte) error {
+		if l.stopClean.Load() {
+			return ErrCleanAborted
+		}
+		*read += int64(len(b))
+		throttle(int64(len(b)))
+		err := fn(h, b)
+		stopped = err == errStop
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if end != size && !stopped {
+		return fmt.Errorf("%w: %s does not parse past byte %d of %d", errCorruptSegment, s.logName(), end, size)
+	}
+	return nil
+}
+
+// bufWriter batches small writes to a file.
+type bufWriter struct {
+	f   interface{ Write([]byte) (int, error) }
+	buf []byte
+}
+
+func (w *bufWriter) write(b []byte) error {
+	if len(w.buf)+len(b) > 1<<20 {
+		if err := w.flush(); err != nil {
+			return err
+		}
+	}
+	if len(b) >= 1<<20 {
+		_, err := w.f.Write(b)
+		return err
+	}
+	w.buf = append(w.buf, b...)
+	return nil
+}
+
+func (w *bufWriter) flush() error {
+	if len(w.buf) == 0 {
+		return nil
+	}
+	_, err := w.f.Write(w.buf)
+	w.buf = w.buf[:0]
+	return err
+}
