@@ -174,6 +174,7 @@ func Open(opts Options) (*Broker, error) {
 	b.wg.Add(2)
 	go b.tickLoop()
 	go b.retentionLoop()
+	b.startCleaner()
 	return b, nil
 }
 
@@ -238,6 +239,10 @@ func (b *Broker) storageConfig(t *metadata.Topic) storage.Config {
 	c.SegmentIndexBytes = int(tc.Int64("segment.index.bytes"))
 	c.Delete, c.Compact = tc.CleanupPolicy()
 	c.RetentionMs = tc.Int64("retention.ms")
+	c.DeleteRetentionMs = tc.Int64("delete.retention.ms")
+	c.MinCompactionLagMs = tc.Int64("min.compaction.lag.ms")
+	c.MaxCompactionLagMs = tc.Int64("max.compaction.lag.ms")
+	c.MinCleanableDirtyRatio = tc.Float64("min.cleanable.dirty.ratio")
 	c.RetentionBytes = tc.Int64("retention.bytes")
 	c.FileDeleteDelayMs = tc.Int64("file.delete.delay.ms")
 	c.ProducerIDExpirationMs = b.cfg.Int("producer.id.expiration.ms", 86400000)

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"errors"
+	"math"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -31,6 +32,9 @@ type Partition struct {
 	TP
 	b   *Broker
 	log *storage.Log
+	// dirtyRatio is the compacted log's dirty ratio as the cleaner last
+	// computed it (float64 bits).
+	dirtyRatio atomic.Uint64
 
 	mu      sync.Mutex
 	r       *replica.Replica
@@ -147,6 +151,11 @@ type Status struct {
 	FollowerCaughtUp map[int32]int64
 	FlushedOffset    int64
 	PartitionEpoch   int32
+	// Compacted is true for a cleanup.policy containing compact; then
+	// DirtyRatio is the share of the log's cleanable bytes not cleaned
+	// yet, as the log cleaner last computed it.
+	Compacted  bool    `json:",omitempty"`
+	DirtyRatio float64 `json:",omitempty"`
 }
 
 // Status returns the replica's state as the state machine sees it.
@@ -155,7 +164,8 @@ func (p *Partition) Status(replicas []int32) Status {
 	defer p.mu.Unlock()
 	st := Status{Role: p.r.Role().String(), Leader: p.r.Leader(), LeaderEpoch: p.r.LeaderEpoch(), HW: p.r.HW(), LEO: p.r.LEO(),
 		LogStart: p.r.LogStart(), ISR: p.r.ISR(), Maximal: p.r.MaximalISR(), FlushedOffset: p.r.FlushedOffset(),
-		PartitionEpoch: p.r.PartitionEpoch(), FollowerLEO: map[int32]int64{}, FollowerCaughtUp: map[int32]int64{}}
+		PartitionEpoch: p.r.PartitionEpoch(), FollowerLEO: map[int32]int64{}, FollowerCaughtUp: map[int32]int64{},
+		Compacted: p.log.Config().Compact, DirtyRatio: math.Float64frombits(p.dirtyRatio.Load())}
 	for _, id := range replicas {
 		if leo, ok := p.r.FollowerLEO(id); ok {
 			st.FollowerLEO[id] = leo

@@ -76,6 +76,11 @@ var BrokerDefaults = map[string]string{
 	"replica.fetch.response.max.bytes":        "10485760",
 	"auto.leader.rebalance.enable":            "true",
 	"leader.imbalance.check.interval.seconds": "300",
+	"log.cleaner.enable":                      "true",
+	"log.cleaner.threads":                     "1",
+	"log.cleaner.dedupe.buffer.size":          "134217728",
+	"log.cleaner.io.max.bytes.per.second":     "1.7976931348623157E308",
+	"log.cleaner.backoff.ms":                  "15000",
 }
 
 // TopicDefault returns the broker-level value that defaults a topic config,

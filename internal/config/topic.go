@@ -45,7 +45,7 @@ const maxLong = "9223372036854775807"
 // DescribeConfigs returns all of them, so admin UIs that expect Kafka's full
 // list work.
 var TopicDefs = []Def{
-	{Name: "cleanup.policy", Type: TypeList, Default: "delete", BrokerName: "log.cleanup.policy", Enum: []string{"delete", "compact", "compact,delete", "delete,compact"}, Doc: "delete: segments expire by retention.ms and retention.bytes; compact: the log is never deleted by time or size."},
+	{Name: "cleanup.policy", Type: TypeList, Default: "delete", BrokerName: "log.cleanup.policy", Enum: []string{"delete", "compact", "compact,delete", "delete,compact"}, Doc: "delete: segments expire by retention.ms and retention.bytes; compact: the log cleaner keeps the latest record of each key (docs/compaction.md); compact,delete: both."},
 	{Name: "compression.type", Type: TypeString, Default: "producer", BrokerName: "compression.type", Enum: []string{"producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"}, Doc: "Codec batches are stored with: the leader rebuilds a batch in another codec; producer keeps the producer's."},
 	{Name: "delete.retention.ms", Type: TypeLong, Default: "86400000", BrokerName: "log.cleaner.delete.retention.ms", Min: 0, Max: math.MaxInt64},
 	{Name: "file.delete.delay.ms", Type: TypeLong, Default: "60000", BrokerName: "log.segment.delete.delay.ms", Min: 0, Max: math.MaxInt64},
@@ -183,6 +183,19 @@ func (t TopicConfig) Int64(name string) int64 {
 		n, _ = strconv.ParseInt(d.Default, 10, 64)
 	}
 	return n
+}
+
+// Float64 returns the effective value of a double config; a malformed
+// value falls back to the Kafka default.
+func (t TopicConfig) Float64(name string) float64 {
+	v, _ := t.Get(name)
+	f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+	if err != nil {
+		if d := topicDefByName[name]; d != nil {
+			f, _ = strconv.ParseFloat(d.Default, 64)
+		}
+	}
+	return f
 }
 
 // CleanupPolicy reports whether the effective cleanup.policy contains

@@ -91,13 +91,18 @@ type produceConfig struct {
 	// (compression.type other than producer).
 	codec    batch.Codec
 	setCodec bool
+	// compacted: cleanup.policy contains compact, so every record needs a
+	// key (Kafka's LogValidator.validateKey).
+	compacted bool
 }
 
 func produceConfigOf(tc config.TopicConfig) produceConfig {
 	typ, _ := tc.Get("message.timestamp.type")
 	compression, _ := tc.Get("compression.type")
 	codec, setCodec := codecOf(compression)
+	_, compacted := tc.CleanupPolicy()
 	return produceConfig{
+		compacted:     compacted,
 		maxBytes:      tc.Int64("max.message.bytes"),
 		segmentBytes:  tc.Int64("segment.bytes"),
 		logAppendTime: typ == "LogAppendTime",
@@ -212,6 +217,11 @@ func (h *Handlers) produce(r *protocol.Request) protocol.Reply {
 			}
 			if err != nil {
 				sp.ErrorCode = code(err)
+				if sp.ErrorCode == kerr.InvalidRecord.Code && req.Version < 8 {
+					// INVALID_RECORD came with Produce v8 (KIP-467); older
+					// clients get CORRUPT_MESSAGE, as from Kafka.
+					sp.ErrorCode = kerr.CorruptMessage.Code
+				}
 				sp.ErrorMessage = message(err)
 				failed = true
 			} else {
@@ -317,6 +327,9 @@ func prepareBatch(records []byte, pc produceConfig, now int64) ([]byte, batch.He
 	if err := checkBatch(hdr, ts, pc, now); err != nil {
 		return nil, hdr, -1, err
 	}
+	if err := checkKeys(b, pc); err != nil {
+		return nil, hdr, -1, err
+	}
 	hdr, logAppendTime, err := stampTimestamps(b, hdr, ts, pc, now)
 	if err != nil {
 		return nil, hdr, -1, err
@@ -351,6 +364,9 @@ func rebuildBatch(b []byte, pc produceConfig, now int64) ([]byte, batch.Header, 
 	case err != nil:
 		return nil, hdr, -1, kerr.CorruptMessage
 	}
+	if err := checkKeys(out, pc); err != nil {
+		return nil, hdr, -1, err
+	}
 	hdr, logAppendTime, err := stampTimestamps(out, hdr, ts, pc, now)
 	if err != nil {
 		return nil, hdr, -1, err
@@ -366,6 +382,30 @@ func checkBatch(hdr batch.Header, ts batch.Timestamps, pc produceConfig, now int
 		return kerr.InvalidRecord
 	}
 	return checkTimestamps(hdr, ts, pc, now)
+}
+
+// errNoKey is Kafka's InvalidRecordException from LogValidator.validateKey:
+// a compacted topic keeps the latest record of each key, so a record
+// without one is refused and nothing of the batch is appended. The
+// response says INVALID_RECORD (CORRUPT_MESSAGE before Produce v8, see
+// produceCode).
+var errNoKey = &partitionError{kerr.InvalidRecord, "Compacted topic cannot accept message without key"}
+
+// checkKeys refuses a batch with a keyless record on a compacted topic.
+// b is a validated batch (its records parse).
+func checkKeys(b []byte, pc produceConfig) error {
+	if !pc.compacted {
+		return nil
+	}
+	missing := false
+	batch.Records(b, func(r batch.Record) bool {
+		missing = r.Key == nil
+		return !missing
+	})
+	if missing {
+		return errNoKey
+	}
+	return nil
 }
 
 // checkTimestamps applies the topic's timestamp checks to a validated

@@ -41,9 +41,55 @@ var (
 	})
 )
 
+// The log cleaner's instruments (Kafka's LogCleaner and
+// LogCleanerManager metrics).
+var (
+	// CleanerMaxDirtyPercent is the highest dirty ratio among compacted
+	// logs, in percent (max-dirty-percent).
+	CleanerMaxDirtyPercent = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "sluice_log_cleaner_max_dirty_percent", Help: "Highest dirty ratio of a compacted log, percent (max-dirty-percent).",
+	})
+	// CleanerSinceLastRun is the time since a cleaning pass last ended
+	// (time-since-last-run-ms).
+	CleanerSinceLastRun = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "sluice_log_cleaner_time_since_last_run_ms", Help: "Milliseconds since the log cleaner last finished a pass (time-since-last-run-ms).",
+	})
+	// CleanerReadBytes and CleanerWrittenBytes count the bytes the cleaner
+	// read (offset map and rewrite) and wrote.
+	CleanerReadBytes = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sluice_log_cleaner_read_bytes_total", Help: "Bytes the log cleaner read.",
+	})
+	CleanerWrittenBytes = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sluice_log_cleaner_written_bytes_total", Help: "Bytes the log cleaner wrote (cleaned segments).",
+	})
+	// CleanerRecordsRemoved counts records compaction removed.
+	CleanerRecordsRemoved = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sluice_log_cleaner_records_removed_total", Help: "Records removed by compaction.",
+	})
+	// CleanerPasses counts completed cleaning passes.
+	CleanerPasses = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sluice_log_cleaner_passes_total", Help: "Completed log cleaning passes.",
+	})
+	// CleanerBacklogBytes and CleanerBacklogPartitions are the dirty bytes
+	// and the number of compacted logs due for cleaning.
+	CleanerBacklogBytes = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "sluice_log_cleaner_backlog_bytes", Help: "Dirty bytes of the compacted logs due for cleaning.",
+	})
+	CleanerBacklogPartitions = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "sluice_log_cleaner_backlog_partitions", Help: "Compacted logs due for cleaning.",
+	})
+	// CleanerBufferBytes is the memory held by the cleaner's offset maps
+	// (bounded by log.cleaner.dedupe.buffer.size).
+	CleanerBufferBytes = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "sluice_log_cleaner_buffer_bytes", Help: "Memory held by the log cleaner's offset maps (log.cleaner.dedupe.buffer.size bounds it).",
+	})
+)
+
 func init() {
 	Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		Requests, RequestSeconds, ISRShrinks, ISRExpands, LeaderElections)
+		Requests, RequestSeconds, ISRShrinks, ISRExpands, LeaderElections,
+		CleanerMaxDirtyPercent, CleanerSinceLastRun, CleanerReadBytes, CleanerWrittenBytes, CleanerRecordsRemoved,
+		CleanerPasses, CleanerBacklogBytes, CleanerBacklogPartitions, CleanerBufferBytes)
 }
 
 var apiNames = func() [100]string {

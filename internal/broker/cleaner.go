@@ -1,0 +1,198 @@
+package broker
+
+import (
+	"errors"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluice-io/sluice/internal/metrics"
+	"github.com/sluice-io/sluice/internal/storage"
+)
+
+// The log cleaner (Kafka's LogCleaner): log.cleaner.threads goroutines,
+// each of which repeatedly picks the compacted log most in need of
+// cleaning and runs one storage.Log.Clean pass over it. Every replica
+// cleans its own log, leader or follower, as in Kafka. docs/compaction.md
+// has the rules.
+//
+// Settings (server.properties, Kafka's names and defaults):
+//
+//	log.cleaner.enable                   true
+//	log.cleaner.threads                  1
+//	log.cleaner.dedupe.buffer.size       134217728 bytes, shared by the threads
+//	log.cleaner.io.max.bytes.per.second  unlimited; read and write bytes, all threads
+//	log.cleaner.backoff.ms               15000: the sleep when nothing is due
+type cleaner struct {
+	b        *Broker
+	throttle *throttler
+	backoff  time.Duration
+	budget   int // offset map bytes per thread
+
+	mu         sync.Mutex
+	running    map[*Partition]bool
+	uncleanble map[*Partition]bool // corrupt: skipped until the partition is reopened
+	lastRun    time.Time
+}
+
+// startCleaner starts the cleaner threads unless log.cleaner.enable is
+// false.
+func (b *Broker) startCleaner() {
+	if !b.cfg.Bool("log.cleaner.enable", true) {
+		return
+	}
+	threads := int(min(max(b.cfg.Int("log.cleaner.threads", 1), 1), 64))
+	rate := 0.0
+	if v, ok := b.cfg.Get("log.cleaner.io.max.bytes.per.second"); ok {
+		rate, _ = strconv.ParseFloat(strings.TrimSpace(v), 64)
+	}
+	c := &cleaner{
+		b:          b,
+		throttle:   newThrottler(rate),
+		backoff:    time.Duration(max(b.cfg.Int("log.cleaner.backoff.ms", 15000), 10)) * time.Millisecond,
+		budget:     int(min(b.cfg.Int("log.cleaner.dedupe.buffer.size", 128<<20), 1<<34) / int64(threads)),
+		running:    map[*Partition]bool{},
+		uncleanble: map[*Partition]bool{},
+		lastRun:    time.Now(),
+	}
+	metrics.CleanerSinceLastRun.Set(0)
+	b.wg.Add(threads)
+	for i := 0; i < threads; i++ {
+		go c.run()
+	}
+}
+
+func (c *cleaner) run() {
+	defer c.b.wg.Done()
+	m := storage.NewOffsetMap(c.budget)
+	for {
+		select {
+		case <-c.b.closing:
+			return
+		default:
+		}
+		p := c.pick()
+		if p == nil {
+			metrics.CleanerSinceLastRun.Set(float64(time.Since(c.lastRunTime()).Milliseconds()))
+			select {
+			case <-c.b.closing:
+				return
+			case <-time.After(c.backoff):
+			}
+			continue
+		}
+		t0 := time.Now()
+		st, err := p.log.Clean(c.b.now(), p.HighWatermark(), m, c.throttle.wait)
+		c.done(p)
+		metrics.CleanerBufferBytes.Set(float64(m.Bytes()))
+		metrics.CleanerReadBytes.Add(float64(st.BytesRead))
+		metrics.CleanerWrittenBytes.Add(float64(st.BytesWritten))
+		metrics.CleanerRecordsRemoved.Add(float64(st.RecordsRemoved))
+		switch {
+		case err == nil:
+			metrics.CleanerPasses.Inc()
+			c.b.log.Debug("cleaned", "topic", p.Topic, "partition", p.Partition, "dirty", st.FirstDirty, "end", st.End,
+				"segments", st.Segments, "groups", st.Groups, "read", st.BytesRead, "written", st.BytesWritten,
+				"removed", st.RecordsRemoved, "keys", st.MapKeys, "took", time.Since(t0).Round(time.Millisecond))
+		case errors.Is(err, storage.ErrCleanAborted):
+		case errors.Is(err, storage.ErrFailed):
+			p.ioFailed("clean", err)
+		default:
+			// Corrupt data: Kafka marks the partition uncleanable
+			// (LogCleanerManager.markPartitionUncleanable) and goes on.
+			c.b.log.Error("log cleaner: partition marked uncleanable", "topic", p.Topic, "partition", p.Partition, "err", err)
+			c.mu.Lock()
+			c.uncleanble[p] = true
+			c.mu.Unlock()
+		}
+	}
+}
+
+// pick chooses the log to clean (LogCleanerManager.grabFilthiestCompactedLog):
+// among compacted logs that are due, one past max.compaction.lag.ms or a
+// tombstone horizon first, else the highest dirty ratio. It updates the
+// dirty-ratio and backlog metrics on the way.
+func (c *cleaner) pick() *Partition {
+	now := c.b.now()
+	var best *Partition
+	var bestInfo storage.CleanableInfo
+	maxRatio, backlog, due := 0.0, int64(0), 0
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range c.b.Partitions() {
+		if !p.log.Config().Compact || c.uncleanble[p] {
+			continue
+		}
+		ci := p.log.Cleanable(now, p.HighWatermark())
+		p.dirtyRatio.Store(math.Float64bits(ci.DirtyRatio))
+		maxRatio = max(maxRatio, ci.DirtyRatio)
+		if !ci.Due {
+			continue
+		}
+		due++
+		backlog += ci.DirtyBytes
+		if c.running[p] {
+			continue
+		}
+		if best == nil || (ci.Urgent && !bestInfo.Urgent) || (ci.Urgent == bestInfo.Urgent && ci.DirtyRatio > bestInfo.DirtyRatio) {
+			best, bestInfo = p, ci
+		}
+	}
+	metrics.CleanerMaxDirtyPercent.Set(100 * maxRatio)
+	metrics.CleanerBacklogBytes.Set(float64(backlog))
+	metrics.CleanerBacklogPartitions.Set(float64(due))
+	if best != nil {
+		c.running[best] = true
+	}
+	return best
+}
+
+func (c *cleaner) done(p *Partition) {
+	c.mu.Lock()
+	delete(c.running, p)
+	c.lastRun = time.Now()
+	c.mu.Unlock()
+	metrics.CleanerSinceLastRun.Set(0)
+}
+
+func (c *cleaner) lastRunTime() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lastRun
+}
+
+// throttler bounds the cleaner's I/O to a rate shared by all threads
+// (Kafka's Throttler on log.cleaner.io.max.bytes.per.second).
+type throttler struct {
+	rate  float64 // bytes per second; <= 0 or huge: unlimited
+	mu    sync.Mutex
+	start time.Time
+	bytes float64
+}
+
+func newThrottler(rate float64) *throttler {
+	if rate <= 0 || rate >= math.MaxFloat64/2 {
+		rate = 0
+	}
+	return &throttler{rate: rate, start: time.Now()}
+}
+
+// wait accounts n bytes and sleeps as long as the rate requires.
+func (t *throttler) wait(n int64) {
+	if t.rate == 0 {
+		return
+	}
+	t.mu.Lock()
+	now := time.Now()
+	if now.Sub(t.start) > time.Second {
+		t.start, t.bytes = now, 0
+	}
+	t.bytes += float64(n)
+	ahead := time.Duration(t.bytes/t.rate*float64(time.Second)) - now.Sub(t.start)
+	t.mu.Unlock()
+	if ahead > 0 {
+		time.Sleep(ahead)
+	}
+}
