@@ -30,6 +30,14 @@ func openBroker(t *testing.T) *broker.Broker {
 	return b
 }
 
+// newServer starts a status server on b, closed when the test ends.
+func newServer(t *testing.T, b *broker.Broker) *status.Server {
+	t.Helper()
+	s := status.New(status.Options{Broker: b, Version: "test-1"})
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
 func TestPartitionsAPIAndMetrics(t *testing.T) {
 	b := openBroker(t)
 	if err := b.CreateTopic("st", 2, 1, nil, false); err != nil {
@@ -42,7 +50,7 @@ func TestPartitionsAPIAndMetrics(t *testing.T) {
 	if res.Error != 0 {
 		t.Fatal(res.Error)
 	}
-	srv := httptest.NewServer(status.Handler(b))
+	srv := httptest.NewServer(newServer(t, b).Handler())
 	defer srv.Close()
 	resp, err := srv.Client().Get(srv.URL + "/api/v1/partitions")
 	if err != nil {
@@ -54,7 +62,9 @@ func TestPartitionsAPIAndMetrics(t *testing.T) {
 	}
 	resp.Body.Close()
 	if len(parts) != 2 || parts[1].Partition != 1 || parts[1].HighWatermark != 3 || parts[1].LogEndOffset != 3 ||
-		parts[1].Leader != 1 || len(parts[1].ReplicaStates) != 1 || parts[1].ReplicaStates[0].LogEndOffset != 3 {
+		parts[1].Leader != 1 || len(parts[1].ReplicaStates) != 1 || parts[1].ReplicaStates[0].LogEndOffset != 3 ||
+		parts[1].Role != "leader" || parts[1].LeaderHighWatermark != 3 || parts[1].ReplicaStates[0].Status != status.ReplicaLeader ||
+		parts[1].ReplicaStates[0].Lag != 0 || parts[1].UnderReplicated || parts[1].Offline || parts[1].LastStableOffset != nil {
 		t.Fatalf("%+v", parts)
 	}
 	resp, err = srv.Client().Get(srv.URL + "/metrics")
@@ -74,7 +84,17 @@ func TestPartitionsAPIAndMetrics(t *testing.T) {
 		t.Fatal(err, resp.StatusCode)
 	}
 	page, _ := io.ReadAll(resp.Body)
-	if !strings.Contains(string(page), "st") {
-		t.Fatal("status page lacks the topic")
+	resp.Body.Close()
+	// The console embeds its first snapshot and loads nothing from
+	// elsewhere (no CDN): no src= or href= to another origin.
+	for _, want := range []string{`"topic":"st"`, "/api/v1/cluster", "<script>"} {
+		if !strings.Contains(string(page), want) {
+			t.Errorf("console page lacks %q", want)
+		}
+	}
+	for _, bad := range []string{`src="http`, `href="http`, `src="//`, `href="//`, "@import"} {
+		if strings.Contains(string(page), bad) {
+			t.Errorf("console page loads an external asset (%q)", bad)
+		}
 	}
 }
