@@ -26,12 +26,12 @@ type ClusterView struct {
 	ClusterID      string `json:"clusterId"`
 	MetadataOffset int64  `json:"metadataOffset"`
 	// Controller is the active controller's id (-1 if unknown).
-	Controller int32           `json:"controller"`
-	Summary    Summary         `json:"summary"`
-	Brokers    []BrokerView    `json:"brokers"`
-	Topics     []TopicView     `json:"topics"`
-	Partitions []Partition     `json:"partitions"`
-	Groups     []GroupView     `json:"groups"`
+	Controller int32        `json:"controller"`
+	Summary    Summary      `json:"summary"`
+	Brokers    []BrokerView `json:"brokers"`
+	Topics     []TopicView  `json:"topics"`
+	Partitions []Partition  `json:"partitions"`
+	Groups     []GroupView  `json:"groups"`
 	// Transactions is the place for open transactions. sluice has no
 	// transaction coordinator yet, so it is always empty; each
 	// partition's LastStableOffset is null for the same reason.
@@ -40,13 +40,13 @@ type ClusterView struct {
 
 // Summary counts what needs attention.
 type Summary struct {
-	Brokers            int `json:"brokers"`
-	AliveBrokers       int `json:"aliveBrokers"`
-	Topics             int `json:"topics"`
-	Partitions         int `json:"partitions"`
-	UnderReplicated    int `json:"underReplicated"`
-	UnderMinISR        int `json:"underMinIsr"`
-	Offline            int `json:"offline"`
+	Brokers         int `json:"brokers"`
+	AliveBrokers    int `json:"aliveBrokers"`
+	Topics          int `json:"topics"`
+	Partitions      int `json:"partitions"`
+	UnderReplicated int `json:"underReplicated"`
+	UnderMinISR     int `json:"underMinIsr"`
+	Offline         int `json:"offline"`
 	// The partitions behind each count, as "topic/partition".
 	UnderReplicatedPartitions []string `json:"underReplicatedPartitions"`
 	UnderMinISRPartitions     []string `json:"underMinIsrPartitions"`
@@ -124,10 +124,10 @@ type GroupLag struct {
 
 // TransactionView is the place for one open transaction (not tracked yet).
 type TransactionView struct {
-	TransactionalID string `json:"transactionalId"`
-	ProducerID      int64  `json:"producerId"`
+	TransactionalID string   `json:"transactionalId"`
+	ProducerID      int64    `json:"producerId"`
 	Partitions      []string `json:"partitions"`
-	StartedMs       int64  `json:"startedMs"`
+	StartedMs       int64    `json:"startedMs"`
 }
 
 // peer is one broker's answer (or its absence).
