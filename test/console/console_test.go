@@ -264,7 +264,7 @@ func TestConsoleThreeNodes(t *testing.T) {
 
 	if chromium != "" {
 		dom := dumpDOM(t, chromium, page)
-		for _, want := range []string{"dead (fenced)", "under-replicated", "not answering", "2 / 3", "orders/1"} {
+		for _, want := range []string{"dead — no offsets", "under-replicated", "not answering", "2 / 3", "orders/1"} {
 			if !strings.Contains(dom, want) {
 				t.Errorf("rendered console (after) lacks %q", want)
 			}
