@@ -138,6 +138,8 @@ type collector struct {
 	b                           *broker.Broker
 	leo, hw, start, underRepl   *prometheus.Desc
 	offline, partitions, topics *prometheus.Desc
+	// Per-topic produce and fetch totals (broker.TopicCounters).
+	bytesIn, recordsIn, bytesOut, recordsOut *prometheus.Desc
 }
 
 func newCollector(b *broker.Broker) *collector {
@@ -151,11 +153,16 @@ func newCollector(b *broker.Broker) *collector {
 		offline:    prometheus.NewDesc("sluice_offline_partitions", "Partitions with no leader (OfflinePartitionsCount).", nil, nil),
 		partitions: prometheus.NewDesc("sluice_partitions", "Partitions hosted on this node.", nil, nil),
 		topics:     prometheus.NewDesc("sluice_topics", "Topics in the cluster.", nil, nil),
+		bytesIn:    prometheus.NewDesc("sluice_topic_bytes_in_total", "Record batch bytes appended here as leader, by topic (BytesInPerSec).", []string{"topic"}, nil),
+		recordsIn:  prometheus.NewDesc("sluice_topic_records_in_total", "Records appended here as leader, by topic (MessagesInPerSec).", []string{"topic"}, nil),
+		bytesOut:   prometheus.NewDesc("sluice_topic_bytes_out_total", "Record bytes returned to consumers (not followers), by topic (BytesOutPerSec).", []string{"topic"}, nil),
+		recordsOut: prometheus.NewDesc("sluice_topic_records_out_total", "Records returned to consumers (not followers), by topic.", []string{"topic"}, nil),
 	}
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.leo, c.hw, c.start, c.underRepl, c.offline, c.partitions, c.topics} {
+	for _, d := range []*prometheus.Desc{c.leo, c.hw, c.start, c.underRepl, c.offline, c.partitions, c.topics,
+		c.bytesIn, c.recordsIn, c.bytesOut, c.recordsOut} {
 		ch <- d
 	}
 }
@@ -179,4 +186,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.offline, prometheus.GaugeValue, float64(offline))
 	ch <- prometheus.MustNewConstMetric(c.partitions, prometheus.GaugeValue, float64(len(snap)))
 	ch <- prometheus.MustNewConstMetric(c.topics, prometheus.GaugeValue, float64(len(c.b.Image().Topics)))
+	for topic, tc := range c.b.TopicCounters() {
+		ch <- prometheus.MustNewConstMetric(c.bytesIn, prometheus.CounterValue, float64(tc.BytesIn), topic)
+		ch <- prometheus.MustNewConstMetric(c.recordsIn, prometheus.CounterValue, float64(tc.RecordsIn), topic)
+		ch <- prometheus.MustNewConstMetric(c.bytesOut, prometheus.CounterValue, float64(tc.BytesOut), topic)
+		ch <- prometheus.MustNewConstMetric(c.recordsOut, prometheus.CounterValue, float64(tc.RecordsOut), topic)
+	}
 }

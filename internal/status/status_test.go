@@ -51,6 +51,7 @@ func TestPartitionsAPIAndMetrics(t *testing.T) {
 	if res.Error != 0 {
 		t.Fatal(res.Error)
 	}
+	b.CountProduce("st", int64(len(data)), 3)
 	srv := httptest.NewServer(newServer(t, b).Handler())
 	defer srv.Close()
 	resp, err := srv.Client().Get(srv.URL + "/api/v1/partitions")
@@ -75,7 +76,8 @@ func TestPartitionsAPIAndMetrics(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	for _, name := range []string{"sluice_under_replicated_partitions", "sluice_offline_partitions", "sluice_isr_shrinks_total",
-		"sluice_isr_expands_total", "sluice_leader_elections_total", "sluice_partition_high_watermark", "go_goroutines"} {
+		"sluice_isr_expands_total", "sluice_leader_elections_total", "sluice_partition_high_watermark", "go_goroutines",
+		`sluice_topic_records_in_total{topic="st"} 3`} {
 		if !strings.Contains(string(body), name) {
 			t.Errorf("/metrics lacks %s", name)
 		}
