@@ -9,7 +9,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -215,6 +219,11 @@ func TestConsoleThreeNodes(t *testing.T) {
 		}
 		screenshot(t, chromium, page, shots, "console-before.png")
 	}
+	// The page as served now, with its embedded snapshot of a healthy
+	// cluster, is replayed after the kill by a stand-in server that
+	// forwards the page's polls to node 1: only live updates can make it
+	// show the dead broker (livePage).
+	stale := readPage(t, page)
 
 	// SIGKILL a broker that is neither node 1 (whose console the
 	// screenshots show) nor the active controller.
@@ -273,6 +282,44 @@ func TestConsoleThreeNodes(t *testing.T) {
 			t.Errorf("rendered console (after) does not name node %d fenced", victim)
 		}
 		screenshot(t, chromium, page, shots, "console-after.png")
+
+		live := dumpDOM(t, chromium, livePage(t, stale, c.Node(1).HTTPAddr()))
+		if !strings.Contains(stale, `"aliveBrokers":3`) || !strings.Contains(live, "2 / 3") || !strings.Contains(live, "dead — no offsets") {
+			t.Errorf("the page served before the kill did not update itself from /api/v1/cluster:\n%.3000s", live)
+		}
 	}
 	load.Stop(20 * time.Second)
+}
+
+// readPage returns the body of GET url.
+func readPage(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := httpClient.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s %v", url, resp.Status, err)
+	}
+	return string(b)
+}
+
+// livePage serves page (an old copy of the console, with its old embedded
+// snapshot) at /status on 127.0.0.1 and forwards everything else to the
+// node at nodeAddr; it returns the page's URL.
+func livePage(t *testing.T, page, nodeAddr string) string {
+	t.Helper()
+	proxy := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "http", Host: nodeAddr})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/status" {
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			io.WriteString(w, page)
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/status"
 }
