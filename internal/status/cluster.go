@@ -144,15 +144,20 @@ func (s *Server) fetchPeers(ctx context.Context, im *metadata.Image) map[int32]p
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	self := s.b.NodeID()
+	set := func(id int32, p peer) {
+		mu.Lock()
+		out[id] = p
+		mu.Unlock()
+	}
 	for id, br := range im.Brokers {
 		if id == self {
 			t0 := time.Now()
 			v := s.nodeView()
-			out[id] = peer{view: &v, latency: time.Since(t0)}
+			set(id, peer{view: &v, latency: time.Since(t0)})
 			continue
 		}
 		if br.HTTP == "" {
-			out[id] = peer{err: "no HTTP address registered"}
+			set(id, peer{err: "no HTTP address registered"})
 			continue
 		}
 		wg.Add(1)
@@ -166,9 +171,7 @@ func (s *Server) fetchPeers(ctx context.Context, im *metadata.Image) map[int32]p
 			} else if v.NodeID != id {
 				p.view, p.err = nil, fmt.Sprintf("%s answers as node %d", addr, v.NodeID)
 			}
-			mu.Lock()
-			out[id] = p
-			mu.Unlock()
+			set(id, p)
 		}(id, br.HTTP)
 	}
 	wg.Wait()

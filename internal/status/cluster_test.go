@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -158,15 +159,18 @@ func TestFetchPeersMarksSilentBrokersUnreachable(t *testing.T) {
 }
 
 func TestRatesFromSampledCounters(t *testing.T) {
-	now := time.Unix(1000, 0)
-	b := openTestBrokerClock(t, func() time.Time { return now })
+	// The broker's tick loop reads the clock too.
+	var nowNs atomic.Int64
+	nowNs.Store(time.Unix(1000, 0).UnixNano())
+	advance := func(d time.Duration) { nowNs.Add(int64(d)) }
+	b := openTestBrokerClock(t, func() time.Time { return time.Unix(0, nowNs.Load()) })
 	r := &sampler{b: b}
 	b.CountProduce("t", 1000, 10)
 	r.take()
 	if got := r.rates()["t"]; got.BytesIn != 1000 || got.BytesInPerSec != 0 {
 		t.Fatalf("one sample: %+v", got)
 	}
-	now = now.Add(2 * time.Second)
+	advance(2 * time.Second)
 	b.CountProduce("t", 3000, 30)
 	b.CountFetch("t", 500, 4)
 	r.take()
@@ -177,7 +181,7 @@ func TestRatesFromSampledCounters(t *testing.T) {
 	// Samples older than the window are dropped: with nothing new
 	// for 10 s the rates fall to 0.
 	for range 10 {
-		now = now.Add(time.Second)
+		advance(time.Second)
 		r.take()
 	}
 	if got := r.rates()["t"]; got.BytesInPerSec != 0 || got.BytesIn != 4000 {
