@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Installs what the compatibility tests (test/compat) need on a fresh Debian
-# machine, as root: kcat (librdkafka's CLI), node + npm, and the pinned npm
-# packages of test/compat/kafkajs. Idempotent: work already done is skipped,
+# Installs what the compatibility tests (test/compat) and the console's
+# screenshot test (test/console) need on a fresh Debian machine, as root:
+# kcat (librdkafka's CLI), node + npm, the pinned npm packages of
+# test/compat/kafkajs, and chromium (headless, for test/console). Idempotent: work already done is skipped,
 # so a re-run takes about a second.
 set -euo pipefail
 
@@ -33,6 +34,14 @@ if command -v kcat >/dev/null 2>&1; then
 	echo "install-test-deps: kcat present ($(command -v kcat))"
 else
 	apt_install kcat
+fi
+
+# chromium: test/console renders the console in headless Chromium
+# (--screenshot, --dump-dom); with CI=true a missing chromium fails it.
+if command -v chromium >/dev/null 2>&1; then
+	echo "install-test-deps: chromium present ($(command -v chromium))"
+else
+	apt_install chromium
 fi
 
 # node and npm: usually already on the machine; Debian's nodejs/npm otherwise.

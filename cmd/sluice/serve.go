@@ -138,7 +138,9 @@ func serve(args []string) error {
 			srv.Close()
 			return err
 		}
-		hs = &http.Server{Handler: status.WithDiskFaults(status.Handler(b), disk)}
+		st := status.New(status.Options{Broker: b, Groups: handlers.Groups().Summaries, Version: version})
+		defer st.Close()
+		hs = &http.Server{Handler: status.WithDiskFaults(st.Handler(), disk)}
 		go func() {
 			if err := hs.Serve(hln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				errc <- err

@@ -78,6 +78,9 @@ type Broker struct {
 	dirFailed atomic.Bool
 	onFatal   func(error)
 
+	// stats are the per-topic produce and fetch counters (stats.go).
+	stats topicStats
+
 	closing chan struct{}
 	wg      sync.WaitGroup
 }
@@ -87,6 +90,8 @@ type Broker struct {
 // non-CONTROLLER listener), else --listen. A wildcard listen address
 // advertises the machine's first non-loopback IPv4 address (127.0.0.1 if it
 // has none), so brokers in separate network namespaces reach each other.
+// The --http address is advertised beside it (metadata.Broker.HTTP), with a
+// wildcard host replaced the same way, for the other nodes' consoles.
 func SelfBroker(cfg *config.Broker) (metadata.Broker, error) {
 	addr := cfg.Listen
 	if adv, ok := cfg.Props["advertised.listeners"]; ok {
@@ -113,7 +118,21 @@ func SelfBroker(cfg *config.Broker) (metadata.Broker, error) {
 	if host == "" || host == "0.0.0.0" || host == "::" {
 		host = firstIPv4()
 	}
-	return metadata.Broker{ID: cfg.NodeID, Host: host, Port: int32(port)}, nil
+	return metadata.Broker{ID: cfg.NodeID, Host: host, Port: int32(port), HTTP: advertisedHTTP(cfg.HTTP)}, nil
+}
+
+// advertisedHTTP is the --http address as other nodes should dial it: a
+// wildcard or empty host becomes the machine's first non-loopback IPv4
+// address. An unparsable or empty address advertises nothing.
+func advertisedHTTP(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || port == "" || port == "0" {
+		return ""
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = firstIPv4()
+	}
+	return net.JoinHostPort(host, port)
 }
 
 // firstIPv4 returns the first non-loopback IPv4 address of this machine.

@@ -42,8 +42,8 @@ func (s State) String() string {
 
 // TopicPartition names a partition whose offset a group commits.
 type TopicPartition struct {
-	Topic     string
-	Partition int32
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
 }
 
 // Offset is a committed offset.

@@ -75,6 +75,9 @@ type produceCommit struct {
 	p      *broker.Partition
 	result <-chan replica.ProduceResult
 	slot   *kmsg.ProduceResponseTopicPartition
+	// bytes and records are the batch's size and record count, added to
+	// the topic's produce counters once appended.
+	bytes, records int64
 	// logAppendTime is the time stamped on the batch (LogAppendTime
 	// topics), else -1.
 	logAppendTime int64
@@ -212,8 +215,13 @@ func (h *Handlers) produce(r *protocol.Request) protocol.Reply {
 			}
 			var ch <-chan replica.ProduceResult
 			logAppendTime := int64(-1)
+			var nrec int64
 			if err == nil {
-				ch, logAppendTime, err = h.appendOne(p, rp.Records, pc, req.Acks, deadline)
+				ch, logAppendTime, nrec, err = h.appendOne(p, rp.Records, pc, req.Acks, deadline)
+			}
+			if err == nil && req.Acks == 0 {
+				// No result is awaited: count what was handed to the log.
+				h.b.CountProduce(rt.Topic, int64(len(rp.Records)), nrec)
 			}
 			if err != nil {
 				sp.ErrorCode = code(err)
@@ -225,7 +233,8 @@ func (h *Handlers) produce(r *protocol.Request) protocol.Reply {
 				sp.ErrorMessage = message(err)
 				failed = true
 			} else {
-				commits = append(commits, produceCommit{ti: ti, pi: len(st.Partitions), p: p, result: ch, logAppendTime: logAppendTime})
+				commits = append(commits, produceCommit{ti: ti, pi: len(st.Partitions), p: p, result: ch, logAppendTime: logAppendTime,
+					bytes: int64(len(rp.Records)), records: nrec})
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}
@@ -253,6 +262,9 @@ func (h *Handlers) produce(r *protocol.Request) protocol.Reply {
 					continue
 				}
 				c.slot.BaseOffset = res.BaseOffset
+				if !res.Duplicate {
+					h.b.CountProduce(c.p.Topic, c.bytes, c.records)
+				}
 				c.slot.LogStartOffset = c.p.LogStartOffset()
 				c.slot.LogAppendTime = c.logAppendTime
 				if res.Duplicate && c.logAppendTime >= 0 {
@@ -280,13 +292,13 @@ func (h *Handlers) produce(r *protocol.Request) protocol.Reply {
 // appendOne validates one partition's records, applies the topic's
 // timestamp settings to the batch and hands it to the partition's replica
 // machine. It returns the time stamped on the batch (LogAppendTime
-// topics), else -1.
-func (h *Handlers) appendOne(p *broker.Partition, records []byte, pc produceConfig, acks int16, deadline time.Time) (<-chan replica.ProduceResult, int64, error) {
+// topics), else -1, and the batch's record count.
+func (h *Handlers) appendOne(p *broker.Partition, records []byte, pc produceConfig, acks int16, deadline time.Time) (<-chan replica.ProduceResult, int64, int64, error) {
 	b, hdr, logAppendTime, err := prepareBatch(records, pc, time.Now().UnixMilli())
 	if err != nil {
-		return nil, -1, err
+		return nil, -1, 0, err
 	}
-	return p.Produce(b, hdr, acks, deadline), logAppendTime, nil
+	return p.Produce(b, hdr, acks, deadline), logAppendTime, int64(hdr.NumRecords), nil
 }
 
 // prepareBatch validates one partition's records and applies the topic's

@@ -23,6 +23,7 @@ package handler
 // session cache is full.
 
 import (
+	"encoding/binary"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -52,21 +53,59 @@ func (h *Handlers) fetch(r *protocol.Request) protocol.Reply {
 		wait = maxFetchWait
 	}
 	if bytes >= int64(req.MinBytes) || wait <= 0 || waitOn == nil {
-		return protocol.Reply{Resp: resp}
+		return protocol.Reply{Resp: h.countFetch(req, resp)}
 	}
 	deadline := time.Now().Add(wait)
 	return protocol.Reply{Await: func() kmsg.Response {
 		for {
 			if !waitAny(waitOn, time.Until(deadline)) {
 				resp, _, _ = h.readFetch(req)
-				return resp
+				return h.countFetch(req, resp)
 			}
 			resp, bytes, waitOn = h.readFetch(req)
 			if bytes >= int64(req.MinBytes) || waitOn == nil || time.Now().After(deadline) {
-				return resp
+				return h.countFetch(req, resp)
 			}
 		}
 	}}
+}
+
+// countFetch adds a consumer fetch's returned records to the per-topic
+// counters (broker.CountFetch) and returns resp. Follower fetches are
+// replication, not counted.
+func (h *Handlers) countFetch(req *kmsg.FetchRequest, resp *kmsg.FetchResponse) *kmsg.FetchResponse {
+	replicaID := req.ReplicaID
+	if req.Version >= 15 {
+		replicaID = req.ReplicaState.ID
+	}
+	if replicaID >= 0 {
+		return resp
+	}
+	for _, t := range resp.Topics {
+		var bytes, records int64
+		for _, p := range t.Partitions {
+			bytes += int64(len(p.RecordBatches))
+			records += countRecords(p.RecordBatches)
+		}
+		h.b.CountFetch(t.Topic, bytes, records)
+	}
+	return resp
+}
+
+// countRecords counts the records of the whole v2 batches in data from
+// their headers (recordCount at byte 57, batchLength at byte 8); a
+// trailing partial batch is not counted.
+func countRecords(data []byte) int64 {
+	var n int64
+	for len(data) >= 61 {
+		size := 12 + int(int32(binary.BigEndian.Uint32(data[8:12])))
+		if size < 61 || size > len(data) {
+			break
+		}
+		n += int64(int32(binary.BigEndian.Uint32(data[57:61])))
+		data = data[size:]
+	}
+	return n
 }
 
 // waitAny waits until one of chans is closed (true) or d passes (false).

@@ -28,6 +28,9 @@ func (h *Handlers) Close() {
 	}
 }
 
+// Groups returns the consumer-group coordinator (for the status pages).
+func (h *Handlers) Groups() *group.Coordinator { return h.groups }
+
 // Register installs every implemented API into reg.
 func Register(reg *protocol.Registry, b *broker.Broker) *Handlers {
 	h := &Handlers{b: b}

@@ -67,6 +67,12 @@ type Broker struct {
 	Host string `json:"host"`
 	Port int32  `json:"port"`
 	Rack string `json:"rack,omitempty"`
+	// HTTP is the host:port of the broker's --http listener (status
+	// pages, JSON API, /metrics), registered with the broker so that every
+	// node's console can reach the others. Empty when the broker serves no
+	// HTTP or registered before the field existed (records without it
+	// decode to ""), so old metadata logs stay readable.
+	HTTP string `json:"http,omitempty"`
 	// Epoch is the broker epoch of the current incarnation: the metadata
 	// offset of its registration (KRaft; KIP-903 fences older ones).
 	Epoch int64 `json:"epoch"`

@@ -15,7 +15,7 @@ func TestDiskFaultEndpoint(t *testing.T) {
 	b := openBroker(t)
 
 	// Without fault injection the endpoint does not exist.
-	off := httptest.NewServer(status.WithDiskFaults(status.Handler(b), nil))
+	off := httptest.NewServer(status.WithDiskFaults(newServer(t, b).Handler(), nil))
 	defer off.Close()
 	for _, m := range []string{http.MethodGet, http.MethodPost} {
 		req, _ := http.NewRequest(m, off.URL+"/debug/disk?mode=fail", nil)
@@ -30,7 +30,7 @@ func TestDiskFaultEndpoint(t *testing.T) {
 	}
 
 	d := vfs.NewDiskFaults(b.Config().DataDir)
-	srv := httptest.NewServer(status.WithDiskFaults(status.Handler(b), d))
+	srv := httptest.NewServer(status.WithDiskFaults(newServer(t, b).Handler(), d))
 	defer srv.Close()
 	call := func(method, query string) (int, status.DiskState) {
 		t.Helper()

@@ -1,34 +1,46 @@
-// Package status serves the HTTP side of a node: /api/v1/partitions (JSON),
-// /status (an HTML page over the same data) and /metrics (Prometheus).
+// Package status serves the HTTP side of a node: the cluster console
+// (/status, an HTML page rendered by its own script), the JSON API under
+// /api/v1/ and /metrics (Prometheus). Every node serves the same cluster
+// view: its metadata image merged with the other brokers' own views
+// (/api/v1/node), fetched over HTTP in parallel with a short timeout
+// (cluster.go). See docs/console.md.
 package status
 
 import (
-	"encoding/json"
-	"html/template"
-	"net/http"
-	"net/http/pprof"
 	"sort"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sluice-io/sluice/internal/broker"
-	"github.com/sluice-io/sluice/internal/metrics"
 )
 
-// Replica is one replica of a partition as its leader sees it.
+// Replica is one replica of a partition. In a node's own view
+// (/api/v1/node) it is the replica as the local leader sees it; in the
+// cluster views it is merged from every broker reached (mergePartition).
 type Replica struct {
 	ID            int32 `json:"id"`
-	LogEndOffset  int64 `json:"logEndOffset"`
-	HighWatermark int64 `json:"highWatermark"`
+	LogEndOffset  int64 `json:"logEndOffset"`  // -1 if unknown
+	HighWatermark int64 `json:"highWatermark"` // -1 if unknown
 	InSync        bool  `json:"inSync"`
 	// LastCaughtUpMs is the last time (Unix ms) the replica was caught up
 	// with the leader; -1 if unknown.
 	LastCaughtUpMs int64 `json:"lastCaughtUpMs"`
+	// Status is the replica's state in the cluster view: leader, in-sync,
+	// out-of-sync, fenced, shutting-down or unreachable (its broker did
+	// not answer: no offsets are shown rather than stale ones). Empty in
+	// a node's own view.
+	Status string `json:"status,omitempty"`
+	// Lag is the leader's LEO minus this replica's (-1 if unknown).
+	Lag int64 `json:"lag"`
+	// Source says whose report the offsets come from: "leader" (the
+	// leader's record of the follower's fetches, consistent with the
+	// leader's own LEO and HW) or "self" (the replica's own node).
+	Source string `json:"source,omitempty"`
 }
 
-// Partition is the JSON shape of one partition in /api/v1/partitions.
+// Partition is the JSON shape of one partition in /api/v1/partitions and
+// /api/v1/node.
 type Partition struct {
 	Topic       string  `json:"topic"`
 	Partition   int32   `json:"partition"`
@@ -36,12 +48,34 @@ type Partition struct {
 	LeaderEpoch int32   `json:"leaderEpoch"`
 	Replicas    []int32 `json:"replicas"`
 	ISR         []int32 `json:"isr"`
-	// Role is this node's role for the partition (leader, follower).
-	Role           string    `json:"role"`
+	// Role is this node's role for the partition (leader, follower; none
+	// in the cluster view when it hosts no replica).
+	Role string `json:"role"`
+	// LogStartOffset, LogEndOffset and HighWatermark are this node's
+	// replica's; in the cluster view, the leader's when this node hosts
+	// no replica (-1 if unknown).
 	LogStartOffset int64     `json:"logStartOffset"`
 	LogEndOffset   int64     `json:"logEndOffset"`
 	HighWatermark  int64     `json:"highWatermark"`
 	ReplicaStates  []Replica `json:"replicaStates"`
+
+	// The fields below are filled in the cluster view only.
+
+	// LeaderLogEndOffset and LeaderHighWatermark are the leader's, as it
+	// reported them (-1 if the leader was not reached).
+	LeaderLogEndOffset  int64 `json:"leaderLogEndOffset"`
+	LeaderHighWatermark int64 `json:"leaderHighWatermark"`
+	// LastStableOffset is the place for the LSO (the first offset of the
+	// oldest open transaction); null while sluice has no transactions,
+	// where it equals the HW.
+	LastStableOffset *int64 `json:"lastStableOffset"`
+	MinISR           int    `json:"minIsr,omitempty"`
+	// UnderReplicated: the ISR is smaller than the replica set.
+	// UnderMinISR: smaller than min.insync.replicas (acks=all fails).
+	// Offline: no leader, or its broker is fenced or unreachable.
+	UnderReplicated bool `json:"underReplicated"`
+	UnderMinISR     bool `json:"underMinIsr"`
+	Offline         bool `json:"offline"`
 }
 
 // Snapshot collects every local partition's state. For partitions led
@@ -62,13 +96,14 @@ func Snapshot(b *broker.Broker) []Partition {
 				Topic: name, Partition: mp.Index, Leader: mp.Leader, LeaderEpoch: mp.LeaderEpoch,
 				Replicas: mp.Replicas, ISR: mp.ISR, Role: st.Role,
 				LogStartOffset: st.LogStart, LogEndOffset: st.LEO, HighWatermark: st.HW,
+				LeaderLogEndOffset: -1, LeaderHighWatermark: -1,
 			}
 			isr := map[int32]bool{}
 			for _, id := range mp.ISR {
 				isr[id] = true
 			}
 			for _, id := range mp.Replicas {
-				rs := Replica{ID: id, LogEndOffset: -1, HighWatermark: -1, InSync: isr[id], LastCaughtUpMs: -1}
+				rs := Replica{ID: id, LogEndOffset: -1, HighWatermark: -1, InSync: isr[id], LastCaughtUpMs: -1, Lag: -1}
 				switch {
 				case id == b.NodeID():
 					rs.LogEndOffset, rs.HighWatermark = st.LEO, st.HW
@@ -98,62 +133,13 @@ func Snapshot(b *broker.Broker) []Partition {
 	return out
 }
 
-// Handler returns the node's HTTP handler.
-func Handler(b *broker.Broker) http.Handler {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(newCollector(b))
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(prometheus.Gatherers{metrics.Registry, reg}, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	mux.HandleFunc("/api/v1/partitions", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(Snapshot(b))
-	})
-	mux.HandleFunc("/status", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		page.Execute(w, struct {
-			Node       int32
-			Partitions []Partition
-		}{b.NodeID(), Snapshot(b)})
-	})
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/" {
-			http.NotFound(w, r)
-			return
-		}
-		http.Redirect(w, r, "/status", http.StatusFound)
-	})
-	return mux
-}
-
-var page = template.Must(template.New("status").Funcs(template.FuncMap{
-	"lag": func(p Partition, r Replica) int64 {
-		if r.LogEndOffset < 0 {
-			return -1
-		}
-		return p.LogEndOffset - r.LogEndOffset
-	},
-}).Parse(`<!doctype html>
-<html><head><meta charset="utf-8"><meta http-equiv="refresh" content="1"><title>sluice node {{.Node}}</title>
-<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}
-th{background:#eee}.out{background:#fdd}.in{background:#dfd}.unk{color:#999}</style>
-</head><body><h1>sluice node {{.Node}}</h1>
-<p>Each replica's log end offset (LEO) as the partition leader sees it from the followers' fetches; the high
-watermark (HW) is the smallest LEO over the in-sync replicas, and consumers read only below it. Refreshes every second.</p>
-<table><tr><th>topic</th><th>partition</th><th>leader</th><th>epoch</th><th>ISR</th><th>log start</th><th>HW</th><th>LEO</th><th>replicas (LEO / lag)</th></tr>
-{{range $p := .Partitions}}<tr><td>{{$p.Topic}}</td><td>{{$p.Partition}}</td><td>{{$p.Leader}}</td><td>{{$p.LeaderEpoch}}</td><td>{{$p.ISR}}</td>
-<td>{{$p.LogStartOffset}}</td><td>{{$p.HighWatermark}}</td><td>{{$p.LogEndOffset}}</td><td>{{range $p.ReplicaStates}}<span class="{{if .InSync}}in{{else}}out{{end}}">
-{{.ID}}: {{if ge .LogEndOffset 0}}{{.LogEndOffset}} / {{lag $p .}}{{else}}<span class="unk">?</span>{{end}}</span> {{end}}</td></tr>
-{{end}}</table></body></html>
-`))
-
 // collector exports per-partition offsets and cluster-level gauges.
 type collector struct {
 	b                           *broker.Broker
 	leo, hw, start, underRepl   *prometheus.Desc
 	offline, partitions, topics *prometheus.Desc
+	// Per-topic produce and fetch totals (broker.TopicCounters).
+	bytesIn, recordsIn, bytesOut, recordsOut *prometheus.Desc
 }
 
 func newCollector(b *broker.Broker) *collector {
@@ -167,11 +153,16 @@ func newCollector(b *broker.Broker) *collector {
 		offline:    prometheus.NewDesc("sluice_offline_partitions", "Partitions with no leader (OfflinePartitionsCount).", nil, nil),
 		partitions: prometheus.NewDesc("sluice_partitions", "Partitions hosted on this node.", nil, nil),
 		topics:     prometheus.NewDesc("sluice_topics", "Topics in the cluster.", nil, nil),
+		bytesIn:    prometheus.NewDesc("sluice_topic_bytes_in_total", "Record batch bytes appended here as leader, by topic (BytesInPerSec).", []string{"topic"}, nil),
+		recordsIn:  prometheus.NewDesc("sluice_topic_records_in_total", "Records appended here as leader, by topic (MessagesInPerSec).", []string{"topic"}, nil),
+		bytesOut:   prometheus.NewDesc("sluice_topic_bytes_out_total", "Record bytes returned to consumers (not followers), by topic (BytesOutPerSec).", []string{"topic"}, nil),
+		recordsOut: prometheus.NewDesc("sluice_topic_records_out_total", "Records returned to consumers (not followers), by topic.", []string{"topic"}, nil),
 	}
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.leo, c.hw, c.start, c.underRepl, c.offline, c.partitions, c.topics} {
+	for _, d := range []*prometheus.Desc{c.leo, c.hw, c.start, c.underRepl, c.offline, c.partitions, c.topics,
+		c.bytesIn, c.recordsIn, c.bytesOut, c.recordsOut} {
 		ch <- d
 	}
 }
@@ -195,4 +186,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.offline, prometheus.GaugeValue, float64(offline))
 	ch <- prometheus.MustNewConstMetric(c.partitions, prometheus.GaugeValue, float64(len(snap)))
 	ch <- prometheus.MustNewConstMetric(c.topics, prometheus.GaugeValue, float64(len(c.b.Image().Topics)))
+	for topic, tc := range c.b.TopicCounters() {
+		ch <- prometheus.MustNewConstMetric(c.bytesIn, prometheus.CounterValue, float64(tc.BytesIn), topic)
+		ch <- prometheus.MustNewConstMetric(c.recordsIn, prometheus.CounterValue, float64(tc.RecordsIn), topic)
+		ch <- prometheus.MustNewConstMetric(c.bytesOut, prometheus.CounterValue, float64(tc.BytesOut), topic)
+		ch <- prometheus.MustNewConstMetric(c.recordsOut, prometheus.CounterValue, float64(tc.RecordsOut), topic)
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/sluice-io/sluice/internal/batch/batchtest"
 	"github.com/sluice-io/sluice/internal/broker"
 	"github.com/sluice-io/sluice/internal/config"
+	"github.com/sluice-io/sluice/internal/group"
 	"github.com/sluice-io/sluice/internal/status"
 )
 
@@ -30,6 +31,14 @@ func openBroker(t *testing.T) *broker.Broker {
 	return b
 }
 
+// newServer starts a status server on b, closed when the test ends.
+func newServer(t *testing.T, b *broker.Broker) *status.Server {
+	t.Helper()
+	s := status.New(status.Options{Broker: b, Version: "test-1"})
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
 func TestPartitionsAPIAndMetrics(t *testing.T) {
 	b := openBroker(t)
 	if err := b.CreateTopic("st", 2, 1, nil, false); err != nil {
@@ -42,7 +51,8 @@ func TestPartitionsAPIAndMetrics(t *testing.T) {
 	if res.Error != 0 {
 		t.Fatal(res.Error)
 	}
-	srv := httptest.NewServer(status.Handler(b))
+	b.CountProduce("st", int64(len(data)), 3)
+	srv := httptest.NewServer(newServer(t, b).Handler())
 	defer srv.Close()
 	resp, err := srv.Client().Get(srv.URL + "/api/v1/partitions")
 	if err != nil {
@@ -54,7 +64,9 @@ func TestPartitionsAPIAndMetrics(t *testing.T) {
 	}
 	resp.Body.Close()
 	if len(parts) != 2 || parts[1].Partition != 1 || parts[1].HighWatermark != 3 || parts[1].LogEndOffset != 3 ||
-		parts[1].Leader != 1 || len(parts[1].ReplicaStates) != 1 || parts[1].ReplicaStates[0].LogEndOffset != 3 {
+		parts[1].Leader != 1 || len(parts[1].ReplicaStates) != 1 || parts[1].ReplicaStates[0].LogEndOffset != 3 ||
+		parts[1].Role != "leader" || parts[1].LeaderHighWatermark != 3 || parts[1].ReplicaStates[0].Status != status.ReplicaLeader ||
+		parts[1].ReplicaStates[0].Lag != 0 || parts[1].UnderReplicated || parts[1].Offline || parts[1].LastStableOffset != nil {
 		t.Fatalf("%+v", parts)
 	}
 	resp, err = srv.Client().Get(srv.URL + "/metrics")
@@ -64,7 +76,8 @@ func TestPartitionsAPIAndMetrics(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	for _, name := range []string{"sluice_under_replicated_partitions", "sluice_offline_partitions", "sluice_isr_shrinks_total",
-		"sluice_isr_expands_total", "sluice_leader_elections_total", "sluice_partition_high_watermark", "go_goroutines"} {
+		"sluice_isr_expands_total", "sluice_leader_elections_total", "sluice_partition_high_watermark", "go_goroutines",
+		`sluice_topic_records_in_total{topic="st"} 3`} {
 		if !strings.Contains(string(body), name) {
 			t.Errorf("/metrics lacks %s", name)
 		}
@@ -74,7 +87,81 @@ func TestPartitionsAPIAndMetrics(t *testing.T) {
 		t.Fatal(err, resp.StatusCode)
 	}
 	page, _ := io.ReadAll(resp.Body)
-	if !strings.Contains(string(page), "st") {
-		t.Fatal("status page lacks the topic")
+	resp.Body.Close()
+	// The console embeds its first snapshot and loads nothing from
+	// elsewhere (no CDN): no src= or href= to another origin.
+	for _, want := range []string{`"topic":"st"`, "/api/v1/cluster", "<script>"} {
+		if !strings.Contains(string(page), want) {
+			t.Errorf("console page lacks %q", want)
+		}
+	}
+	for _, bad := range []string{`src="http`, `href="http`, `src="//`, `href="//`, "@import"} {
+		if strings.Contains(string(page), bad) {
+			t.Errorf("console page loads an external asset (%q)", bad)
+		}
+	}
+}
+
+func TestClusterEndpoints(t *testing.T) {
+	b := openBroker(t)
+	if err := b.CreateTopic("orders", 2, 1, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	b.CountProduce("orders", 100, 2)
+	s := status.New(status.Options{Broker: b, Version: "v-test", Groups: func() []group.Summary {
+		return []group.Summary{{ID: "g1", State: "Empty", Offsets: []group.CommittedOffset{{Topic: "orders", Partition: 1, Offset: 0}}}}
+	}})
+	defer s.Close()
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	get := func(path string, into any) {
+		t.Helper()
+		resp, err := srv.Client().Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/json" {
+			t.Fatalf("%s: %s %s", path, resp.Status, resp.Header.Get("Content-Type"))
+		}
+		if err := json.NewDecoder(resp.Body).Decode(into); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+	}
+	var cv status.ClusterView
+	get("/api/v1/cluster", &cv)
+	if cv.ObservedBy != 1 || cv.Controller != 1 || cv.GeneratedAtMs <= 0 || cv.Transactions == nil || len(cv.Partitions) != 2 ||
+		cv.Summary.Brokers != 1 || cv.Summary.AliveBrokers != 1 || cv.Summary.Topics != 1 {
+		t.Fatalf("cluster %+v", cv)
+	}
+	var brokers []status.BrokerView
+	get("/api/v1/brokers", &brokers)
+	if len(brokers) != 1 || brokers[0].Status != status.BrokerAlive || !brokers[0].Controller || brokers[0].Version != "v-test" || brokers[0].Leaders != 2 {
+		t.Fatalf("brokers %+v", brokers)
+	}
+	var topics []status.TopicView
+	get("/api/v1/topics", &topics)
+	if len(topics) != 1 || topics[0].Name != "orders" || topics[0].Partitions != 2 || topics[0].BytesIn != 100 || topics[0].MinISR != 1 {
+		t.Fatalf("topics %+v", topics)
+	}
+	var groups []status.GroupView
+	get("/api/v1/groups", &groups)
+	if len(groups) != 1 || groups[0].ID != "g1" || groups[0].Coordinator != 1 || len(groups[0].Lag) != 1 || groups[0].Lag[0].Lag != 0 {
+		t.Fatalf("groups %+v", groups)
+	}
+	var node status.NodeView
+	get("/api/v1/node", &node)
+	if node.NodeID != 1 || node.Version != "v-test" || len(node.Partitions) != 2 || node.Topics["orders"].RecordsIn != 2 {
+		t.Fatalf("node %+v", node)
+	}
+	// The partitions view keeps the old fields: a replica state per
+	// replica, this node's role and offsets.
+	var raw []map[string]any
+	get("/api/v1/partitions", &raw)
+	for _, k := range []string{"topic", "partition", "leader", "leaderEpoch", "replicas", "isr", "role", "logStartOffset",
+		"logEndOffset", "highWatermark", "replicaStates", "lastStableOffset", "underReplicated"} {
+		if _, ok := raw[0][k]; !ok {
+			t.Errorf("/api/v1/partitions lacks %q", k)
+		}
 	}
 }

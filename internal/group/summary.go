@@ -1,0 +1,101 @@
+package group
+
+import (
+	"sort"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Summary is one group as the status pages show it: its state machine's
+// state, members and committed offsets, read under the shard lock.
+type Summary struct {
+	ID           string `json:"id"`
+	State        string `json:"state"`
+	ProtocolType string `json:"protocolType"`
+	Protocol     string `json:"protocol"`
+	Generation   int32  `json:"generation"`
+	// StateSinceMs is when the group entered its state (Unix ms).
+	StateSinceMs int64             `json:"stateSinceMs"`
+	Members      []MemberSummary   `json:"members"`
+	Offsets      []CommittedOffset `json:"offsets"`
+}
+
+// MemberSummary is one member of a group and, for the consumer protocol,
+// the partitions its assignment gives it.
+type MemberSummary struct {
+	ID         string           `json:"id"`
+	ClientID   string           `json:"clientId"`
+	ClientHost string           `json:"clientHost"`
+	Assigned   []TopicPartition `json:"assigned,omitempty"`
+}
+
+// CommittedOffset is a group's committed offset of one partition.
+type CommittedOffset struct {
+	Topic        string `json:"topic"`
+	Partition    int32  `json:"partition"`
+	Offset       int64  `json:"offset"`
+	CommitTimeMs int64  `json:"commitTimeMs"`
+}
+
+// Summaries returns every group this node coordinates (the groups of the
+// __consumer_offsets partitions it leads and has loaded), sorted by id.
+func (c *Coordinator) Summaries() []Summary {
+	c.mu.Lock()
+	shards := make([]*shard, 0, len(c.shards))
+	for _, s := range c.shards {
+		shards = append(shards, s)
+	}
+	c.mu.Unlock()
+	var out []Summary
+	for _, s := range shards {
+		s.mu.Lock()
+		if !s.gone {
+			for _, g := range s.groups {
+				out = append(out, g.summary())
+			}
+		}
+		s.mu.Unlock()
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// summary builds the group's Summary; the caller holds its shard's lock.
+func (g *Group) summary() Summary {
+	s := Summary{ID: g.id, State: g.state.String(), ProtocolType: g.protocolType, Protocol: g.protocol,
+		Generation: g.generation, StateSinceMs: unixMs(g.stateSince), Members: []MemberSummary{}, Offsets: []CommittedOffset{}}
+	for _, m := range g.sortedMembers() {
+		ms := MemberSummary{ID: m.id, ClientID: m.clientID, ClientHost: m.clientHost}
+		if g.protocolType == "consumer" && len(m.assignment) > 0 {
+			var a kmsg.ConsumerMemberAssignment
+			if a.ReadFrom(m.assignment) == nil {
+				for _, t := range a.Topics {
+					for _, p := range t.Partitions {
+						ms.Assigned = append(ms.Assigned, TopicPartition{Topic: t.Topic, Partition: p})
+					}
+				}
+			}
+		}
+		s.Members = append(s.Members, ms)
+	}
+	for tp, o := range g.offsets {
+		s.Offsets = append(s.Offsets, CommittedOffset{Topic: tp.Topic, Partition: tp.Partition, Offset: o.Offset, CommitTimeMs: unixMs(o.CommitTime)})
+	}
+	sort.Slice(s.Offsets, func(i, j int) bool {
+		a, b := s.Offsets[i], s.Offsets[j]
+		if a.Topic != b.Topic {
+			return a.Topic < b.Topic
+		}
+		return a.Partition < b.Partition
+	})
+	return s
+}
+
+// unixMs is t in Unix milliseconds, 0 for the zero time.
+func unixMs(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
