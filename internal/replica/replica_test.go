@@ -475,3 +475,21 @@ func TestLogTruncatedFollowsTheLog(t *testing.T) {
 		t.Fatal("LogTruncated above the log end moved the LEO")
 	}
 }
+
+func TestFollowerAppendsAcrossCompactionGaps(t *testing.T) {
+	// A compacted leader's batches have gaps between them: the follower
+	// appends them at their offsets (Kafka refuses only offsets below the
+	// log end) and stops at the first batch behind its LEO.
+	f := follower2(t, 1, []int32{1, 1})
+	req, _ := f.FetchRequest()
+	f.HandleFetchResponse(FetchResponse{Request: req, FetchResult: FetchResult{HW: 20},
+		Batches: []Batch{{BaseOffset: 5, NumRecords: 3, Epoch: 1}, {BaseOffset: 12, NumRecords: 1, Epoch: 1},
+			{BaseOffset: 10, NumRecords: 1, Epoch: 1}}})
+	rd := f.Ready()
+	if len(rd.Append) != 2 || rd.Append[0].BaseOffset != 5 || rd.Append[1].BaseOffset != 12 || f.LEO() != 13 {
+		t.Fatalf("appended %+v, leo %d", rd.Append, f.LEO())
+	}
+	if f.HW() != 13 {
+		t.Fatalf("hw %d, want min(leader HW, LEO) = 13", f.HW())
+	}
+}
