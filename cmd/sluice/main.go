@@ -10,6 +10,8 @@
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
 	"os"
 )
@@ -33,6 +35,9 @@ func main() {
 		fmt.Fprintf(os.Stderr, "sluice: unknown command %q\n\n", os.Args[1])
 		usage()
 		os.Exit(2)
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return // --help: usage printed, exit 0
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "sluice:", err)
