@@ -218,22 +218,29 @@ func serve(args []string) error {
 		}()
 	}
 	logger.Info("sluice serving", "node", cfg.NodeID, "kafka", ln.Addr().String(), "http", cfg.HTTP, "data", cfg.DataDir)
-	sig := make(chan os.Signal, 1)
+	stopWatch := make(chan struct{})
+	defer close(stopWatch)
+	go watchQuorum(ctrl, cfg, logger, stopWatch)
+	sig := make(chan os.Signal, 3)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	select {
 	case s := <-sig:
 		logger.Info("shutting down", "signal", s.String())
-		if s == syscall.SIGTERM {
-			// Controlled shutdown (KRaft §4.3): move leadership away and
-			// leave the ISRs while still serving, so clients follow the
-			// new leaders without errors.
-			t0 := time.Now()
-			if err := b.ControlledShutdown(30 * time.Second); err != nil {
-				logger.Warn("controlled shutdown", "err", err, "took", time.Since(t0).Round(time.Millisecond))
-			} else {
-				logger.Info("controlled shutdown granted", "took", time.Since(t0).Round(time.Millisecond))
-			}
-		}
+		// A second SIGINT or SIGTERM skips (or abandons) the controlled
+		// shutdown; the node still flushes and closes everything. A
+		// third exits at once.
+		forced := make(chan struct{})
+		go func() {
+			s := <-sig
+			logger.Warn("second signal: stopping now, without controlled shutdown", "signal", s.String())
+			close(forced)
+			<-sig
+			exitNow(logger)
+		}()
+		// SIGTERM and SIGINT (Ctrl-C) alike: controlled shutdown (KRaft
+		// §4.3): move leadership away and leave the ISRs while still
+		// serving, so clients follow the new leaders without errors.
+		controlledShutdown(cfg, b, logger, forced)
 	case err = <-errc:
 	}
 	// Each shutdown step is logged with its duration, so a slow one can

@@ -18,12 +18,10 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
 	"github.com/sluice-io/sluice/internal/config"
@@ -86,9 +84,12 @@ type Node struct {
 	wg       sync.WaitGroup
 	epoch    atomic.Int64
 	wantDown atomic.Bool
-	poke     chan struct{}
-	granted  chan struct{}
-	grantMu  sync.Once
+	// lastContact is when (UnixNano) an active controller last answered
+	// this node's registration or heartbeat; 0 before the first answer.
+	lastContact atomic.Int64
+	poke        chan struct{}
+	granted     chan struct{}
+	grantMu     sync.Once
 
 	pidMu   sync.Mutex
 	pidNext int64
@@ -168,7 +169,7 @@ func (n *Node) startRaft() error {
 	}
 	n.act.init(n)
 	n.mux = newMux(ln, n.serveConn, n.log)
-	hlog := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: slogWriter{n.log}})
+	hlog := newRaftLogger(n.log)
 	stream := &streamLayer{m: n.mux, addr: raftAddr(n.raftAddr), done: make(chan struct{})}
 	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: stream, MaxPool: 3, Timeout: 5 * time.Second, Logger: hlog})
 	fail := func(err error) error {
@@ -223,14 +224,6 @@ func (n *Node) startRaft() error {
 	n.wg.Add(1)
 	go n.leaderLoop()
 	return nil
-}
-
-// slogWriter forwards hclog lines (warnings and errors) to slog.
-type slogWriter struct{ l *slog.Logger }
-
-func (w slogWriter) Write(p []byte) (int, error) {
-	w.l.Warn(strings.TrimSpace(string(p)))
-	return len(p), nil
 }
 
 // Close stops the node: leadership is handed to another voter first if this
