@@ -3,7 +3,7 @@
 //	sluice serve [--node-id N] [--listen HOST:PORT] [--controller-listen HOST:PORT]
 //	             [--voters ID@HOST:PORT,...] [--data-dir DIR] [--http HOST:PORT]
 //	             [--config server.properties]
-//	sluice dev --brokers N [--base-port 9092] [--data-dir DIR]
+//	sluice dev --brokers N [--base-port 9092] [--data-dir DIR] [--config FILE]
 //
 // The flags are a contract (see DESIGN.md): scripts outside the project
 // rely on their names.
@@ -53,7 +53,9 @@ func usage() {
   sluice serve [--node-id N] [--listen HOST:PORT] [--controller-listen HOST:PORT]
                [--voters ID@HOST:PORT,...] [--data-dir DIR] [--http HOST:PORT]
                [--config server.properties]
-  sluice dev --brokers N [--base-port 9092] [--data-dir DIR]
+  sluice dev --brokers N [--base-port 9092] [--data-dir DIR] [--config FILE]
   sluice version
+
+  sluice serve --help and sluice dev --help describe every flag.
 `)
 }
