@@ -49,3 +49,18 @@ func TestDevProperties(t *testing.T) {
 		t.Errorf("bad --config: %v", err)
 	}
 }
+
+// TestBuildVersion: -ldflags' version wins; otherwise the build info gives
+// a non-empty one.
+func TestBuildVersion(t *testing.T) {
+	old := version
+	defer func() { version = old }()
+	version = "v1.2.3"
+	if got := buildVersion(); got != "v1.2.3" {
+		t.Errorf("with -X main.version: %q", got)
+	}
+	version = ""
+	if got := buildVersion(); got == "" || got == "dev" {
+		t.Errorf("from build info: %q", got)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/debug"
 )
 
 func main() {
@@ -28,7 +29,7 @@ func main() {
 	case "dev":
 		err = dev(os.Args[2:])
 	case "version", "--version", "-v":
-		fmt.Println("sluice", version)
+		fmt.Println("sluice", buildVersion())
 	case "help", "-h", "--help":
 		usage()
 	default:
@@ -45,8 +46,46 @@ func main() {
 	}
 }
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// version is set at build time with -ldflags "-X main.version=...". When
+// it is not, buildVersion derives one from the build information.
+var version = ""
+
+// buildVersion returns version if set, else the module version and VCS
+// revision the go tool stamped into the binary (runtime/debug.BuildInfo):
+// "v1.2.3", or "devel 3f2a1c9d0b1e (2026-01-02T15:04:05Z, modified)" for a
+// build from a checkout, or "devel (unknown revision)".
+func buildVersion() string {
+	if version != "" {
+		return version
+	}
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "devel (no build information)"
+	}
+	if v := info.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	var rev, at, modified string
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.time":
+			at = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				modified = ", modified"
+			}
+		}
+	}
+	if rev == "" {
+		return "devel (unknown revision, " + info.GoVersion + ")"
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	return fmt.Sprintf("devel %s (%s%s, %s)", rev, at, modified, info.GoVersion)
+}
 
 func usage() {
 	fmt.Fprint(os.Stderr, `usage:

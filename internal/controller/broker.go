@@ -200,9 +200,15 @@ func (n *Node) LastContact() time.Time {
 // shutdown once it leads nothing. Heartbeats stop then (the session expires
 // later and the broker is fenced, as in Kafka). It gives up with
 // ErrQuorumUnreachable as soon as no active controller has answered for
-// QuorumWait, so a node whose quorum is gone stops in seconds.
+// QuorumWait, so a node whose quorum is gone stops in seconds, and at once
+// if it never registered.
 func (n *Node) ControlledShutdown(ctx context.Context) error {
 	start := time.Now()
+	if n.LastContact().IsZero() {
+		// Never registered: no controller knows this broker, so it leads
+		// nothing and there is nothing to move.
+		return fmt.Errorf("%w: this broker never registered with a controller", ErrQuorumUnreachable)
+	}
 	n.wantDown.Store(true)
 	select {
 	case n.poke <- struct{}{}:
