@@ -221,6 +221,7 @@ func serve(args []string) error {
 	stopWatch := make(chan struct{})
 	defer close(stopWatch)
 	go watchQuorum(ctrl, cfg, logger, stopWatch)
+	closeNow := false
 	sig := make(chan os.Signal, 3)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	select {
@@ -240,7 +241,7 @@ func serve(args []string) error {
 		// SIGTERM and SIGINT (Ctrl-C) alike: controlled shutdown (KRaft
 		// §4.3): move leadership away and leave the ISRs while still
 		// serving, so clients follow the new leaders without errors.
-		controlledShutdown(cfg, b, logger, forced)
+		closeNow = controlledShutdown(cfg, b, logger, forced)
 	case err = <-errc:
 	}
 	// Each shutdown step is logged with its duration, so a slow one can
@@ -260,7 +261,9 @@ func serve(args []string) error {
 	step("kafka listener and connections", srv.Close)
 	step("handlers", func() error { handlers.Close(); return nil })
 	step("broker (fetchers, partitions, checkpoints)", b.Close)
-	if ctrl != nil {
+	if n, ok := ctrl.(*controller.Node); ok && closeNow {
+		step("controller (at once)", n.CloseNow)
+	} else if ctrl != nil {
 		step("controller", ctrl.Close)
 	}
 	return err

@@ -20,11 +20,18 @@ import (
 // grant. It gives up at once when no controller quorum is reachable
 // (controller.ErrQuorumUnreachable, after a few seconds without any
 // answer), and when forced is closed (a second signal). It reports
-// whether the shutdown was granted.
-func controlledShutdown(cfg *config.Broker, b *broker.Broker, logger *slog.Logger, forced <-chan struct{}) bool {
+// whether the controller should then close at once (Node.CloseNow: no
+// leadership hand-over, no wait on unresponsive peers): after a second
+// signal or with no quorum reachable.
+func controlledShutdown(cfg *config.Broker, b *broker.Broker, logger *slog.Logger, forced <-chan struct{}) (closeNow bool) {
 	if !cfg.Bool("controlled.shutdown.enable", true) {
 		logger.Info("controlled shutdown disabled (controlled.shutdown.enable=false)")
-		return false
+		select {
+		case <-forced:
+			return true
+		default:
+			return false
+		}
 	}
 	retries := max(cfg.Int("controlled.shutdown.max.retries", 3), 0)
 	backoff := time.Duration(max(cfg.Int("controlled.shutdown.retry.backoff.ms", 5000), 0)) * time.Millisecond
@@ -37,16 +44,16 @@ func controlledShutdown(cfg *config.Broker, b *broker.Broker, logger *slog.Logge
 		case err = <-res:
 		case <-forced:
 			logger.Warn("controlled shutdown abandoned: second signal", "took", time.Since(t0).Round(time.Millisecond))
-			return false
+			return true
 		}
 		if err == nil {
 			logger.Info("controlled shutdown granted", "took", time.Since(t0).Round(time.Millisecond))
-			return true
+			return false
 		}
 		if errors.Is(err, controller.ErrQuorumUnreachable) {
 			logger.Warn("controlled shutdown skipped: no controller quorum reachable; stopping without moving leadership",
 				"err", err, "took", time.Since(t0).Round(time.Millisecond))
-			return false
+			return true
 		}
 		if attempt < retries {
 			logger.Warn("controlled shutdown not granted yet; retrying (controlled.shutdown.max.retries)",

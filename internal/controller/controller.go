@@ -229,14 +229,26 @@ func (n *Node) startRaft() error {
 // Close stops the node: leadership is handed to another voter first if this
 // node is the active controller; then raft shuts down and every goroutine
 // and connection of the node ends.
-func (n *Node) Close() error {
+func (n *Node) Close() error { return n.close(false) }
+
+// CloseNow stops the node without handing leadership over, closing its
+// controller connections (raft's outgoing ones included) before raft shuts
+// down, so that no RPC to an unresponsive peer (up to the transport's 5 s
+// timeout) holds the exit. For a forced stop, or when no quorum is
+// reachable anyway. What raft committed is on disk either way.
+func (n *Node) CloseNow() error { return n.close(true) }
+
+func (n *Node) close(now bool) error {
 	n.closeMu.Do(func() {
-		if n.voter && n.raft.State() == raft.Leader && len(n.cfg.Voters) > 1 {
+		if !now && n.voter && n.raft.State() == raft.Leader && len(n.cfg.Voters) > 1 {
 			n.raft.LeadershipTransfer().Error()
 		}
 		close(n.closing)
 		n.cancel()
 		if n.voter {
+			if now {
+				n.mux.close()
+			}
 			if err := n.raft.Shutdown().Error(); err != nil {
 				n.log.Warn("raft shutdown", "err", err)
 			}

@@ -107,8 +107,8 @@ func TestShutdownWithoutQuorum(t *testing.T) {
 	if !strings.Contains(log, "second signal: stopping now, without controlled shutdown") || strings.Contains(log, "controlled shutdown granted") {
 		t.Errorf("second signal not reported, or a controlled shutdown ran:\n%s", log)
 	}
-	if !strings.Contains(log, `step="broker (fetchers, partitions, checkpoints)"`) {
-		t.Errorf("the broker was not closed (flushed) after the second signal:\n%s", log)
+	if !strings.Contains(log, `step="broker (fetchers, partitions, checkpoints)"`) || !strings.Contains(log, `step="controller (at once)"`) {
+		t.Errorf("the broker was not closed (flushed), or the controller not closed at once, after the second signal:\n%s", log)
 	}
 	c.Resume(2)
 	c.Resume(3)
