@@ -3,15 +3,18 @@
 //	sluice serve [--node-id N] [--listen HOST:PORT] [--controller-listen HOST:PORT]
 //	             [--voters ID@HOST:PORT,...] [--data-dir DIR] [--http HOST:PORT]
 //	             [--config server.properties]
-//	sluice dev --brokers N [--base-port 9092] [--data-dir DIR]
+//	sluice dev --brokers N [--base-port 9092] [--data-dir DIR] [--config FILE]
 //
 // The flags are a contract (see DESIGN.md): scripts outside the project
 // rely on their names.
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
 	"os"
+	"runtime/debug"
 )
 
 func main() {
@@ -26,7 +29,7 @@ func main() {
 	case "dev":
 		err = dev(os.Args[2:])
 	case "version", "--version", "-v":
-		fmt.Println("sluice", version)
+		fmt.Println("sluice", buildVersion())
 	case "help", "-h", "--help":
 		usage()
 	default:
@@ -34,21 +37,64 @@ func main() {
 		usage()
 		os.Exit(2)
 	}
+	if errors.Is(err, flag.ErrHelp) {
+		return // --help: usage printed, exit 0
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "sluice:", err)
 		os.Exit(1)
 	}
 }
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// version is set at build time with -ldflags "-X main.version=...". When
+// it is not, buildVersion derives one from the build information.
+var version = ""
+
+// buildVersion returns version if set, else the module version and VCS
+// revision the go tool stamped into the binary (runtime/debug.BuildInfo):
+// "v1.2.3", or "devel 3f2a1c9d0b1e (2026-01-02T15:04:05Z, modified)" for a
+// build from a checkout, or "devel (unknown revision)".
+func buildVersion() string {
+	if version != "" {
+		return version
+	}
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "devel (no build information)"
+	}
+	if v := info.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	var rev, at, modified string
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.time":
+			at = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				modified = ", modified"
+			}
+		}
+	}
+	if rev == "" {
+		return "devel (unknown revision, " + info.GoVersion + ")"
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	return fmt.Sprintf("devel %s (%s%s, %s)", rev, at, modified, info.GoVersion)
+}
 
 func usage() {
 	fmt.Fprint(os.Stderr, `usage:
   sluice serve [--node-id N] [--listen HOST:PORT] [--controller-listen HOST:PORT]
                [--voters ID@HOST:PORT,...] [--data-dir DIR] [--http HOST:PORT]
                [--config server.properties]
-  sluice dev --brokers N [--base-port 9092] [--data-dir DIR]
+  sluice dev --brokers N [--base-port 9092] [--data-dir DIR] [--config FILE]
   sluice version
+
+  sluice serve --help and sluice dev --help describe every flag.
 `)
 }

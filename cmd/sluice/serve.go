@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -24,57 +25,128 @@ import (
 	"github.com/sluice-io/sluice/internal/vfs"
 )
 
+// serveUsage heads `sluice serve --help`.
+const serveUsage = `usage: sluice serve [flags]
+
+Runs one node: a Kafka listener, its partition replicas and, when its id is
+in --voters (or with no --voters at all), a controller quorum member.
+Settings come from Kafka's defaults, then --config, then flags (flags win);
+every key and flag is validated at start (docs/configuration.md).
+
+flags:
+`
+
 // parseServe builds the broker configuration: defaults, then the
-// --config file, then flags (flags win).
-func parseServe(args []string) (*config.Broker, error) {
+// --config file, then flags (flags win). Every flag is validated like the
+// server.properties key it stands for; the error names the flag, the
+// value and what is expected. It also returns the --log-level.
+func parseServe(args []string) (*config.Broker, slog.Level, error) {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	nodeID := fs.Int("node-id", 1, "node id (node.id)")
-	listen := fs.String("listen", "127.0.0.1:9092", "Kafka listener host:port")
-	ctrl := fs.String("controller-listen", "", "controller quorum listener host:port")
+	nodeID := fs.Int("node-id", 1, "node id (node.id), at least 0")
+	listen := fs.String("listen", "127.0.0.1:9092", "Kafka listener host:port (listeners)")
+	ctrl := fs.String("controller-listen", "", "controller quorum listener host:port (the CONTROLLER entry of listeners)")
 	voters := fs.String("voters", "", "controller quorum voters id@host:port,... (controller.quorum.voters)")
 	dataDir := fs.String("data-dir", "./sluice-data", "data directory (log.dirs)")
 	httpAddr := fs.String("http", "", "HTTP status, JSON API and /metrics listener host:port")
 	cfgFile := fs.String("config", "", "Kafka-style server.properties file")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), serveUsage)
+		fs.PrintDefaults()
+	}
 	if err := fs.Parse(args); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
+		return nil, 0, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	var level slog.Level
+	switch *logLevel {
+	case "debug":
+		level = slog.LevelDebug
+	case "info":
+		level = slog.LevelInfo
+	case "warn":
+		level = slog.LevelWarn
+	case "error":
+		level = slog.LevelError
+	default:
+		return nil, 0, fmt.Errorf("invalid value %q for --log-level: expected one of debug, info, warn, error", *logLevel)
 	}
 	cfg := config.Defaults()
 	if *cfgFile != "" {
 		if err := cfg.LoadFile(*cfgFile); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
+	}
+	hostPort := func(flagName, v string) error {
+		if err := config.CheckHostPort(v); err != nil {
+			return fmt.Errorf("invalid value %q for --%s: %v", v, flagName, err)
+		}
+		return nil
 	}
 	var err error
 	fs.Visit(func(f *flag.Flag) {
+		if err != nil {
+			return
+		}
 		switch f.Name {
 		case "node-id":
+			v := strconv.Itoa(*nodeID)
+			d, _ := config.BrokerDef("node.id")
+			if err = d.Validate(v); err != nil {
+				err = fmt.Errorf("--node-id: %w", err)
+				return
+			}
 			cfg.NodeID = int32(*nodeID)
-			cfg.Props["node.id"] = strconv.Itoa(*nodeID)
+			cfg.Props["node.id"] = v
 		case "listen":
-			cfg.Listen = *listen
+			if err = hostPort("listen", *listen); err == nil {
+				cfg.Listen = *listen
+			}
 		case "controller-listen":
+			if *ctrl != "" {
+				err = hostPort("controller-listen", *ctrl)
+			}
 			cfg.ControllerListen = *ctrl
 		case "voters":
 			cfg.Voters, err = config.ParseVoters(*voters)
+			if err != nil {
+				err = fmt.Errorf("invalid value %q for --voters: expected id@host:port,... (%v)", *voters, err)
+			}
 		case "data-dir":
+			if *dataDir == "" {
+				err = errors.New(`invalid value "" for --data-dir: expected a directory`)
+			}
 			cfg.DataDir = *dataDir
 		case "http":
+			if *httpAddr != "" {
+				err = hostPort("http", *httpAddr)
+			}
 			cfg.HTTP = *httpAddr
 		}
 	})
-	return cfg, err
+	if err == nil && cfg.DataDir == "" {
+		err = errors.New("no data directory: set --data-dir or log.dirs")
+	}
+	return cfg, level, err
 }
 
 func serve(args []string) error {
-	cfg, err := parseServe(args)
+	cfg, level, err := parseServe(args)
 	if err != nil {
 		return err
 	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	slog.SetDefault(logger)
+	// Kafka's AbstractConfig.logUnused: an unknown key is a warning, not
+	// an error, so a Kafka user's server.properties works as it is.
+	for _, k := range config.UnknownBrokerKeys(cfg.Props) {
+		logger.Warn(fmt.Sprintf("The configuration '%s' was supplied but isn't a known config.", k))
+	}
+	if keys := config.NoEffectBrokerKeys(cfg.Props); len(keys) > 0 {
+		logger.Info("settings accepted but without effect in sluice (docs/configuration.md)", "keys", strings.Join(keys, ","))
+	}
 	// The data directory is ours alone for the life of the process
 	// (Kafka's .lock in every log dir): a second process on it would
 	// interleave writes and skip recovery on the other's clean-shutdown
@@ -148,22 +220,30 @@ func serve(args []string) error {
 		}()
 	}
 	logger.Info("sluice serving", "node", cfg.NodeID, "kafka", ln.Addr().String(), "http", cfg.HTTP, "data", cfg.DataDir)
-	sig := make(chan os.Signal, 1)
+	stopWatch := make(chan struct{})
+	defer close(stopWatch)
+	go watchQuorum(ctrl, cfg, logger, stopWatch)
+	closeNow := false
+	sig := make(chan os.Signal, 3)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	select {
 	case s := <-sig:
 		logger.Info("shutting down", "signal", s.String())
-		if s == syscall.SIGTERM {
-			// Controlled shutdown (KRaft §4.3): move leadership away and
-			// leave the ISRs while still serving, so clients follow the
-			// new leaders without errors.
-			t0 := time.Now()
-			if err := b.ControlledShutdown(30 * time.Second); err != nil {
-				logger.Warn("controlled shutdown", "err", err, "took", time.Since(t0).Round(time.Millisecond))
-			} else {
-				logger.Info("controlled shutdown granted", "took", time.Since(t0).Round(time.Millisecond))
-			}
-		}
+		// A second SIGINT or SIGTERM skips (or abandons) the controlled
+		// shutdown; the node still flushes and closes everything. A
+		// third exits at once.
+		forced := make(chan struct{})
+		go func() {
+			s := <-sig
+			logger.Warn("second signal: stopping now, without controlled shutdown", "signal", s.String())
+			close(forced)
+			<-sig
+			exitNow(logger)
+		}()
+		// SIGTERM and SIGINT (Ctrl-C) alike: controlled shutdown (KRaft
+		// §4.3): move leadership away and leave the ISRs while still
+		// serving, so clients follow the new leaders without errors.
+		closeNow = controlledShutdown(cfg, b, logger, forced)
 	case err = <-errc:
 	}
 	// Each shutdown step is logged with its duration, so a slow one can
@@ -183,7 +263,9 @@ func serve(args []string) error {
 	step("kafka listener and connections", srv.Close)
 	step("handlers", func() error { handlers.Close(); return nil })
 	step("broker (fetchers, partitions, checkpoints)", b.Close)
-	if ctrl != nil {
+	if n, ok := ctrl.(*controller.Node); ok && closeNow {
+		step("controller (at once)", n.CloseNow)
+	} else if ctrl != nil {
 		step("controller", ctrl.Close)
 	}
 	return err

@@ -331,6 +331,11 @@ func (b *Broker) reconcile(im *metadata.Image) error {
 		epoch  int32
 	}
 	var changes []leadChange
+	// One summary line per metadata change instead of one per partition
+	// (a restart opens every partition at once): the per-partition lines
+	// are DEBUG.
+	var opened, epochChanges, leading int
+	var openTook time.Duration
 	for _, name := range im.TopicNames() {
 		t := im.Topics[name]
 		for i := range t.Partitions {
@@ -344,6 +349,7 @@ func (b *Broker) reconcile(im *metadata.Image) error {
 			p := b.parts[tp]
 			b.mu.RUnlock()
 			if p == nil {
+				t0 := time.Now()
 				l, err := storage.Open(b.fs, partitionDir(b.cfg.DataDir, tp), b.storageConfig(t), b.now())
 				if err != nil {
 					// Kafka's LogManager.getOrCreateLog takes the log dir
@@ -354,6 +360,8 @@ func (b *Broker) reconcile(im *metadata.Image) error {
 					continue
 				}
 				p = newPartition(b, tp, l, b.minISR(t))
+				opened++
+				openTook += time.Since(t0)
 				b.mu.Lock()
 				b.parts[tp] = p
 				b.mu.Unlock()
@@ -377,11 +385,21 @@ func (b *Broker) reconcile(im *metadata.Image) error {
 				changes = append(changes, leadChange{tp, isL, p.LeaderEpoch()})
 			}
 			if p.LeaderEpoch() != oldEpoch {
-				b.log.Info("partition leadership", "topic", name, "partition", mp.Index, "leader", mp.Leader,
+				epochChanges++
+				if mp.Leader == self {
+					leading++
+				}
+				b.log.Debug("partition leadership", "topic", name, "partition", mp.Index, "leader", mp.Leader,
 					"epoch", mp.LeaderEpoch, "isr", mp.ISR, "leo", p.LogEndOffset(), "hw", p.HighWatermark())
 			}
 			b.assignFetcher(p, im)
 		}
+	}
+	if opened > 0 {
+		b.log.Info("partitions opened", "n", opened, "took", openTook.Round(time.Millisecond))
+	}
+	if epochChanges > 0 {
+		b.log.Info("partition leadership changed", "partitions", epochChanges, "now_leader_of", leading, "metadata_offset", im.Offset)
 	}
 	b.mu.Lock()
 	var gone []*Partition

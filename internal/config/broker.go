@@ -144,7 +144,7 @@ func (b *Broker) Bool(name string, def bool) bool {
 	if !ok {
 		return def
 	}
-	return strings.TrimSpace(v) == "true"
+	return strings.EqualFold(strings.TrimSpace(v), "true")
 }
 
 // Names returns every broker setting that has a value, sorted.
@@ -194,9 +194,13 @@ func ParseProperties(r io.Reader) (map[string]string, error) {
 	return props, sc.Err()
 }
 
-// LoadFile applies a server.properties file: it fills Props and the
-// contract fields that have Kafka names (node.id, listeners, log.dirs,
-// controller.quorum.voters). Flags applied afterwards override it.
+// LoadFile applies a server.properties file: every known setting is
+// validated against its definition (an invalid value is an error naming
+// the key, the value and what is expected), then the file fills Props and
+// the contract fields that have Kafka names (node.id, listeners, log.dirs,
+// controller.quorum.voters). Unknown keys are kept in Props; the caller
+// warns about them (UnknownBrokerKeys). Flags applied afterwards override
+// the file.
 func (b *Broker) LoadFile(path string) error {
 	f, err := os.Open(path)
 	if err != nil {
@@ -207,17 +211,17 @@ func (b *Broker) LoadFile(path string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
+	if err := ValidateBrokerProps(props); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
 	for k, v := range props {
 		b.Props[k] = v
 	}
 	if v, ok := props["node.id"]; ok {
-		n, err := strconv.ParseInt(v, 10, 32)
-		if err != nil {
-			return fmt.Errorf("node.id: %w", err)
-		}
+		n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
 		b.NodeID = int32(n)
 	} else if v, ok := props["broker.id"]; ok {
-		if n, err := strconv.ParseInt(v, 10, 32); err == nil {
+		if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32); err == nil && n >= 0 {
 			b.NodeID = int32(n)
 		}
 	}
@@ -231,7 +235,7 @@ func (b *Broker) LoadFile(path string) error {
 			}
 		}
 	}
-	if v, ok := props["log.dirs"]; ok {
+	if v, ok := props["log.dirs"]; ok && strings.TrimSpace(v) != "" {
 		b.DataDir = strings.TrimSpace(strings.Split(v, ",")[0])
 	} else if v, ok := props["log.dir"]; ok {
 		b.DataDir = strings.TrimSpace(v)
@@ -239,7 +243,7 @@ func (b *Broker) LoadFile(path string) error {
 	if v, ok := props["controller.quorum.voters"]; ok {
 		voters, err := ParseVoters(v)
 		if err != nil {
-			return err
+			return fmt.Errorf("%s: controller.quorum.voters: %w", path, err)
 		}
 		b.Voters = voters
 	}

@@ -5,6 +5,7 @@ package config
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -15,28 +16,72 @@ type Type int8
 
 // Config types (values of DescribeConfigsResponse ConfigType).
 const (
-	TypeBoolean Type = 1
-	TypeString  Type = 2
-	TypeInt     Type = 3
-	TypeShort   Type = 4
-	TypeLong    Type = 5
-	TypeDouble  Type = 6
-	TypeList    Type = 7
+	TypeBoolean  Type = 1
+	TypeString   Type = 2
+	TypeInt      Type = 3
+	TypeShort    Type = 4
+	TypeLong     Type = 5
+	TypeDouble   Type = 6
+	TypeList     Type = 7
+	TypeClass    Type = 8
+	TypePassword Type = 9
 )
 
-// Def defines one topic config.
+// String is the type's name in Kafka's ConfigDef.Type.
+func (t Type) String() string {
+	switch t {
+	case TypeBoolean:
+		return "boolean"
+	case TypeString:
+		return "string"
+	case TypeInt:
+		return "int"
+	case TypeShort:
+		return "short"
+	case TypeLong:
+		return "long"
+	case TypeDouble:
+		return "double"
+	case TypeList:
+		return "list"
+	case TypeClass:
+		return "class"
+	case TypePassword:
+		return "password"
+	}
+	return "unknown"
+}
+
+// Def defines one topic or broker config (Kafka's ConfigDef.ConfigKey).
 type Def struct {
-	Name    string
-	Type    Type
+	// Name is the config's Kafka name.
+	Name string
+	// Type is its Kafka type; Validate checks values against it.
+	Type Type
+	// Default is Kafka's default value ("" for none/null), except where
+	// Doc says sluice's differs.
 	Default string
 	// BrokerName is the broker-level setting that provides this topic
 	// config's default (Kafka's synonym), e.g. log.retention.ms.
 	BrokerName string
 	// Min and Max bound numeric values (inclusive) when Max > Min.
 	Min, Max float64
-	// Enum lists the allowed values of a string setting, if restricted.
+	// Enum lists the allowed values of a string setting, or of each
+	// element of a list setting, if restricted.
 	Enum []string
-	Doc  string
+	// Check, if set, is a further check of the value's form (listeners,
+	// voters); its error says what is expected.
+	Check func(string) error
+	// Form describes the values Check accepts, for the reference.
+	Form string
+	// NoEffect marks a broker setting sluice accepts and validates but
+	// does not act on.
+	NoEffect bool
+	// Synonym is, for a broker setting that defaults a topic config, the
+	// topic config's name.
+	Synonym string
+	// Doc says what the setting does in sluice.
+	Doc string
 }
 
 const maxLong = "9223372036854775807"
@@ -45,7 +90,7 @@ const maxLong = "9223372036854775807"
 // DescribeConfigs returns all of them, so admin UIs that expect Kafka's full
 // list work.
 var TopicDefs = []Def{
-	{Name: "cleanup.policy", Type: TypeList, Default: "delete", BrokerName: "log.cleanup.policy", Enum: []string{"delete", "compact", "compact,delete", "delete,compact"}, Doc: "delete: segments expire by retention.ms and retention.bytes; compact: the log cleaner keeps the latest record of each key (docs/compaction.md); compact,delete: both."},
+	{Name: "cleanup.policy", Type: TypeList, Default: "delete", BrokerName: "log.cleanup.policy", Enum: []string{"delete", "compact"}, Doc: "delete: segments expire by retention.ms and retention.bytes; compact: the log cleaner keeps the latest record of each key (docs/compaction.md); compact,delete: both."},
 	{Name: "compression.type", Type: TypeString, Default: "producer", BrokerName: "compression.type", Enum: []string{"producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"}, Doc: "Codec batches are stored with: the leader rebuilds a batch in another codec; producer keeps the producer's."},
 	{Name: "delete.retention.ms", Type: TypeLong, Default: "86400000", BrokerName: "log.cleaner.delete.retention.ms", Min: 0, Max: math.MaxInt64},
 	{Name: "file.delete.delay.ms", Type: TypeLong, Default: "60000", BrokerName: "log.segment.delete.delay.ms", Min: 0, Max: math.MaxInt64},
@@ -98,39 +143,91 @@ func LookupTopicDef(name string) (*Def, bool) {
 	return d, ok
 }
 
-// Validate checks value against the definition: type, range and enum.
+// Validate checks value against the definition: type, range, enum and
+// form, as Kafka's ConfigDef parses it (numbers and list elements are
+// trimmed, booleans are case-insensitive). The error names the config, the
+// value and what is expected, e.g.
+// `invalid value "abc" for log.retention.ms: expected a long`.
 func (d *Def) Validate(value string) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("invalid value %q for %s: %s", value, d.Name, fmt.Sprintf(format, args...))
+	}
+	v := strings.TrimSpace(value)
 	switch d.Type {
 	case TypeBoolean:
-		if value != "true" && value != "false" {
-			return fmt.Errorf("invalid value %q for %s: expected true or false", value, d.Name)
+		if !strings.EqualFold(v, "true") && !strings.EqualFold(v, "false") {
+			return bad("expected a boolean (true or false)")
 		}
 	case TypeInt, TypeLong, TypeShort:
-		n, err := strconv.ParseInt(strings.TrimSpace(value), 10, 64)
+		bits := map[Type]int{TypeShort: 16, TypeInt: 32, TypeLong: 64}[d.Type]
+		n, err := strconv.ParseInt(v, 10, bits)
 		if err != nil {
-			return fmt.Errorf("invalid value %q for %s: not an integer", value, d.Name)
-		}
-		if d.Type == TypeInt && (n < math.MinInt32 || n > math.MaxInt32) {
-			return fmt.Errorf("invalid value %q for %s: out of int range", value, d.Name)
+			return bad("expected %s", d.Type.article())
 		}
 		if d.Max > d.Min && (float64(n) < d.Min || float64(n) > d.Max) {
-			return fmt.Errorf("invalid value %d for %s: must be in [%v, %v]", n, d.Name, int64(d.Min), int64(d.Max))
+			return bad("expected %s %s", d.Type.article(), d.RangeString())
 		}
 	case TypeDouble:
-		f, err := strconv.ParseFloat(value, 64)
-		if err != nil || (d.Max > d.Min && (f < d.Min || f > d.Max)) {
-			return fmt.Errorf("invalid value %q for %s", value, d.Name)
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || math.IsNaN(f) {
+			return bad("expected a double")
+		}
+		if d.Max > d.Min && (f < d.Min || f > d.Max) {
+			return bad("expected a double %s", d.RangeString())
+		}
+	case TypeClass:
+		if v != "" && strings.ContainsAny(v, " \t,") {
+			return bad("expected a class name")
 		}
 	}
 	if len(d.Enum) > 0 {
-		for _, e := range d.Enum {
-			if e == value {
-				return nil
+		elems := []string{v}
+		if d.Type == TypeList {
+			elems = listElems(v)
+		}
+		for _, e := range elems {
+			if !slices.Contains(d.Enum, e) {
+				what := "one of"
+				if d.Type == TypeList {
+					what = "a list of"
+				}
+				return bad("expected %s %s", what, strings.Join(d.Enum, ", "))
 			}
 		}
-		return fmt.Errorf("invalid value %q for %s: must be one of %s", value, d.Name, strings.Join(d.Enum, ", "))
+	}
+	if d.Check != nil {
+		if err := d.Check(v); err != nil {
+			return bad("%v", err)
+		}
 	}
 	return nil
+}
+
+// article is the type's name with its indefinite article ("an int").
+func (t Type) article() string {
+	if t == TypeInt {
+		return "an int"
+	}
+	return "a " + t.String()
+}
+
+// RangeString describes a numeric def's valid range ("at least 0", "in
+// [0, 1]"), or "" when it has none beyond its type's.
+func (d *Def) RangeString() string {
+	if d.Max <= d.Min {
+		return ""
+	}
+	if d.Max == math.MaxInt64 || (d.Type == TypeInt && d.Max == math.MaxInt32) || (d.Type == TypeShort && d.Max == math.MaxInt16) {
+		return "at least " + formatBound(d.Min)
+	}
+	return "in [" + formatBound(d.Min) + ", " + formatBound(d.Max) + "]"
+}
+
+func formatBound(f float64) string {
+	if f == math.Trunc(f) && math.Abs(f) < 1e18 {
+		return strconv.FormatInt(int64(f), 10)
+	}
+	return strconv.FormatFloat(f, 'g', -1, 64)
 }
 
 // TopicConfig is the effective configuration of one topic: its explicitly
@@ -216,7 +313,7 @@ func (t TopicConfig) CleanupPolicy() (del, compact bool) {
 // Bool returns the effective value of a boolean config.
 func (t TopicConfig) Bool(name string) bool {
 	v, _ := t.Get(name)
-	return v == "true"
+	return strings.EqualFold(strings.TrimSpace(v), "true")
 }
 
 // Names returns every topic config name, sorted.

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -144,6 +145,7 @@ func (n *Node) register() error {
 		return err
 	}
 	n.epoch.Store(resp.Epoch)
+	n.lastContact.Store(time.Now().UnixNano())
 	n.log.Info("registered broker", "epoch", resp.Epoch)
 	return nil
 }
@@ -161,6 +163,7 @@ func (n *Node) heartbeat() (done bool, err error) {
 	if err != nil {
 		return false, err
 	}
+	n.lastContact.Store(time.Now().UnixNano())
 	if resp.ShouldShutDown && n.wantDown.Load() {
 		if err := n.waitApplied(ctx, off); err != nil {
 			return false, err
@@ -171,24 +174,69 @@ func (n *Node) heartbeat() (done bool, err error) {
 	return false, nil
 }
 
+// ErrQuorumUnreachable is returned by ControlledShutdown when no active
+// controller has answered this node for QuorumWait: nothing can grant the
+// shutdown, so the caller stops without one rather than wait.
+var ErrQuorumUnreachable = errors.New("no controller quorum reachable")
+
+// QuorumWait is how long ControlledShutdown waits for any answer of an
+// active controller (counted from the later of the last answer and the
+// start of the shutdown) before giving up with ErrQuorumUnreachable: three
+// raft timeouts, time for one controller election.
+func (n *Node) QuorumWait() time.Duration { return 3 * n.cfg.RaftTimeout }
+
+// LastContact returns when an active controller last answered this node's
+// registration or heartbeat (the zero time if never).
+func (n *Node) LastContact() time.Time {
+	if ns := n.lastContact.Load(); ns != 0 {
+		return time.Unix(0, ns)
+	}
+	return time.Time{}
+}
+
 // ControlledShutdown implements metadata.Controller (reference §4.3): the
 // broker heartbeats with WantShutDown; the controller marks it shutting
 // down, moves its leaderships and takes it out of every ISR, and grants the
 // shutdown once it leads nothing. Heartbeats stop then (the session expires
-// later and the broker is fenced, as in Kafka).
+// later and the broker is fenced, as in Kafka). It gives up with
+// ErrQuorumUnreachable as soon as no active controller has answered for
+// QuorumWait, so a node whose quorum is gone stops in seconds, and at once
+// if it never registered.
 func (n *Node) ControlledShutdown(ctx context.Context) error {
+	start := time.Now()
+	if n.LastContact().IsZero() {
+		// Never registered: no controller knows this broker, so it leads
+		// nothing and there is nothing to move.
+		return fmt.Errorf("%w: this broker never registered with a controller", ErrQuorumUnreachable)
+	}
 	n.wantDown.Store(true)
 	select {
 	case n.poke <- struct{}{}:
 	default:
 	}
-	select {
-	case <-n.granted:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-n.closing:
-		return errors.New("controller: closed")
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-n.granted:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-n.closing:
+			return errors.New("controller: closed")
+		case <-tick.C:
+			since := start
+			if lc := n.LastContact(); lc.After(since) {
+				since = lc
+			}
+			if time.Since(since) > n.QuorumWait() {
+				last := "never"
+				if lc := n.LastContact(); !lc.IsZero() {
+					last = time.Since(lc).Round(time.Millisecond).String() + " ago"
+				}
+				return fmt.Errorf("%w: no active controller answered for %v (last answer %s)", ErrQuorumUnreachable, n.QuorumWait(), last)
+			}
+		}
 	}
 }
 

@@ -18,12 +18,10 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
 	"github.com/sluice-io/sluice/internal/config"
@@ -86,9 +84,12 @@ type Node struct {
 	wg       sync.WaitGroup
 	epoch    atomic.Int64
 	wantDown atomic.Bool
-	poke     chan struct{}
-	granted  chan struct{}
-	grantMu  sync.Once
+	// lastContact is when (UnixNano) an active controller last answered
+	// this node's registration or heartbeat; 0 before the first answer.
+	lastContact atomic.Int64
+	poke        chan struct{}
+	granted     chan struct{}
+	grantMu     sync.Once
 
 	pidMu   sync.Mutex
 	pidNext int64
@@ -168,7 +169,7 @@ func (n *Node) startRaft() error {
 	}
 	n.act.init(n)
 	n.mux = newMux(ln, n.serveConn, n.log)
-	hlog := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: slogWriter{n.log}})
+	hlog := newRaftLogger(n.log)
 	stream := &streamLayer{m: n.mux, addr: raftAddr(n.raftAddr), done: make(chan struct{})}
 	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: stream, MaxPool: 3, Timeout: 5 * time.Second, Logger: hlog})
 	fail := func(err error) error {
@@ -225,25 +226,29 @@ func (n *Node) startRaft() error {
 	return nil
 }
 
-// slogWriter forwards hclog lines (warnings and errors) to slog.
-type slogWriter struct{ l *slog.Logger }
-
-func (w slogWriter) Write(p []byte) (int, error) {
-	w.l.Warn(strings.TrimSpace(string(p)))
-	return len(p), nil
-}
-
 // Close stops the node: leadership is handed to another voter first if this
 // node is the active controller; then raft shuts down and every goroutine
 // and connection of the node ends.
-func (n *Node) Close() error {
+func (n *Node) Close() error { return n.close(false) }
+
+// CloseNow stops the node without handing leadership over, closing its
+// controller connections (raft's outgoing ones included) before raft shuts
+// down, so that no RPC to an unresponsive peer (up to the transport's 5 s
+// timeout) holds the exit. For a forced stop, or when no quorum is
+// reachable anyway. What raft committed is on disk either way.
+func (n *Node) CloseNow() error { return n.close(true) }
+
+func (n *Node) close(now bool) error {
 	n.closeMu.Do(func() {
-		if n.voter && n.raft.State() == raft.Leader && len(n.cfg.Voters) > 1 {
+		if !now && n.voter && n.raft.State() == raft.Leader && len(n.cfg.Voters) > 1 {
 			n.raft.LeadershipTransfer().Error()
 		}
 		close(n.closing)
 		n.cancel()
 		if n.voter {
+			if now {
+				n.mux.close()
+			}
 			if err := n.raft.Shutdown().Error(); err != nil {
 				n.log.Warn("raft shutdown", "err", err)
 			}

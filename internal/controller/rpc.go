@@ -187,9 +187,30 @@ func (s *streamLayer) Close() error {
 // Addr implements net.Listener: the advertised voter address.
 func (s *streamLayer) Addr() net.Addr { return s.addr }
 
-// Dial implements raft.StreamLayer.
+// Dial implements raft.StreamLayer. The connection is tracked by the mux,
+// so that mux.close ends raft's outgoing RPCs too (Node.CloseNow).
 func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	return dialKind(context.Background(), string(address), timeout, connRaft)
+	c, err := dialKind(context.Background(), string(address), timeout, connRaft)
+	if err != nil {
+		return nil, err
+	}
+	if !s.m.track(c) {
+		return nil, net.ErrClosed
+	}
+	return &trackedConn{Conn: c, m: s.m}, nil
+}
+
+// trackedConn is an outgoing raft connection the mux tracks until raft
+// closes it.
+type trackedConn struct {
+	net.Conn
+	m *mux
+}
+
+// Close implements net.Conn: it untracks and closes the connection.
+func (c *trackedConn) Close() error {
+	c.m.untrack(c.Conn)
+	return nil
 }
 
 func dialKind(ctx context.Context, addr string, timeout time.Duration, kind byte) (net.Conn, error) {

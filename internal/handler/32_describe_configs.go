@@ -136,6 +136,10 @@ func (h *Handlers) describeBrokerConfigs(names []string) []kmsg.DescribeConfigsR
 		c.Name = n
 		val := v
 		c.Value = &val
+		if d, ok := config.BrokerDef(n); ok && d.Type == config.TypePassword {
+			// Kafka never returns a password's value (isSensitive).
+			c.Value, c.IsSensitive = nil, true
+		}
 		c.ReadOnly = true
 		if _, set := cfg.Props[n]; set {
 			c.Source = kmsg.ConfigSource(config.SourceStaticBroker)

@@ -1,0 +1,321 @@
+package config
+
+import (
+	"fmt"
+	"math"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// BrokerDefs are the server.properties settings sluice knows, by their
+// Apache Kafka names (Kafka's KafkaConfig / ServerConfigs definitions),
+// with Kafka's type, default and valid range. A key that is neither here
+// nor a topic-default synonym (BrokerDef) is unknown: `sluice serve`
+// logs Kafka's "supplied but isn't a known config" warning and starts.
+// Settings with NoEffect are accepted and validated so that a Kafka
+// user's file works, but change nothing in sluice.
+//
+// The topic-config synonyms (log.retention.ms, log.segment.bytes,
+// min.insync.replicas, ...) are not listed here: BrokerDef derives them
+// from TopicDefs so that a broker default is validated by the same rule
+// as the topic config it defaults.
+var BrokerDefs = []Def{
+	// Server basics and KRaft.
+	{Name: "process.roles", Type: TypeList, Default: "", Enum: []string{"broker", "controller"}, Doc: "The roles of this node (KRaft). sluice derives its roles from --voters: a node listed there is a controller and a broker."},
+	{Name: "node.id", Type: TypeInt, Default: "1", Min: 0, Max: math.MaxInt32, Doc: "This node's id (--node-id). Kafka's default is -1 (required in KRaft); sluice's is 1."},
+	{Name: "broker.id", Type: TypeInt, Default: "-1", Min: -1, Max: math.MaxInt32, Doc: "Older name of node.id, used when node.id is not set."},
+	{Name: "controller.quorum.voters", Type: TypeList, Default: "", Check: checkVoters, Form: "id@host:port,...", Doc: "The controller quorum as id@host:port,... (--voters). Empty: a single-node quorum of this node."},
+	{Name: "controller.quorum.bootstrap.servers", Type: TypeList, Default: "", Check: checkHostPorts, Form: "host:port,...", NoEffect: true, Doc: "KIP-853 dynamic quorum bootstrap (host:port,...). sluice's quorum is static: use controller.quorum.voters."},
+	{Name: "controller.listener.names", Type: TypeList, Default: "", NoEffect: true, Doc: "Listener names used by the controller. sluice's controller listener is the one named CONTROLLER in listeners (or --controller-listen)."},
+	{Name: "controller.quorum.election.timeout.ms", Type: TypeInt, Default: "1000", NoEffect: true, Doc: "Raft election timeout. sluice's controller uses a fixed one-second raft timeout."},
+	{Name: "controller.quorum.fetch.timeout.ms", Type: TypeInt, Default: "2000", NoEffect: true},
+	{Name: "controller.quorum.election.backoff.max.ms", Type: TypeInt, Default: "1000", NoEffect: true},
+	{Name: "metadata.log.dir", Type: TypeString, Default: "", NoEffect: true, Doc: "Where KRaft keeps its metadata log. sluice keeps it under the data directory (__raft)."},
+	{Name: "broker.rack", Type: TypeString, Default: "", NoEffect: true, Doc: "Rack of this broker (rack-aware placement is not implemented)."},
+
+	// Listeners and the socket server.
+	{Name: "listeners", Type: TypeList, Default: "PLAINTEXT://:9092", Check: checkListeners, Form: "NAME://host:port,...", Doc: "NAME://host:port,...: the non-CONTROLLER listener is the Kafka listener (--listen), the CONTROLLER one the controller listener (--controller-listen). An empty host means every interface."},
+	{Name: "advertised.listeners", Type: TypeList, Default: "", Check: checkListeners, Form: "NAME://host:port,...", Doc: "The address given to clients and other brokers (the first non-CONTROLLER entry). Empty: the Kafka listener's address."},
+	{Name: "inter.broker.listener.name", Type: TypeString, Default: "", NoEffect: true, Doc: "Brokers talk to each other on the Kafka listener."},
+	{Name: "listener.security.protocol.map", Type: TypeList, Default: "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL", Check: checkProtocolMap, Form: "NAME:PROTOCOL,... (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)", NoEffect: true, Doc: "Listener name to security protocol. sluice serves PLAINTEXT only."},
+	{Name: "security.inter.broker.protocol", Type: TypeString, Default: "PLAINTEXT", Enum: securityProtocols, NoEffect: true},
+	{Name: "num.network.threads", Type: TypeInt, Default: "3", Min: 1, Max: math.MaxInt32, NoEffect: true, Doc: "sluice runs two goroutines per connection instead of a thread pool."},
+	{Name: "num.io.threads", Type: TypeInt, Default: "8", Min: 1, Max: math.MaxInt32, NoEffect: true, Doc: "sluice handles requests on the connection's goroutine."},
+	{Name: "background.threads", Type: TypeInt, Default: "10", Min: 1, Max: math.MaxInt32, NoEffect: true},
+	{Name: "queued.max.requests", Type: TypeInt, Default: "500", Min: 1, Max: math.MaxInt32, NoEffect: true},
+	{Name: "socket.send.buffer.bytes", Type: TypeInt, Default: "102400", Min: -1, Max: math.MaxInt32, NoEffect: true, Doc: "SO_SNDBUF in bytes; -1 is the OS default (which sluice uses)."},
+	{Name: "socket.receive.buffer.bytes", Type: TypeInt, Default: "102400", Min: -1, Max: math.MaxInt32, NoEffect: true, Doc: "SO_RCVBUF in bytes; -1 is the OS default (which sluice uses)."},
+	{Name: "socket.request.max.bytes", Type: TypeInt, Default: "104857600", Min: 1, Max: math.MaxInt32, Doc: "Largest request accepted, in bytes; a larger frame closes the connection."},
+	{Name: "socket.listen.backlog.size", Type: TypeInt, Default: "50", Min: 1, Max: math.MaxInt32, NoEffect: true},
+	{Name: "max.connections", Type: TypeInt, Default: "10000", Min: 0, Max: math.MaxInt32, Doc: "Most client connections at once. Kafka's default is 2147483647; sluice's is 10000."},
+	{Name: "max.connections.per.ip", Type: TypeInt, Default: "2147483647", Min: 0, Max: math.MaxInt32, NoEffect: true},
+	{Name: "connections.max.idle.ms", Type: TypeLong, Default: "600000", Doc: "Idle connections are closed after this many milliseconds."},
+	{Name: "fetch.max.bytes", Type: TypeInt, Default: "57671680", Min: 1024, Max: math.MaxInt32, NoEffect: true},
+
+	// Logs.
+	{Name: "log.dirs", Type: TypeList, Default: "", Doc: "Data directory (--data-dir). sluice uses the first entry."},
+	{Name: "log.dir", Type: TypeString, Default: "/tmp/kafka-logs", Doc: "Data directory when log.dirs is not set. sluice's default data directory is ./sluice-data."},
+	{Name: "num.partitions", Type: TypeInt, Default: "1", Min: 1, Max: math.MaxInt32, Doc: "Partitions of an auto-created topic or a CreateTopics request with -1."},
+	{Name: "default.replication.factor", Type: TypeInt, Default: "1", Min: 1, Max: math.MaxInt32, Doc: "Replication factor of an auto-created topic or a CreateTopics request with -1."},
+	{Name: "num.recovery.threads.per.data.dir", Type: TypeInt, Default: "2", Min: 1, Max: math.MaxInt32, NoEffect: true},
+	{Name: "auto.create.topics.enable", Type: TypeBoolean, Default: "true", Doc: "Create a topic on a Metadata or Produce request for a topic that does not exist."},
+	{Name: "delete.topic.enable", Type: TypeBoolean, Default: "true", Doc: "Allow DeleteTopics."},
+	{Name: "log.retention.hours", Type: TypeInt, Default: "168", Min: -1, Max: math.MaxInt32, Doc: "Default retention.ms in hours, used when log.retention.ms and log.retention.minutes are not set; -1 keeps records forever."},
+	{Name: "log.retention.minutes", Type: TypeInt, Default: "", Min: -1, Max: math.MaxInt32, Doc: "Default retention.ms in minutes, used when log.retention.ms is not set; -1 keeps records forever."},
+	{Name: "log.retention.check.interval.ms", Type: TypeLong, Default: "300000", Min: 1, Max: math.MaxInt64, Doc: "How often segments are checked against retention.ms and retention.bytes."},
+	{Name: "log.roll.hours", Type: TypeInt, Default: "168", Min: 1, Max: math.MaxInt32, Doc: "Default segment.ms in hours, used when log.roll.ms is not set."},
+	{Name: "log.roll.jitter.hours", Type: TypeInt, Default: "0", Min: 0, Max: math.MaxInt32, NoEffect: true},
+	{Name: "log.cleaner.enable", Type: TypeBoolean, Default: "true", Doc: "Run the log cleaner, which compacts topics whose cleanup.policy contains compact (docs/compaction.md)."},
+	{Name: "log.cleaner.threads", Type: TypeInt, Default: "1", Min: 1, Max: 64, Doc: "Log cleaner threads."},
+	{Name: "log.cleaner.dedupe.buffer.size", Type: TypeLong, Default: "134217728", Min: 0, Max: math.MaxInt64, Doc: "Memory (bytes) for the cleaners' key maps, divided among the threads; a pass allocates what its dirty section needs, up to it."},
+	{Name: "log.cleaner.io.max.bytes.per.second", Type: TypeDouble, Default: "1.7976931348623157E308", Min: 0, Max: math.MaxFloat64, Doc: "Bytes per second the cleaner threads read and write, together."},
+	{Name: "log.cleaner.backoff.ms", Type: TypeLong, Default: "15000", Min: 0, Max: math.MaxInt64, Doc: "Sleep of a cleaner thread when no compacted log is due."},
+	{Name: "log.cleaner.io.buffer.size", Type: TypeInt, Default: "524288", Min: 0, Max: math.MaxInt32, NoEffect: true},
+	{Name: "log.cleaner.io.buffer.load.factor", Type: TypeDouble, Default: "0.9", Min: 0, Max: 1, NoEffect: true, Doc: "The key map's load factor is fixed at 0.9."},
+	{Name: "log.flush.scheduler.interval.ms", Type: TypeLong, Default: maxLong, NoEffect: true, Doc: "sluice fsyncs every append before acknowledging it (group commit)."},
+	{Name: "log.flush.offset.checkpoint.interval.ms", Type: TypeInt, Default: "60000", Min: 0, Max: math.MaxInt32, NoEffect: true},
+	{Name: "log.flush.start.offset.checkpoint.interval.ms", Type: TypeInt, Default: "60000", Min: 0, Max: math.MaxInt32, NoEffect: true},
+
+	// Replication.
+	{Name: "replica.lag.time.max.ms", Type: TypeLong, Default: "30000", Doc: "A follower that has not caught up with the leader's log end for this long leaves the ISR."},
+	{Name: "replica.fetch.max.bytes", Type: TypeInt, Default: "1048576", Min: 0, Max: math.MaxInt32, Doc: "Bytes a follower asks per partition in one fetch."},
+	{Name: "replica.fetch.response.max.bytes", Type: TypeInt, Default: "10485760", Min: 0, Max: math.MaxInt32, Doc: "Bytes a follower asks for in one whole fetch."},
+	{Name: "replica.fetch.wait.max.ms", Type: TypeInt, Default: "500", Doc: "Longest a follower's fetch waits on the leader for new data, in milliseconds."},
+	{Name: "replica.fetch.min.bytes", Type: TypeInt, Default: "1", Doc: "Bytes a follower's fetch waits for."},
+	{Name: "replica.fetch.backoff.ms", Type: TypeInt, Default: "1000", Min: 0, Max: math.MaxInt32, Doc: "Pause after a failed follower fetch, in milliseconds."},
+	{Name: "replica.socket.timeout.ms", Type: TypeInt, Default: "30000", NoEffect: true},
+	{Name: "replica.socket.receive.buffer.bytes", Type: TypeInt, Default: "65536", NoEffect: true},
+	{Name: "num.replica.fetchers", Type: TypeInt, Default: "1", NoEffect: true, Doc: "sluice runs one fetcher per leader broker."},
+	{Name: "replica.high.watermark.checkpoint.interval.ms", Type: TypeLong, Default: "5000", NoEffect: true, Doc: "sluice checkpoints high watermarks every 5 s."},
+	{Name: "auto.leader.rebalance.enable", Type: TypeBoolean, Default: "true", Doc: "Move leadership back to preferred replicas."},
+	{Name: "leader.imbalance.check.interval.seconds", Type: TypeLong, Default: "300", Min: 1, Max: math.MaxInt64, Doc: "How often the controller checks for leadership imbalance."},
+	{Name: "leader.imbalance.per.broker.percentage", Type: TypeInt, Default: "10", NoEffect: true},
+
+	// Broker lifecycle.
+	{Name: "broker.session.timeout.ms", Type: TypeInt, Default: "9000", Min: 1, Max: math.MaxInt32, Doc: "A broker with no heartbeat for this long is fenced by the controller."},
+	{Name: "broker.heartbeat.interval.ms", Type: TypeInt, Default: "2000", Min: 1, Max: math.MaxInt32, Doc: "Interval between a broker's heartbeats to the controller (capped at a third of broker.session.timeout.ms)."},
+	{Name: "controlled.shutdown.enable", Type: TypeBoolean, Default: "true", Doc: "On SIGTERM or SIGINT, move leadership away and leave the ISRs before stopping."},
+	{Name: "controlled.shutdown.max.retries", Type: TypeInt, Default: "3", Min: 0, Max: math.MaxInt32, Doc: "Retries of a controlled shutdown the controller has not granted; the whole wait is bounded by (1 + retries) x controlled.shutdown.retry.backoff.ms."},
+	{Name: "controlled.shutdown.retry.backoff.ms", Type: TypeLong, Default: "5000", Min: 0, Max: math.MaxInt64, Doc: "How long each controlled-shutdown attempt waits for the grant, in milliseconds."},
+
+	// Internal topics and coordinators.
+	{Name: "offsets.topic.replication.factor", Type: TypeShort, Default: "3", Min: 1, Max: math.MaxInt16, Doc: "Replication factor of __consumer_offsets (capped at the number of live brokers when it is created)."},
+	{Name: "offsets.topic.num.partitions", Type: TypeInt, Default: "50", Min: 1, Max: math.MaxInt32, Doc: "Partitions of __consumer_offsets."},
+	{Name: "offsets.topic.segment.bytes", Type: TypeInt, Default: "104857600", Min: 1, Max: math.MaxInt32, Doc: "segment.bytes of __consumer_offsets."},
+	{Name: "offsets.retention.minutes", Type: TypeInt, Default: "10080", Min: 1, Max: math.MaxInt32, Doc: "Committed offsets of an empty group expire after this many minutes."},
+	{Name: "offsets.retention.check.interval.ms", Type: TypeLong, Default: "600000", Min: 1, Max: math.MaxInt64, NoEffect: true},
+	{Name: "offsets.commit.timeout.ms", Type: TypeInt, Default: "5000", Min: 1, Max: math.MaxInt32, NoEffect: true},
+	{Name: "offset.metadata.max.bytes", Type: TypeInt, Default: "4096", Doc: "Largest metadata string of a committed offset."},
+	{Name: "group.initial.rebalance.delay.ms", Type: TypeInt, Default: "3000", Doc: "How long the first rebalance of a new group waits for more members."},
+	{Name: "group.min.session.timeout.ms", Type: TypeInt, Default: "6000", NoEffect: true},
+	{Name: "group.max.session.timeout.ms", Type: TypeInt, Default: "1800000", NoEffect: true},
+	{Name: "group.max.size", Type: TypeInt, Default: "2147483647", Min: 1, Max: math.MaxInt32, Doc: "Most members of one consumer group."},
+	{Name: "group.coordinator.rebalance.protocols", Type: TypeList, Default: "classic,consumer", Enum: []string{"classic", "consumer", "share", "streams"}, NoEffect: true, Doc: "sluice serves the classic protocol."},
+	{Name: "transaction.state.log.replication.factor", Type: TypeShort, Default: "3", Min: 1, Max: math.MaxInt16, NoEffect: true, Doc: "Transactions are not implemented."},
+	{Name: "transaction.state.log.min.isr", Type: TypeInt, Default: "2", Min: 1, Max: math.MaxInt32, NoEffect: true},
+	{Name: "transaction.state.log.num.partitions", Type: TypeInt, Default: "50", Min: 1, Max: math.MaxInt32, NoEffect: true},
+	{Name: "transaction.state.log.segment.bytes", Type: TypeInt, Default: "104857600", Min: 1, Max: math.MaxInt32, NoEffect: true},
+	{Name: "transaction.max.timeout.ms", Type: TypeInt, Default: "900000", Min: 1, Max: math.MaxInt32, NoEffect: true},
+	{Name: "transactional.id.expiration.ms", Type: TypeInt, Default: "604800000", Min: 1, Max: math.MaxInt32, Doc: "Transactional ids expire after this many milliseconds without use."},
+	{Name: "producer.id.expiration.ms", Type: TypeInt, Default: "86400000", Min: 1, Max: math.MaxInt32, Doc: "Idempotent producer state expires after this many milliseconds without a write."},
+	{Name: "share.coordinator.state.topic.replication.factor", Type: TypeShort, Default: "3", Min: 1, Max: math.MaxInt16, NoEffect: true, Doc: "Share groups (KIP-932) are not implemented."},
+	{Name: "share.coordinator.state.topic.min.isr", Type: TypeShort, Default: "2", Min: 1, Max: math.MaxInt16, NoEffect: true},
+	{Name: "share.coordinator.state.topic.num.partitions", Type: TypeInt, Default: "50", Min: 1, Max: math.MaxInt32, NoEffect: true},
+	{Name: "share.coordinator.state.topic.segment.bytes", Type: TypeInt, Default: "104857600", Min: 1, Max: math.MaxInt32, NoEffect: true},
+
+	// Security (accepted, not implemented).
+	{Name: "authorizer.class.name", Type: TypeClass, Default: "", NoEffect: true, Doc: "ACLs are not implemented."},
+	{Name: "super.users", Type: TypeList, Default: "", NoEffect: true},
+	{Name: "sasl.enabled.mechanisms", Type: TypeList, Default: "GSSAPI", NoEffect: true},
+	{Name: "sasl.mechanism.inter.broker.protocol", Type: TypeString, Default: "GSSAPI", NoEffect: true},
+	{Name: "sasl.mechanism.controller.protocol", Type: TypeString, Default: "GSSAPI", NoEffect: true},
+	{Name: "ssl.keystore.type", Type: TypeString, Default: "JKS", NoEffect: true},
+	{Name: "ssl.keystore.location", Type: TypeString, Default: "", NoEffect: true},
+	{Name: "ssl.keystore.password", Type: TypePassword, Default: "", NoEffect: true},
+	{Name: "ssl.key.password", Type: TypePassword, Default: "", NoEffect: true},
+	{Name: "ssl.truststore.type", Type: TypeString, Default: "JKS", NoEffect: true},
+	{Name: "ssl.truststore.location", Type: TypeString, Default: "", NoEffect: true},
+	{Name: "ssl.truststore.password", Type: TypePassword, Default: "", NoEffect: true},
+	{Name: "ssl.client.auth", Type: TypeString, Default: "none", Enum: []string{"required", "requested", "none"}, NoEffect: true},
+	{Name: "ssl.endpoint.identification.algorithm", Type: TypeString, Default: "https", NoEffect: true},
+	{Name: "metric.reporters", Type: TypeList, Default: "", NoEffect: true, Doc: "sluice exports Prometheus metrics on /metrics of the --http listener."},
+}
+
+var securityProtocols = []string{"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"}
+
+var brokerDefByName = func() map[string]*Def {
+	m := make(map[string]*Def, len(BrokerDefs)+len(TopicDefs))
+	for i := range BrokerDefs {
+		m[BrokerDefs[i].Name] = &BrokerDefs[i]
+	}
+	for i := range TopicDefs {
+		td := &TopicDefs[i]
+		if td.BrokerName == "" {
+			continue
+		}
+		if _, dup := m[td.BrokerName]; dup {
+			panic("config: " + td.BrokerName + " is both a broker def and a topic-default synonym")
+		}
+		d := *td
+		d.Name = td.BrokerName
+		d.Synonym = td.Name
+		if d.Doc == "" {
+			d.Doc = "Default of the topic config " + td.Name + "."
+		} else {
+			d.Doc = "Default of the topic config " + td.Name + ": " + d.Doc
+		}
+		m[d.Name] = &d
+	}
+	return m
+}()
+
+// BrokerDef returns the definition of a broker setting: an entry of
+// BrokerDefs, or the topic-default synonym of a topic config (e.g.
+// log.retention.ms for retention.ms, with retention.ms's rule).
+func BrokerDef(name string) (*Def, bool) {
+	d, ok := brokerDefByName[name]
+	return d, ok
+}
+
+// AllBrokerDefs returns every known broker setting, sorted by name.
+func AllBrokerDefs() []*Def {
+	out := make([]*Def, 0, len(brokerDefByName))
+	for _, d := range brokerDefByName {
+		out = append(out, d)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// knownBrokerPrefix reports whether name belongs to a family of Kafka
+// settings that take a variable part (per-listener overrides, KIP-226
+// dynamic configs): they are accepted without a definition.
+func knownBrokerPrefix(name string) bool {
+	return strings.HasPrefix(name, "listener.name.")
+}
+
+// ValidateBrokerProps checks every known setting of props against its
+// definition and returns the first error in name order (naming the key,
+// the value and what is expected). Unknown keys are not errors; see
+// UnknownBrokerKeys.
+func ValidateBrokerProps(props map[string]string) error {
+	names := make([]string, 0, len(props))
+	for k := range props {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		if d, ok := BrokerDef(k); ok {
+			if err := d.Validate(props[k]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// UnknownBrokerKeys returns, sorted, the keys of props that are not known
+// broker settings. Kafka logs each as "The configuration 'k' was supplied
+// but isn't a known config." and starts anyway.
+func UnknownBrokerKeys(props map[string]string) []string {
+	var out []string
+	for k := range props {
+		if _, ok := BrokerDef(k); !ok && !knownBrokerPrefix(k) {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// NoEffectBrokerKeys returns, sorted, the keys of props that sluice knows
+// but does not act on.
+func NoEffectBrokerKeys(props map[string]string) []string {
+	var out []string
+	for k := range props {
+		if d, ok := BrokerDef(k); ok && d.NoEffect {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// CheckHostPort checks a host:port address (an empty host means every
+// interface) with a port in [0, 65535].
+func CheckHostPort(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("expected host:port")
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("expected host:port with a port in [0, 65535]")
+	}
+	return nil
+}
+
+func listElems(v string) []string {
+	var out []string
+	for _, e := range strings.Split(v, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func checkVoters(v string) error {
+	if _, err := ParseVoters(v); err != nil {
+		return fmt.Errorf("expected a list of id@host:port (%v)", err)
+	}
+	return nil
+}
+
+func checkHostPorts(v string) error {
+	for _, e := range listElems(v) {
+		if err := CheckHostPort(e); err != nil {
+			return fmt.Errorf("expected a list of host:port (%q: %v)", e, err)
+		}
+	}
+	return nil
+}
+
+func checkListeners(v string) error {
+	seen := map[string]bool{}
+	for _, e := range listElems(v) {
+		name, addr, ok := strings.Cut(e, "://")
+		if !ok || name == "" {
+			return fmt.Errorf("expected a list of NAME://host:port (%q has no listener name)", e)
+		}
+		if err := CheckHostPort(addr); err != nil {
+			return fmt.Errorf("expected a list of NAME://host:port (%q: %v)", e, err)
+		}
+		if seen[strings.ToUpper(name)] {
+			return fmt.Errorf("expected each listener name once (%s appears twice)", name)
+		}
+		seen[strings.ToUpper(name)] = true
+	}
+	return nil
+}
+
+func checkProtocolMap(v string) error {
+	for _, e := range listElems(v) {
+		name, proto, ok := strings.Cut(e, ":")
+		if !ok || name == "" {
+			return fmt.Errorf("expected a list of NAME:PROTOCOL (%q)", e)
+		}
+		found := false
+		for _, p := range securityProtocols {
+			if strings.EqualFold(p, strings.TrimSpace(proto)) {
+				found = true
+			}
+		}
+		if !found {
+			return fmt.Errorf("expected a list of NAME:PROTOCOL with PROTOCOL one of %s (%q)", strings.Join(securityProtocols, ", "), e)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,117 @@
+package config
+
+import (
+	"fmt"
+	"strings"
+)
+
+//go:generate go test -run TestConfigurationReference -update-docs
+
+// Reference renders docs/configuration.md: every broker setting and every
+// topic config sluice knows, with type, default, valid values and what it
+// does. TestConfigurationReference fails when the file is stale.
+func Reference() string {
+	var sb strings.Builder
+	sb.WriteString(`# Configuration reference
+
+<!-- Generated from internal/config (BrokerDefs, TopicDefs) by
+     "go generate ./internal/config"; do not edit by hand. -->
+
+Settings use Apache Kafka's names, types and ranges. They come from
+Kafka's defaults, then the ` + "`--config`" + ` server.properties file, then the
+flags of ` + "`sluice serve`" + ` (flags win). Every key is checked at start:
+
+- an invalid value stops the node (exit status 1) with a message naming the
+  key, the value and what is expected, e.g.
+  ` + "`invalid value \"abc\" for log.retention.ms: expected a long`" + `;
+- an unknown key is logged as a warning in Kafka's words
+  (` + "`The configuration 'bogus.setting' was supplied but isn't a known config.`" + `)
+  and the node starts, so a Kafka user's file works as it is;
+- a key marked *no effect* is accepted and validated but changes nothing in
+  sluice (one INFO line at start lists those that are set).
+
+Keys starting with ` + "`listener.name.`" + ` (per-listener overrides) are accepted
+without checks.
+
+## Flags of ` + "`sluice serve`" + `
+
+| flag | setting | default | valid values |
+|---|---|---|---|
+| ` + "`--node-id`" + ` | node.id | 1 | an int, at least 0 |
+| ` + "`--listen`" + ` | listeners (the non-CONTROLLER entry) | 127.0.0.1:9092 | host:port |
+| ` + "`--controller-listen`" + ` | listeners (the CONTROLLER entry) | the node's address in --voters | host:port |
+| ` + "`--voters`" + ` | controller.quorum.voters | none: a single-node quorum | id@host:port,... |
+| ` + "`--data-dir`" + ` | log.dirs | ./sluice-data | a directory |
+| ` + "`--http`" + ` | (sluice only) | off | host:port |
+| ` + "`--config`" + ` | (a server.properties file) | none | a file |
+| ` + "`--log-level`" + ` | (sluice only) | info | debug, info, warn, error |
+
+## Broker settings (server.properties)
+
+Topic-default settings (for example ` + "`log.retention.ms`" + ` for ` + "`retention.ms`" + `)
+are checked with the topic config's rule.
+
+| key | type | default | valid values | effect |
+|---|---|---|---|---|
+`)
+	for _, d := range AllBrokerDefs() {
+		writeRow(&sb, d)
+	}
+	sb.WriteString(`
+## Topic configs
+
+Set with CreateTopics or IncrementalAlterConfigs (` + "`kafka-configs.sh`" + `,
+kadm, any admin client); the broker setting in the second column provides
+the default.
+
+| config | broker default | type | default | valid values | effect |
+|---|---|---|---|---|---|
+`)
+	for _, n := range Names() {
+		d := topicDefByName[n]
+		bn := "—"
+		if d.BrokerName != "" {
+			bn = "`" + d.BrokerName + "`"
+		}
+		fmt.Fprintf(&sb, "| `%s` | %s | %s | %s | %s | %s |\n", d.Name, bn, d.Type, cell(d.Default), valid(d), escape(d.Doc))
+	}
+	return sb.String()
+}
+
+func writeRow(sb *strings.Builder, d *Def) {
+	doc := d.Doc
+	if d.NoEffect {
+		doc = "*No effect in sluice.* " + doc
+	}
+	fmt.Fprintf(sb, "| `%s` | %s | %s | %s | %s |\n", d.Name, d.Type, cell(d.Default), valid(d), escape(strings.TrimSpace(doc)))
+}
+
+func cell(def string) string {
+	if def == "" {
+		return "(none)"
+	}
+	return "`" + escape(def) + "`"
+}
+
+func valid(d *Def) string {
+	var parts []string
+	if r := d.RangeString(); r != "" {
+		parts = append(parts, r)
+	}
+	if len(d.Enum) > 0 {
+		if d.Type == TypeList {
+			parts = append(parts, "a list of "+strings.Join(d.Enum, ", "))
+		} else {
+			parts = append(parts, "one of "+strings.Join(d.Enum, ", "))
+		}
+	}
+	if d.Form != "" {
+		parts = append(parts, d.Form)
+	}
+	if len(parts) == 0 {
+		return "any " + d.Type.String()
+	}
+	return escape(strings.Join(parts, "; "))
+}
+
+func escape(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
