@@ -46,6 +46,11 @@ type result struct {
 }
 
 func main() {
+	run()
+	os.Exit(exitCode)
+}
+
+func run() {
 	brokers := flag.String("brokers", "127.0.0.1:9092", "bootstrap brokers, comma separated")
 	topic := flag.String("topic", "", "topic (default: a new sluice-bench-<time> topic)")
 	partitions := flag.Int("partitions", 3, "partitions of a created topic")
@@ -61,6 +66,7 @@ func main() {
 	consume := flag.Bool("consume", true, "consume the records back and measure")
 	asJSON := flag.Bool("json", false, "print the result as JSON")
 	timeout := flag.Duration("timeout", 10*time.Minute, "overall time limit")
+	keepTopic := flag.Bool("keep-topic", false, "keep the topic this run created (by default it is deleted at the end)")
 	flag.Parse()
 
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
@@ -74,6 +80,9 @@ func main() {
 		check(err)
 		check(resp[*topic].Err)
 		adm.Close()
+		if !*keepTopic {
+			defer deleteTopic(seeds, *topic)
+		}
 	}
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(*topic),
@@ -106,6 +115,7 @@ func main() {
 	}
 	lat := make([]time.Duration, *records)
 	var errs int64
+	var firstErr error
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	wg.Add(*records)
@@ -123,6 +133,9 @@ func main() {
 			if err != nil {
 				mu.Lock()
 				errs++
+				if firstErr == nil {
+					firstErr = err
+				}
 				mu.Unlock()
 			}
 			wg.Done()
@@ -154,6 +167,14 @@ func main() {
 		res.ConsumeMBPerSec = float64(got) * float64(*size) / res.ConsumeSeconds / 1e6
 		cons.Close()
 	}
+	defer func() {
+		// A run with failed records is no measurement: say why and exit
+		// non-zero (after the deferred topic deletion).
+		if errs > 0 {
+			fmt.Fprintf(os.Stderr, "sluice-bench: %d of %d records failed; first error: %v\n", errs, *records, firstErr)
+			exitCode = 1
+		}
+	}()
 	if *asJSON {
 		json.NewEncoder(os.Stdout).Encode(res)
 		return
@@ -178,6 +199,23 @@ func codec(name string) kgo.CompressionCodec {
 		return kgo.ZstdCompression()
 	}
 	return kgo.NoCompression()
+}
+
+// exitCode is the status main exits with once its deferred cleanup ran.
+var exitCode int
+
+// deleteTopic removes the topic a run created (best effort).
+func deleteTopic(seeds []string, topic string) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	if err != nil {
+		return
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := kadm.NewClient(cl).DeleteTopics(ctx, topic); err != nil {
+		fmt.Fprintln(os.Stderr, "sluice-bench: deleting topic", topic+":", err)
+	}
 }
 
 func check(err error) {
