@@ -5,7 +5,7 @@
 //	             [--config server.properties]
 //	sluice dev --brokers N [--base-port 9092] [--data-dir DIR] [--config FILE]
 //
-// The flags are a contract (see DESIGN.md): scripts outside the project
+// The flags are a contract (README.md, "Commands"): scripts outside the project
 // rely on their names.
 package main
 

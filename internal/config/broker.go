@@ -17,8 +17,8 @@ type Voter struct {
 	Addr string // host:port
 }
 
-// Broker is a node's configuration: the contract flags of DESIGN.md plus
-// any Kafka broker setting by its Kafka name.
+// Broker is a node's configuration: the contract flags (README.md,
+// "Commands") plus any Kafka broker setting by its Kafka name.
 type Broker struct {
 	// NodeID is node.id / --node-id. Default 1.
 	NodeID int32

@@ -1,6 +1,6 @@
 // Package epoch implements the leader-epoch cache: an ordered map from leader
 // epoch to the first offset written in that epoch. It follows Kafka's
-// LeaderEpochFileCache semantics (kafka-replication-reference.md §3.3):
+// LeaderEpochFileCache semantics (docs/kafka-replication.md §3.3):
 // assign, truncateFromEnd, truncateFromStart and endOffsetFor.
 //
 // A Cache is a plain value with no locking and no I/O; the storage layer

@@ -1,5 +1,5 @@
 // Package producer tracks idempotent-producer state for one partition, as
-// Kafka's ProducerStateManager does (kafka-replication-reference.md §7): per
+// Kafka's ProducerStateManager does (docs/kafka-replication.md §7): per
 // producer id, the epoch and the metadata of the last five appended batches.
 //
 // State is a plain value with no locking and no I/O. The leader calls Check

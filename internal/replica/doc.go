@@ -1,6 +1,6 @@
 // Package replica is the pure replication state machine of one partition on
 // one broker: LEO, HW, ISR tracking, leader epochs and divergence detection,
-// following kafka-replication-reference.md §1–§3 and §7. It has no
+// following docs/kafka-replication.md §1–§3 and §7. It has no
 // goroutines, no clock and no I/O: events go in, actions come out, in the
 // style of etcd raft's Ready (style-anchors §1).
 //
