@@ -210,7 +210,7 @@ func serve(args []string) error {
 			srv.Close()
 			return err
 		}
-		st := status.New(status.Options{Broker: b, Groups: handlers.Groups().Summaries, Version: version})
+		st := status.New(status.Options{Broker: b, Groups: handlers.Groups().Summaries, Version: buildVersion()})
 		defer st.Close()
 		hs = &http.Server{Handler: status.WithDiskFaults(st.Handler(), disk)}
 		go func() {

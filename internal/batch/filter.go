@@ -102,7 +102,7 @@ func Filter(b []byte, keep func(offset int64, r *Record) bool, opt FilterOptions
 	}
 	recs := getBuf()
 	defer putBuf(recs)
-	var tmp [2 * binary.MaxVarintLen64]byte
+	var lenBuf, deltaBuf [binary.MaxVarintLen64]byte
 	for _, sp := range keptSpans {
 		raw := data[sp.start:sp.end]
 		if base == h.BaseTimestamp {
@@ -115,9 +115,9 @@ func Filter(b []byte, keep func(offset int64, r *Record) bool, opt FilterOptions
 		body := raw[n : n+int(length)]
 		tsDelta, m := binary.Varint(body[1:])
 		rest := body[1+m:]
-		newDelta := binary.AppendVarint(tmp[:0], h.BaseTimestamp+tsDelta-base)
+		newDelta := binary.AppendVarint(deltaBuf[:0], h.BaseTimestamp+tsDelta-base)
 		newLen := 1 + len(newDelta) + len(rest)
-		recs.Write(binary.AppendVarint(nil, int64(newLen)))
+		recs.Write(binary.AppendVarint(lenBuf[:0], int64(newLen)))
 		recs.WriteByte(body[0])
 		recs.Write(newDelta)
 		recs.Write(rest)

@@ -31,10 +31,10 @@ type cleaner struct {
 	backoff  time.Duration
 	budget   int // offset map bytes per thread
 
-	mu         sync.Mutex
-	running    map[*Partition]bool
-	uncleanble map[*Partition]bool // corrupt: skipped until the partition is reopened
-	lastRun    time.Time
+	mu          sync.Mutex
+	running     map[*Partition]bool
+	uncleanable map[*Partition]bool // corrupt: skipped until the partition is reopened
+	lastRun     time.Time
 }
 
 // startCleaner starts the cleaner threads unless log.cleaner.enable is
@@ -49,13 +49,13 @@ func (b *Broker) startCleaner() {
 		rate, _ = strconv.ParseFloat(strings.TrimSpace(v), 64)
 	}
 	c := &cleaner{
-		b:          b,
-		throttle:   newThrottler(rate),
-		backoff:    time.Duration(max(b.cfg.Int("log.cleaner.backoff.ms", 15000), 10)) * time.Millisecond,
-		budget:     int(min(b.cfg.Int("log.cleaner.dedupe.buffer.size", 128<<20), 1<<34) / int64(threads)),
-		running:    map[*Partition]bool{},
-		uncleanble: map[*Partition]bool{},
-		lastRun:    time.Now(),
+		b:           b,
+		throttle:    newThrottler(rate),
+		backoff:     time.Duration(max(b.cfg.Int("log.cleaner.backoff.ms", 15000), 10)) * time.Millisecond,
+		budget:      int(min(b.cfg.Int("log.cleaner.dedupe.buffer.size", 128<<20), 1<<34) / int64(threads)),
+		running:     map[*Partition]bool{},
+		uncleanable: map[*Partition]bool{},
+		lastRun:     time.Now(),
 	}
 	metrics.CleanerSinceLastRun.Set(0)
 	b.wg.Add(threads)
@@ -104,7 +104,7 @@ func (c *cleaner) run() {
 			// (LogCleanerManager.markPartitionUncleanable) and goes on.
 			c.b.log.Error("log cleaner: partition marked uncleanable", "topic", p.Topic, "partition", p.Partition, "err", err)
 			c.mu.Lock()
-			c.uncleanble[p] = true
+			c.uncleanable[p] = true
 			c.mu.Unlock()
 		}
 	}
@@ -122,11 +122,10 @@ func (c *cleaner) pick() *Partition {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, p := range c.b.Partitions() {
-		if !p.log.Config().Compact || c.uncleanble[p] {
+		if !p.log.Config().Compact || c.uncleanable[p] {
 			continue
 		}
 		ci := p.log.Cleanable(now, p.HighWatermark())
-		p.dirtyRatio.Store(math.Float64bits(ci.DirtyRatio))
 		maxRatio = max(maxRatio, ci.DirtyRatio)
 		if !ci.Due {
 			continue

@@ -2,7 +2,6 @@ package broker
 
 import (
 	"errors"
-	"math"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -32,9 +31,6 @@ type Partition struct {
 	TP
 	b   *Broker
 	log *storage.Log
-	// dirtyRatio is the compacted log's dirty ratio as the cleaner last
-	// computed it (float64 bits).
-	dirtyRatio atomic.Uint64
 
 	mu      sync.Mutex
 	r       *replica.Replica
@@ -153,7 +149,7 @@ type Status struct {
 	PartitionEpoch   int32
 	// Compacted is true for a cleanup.policy containing compact; then
 	// DirtyRatio is the share of the log's cleanable bytes not cleaned
-	// yet, as the log cleaner last computed it.
+	// yet (storage.Log.Cleanable).
 	Compacted  bool    `json:",omitempty"`
 	DirtyRatio float64 `json:",omitempty"`
 }
@@ -165,7 +161,10 @@ func (p *Partition) Status(replicas []int32) Status {
 	st := Status{Role: p.r.Role().String(), Leader: p.r.Leader(), LeaderEpoch: p.r.LeaderEpoch(), HW: p.r.HW(), LEO: p.r.LEO(),
 		LogStart: p.r.LogStart(), ISR: p.r.ISR(), Maximal: p.r.MaximalISR(), FlushedOffset: p.r.FlushedOffset(),
 		PartitionEpoch: p.r.PartitionEpoch(), FollowerLEO: map[int32]int64{}, FollowerCaughtUp: map[int32]int64{},
-		Compacted: p.log.Config().Compact, DirtyRatio: math.Float64frombits(p.dirtyRatio.Load())}
+		Compacted: p.log.Config().Compact}
+	if st.Compacted {
+		st.DirtyRatio = p.log.Cleanable(p.b.now(), st.HW).DirtyRatio
+	}
 	for _, id := range replicas {
 		if leo, ok := p.r.FollowerLEO(id); ok {
 			st.FollowerLEO[id] = leo

@@ -343,14 +343,20 @@ func (l *Log) deleteOldest(n int, syncStart bool) error {
 // file.delete.delay.ms later (appendMu held).
 func (l *Log) scheduleDelete(segs []*segment) {
 	for _, s := range segs {
-		s.deleted.Store(true)
 		s.removeFiles(l.fs)
-		l.deletes = append(l.deletes, pendingDelete{seg: s, deadlineMs: l.lastNowMs + l.cfg.FileDeleteDelayMs})
+		l.closeLater(s)
 	}
 	l.mu.Lock()
 	l.dirDirty = true
 	l.mu.Unlock()
 	l.processDeletes(l.lastNowMs)
+}
+
+// closeLater marks s deleted and closes its files file.delete.delay.ms
+// from now, so reads in flight finish (appendMu held).
+func (l *Log) closeLater(s *segment) {
+	s.deleted.Store(true)
+	l.deletes = append(l.deletes, pendingDelete{seg: s, deadlineMs: l.lastNowMs + l.cfg.FileDeleteDelayMs})
 }
 
 // processDeletes closes the files of deleted segments whose delay has passed.

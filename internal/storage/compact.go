@@ -103,7 +103,7 @@ func (l *Log) cleanableLocked(nowMs, hw int64) CleanableInfo {
 	ci.End = l.segs[endIdx].base
 	ci.FirstDirty = min(first, ci.End)
 	for i, s := range l.segs[:endIdx] {
-		if i < firstIdx || s.next <= ci.FirstDirty && i+1 < len(l.segs) && l.segs[i+1].base <= ci.FirstDirty {
+		if i < firstIdx {
 			ci.CleanBytes += s.size
 		} else {
 			ci.DirtyBytes += s.size
@@ -143,7 +143,8 @@ func (l *Log) Clean(now time.Time, hw int64, m *OffsetMap, throttle func(n int64
 	nowMs := now.UnixMilli()
 	l.mu.RLock()
 	ci := l.cleanableLocked(nowMs, hw)
-	segs, cfg, gen := l.segs, l.cfg, l.truncGen
+	cfg, gen := l.cfg, l.truncGen
+	segs := sealedViews(l.segs)
 	l.mu.RUnlock()
 	if !cfg.Compact || ci.End <= 0 {
 		return st, nil
@@ -161,10 +162,10 @@ func (l *Log) Clean(now time.Time, hw int64, m *OffsetMap, throttle func(n int64
 	mapEnd := ci.End
 	full := false
 	for _, s := range segs {
-		if s.base >= ci.End || full {
+		if s.base >= ci.End {
 			break
 		}
-		if s.next <= ci.FirstDirty && s != segs[len(segs)-1] {
+		if s.end <= ci.FirstDirty {
 			continue
 		}
 		err := l.readSegment(s, throttle, &st.BytesRead, func(h *batch.Header, b []byte) error {
@@ -203,19 +204,19 @@ func (l *Log) Clean(now time.Time, hw int64, m *OffsetMap, throttle func(n int64
 	// 2. Rewrite the segments overlapping [log start, mapEnd), group by
 	// group, each swapped in as soon as it is written.
 	lastOffsets := l.ProducerState().LastOffsetsBelow(mapEnd)
-	var todo []*segment
-	for _, s := range segs[:len(segs)-1] {
+	todo := segs
+	for k, s := range segs {
 		if s.base >= mapEnd {
+			todo = segs[:k]
 			break
 		}
-		todo = append(todo, s)
 	}
 	horizon := int64(0)
 	for len(todo) > 0 {
-		n := groupSize(todo, segs, &cfg)
+		n := groupSize(todo, &cfg)
 		group := todo[:n]
 		todo = todo[n:]
-		out, h, err := l.cleanGroup(group, segs, cleanRules{nowMs: nowMs, mapEnd: mapEnd, m: m, lastOffsets: lastOffsets,
+		out, h, err := l.cleanGroup(group, cleanRules{nowMs: nowMs, mapEnd: mapEnd, m: m, lastOffsets: lastOffsets,
 			deleteHorizon: nowMs + cfg.DeleteRetentionMs}, throttle, &st)
 		if err != nil {
 			return st, err
@@ -241,37 +242,42 @@ func (l *Log) Clean(now time.Time, hw int64, m *OffsetMap, throttle func(n int64
 	return st, nil
 }
 
+// sealedSeg is what a pass knows of a sealed segment, read under Log.mu
+// when the pass begins (a truncation may change the segment later; the
+// swap then gives up, see swapIn).
+type sealedSeg struct {
+	*segment
+	size, end  int64 // bytes; the offset after its range (the next segment's base)
+	nOff, nTim int   // index entries
+}
+
+// sealedViews snapshots every segment but the active one (mu held).
+func sealedViews(segs []*segment) []sealedSeg {
+	out := make([]sealedSeg, 0, len(segs)-1)
+	for i, s := range segs[:len(segs)-1] {
+		out = append(out, sealedSeg{segment: s, size: s.size, end: segs[i+1].base, nOff: len(s.offsets), nTim: len(s.times)})
+	}
+	return out
+}
+
 // groupSize returns how many of todo's leading segments are rewritten into
 // one: as many consecutive segments as fit one segment.bytes and one
 // index, with every offset within 2^32 of the first (Kafka's
 // Cleaner.groupSegmentsBySize).
-func groupSize(todo, segs []*segment, cfg *Config) int {
-	size := todo[0].size
-	idx, tidx := len(todo[0].offsets), len(todo[0].times)
+func groupSize(todo []sealedSeg, cfg *Config) int {
+	size, idx, tidx := todo[0].size, todo[0].nOff, todo[0].nTim
 	n := 1
-	for n < len(todo) {
+	for ; n < len(todo); n++ {
 		s := todo[n]
-		end := segEnd(s, segs)
-		if size+s.size > cfg.SegmentBytes || idx+len(s.offsets) >= cfg.maxIndexEntries() ||
-			tidx+len(s.times) >= cfg.maxTimeEntries() || end-todo[0].base > math.MaxUint32 {
+		if size+s.size > cfg.SegmentBytes || idx+s.nOff >= cfg.maxIndexEntries() ||
+			tidx+s.nTim >= cfg.maxTimeEntries() || s.end-todo[0].base > math.MaxUint32 {
 			break
 		}
 		size += s.size
-		idx += len(s.offsets)
-		tidx += len(s.times)
-		n++
+		idx += s.nOff
+		tidx += s.nTim
 	}
 	return n
-}
-
-// segEnd is the end of the offset range s covers: the next segment's base.
-func segEnd(s *segment, segs []*segment) int64 {
-	for i, x := range segs {
-		if x == s && i+1 < len(segs) {
-			return segs[i+1].base
-		}
-	}
-	return s.next
 }
 
 // cleanRules decide which records a pass keeps.
@@ -286,14 +292,14 @@ type cleanRules struct {
 // cleanGroup writes the kept batches of group into a new segment (files
 // named <base>.log.cleaned, ...) and syncs it. It returns the segment and
 // the earliest delete horizon of the tombstones it kept (0 if none).
-func (l *Log) cleanGroup(group, segs []*segment, r cleanRules, throttle func(int64), st *CleanStats) (*segment, int64, error) {
+func (l *Log) cleanGroup(group []sealedSeg, r cleanRules, throttle func(int64), st *CleanStats) (*segment, int64, error) {
 	base := group[0].base
 	out, err := openCleaned(l.fs, l.dir, base)
 	if err != nil {
 		return nil, 0, l.cleanFailed(err)
 	}
 	out.createdMs = group[0].createdMs
-	out.next = segEnd(group[len(group)-1], segs)
+	out.next = group[len(group)-1].end
 	w := &bufWriter{f: out.log}
 	horizon := int64(0)
 	for _, s := range group {
@@ -391,10 +397,8 @@ var errCorruptSegment = errors.New("storage: corrupt segment")
 // readSegment calls fn for every whole, CRC-checked batch of sealed segment
 // s, counting the bytes read, until fn returns errStop. A segment that does
 // not parse to its end is errCorruptSegment.
-func (l *Log) readSegment(s *segment, throttle func(int64), read *int64, fn func(h *batch.Header, b []byte) error) error {
-	l.mu.RLock()
+func (l *Log) readSegment(s sealedSeg, throttle func(int64), read *int64, fn func(h *batch.Header, b []byte) error) error {
 	size := s.size
-	l.mu.RUnlock()
 	stopped := false
 	end, err := walk(s.log, 0, size, s.base, true, 1<<20, func(h *batch.Header, _ int64, b []byte) error {
 		if l.stopClean.Load() {

@@ -57,7 +57,7 @@ func (l *Log) removeCleaned(base int64) {
 // .cleaned files are complete and synced, following the steps above. It
 // returns ErrCleanAborted, removing out's files, when the log changed
 // since the pass began (gen is the truncation generation then).
-func (l *Log) swapIn(group []*segment, out *segment, gen uint64) error {
+func (l *Log) swapIn(group []sealedSeg, out *segment, gen uint64) error {
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
 	if err := l.writable(); err != nil {
@@ -66,14 +66,14 @@ func (l *Log) swapIn(group []*segment, out *segment, gen uint64) error {
 	l.mu.RLock()
 	i := -1
 	for k, s := range l.segs {
-		if s == group[0] {
+		if s == group[0].segment {
 			i = k
 			break
 		}
 	}
 	ok := i >= 0 && l.truncGen == gen && i+len(group) < len(l.segs)
 	for k := 0; ok && k < len(group); k++ {
-		ok = l.segs[i+k] == group[k] && !group[k].deleted.Load()
+		ok = l.segs[i+k] == group[k].segment && !group[k].deleted.Load()
 	}
 	l.mu.RUnlock()
 	if !ok {
@@ -88,7 +88,7 @@ func (l *Log) swapIn(group []*segment, out *segment, gen uint64) error {
 		}
 	}
 	manifest := filepath.Join(l.dir, cleanerSwapName)
-	if err := vfs.WriteFileAtomic(l.fs, manifest, encodeSwap(base, end), true); err != nil {
+	if err := vfs.WriteFileAtomic(l.fs, manifest, encodePair(base, end), true); err != nil {
 		return l.fail(err)
 	}
 	if err := l.completeSwap(base, end, group[1:]); err != nil {
@@ -105,8 +105,7 @@ func (l *Log) swapIn(group []*segment, out *segment, gen uint64) error {
 	// their files close file.delete.delay.ms later, so reads in flight
 	// finish.
 	for _, s := range group {
-		s.deleted.Store(true)
-		l.deletes = append(l.deletes, pendingDelete{seg: s, deadlineMs: l.lastNowMs + l.cfg.FileDeleteDelayMs})
+		l.closeLater(s.segment)
 	}
 	l.processDeletes(l.lastNowMs)
 	return nil
@@ -115,7 +114,7 @@ func (l *Log) swapIn(group []*segment, out *segment, gen uint64) error {
 // completeSwap is steps 3 and 4: rename the .swap files of base into place,
 // remove the other old segments' names (those given, or at recovery every
 // segment with a base in (base, end)), and remove the manifest.
-func (l *Log) completeSwap(base, end int64, others []*segment) error {
+func (l *Log) completeSwap(base, end int64, others []sealedSeg) error {
 	for _, suf := range segmentSuffixes {
 		name := fileName(l.dir, base, suf)
 		ok, err := vfs.Exists(l.fs, name+swapSuffix)
@@ -158,7 +157,10 @@ func (l *Log) finishSwap() error {
 	manifest := filepath.Join(l.dir, cleanerSwapName)
 	b, err := vfs.ReadFile(l.fs, manifest, 128)
 	if err == nil {
-		base, end, derr := decodeSwap(b)
+		base, end, derr := decodePair(b)
+		if derr == nil && end < base {
+			derr = errBadCheckpoint
+		}
 		if derr != nil {
 			return fmt.Errorf("storage: %s: %w", manifest, derr)
 		}
@@ -182,25 +184,27 @@ func (l *Log) finishSwap() error {
 	return nil
 }
 
-// encodeSwap renders the manifest: a version line and "base end".
-func encodeSwap(base, end int64) []byte {
-	return []byte("0\n" + strconv.FormatInt(base, 10) + " " + strconv.FormatInt(end, 10) + "\n")
+// encodePair renders the two-offset files of the cleaner (the manifest:
+// base and end; the checkpoint: first dirty offset and tombstone horizon):
+// a version line "0", then the two numbers.
+func encodePair(a, b int64) []byte {
+	return []byte("0\n" + strconv.FormatInt(a, 10) + " " + strconv.FormatInt(b, 10) + "\n")
 }
 
-func decodeSwap(b []byte) (base, end int64, err error) {
+// decodePair parses encodePair's format; both numbers must be >= 0.
+func decodePair(data []byte) (a, b int64, err error) {
 	var v int
-	if _, err := fmt.Sscanf(string(b), "%d\n%d %d\n", &v, &base, &end); err != nil || v != 0 || base < 0 || end < base {
+	if _, err := fmt.Sscanf(string(data), "%d\n%d %d\n", &v, &a, &b); err != nil || v != 0 || a < 0 || b < 0 {
 		return 0, 0, errBadCheckpoint
 	}
-	return base, end, nil
+	return a, b, nil
 }
 
 // writeCleanerCheckpoint records the cleaner checkpoint and the earliest
 // delete horizon of a kept tombstone in cleaner-offset-checkpoint. It is
 // not synced: a lost checkpoint only makes the next pass clean more.
 func (l *Log) writeCleanerCheckpoint(firstDirty, horizon int64) {
-	data := []byte("0\n" + strconv.FormatInt(firstDirty, 10) + " " + strconv.FormatInt(horizon, 10) + "\n")
-	vfs.WriteFileAtomic(l.fs, filepath.Join(l.dir, cleanerCheckpointName), data, false)
+	vfs.WriteFileAtomic(l.fs, filepath.Join(l.dir, cleanerCheckpointName), encodePair(firstDirty, horizon), false)
 }
 
 // readCleanerCheckpoint loads the cleaner checkpoint (recovery); a missing
@@ -210,10 +214,7 @@ func (l *Log) readCleanerCheckpoint() {
 	if err != nil {
 		return
 	}
-	var v int
-	var first, horizon int64
-	if _, err := fmt.Sscanf(string(b), "%d\n%d %d\n", &v, &first, &horizon); err != nil || v != 0 || first < 0 || horizon < 0 {
-		return
+	if first, horizon, err := decodePair(b); err == nil {
+		l.cleanedTo, l.tombstoneHorizon = first, horizon
 	}
-	l.cleanedTo, l.tombstoneHorizon = first, horizon
 }

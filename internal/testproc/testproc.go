@@ -554,3 +554,21 @@ func (p *Proc) cleanup() {
 		p.t.Errorf("testproc: %s: %v", p.name, err)
 	}
 }
+
+// RequireTool returns the path of the first of names found on PATH (an
+// external client such as kcat, node or chromium). When none is there the
+// test is skipped, except under CI (CI set), where it fails:
+// scripts/install-test-deps.sh installs them.
+func RequireTool(t testing.TB, names ...string) string {
+	t.Helper()
+	for _, name := range names {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if ci := os.Getenv("CI"); ci != "" {
+		t.Fatalf("%s not found on PATH and CI=%q: run scripts/install-test-deps.sh", strings.Join(names, " or "), ci)
+	}
+	t.Skipf("%s not found on PATH (run scripts/install-test-deps.sh); skipped outside CI", strings.Join(names, " or "))
+	return ""
+}
