@@ -15,7 +15,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -50,7 +49,7 @@ type value struct {
 }
 
 func TestCompactedTopicRF3(t *testing.T) {
-	kcat := requireTool(t, "kcat")
+	kcat := testproc.RequireTool(t, "kcat")
 	c := testcluster.Start(t, testcluster.Options{Nodes: 3, Props: props})
 	const topic = "changelog"
 	c.CreateTopic(topic, 1, 3, map[string]string{"cleanup.policy": "compact", "segment.bytes": "4096", "segment.ms": "300",
@@ -282,19 +281,6 @@ func readTopic(t *testing.T, c *testcluster.Cluster, topic string) []*kgo.Record
 			}
 		}
 	}
-}
-
-func requireTool(t *testing.T, name string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err == nil {
-		return p
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatalf("%s not found on PATH and CI=%q: run scripts/install-test-deps.sh", name, os.Getenv("CI"))
-	}
-	t.Skipf("%s not found on PATH (run scripts/install-test-deps.sh); skipped outside CI", name)
-	return ""
 }
 
 func runTool(t *testing.T, name, stdin string, args ...string) {

@@ -8,6 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-io/sluice/internal/testproc"
 )
 
 // fetchBatchHeaders reads partition 0 of topic from offset 0 with raw
@@ -139,7 +141,7 @@ func TestCompressionTypeFranz(t *testing.T) {
 // rebuilt in every codec, and its snappy produce (or its uncompressed
 // fallback, see TestKcat) to a zstd topic is stored as zstd.
 func TestCompressionTypeKcat(t *testing.T) {
-	kcat := requireTool(t, "kcat")
+	kcat := testproc.RequireTool(t, "kcat")
 	p := startBroker(t)
 	for _, codec := range codecs {
 		typ := codec

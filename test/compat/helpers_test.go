@@ -9,7 +9,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"os"
 	"os/exec"
 	"regexp"
 	"slices"
@@ -343,22 +342,6 @@ func fromKgo(r *kgo.Record) msg {
 		m.Headers = append(m.Headers, hdr{h.Key, string(h.Value)})
 	}
 	return m
-}
-
-// requireTool returns the path of an external program. When it is
-// missing the test is skipped, except under CI (CI set), where a missing
-// tool is a failure: CI installs it with scripts/install-test-deps.sh.
-func requireTool(t *testing.T, name string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err == nil {
-		return p
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatalf("%s not found on PATH and CI=%q: run scripts/install-test-deps.sh", name, os.Getenv("CI"))
-	}
-	t.Skipf("%s not found on PATH (run scripts/install-test-deps.sh); skipped outside CI", name)
-	return ""
 }
 
 // run executes a command with a deadline and returns its stdout; stderr

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-io/sluice/internal/testproc"
 )
 
 // kafkajsDir is the node project holding compat.js and its pinned
@@ -42,7 +44,7 @@ type kafkajsSummary struct {
 // Fetch (compat.js); then franz-go reads the same records and checks them
 // and the codec of the stored batches.
 func TestKafkaJS(t *testing.T) {
-	node := requireTool(t, "node")
+	node := testproc.RequireTool(t, "node")
 	dir := kafkajsDir(t)
 	t.Logf("node %s", strings.TrimSpace(run(t, 10*time.Second, "", node, "--version")))
 	b := startBroker(t)

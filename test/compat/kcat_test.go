@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-io/sluice/internal/testproc"
 )
 
 // kcat is librdkafka's command-line client. Its -P reads one record per
@@ -126,7 +128,7 @@ func byPartition(got []msg) []msg {
 // TestKcat: kcat -P with every codec (and with idempotence), read back
 // with kcat -C -e -o beginning -f ..., cross-checked with franz-go.
 func TestKcat(t *testing.T) {
-	kcat := requireTool(t, "kcat")
+	kcat := testproc.RequireTool(t, "kcat")
 	for l := range strings.Lines(run(t, 10*time.Second, "", kcat, "-V")) {
 		if strings.HasPrefix(l, "Version") {
 			t.Logf("kcat %s", strings.TrimSpace(l))
@@ -206,7 +208,7 @@ type kcatMetadata struct {
 // TestKcatMetadata: kcat -L (text) and -L -J (JSON) list the broker at the
 // address it listens on and the topic with its partitions, leaders and ISR.
 func TestKcatMetadata(t *testing.T) {
-	kcat := requireTool(t, "kcat")
+	kcat := testproc.RequireTool(t, "kcat")
 	b := startBroker(t)
 	topic := uniqueTopic(t)
 	createTopic(t, b.Addr(), topic, 3)
@@ -261,7 +263,7 @@ func TestKcatMetadata(t *testing.T) {
 // read back by kcat -C (librdkafka's decompression of what the broker
 // serves), whatever codecs librdkafka itself chooses to produce with.
 func TestKcatConsumesCodecs(t *testing.T) {
-	kcat := requireTool(t, "kcat")
+	kcat := testproc.RequireTool(t, "kcat")
 	b := startBroker(t)
 	for _, codec := range codecs {
 		t.Run(codec, func(t *testing.T) {

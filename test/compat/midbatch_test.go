@@ -11,6 +11,8 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-io/sluice/internal/testproc"
 )
 
 // TestFetchFromMidBatch: records stored in large compressed batches are
@@ -125,7 +127,7 @@ func TestFetchFromMidBatch(t *testing.T) {
 	})
 
 	t.Run("kcat", func(t *testing.T) {
-		kcat := requireTool(t, "kcat")
+		kcat := testproc.RequireTool(t, "kcat")
 		out := run(t, 20*time.Second, "", kcat, append(kcatBase(b.Addr()),
 			"-C", "-t", topic, "-p", "0", "-o", strconv.Itoa(start), "-e", "-q", "-f", kcatFormat)...)
 		check(t, parseKcat(t, out))

@@ -208,7 +208,7 @@ func TestConsoleThreeNodes(t *testing.T) {
 	t.Logf("healthy after %v: controller %d, %s", time.Since(t0).Round(time.Millisecond), v.Controller, fingerprint(v))
 
 	shots := screenshotDir(t)
-	chromium := findChromium(t)
+	chromium := testproc.RequireTool(t, "chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 	page := "http://" + c.Node(1).HTTPAddr() + "/status"
 	if chromium != "" {
 		dom := dumpDOM(t, chromium, page)

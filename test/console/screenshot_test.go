@@ -9,23 +9,6 @@ import (
 	"time"
 )
 
-// findChromium returns the path of a Chromium binary. Without one the
-// test fails when CI=true (CI installs chromium: scripts/install-test-deps.sh)
-// and is skipped otherwise.
-func findChromium(t *testing.T) string {
-	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("chromium not found (CI=true): run scripts/install-test-deps.sh")
-	}
-	t.Skip("chromium not found; the screenshot checks need it (apt-get install chromium)")
-	return ""
-}
-
 // screenshotDir is where the PNGs go: $SLUICE_SCREENSHOT_DIR if set, else
 // a temporary directory.
 func screenshotDir(t *testing.T) string {

@@ -11,23 +11,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
-)
 
-// requireTool returns the path of an external program, skipping the test
-// when it is missing (failing under CI, which installs it with
-// scripts/install-test-deps.sh).
-func requireTool(t *testing.T, name string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err == nil {
-		return p
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatalf("%s not found on PATH and CI=%q: run scripts/install-test-deps.sh", name, os.Getenv("CI"))
-	}
-	t.Skipf("%s not found on PATH (run scripts/install-test-deps.sh); skipped outside CI", name)
-	return ""
-}
+	"github.com/sluice-io/sluice/internal/testproc"
+)
 
 // procMember is a group member running as an external process that prints
 // one consumed value per line on stdout and leaves the group cleanly on
@@ -128,7 +114,7 @@ func (m *procMember) stop(t *testing.T) {
 // --- kcat -G: librdkafka's balanced consumer ---
 
 func startKcat(t *testing.T, c *cluster, name, group, topic string, rec *recorder) member {
-	kcat := requireTool(t, "kcat")
+	kcat := testproc.RequireTool(t, "kcat")
 	// kcat drops the message it polls right after a signal (consume_cb
 	// returns early once conf.run is cleared) although librdkafka has
 	// already stored its offset, and the unassign commits it: an
@@ -158,7 +144,7 @@ func startKcat(t *testing.T, c *cluster, name, group, topic string, rec *recorde
 }
 
 func TestMembershipKcat(t *testing.T) {
-	requireTool(t, "kcat")
+	testproc.RequireTool(t, "kcat")
 	runMembership(t, startKcat)
 }
 
@@ -184,7 +170,7 @@ func kafkajsModules(t *testing.T) string {
 }
 
 func startKafkaJS(t *testing.T, c *cluster, name, group, topic string, rec *recorder) member {
-	node := requireTool(t, "node")
+	node := testproc.RequireTool(t, "node")
 	modules := kafkajsModules(t)
 	script, err := filepath.Abs(filepath.Join("kafkajs", "group.js"))
 	if err != nil {
@@ -195,7 +181,7 @@ func startKafkaJS(t *testing.T, c *cluster, name, group, topic string, rec *reco
 }
 
 func TestMembershipKafkaJS(t *testing.T) {
-	requireTool(t, "node")
+	testproc.RequireTool(t, "node")
 	kafkajsModules(t)
 	runMembership(t, startKafkaJS)
 }
