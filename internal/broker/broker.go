@@ -115,10 +115,17 @@ func SelfBroker(cfg *config.Broker) (metadata.Broker, error) {
 	if err != nil || port <= 0 || port > 65535 {
 		return metadata.Broker{}, fmt.Errorf("listen address %q: bad port", addr)
 	}
+	return metadata.Broker{ID: cfg.NodeID, Host: dialHost(host), Port: int32(port), HTTP: advertisedHTTP(cfg.HTTP)}, nil
+}
+
+// dialHost is the host other nodes dial for a listener bound to host: a
+// wildcard or empty host becomes the machine's first non-loopback IPv4
+// address.
+func dialHost(host string) string {
 	if host == "" || host == "0.0.0.0" || host == "::" {
-		host = firstIPv4()
+		return firstIPv4()
 	}
-	return metadata.Broker{ID: cfg.NodeID, Host: host, Port: int32(port), HTTP: advertisedHTTP(cfg.HTTP)}, nil
+	return host
 }
 
 // advertisedHTTP is the --http address as other nodes should dial it: a
@@ -129,10 +136,7 @@ func advertisedHTTP(addr string) string {
 	if err != nil || port == "" || port == "0" {
 		return ""
 	}
-	if host == "" || host == "0.0.0.0" || host == "::" {
-		host = firstIPv4()
-	}
-	return net.JoinHostPort(host, port)
+	return net.JoinHostPort(dialHost(host), port)
 }
 
 // firstIPv4 returns the first non-loopback IPv4 address of this machine.

@@ -23,12 +23,12 @@ package handler
 // session cache is full.
 
 import (
-	"encoding/binary"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-io/sluice/internal/batch"
 	"github.com/sluice-io/sluice/internal/broker"
 	"github.com/sluice-io/sluice/internal/protocol"
 	"github.com/sluice-io/sluice/internal/replica"
@@ -93,17 +93,16 @@ func (h *Handlers) countFetch(req *kmsg.FetchRequest, resp *kmsg.FetchResponse) 
 }
 
 // countRecords counts the records of the whole v2 batches in data from
-// their headers (recordCount at byte 57, batchLength at byte 8); a
-// trailing partial batch is not counted.
+// their headers; a trailing partial batch is not counted.
 func countRecords(data []byte) int64 {
 	var n int64
-	for len(data) >= 61 {
-		size := 12 + int(int32(binary.BigEndian.Uint32(data[8:12])))
-		if size < 61 || size > len(data) {
+	for len(data) > 0 {
+		h, _, rest, err := batch.Next(data)
+		if err != nil {
 			break
 		}
-		n += int64(int32(binary.BigEndian.Uint32(data[57:61])))
-		data = data[size:]
+		n += int64(h.NumRecords)
+		data = rest
 	}
 	return n
 }
