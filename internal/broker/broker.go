@@ -277,7 +277,8 @@ func (b *Broker) TopicConfig(t *metadata.Topic) config.TopicConfig {
 	return config.TopicConfig{Set: t.Configs, Broker: b.cfg}
 }
 
-func (b *Broker) minISR(t *metadata.Topic) int {
+// MinISR is a topic's effective min.insync.replicas.
+func (b *Broker) MinISR(t *metadata.Topic) int {
 	return int(b.TopicConfig(t).Int64("min.insync.replicas"))
 }
 
@@ -363,7 +364,7 @@ func (b *Broker) reconcile(im *metadata.Image) error {
 					errs = append(errs, fmt.Errorf("open %s-%d: %w", tp.Topic, tp.Partition, err))
 					continue
 				}
-				p = newPartition(b, tp, l, b.minISR(t))
+				p = newPartition(b, tp, l, b.MinISR(t))
 				opened++
 				openTook += time.Since(t0)
 				b.mu.Lock()
@@ -384,7 +385,7 @@ func (b *Broker) reconcile(im *metadata.Image) error {
 					metrics.ISRExpands.Inc()
 				}
 			}
-			p.applyState(partitionState(im, mp), b.minISR(t))
+			p.applyState(partitionState(im, mp), b.MinISR(t))
 			if isL := p.IsLeader(); isL != wasLeader || (isL && p.LeaderEpoch() != oldEpoch) {
 				changes = append(changes, leadChange{tp, isL, p.LeaderEpoch()})
 			}

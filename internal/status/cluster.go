@@ -213,7 +213,7 @@ func (s *Server) Cluster(ctx context.Context) *ClusterView {
 		return s.cached
 	}
 	im := s.b.Image()
-	v := buildCluster(im, s.b.NodeID(), s.fetchPeers(ctx, im), s.minISR)
+	v := buildCluster(im, s.b.NodeID(), s.fetchPeers(ctx, im), s.b.MinISR)
 	v.GeneratedAtMs = s.b.Now().UnixMilli()
 	s.cached, s.cachedAt = v, time.Now()
 	return v

@@ -150,7 +150,7 @@ func TestFetchPeersMarksSilentBrokersUnreachable(t *testing.T) {
 	if p := peers[5]; p.view != nil || p.err != "no HTTP address registered" {
 		t.Errorf("node 5: %+v", p)
 	}
-	v := buildCluster(im, 1, peers, s.minISR)
+	v := buildCluster(im, 1, peers, s.b.MinISR)
 	for _, bv := range v.Brokers {
 		if want := map[int32]string{1: BrokerAlive, 2: BrokerAlive, 3: BrokerUnreachable, 4: BrokerUnreachable, 5: BrokerUnreachable}[bv.ID]; bv.Status != want {
 			t.Errorf("broker %d: %s, want %s", bv.ID, bv.Status, want)

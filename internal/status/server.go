@@ -15,7 +15,6 @@ import (
 
 	"github.com/sluice-io/sluice/internal/broker"
 	"github.com/sluice-io/sluice/internal/group"
-	"github.com/sluice-io/sluice/internal/metadata"
 	"github.com/sluice-io/sluice/internal/metrics"
 )
 
@@ -76,11 +75,6 @@ func (s *Server) Close() error {
 	s.wg.Wait()
 	s.client.CloseIdleConnections()
 	return nil
-}
-
-// minISR is a topic's min.insync.replicas.
-func (s *Server) minISR(t *metadata.Topic) int {
-	return int(s.b.TopicConfig(t).Int64("min.insync.replicas"))
 }
 
 // Handler returns the node's HTTP handler:
