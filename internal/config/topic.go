@@ -299,15 +299,8 @@ func (t TopicConfig) Float64(name string) float64 {
 // delete and compact (Kafka's LogConfig.delete and LogConfig.compact).
 func (t TopicConfig) CleanupPolicy() (del, compact bool) {
 	v, _ := t.Get("cleanup.policy")
-	for _, p := range strings.Split(v, ",") {
-		switch strings.ToLower(strings.TrimSpace(p)) {
-		case "delete":
-			del = true
-		case "compact":
-			compact = true
-		}
-	}
-	return del, compact
+	elems := listElems(v) // the elements Validate checked against the enum
+	return slices.Contains(elems, "delete"), slices.Contains(elems, "compact")
 }
 
 // Bool returns the effective value of a boolean config.
