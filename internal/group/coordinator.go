@@ -28,6 +28,7 @@ import (
 	"github.com/sluice-io/sluice/internal/broker"
 	"github.com/sluice-io/sluice/internal/config"
 	"github.com/sluice-io/sluice/internal/metadata"
+	"github.com/sluice-io/sluice/internal/storage"
 )
 
 // Clock is the coordinator's time source; tests drive it by hand.
@@ -284,6 +285,37 @@ func (c *Coordinator) Close() {
 	c.loads.Wait()
 }
 
+// loadLog replays log's records in [from, end) (a partition of
+// __consumer_offsets, possibly compacted: batches with gaps and empty
+// batches) into a new loaded state, reporting read and record errors to
+// logErr and going on past bad records.
+func loadLog(log *storage.Log, from, end int64, logErr func(msg string, off int64, err error)) *loaded {
+	l := newLoaded()
+	for off := from; off < end; {
+		sl, err := log.Read(off, 1<<20, end)
+		if err != nil {
+			logErr("loading groups", off, err)
+			break
+		}
+		data, err := sl.AppendTo(nil)
+		if err != nil || len(data) == 0 {
+			if err != nil {
+				logErr("loading groups", off, err)
+			}
+			break
+		}
+		next, err := l.decodeBatches(data)
+		if err != nil {
+			logErr("loading groups: bad record", off, err)
+		}
+		if next <= off {
+			break
+		}
+		off = next
+	}
+	return l
+}
+
 // load replays offsets partition s.index into groups.
 func (c *Coordinator) load(s *shard) {
 	p, err := c.b.Partition(OffsetsTopic, s.index)
@@ -291,33 +323,12 @@ func (c *Coordinator) load(s *shard) {
 		c.Resign(s.index)
 		return
 	}
-	l := newLoaded()
 	start := time.Now()
 	// A leader's log is authoritative (a new leader never truncates), so
 	// load everything it has, as Kafka's loader reads to the log end.
-	off, hw := p.LogStartOffset(), p.LogEndOffset()
-	for off < hw {
-		sl, err := p.Log().Read(off, 1<<20, hw)
-		if err != nil {
-			c.log.Error("loading groups", "partition", s.index, "offset", off, "err", err)
-			break
-		}
-		data, err := sl.AppendTo(nil)
-		if err != nil || len(data) == 0 {
-			if err != nil {
-				c.log.Error("loading groups", "partition", s.index, "offset", off, "err", err)
-			}
-			break
-		}
-		next, err := l.decodeBatches(data)
-		if err != nil {
-			c.log.Error("loading groups: bad record", "partition", s.index, "offset", off, "err", err)
-		}
-		if next <= off {
-			break
-		}
-		off = next
-	}
+	l := loadLog(p.Log(), p.LogStartOffset(), p.LogEndOffset(), func(msg string, off int64, err error) {
+		c.log.Error(msg, "partition", s.index, "offset", off, "err", err)
+	})
 	now := c.clock.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
