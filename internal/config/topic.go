@@ -271,7 +271,7 @@ func (t TopicConfig) Get(name string) (string, Source) {
 // falls back to the Kafka default.
 func (t TopicConfig) Int64(name string) int64 {
 	v, _ := t.Get(name)
-	n, err := strconv.ParseInt(v, 10, 64)
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 	if err != nil {
 		d := topicDefByName[name]
 		if d == nil {
@@ -293,6 +293,18 @@ func (t TopicConfig) Float64(name string) float64 {
 		}
 	}
 	return f
+}
+
+// CheckTopicConfigs applies the rules between topic configs that Kafka's
+// LogConfig.validateValues applies to the values set on a topic:
+// min.compaction.lag.ms may not exceed max.compaction.lag.ms. Each value
+// has passed its Def's Validate.
+func CheckTopicConfigs(set map[string]string) error {
+	t := TopicConfig{Set: set}
+	if lo, hi := t.Int64("min.compaction.lag.ms"), t.Int64("max.compaction.lag.ms"); lo > hi {
+		return fmt.Errorf("conflict topic config setting min.compaction.lag.ms (%d) > max.compaction.lag.ms (%d)", lo, hi)
+	}
+	return nil
 }
 
 // CleanupPolicy reports whether the effective cleanup.policy contains

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -118,6 +119,54 @@ func readAllRecords(t *testing.T, n *node, topic string) []*kgo.Record {
 				c.Close()
 				return out
 			}
+		}
+	}
+}
+
+// TestCompactionConfigValidation: compaction settings out of range, in
+// conflict with each other, or a bad cleanup.policy element (also when
+// appended to the list) get INVALID_CONFIG and change nothing, as from
+// Kafka's LogConfig.
+func TestCompactionConfigValidation(t *testing.T) {
+	n := startNode(t, "", nil)
+	cl := n.client()
+	adm := kadm.NewClient(cl)
+	for name, cfg := range map[string]map[string]*string{
+		"ratio-above-1":    {"min.cleanable.dirty.ratio": strp("1.5")},
+		"ratio-negative":   {"min.cleanable.dirty.ratio": strp("-0.1")},
+		"negative-lag":     {"min.compaction.lag.ms": strp("-1")},
+		"zero-max-lag":     {"max.compaction.lag.ms": strp("0")},
+		"lags-in-conflict": {"min.compaction.lag.ms": strp("5000"), "max.compaction.lag.ms": strp("1000")},
+		"bad-policy":       {"cleanup.policy": strp("compact,shred")},
+	} {
+		resp, err := adm.CreateTopics(ctx(t), 1, 1, cfg, "t-"+name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := resp["t-"+name].Err; !errors.Is(err, kerr.InvalidConfig) {
+			t.Errorf("%s: %v, want INVALID_CONFIG", name, err)
+		}
+	}
+	createTopic(t, cl, "valid", 1, map[string]*string{"cleanup.policy": strp("compact"), "max.compaction.lag.ms": strp("1000")})
+	for name, op := range map[string]kadm.AlterConfig{
+		"min-lag-above-max": {Op: kadm.SetConfig, Name: "min.compaction.lag.ms", Value: strp("2000")},
+		"append-bad-policy": {Op: kadm.AppendConfig, Name: "cleanup.policy", Value: strp("shred")},
+	} {
+		resp, err := adm.AlterTopicConfigs(ctx(t), []kadm.AlterConfig{op}, "valid")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := resp[0].Err; !errors.Is(err, kerr.InvalidConfig) {
+			t.Errorf("%s: %v, want INVALID_CONFIG", name, err)
+		}
+	}
+	rc, err := adm.DescribeTopicConfigs(ctx(t), "valid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range rc[0].Configs {
+		if (c.Key == "cleanup.policy" && c.MaybeValue() != "compact") || (c.Key == "min.compaction.lag.ms" && c.MaybeValue() != "0") {
+			t.Fatalf("%s changed to %q", c.Key, c.MaybeValue())
 		}
 	}
 }

@@ -107,7 +107,8 @@ func ValidateTopicName(name string) error {
 	return nil
 }
 
-// ValidateConfigs checks topic configs by name, type and range.
+// ValidateConfigs checks topic configs by name, type and range, and the
+// rules between them (config.CheckTopicConfigs).
 func ValidateConfigs(configs map[string]string) error {
 	for k, v := range configs {
 		d, ok := config.LookupTopicDef(k)
@@ -117,6 +118,9 @@ func ValidateConfigs(configs map[string]string) error {
 		if err := d.Validate(v); err != nil {
 			return fmt.Errorf("%w: %v", kerr.InvalidConfig, err)
 		}
+	}
+	if err := config.CheckTopicConfigs(configs); err != nil {
+		return fmt.Errorf("%w: %v", kerr.InvalidConfig, err)
 	}
 	return nil
 }
@@ -134,9 +138,6 @@ func ApplyConfigOps(cur map[string]string, ops []ConfigOp) (map[string]string, e
 		}
 		switch op.Op {
 		case 0:
-			if err := d.Validate(op.Value); err != nil {
-				return nil, fmt.Errorf("%w: %v", kerr.InvalidConfig, err)
-			}
 			next[op.Name] = op.Value
 		case 1:
 			delete(next, op.Name)
@@ -148,6 +149,11 @@ func ApplyConfigOps(cur map[string]string, ops []ConfigOp) (map[string]string, e
 		default:
 			return nil, kerr.InvalidRequest
 		}
+	}
+	// The result is checked whole: a value set, a list element appended
+	// or removed, and the rules between configs.
+	if err := ValidateConfigs(next); err != nil {
+		return nil, err
 	}
 	return next, nil
 }
