@@ -19,6 +19,7 @@ import (
 	"github.com/sluice-io/sluice/internal/controller"
 	"github.com/sluice-io/sluice/internal/dirlock"
 	"github.com/sluice-io/sluice/internal/handler"
+	"github.com/sluice-io/sluice/internal/logging"
 	"github.com/sluice-io/sluice/internal/metadata"
 	"github.com/sluice-io/sluice/internal/protocol"
 	"github.com/sluice-io/sluice/internal/status"
@@ -137,7 +138,9 @@ func serve(args []string) error {
 	if err != nil {
 		return err
 	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	// Repeated warnings and errors (a peer down, a fetch failing every
+	// backoff) are written once per 5 s with a count (internal/logging).
+	logger := slog.New(logging.RateLimit(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}), 5*time.Second, nil))
 	slog.SetDefault(logger)
 	// Kafka's AbstractConfig.logUnused: an unknown key is a warning, not
 	// an error, so a Kafka user's server.properties works as it is.
