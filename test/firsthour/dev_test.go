@@ -72,57 +72,91 @@ func (s *syncBuffer) tail(n int) string {
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
+// devRun is a running `sluice dev --brokers 3` and its output.
+type devRun struct {
+	t     *testing.T
+	cmd   *exec.Cmd
+	out   *syncBuffer
+	stdin io.Writer
+	done  chan error
+	base  int
+	ctx   context.Context
+}
+
+// startDev starts `sluice dev --brokers 3` on free ports and waits for
+// its ready line. The process is killed when the test ends; its output
+// is logged if the test failed.
+func startDev(t *testing.T) *devRun {
+	t.Helper()
+	bin := testproc.Build(t)
+	d := &devRun{t: t, out: &syncBuffer{}, done: make(chan error, 1), base: devBasePort(t)}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	d.ctx = ctx
+	d.cmd = exec.CommandContext(ctx, bin, "dev", "--brokers", "3", "--base-port", strconv.Itoa(d.base), "--data-dir", t.TempDir())
+	d.cmd.Stdout, d.cmd.Stderr = d.out, d.out
+	stdin, err := d.cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.stdin = stdin
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { d.done <- d.cmd.Wait() }()
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("sluice dev output (tail):\n%s", d.out.tail(80))
+		}
+	})
+	d.waitOut("ready line", regexp.MustCompile(`sluice dev: ready`), 60*time.Second)
+	return d
+}
+
+// waitOut waits for re in dev's output and returns its submatches.
+func (d *devRun) waitOut(what string, re *regexp.Regexp, timeout time.Duration) []string {
+	d.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if m := re.FindStringSubmatch(d.out.String()); m != nil {
+			return m
+		}
+		select {
+		case err := <-d.done:
+			d.t.Fatalf("sluice dev exited (%v) while waiting for %s", err, what)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	d.t.Fatalf("no %s in sluice dev's output after %v", what, timeout)
+	return nil
+}
+
+// pid returns broker id's pid as dev printed it.
+func (d *devRun) pid(id int) int {
+	d.t.Helper()
+	pid, _ := strconv.Atoi(d.waitOut(fmt.Sprintf("pid of broker %d", id), regexp.MustCompile(fmt.Sprintf(`broker %d: pid (\d+)`, id)), time.Second)[1])
+	return pid
+}
+
+// seeds are the three brokers' Kafka addresses.
+func (d *devRun) seeds() []string {
+	var out []string
+	for i := range 3 {
+		out = append(out, "127.0.0.1:"+strconv.Itoa(d.base+i))
+	}
+	return out
+}
+
 // TestDevPlayground: `sluice dev --brokers 3` survives the SIGKILL of a
 // broker (the others elect new leaders for its partitions and keep
 // serving acks=all with min.insync.replicas=2), says which broker exited
 // and how to restart it, restarts it on `restart N`, gives auto-created
 // topics replication factor 3, and stops every broker on SIGINT.
 func TestDevPlayground(t *testing.T) {
-	bin := testproc.Build(t)
-	base := devBasePort(t)
-	dir := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "dev", "--brokers", "3", "--base-port", strconv.Itoa(base), "--data-dir", dir)
-	var out syncBuffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	defer func() {
-		if t.Failed() {
-			t.Logf("sluice dev output (tail):\n%s", out.tail(80))
-		}
-	}()
-	waitOut := func(what string, re *regexp.Regexp, timeout time.Duration) []string {
-		t.Helper()
-		deadline := time.Now().Add(timeout)
-		for time.Now().Before(deadline) {
-			if m := re.FindStringSubmatch(out.String()); m != nil {
-				return m
-			}
-			select {
-			case err := <-done:
-				t.Fatalf("sluice dev exited (%v) while waiting for %s", err, what)
-			case <-time.After(50 * time.Millisecond):
-			}
-		}
-		t.Fatalf("no %s in sluice dev's output after %v", what, timeout)
-		return nil
-	}
-	waitOut("ready line", regexp.MustCompile(`sluice dev: ready`), 60*time.Second)
-	pid2, _ := strconv.Atoi(waitOut("pid of broker 2", regexp.MustCompile(`broker 2: pid (\d+)`), time.Second)[1])
-
-	seeds := []string{}
-	for i := range 3 {
-		seeds = append(seeds, "127.0.0.1:"+strconv.Itoa(base+i))
-	}
+	d := startDev(t)
+	ctx, out, stdin, done, cmd, waitOut := d.ctx, d.out, d.stdin, d.done, d.cmd, d.waitOut
+	pid2 := d.pid(2)
+	seeds := d.seeds()
 	const topic = "auto"
 	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topic), kgo.AllowAutoTopicCreation(),
 		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.ManualPartitioner()))
@@ -165,7 +199,7 @@ func TestDevPlayground(t *testing.T) {
 	victim, victimPid := 2, pid2
 	if p.Leader != 2 {
 		victim = int(p.Leader)
-		victimPid, _ = strconv.Atoi(waitOut("pid of the leader", regexp.MustCompile(fmt.Sprintf(`broker %d: pid (\d+)`, victim)), time.Second)[1])
+		victimPid = d.pid(victim)
 	}
 	t.Logf("SIGKILL broker %d (pid %d), leader of %s/0", victim, victimPid, topic)
 	if err := syscall.Kill(victimPid, syscall.SIGKILL); err != nil {
@@ -224,6 +258,108 @@ func TestDevPlayground(t *testing.T) {
 		if syscall.Kill(n, 0) == nil {
 			t.Errorf("broker pid %d still running after dev exited", n)
 		}
+	}
+}
+
+// TestDevCtrlCWithDeadBroker: Ctrl-C of `sluice dev` right after a broker
+// died (before the controller fenced it) stops the others without ever
+// moving a partition's leadership onto the dead broker (the reported
+// first-hour bug: during dev's shutdown every partition moved onto it; dev
+// now waits for the dead broker to be fenced before stopping the others).
+// A client watches the leaders through the shutdown.
+func TestDevCtrlCWithDeadBroker(t *testing.T) {
+	d := startDev(t)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(d.seeds()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	const topic = "spread"
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, 6, 3
+	req.Topics = append(req.Topics, rt)
+	req.TimeoutMillis = 15000
+	if resp, err := req.RequestWith(d.ctx, cl); err != nil || resp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("create: %v %+v", err, resp)
+	}
+	leaders := func() (map[int32]int32, error) {
+		mctx, cancel := context.WithTimeout(d.ctx, 2*time.Second)
+		defer cancel()
+		req := kmsg.NewPtrMetadataRequest()
+		mt := kmsg.NewMetadataRequestTopic()
+		mt.Topic = kmsg.StringPtr(topic)
+		req.Topics = append(req.Topics, mt)
+		resp, err := req.RequestWith(mctx, cl)
+		if err != nil || len(resp.Topics) != 1 {
+			return nil, fmt.Errorf("metadata: %v", err)
+		}
+		out := map[int32]int32{}
+		for _, p := range resp.Topics[0].Partitions {
+			out[p.Partition] = p.Leader
+		}
+		return out, nil
+	}
+	// Every broker leads something before one dies.
+	const dead = 3
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		l, err := leaders()
+		led := false
+		for _, b := range l {
+			led = led || b == dead
+		}
+		if err == nil && len(l) == 6 && led {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("broker %d leads nothing: %v %v", dead, l, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err := syscall.Kill(d.pid(dead), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	d.waitOut("exit report", regexp.MustCompile(fmt.Sprintf(`broker %d exited`, dead)), 10*time.Second)
+	// Ctrl-C at once, before the controller has fenced the dead broker:
+	// its old leaderships are still listed until then, but no partition
+	// may move onto it.
+	prev, err := leaders()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	var observations, onDead int
+	giveUp := time.After(90 * time.Second)
+	for running := true; running; {
+		select {
+		case err := <-d.done:
+			if err != nil {
+				t.Fatalf("sluice dev after SIGINT: %v", err)
+			}
+			running = false
+		case <-time.After(50 * time.Millisecond):
+			l, err := leaders()
+			if err != nil {
+				continue // brokers going away
+			}
+			observations++
+			for p, b := range l {
+				if b == dead && prev[p] != dead {
+					onDead++
+					t.Errorf("during dev's shutdown, partition %d moved from broker %d onto dead broker %d", p, prev[p], dead)
+				}
+			}
+			prev = l
+		case <-giveUp:
+			t.Fatal("sluice dev still running 90 s after SIGINT")
+		}
+	}
+	t.Logf("%d metadata answers during the shutdown, %d leaderships moved onto the dead broker", observations, onDead)
+	if observations == 0 {
+		t.Fatal("no metadata answer during the shutdown: the test saw nothing")
 	}
 }
 
