@@ -2,6 +2,7 @@ package compaction
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -20,15 +21,19 @@ import (
 
 // BenchmarkProduceWhileCleaning measures produce throughput (100-byte
 // records, acks=1, one client) to one topic while the log cleaner
-// compacts another topic's 200 MB dirty log on the same node, against the
+// compacts another topic's ~400 MB dirty log on the same node, against the
 // same produce with the cleaner idle, interleaved round by round. The
 // cleaner is started by lowering the compacted topic's
 // min.compaction.lag.ms, as an operator would.
 //
-//	go test ./test/compaction -run '^$' -bench ProduceWhileCleaning -benchtime 1x -v
+//	go test ./test/compaction -run '^$' -bench ProduceWhileCleaning -benchtime 1x -v [-cleaner.rate BYTES]
 func BenchmarkProduceWhileCleaning(b *testing.B) {
 	props := filepath.Join(b.TempDir(), "server.properties")
-	if err := os.WriteFile(props, []byte("log.cleaner.backoff.ms=20\n"), 0o644); err != nil {
+	conf := "log.cleaner.backoff.ms=20\n"
+	if *cleanerRate > 0 {
+		conf += fmt.Sprintf("log.cleaner.io.max.bytes.per.second=%d\n", *cleanerRate)
+	}
+	if err := os.WriteFile(props, []byte(conf), 0o644); err != nil {
 		b.Fatal(err)
 	}
 	p := testproc.Start(b, testproc.Options{ExtraArgs: []string{"--config", props}})
@@ -73,10 +78,10 @@ func BenchmarkProduceWhileCleaning(b *testing.B) {
 		return float64(n) / time.Since(t0).Seconds()
 	}
 	passes := func() float64 { return metric(b, p.HTTPAddr(), "sluice_log_cleaner_passes_total") }
-	const dirty, keys, load = 2_000_000, 200_000, 300_000
+	const dirty, keys, load = 4_000_000, 400_000, 3_000_000
 	var idle, busy []float64
 	for round := 0; round < 3; round++ {
-		produce("dirty", dirty, keys) // ~200 MB, 10% distinct keys
+		produce("dirty", dirty, keys) // ~400 MB, 10% distinct keys
 		idle = append(idle, produce("load", load, 0))
 		before := passes()
 		setLag("0")
@@ -96,6 +101,8 @@ func BenchmarkProduceWhileCleaning(b *testing.B) {
 			round, idle[round], busy[round], busy[round]/idle[round], overlapped)
 	}
 }
+
+var cleanerRate = flag.Int64("cleaner.rate", 0, "log.cleaner.io.max.bytes.per.second of BenchmarkProduceWhileCleaning (0: unlimited)")
 
 func ptr(s string) *string { return &s }
 
