@@ -31,8 +31,10 @@ func mergePartition(topic string, mp *metadata.Partition, self int32, local map[
 	}
 	if own := local[self][key]; own != nil {
 		p.Role, p.LogStartOffset, p.LogEndOffset, p.HighWatermark = own.Role, own.LogStartOffset, own.LogEndOffset, own.HighWatermark
+		p.DirtyRatio = own.DirtyRatio
 	} else if lv != nil {
 		p.LogStartOffset, p.LogEndOffset, p.HighWatermark = lv.LogStartOffset, lv.LogEndOffset, lv.HighWatermark
+		p.DirtyRatio = lv.DirtyRatio
 	}
 	isr := map[int32]bool{}
 	for _, id := range mp.ISR {

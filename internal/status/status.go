@@ -76,6 +76,11 @@ type Partition struct {
 	UnderReplicated bool `json:"underReplicated"`
 	UnderMinISR     bool `json:"underMinIsr"`
 	Offline         bool `json:"offline"`
+	// DirtyRatio is set for a compacted topic (cleanup.policy contains
+	// compact): the share of its log's cleanable bytes the log cleaner has
+	// not cleaned yet, on this node's replica (in the cluster view, the
+	// leader's when this node has none; docs/compaction.md).
+	DirtyRatio *float64 `json:"dirtyRatio,omitempty"`
 }
 
 // Snapshot collects every local partition's state. For partitions led
@@ -97,6 +102,9 @@ func Snapshot(b *broker.Broker) []Partition {
 				Replicas: mp.Replicas, ISR: mp.ISR, Role: st.Role,
 				LogStartOffset: st.LogStart, LogEndOffset: st.LEO, HighWatermark: st.HW,
 				LeaderLogEndOffset: -1, LeaderHighWatermark: -1,
+			}
+			if st.Compacted {
+				sp.DirtyRatio = &st.DirtyRatio
 			}
 			isr := map[int32]bool{}
 			for _, id := range mp.ISR {

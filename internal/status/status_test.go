@@ -165,3 +165,45 @@ func TestClusterEndpoints(t *testing.T) {
 		}
 	}
 }
+
+// TestDirtyRatio: a compacted topic's partitions carry their dirty ratio
+// in /api/v1/partitions (1 for a log never cleaned, with sealed segments
+// below the HW); other topics carry none.
+func TestDirtyRatio(t *testing.T) {
+	b := openBroker(t)
+	if err := b.CreateTopic("changelog", 1, 1, map[string]string{"cleanup.policy": "compact", "segment.bytes": "200"}, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.CreateTopic("plain", 1, 1, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := b.Leader("changelog", 0)
+	for i := 0; i < 5; i++ {
+		data := batchtest.Build(batchtest.Options{}, []batchtest.Record{{Key: []byte("k"), Value: []byte("value-value-value-value")}})
+		h, _ := batch.ParseHeader(data)
+		if res := <-p.Produce(data, h, -1, time.Now().Add(5*time.Second)); res.Error != 0 {
+			t.Fatal(res.Error)
+		}
+	}
+	srv := httptest.NewServer(newServer(t, b).Handler())
+	defer srv.Close()
+	resp, err := srv.Client().Get(srv.URL + "/api/v1/partitions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var parts []status.Partition
+	if err := json.NewDecoder(resp.Body).Decode(&parts); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]*float64{}
+	for _, p := range parts {
+		got[p.Topic] = p.DirtyRatio
+	}
+	if r := got["changelog"]; r == nil || *r != 1 {
+		t.Fatalf("changelog dirty ratio %v, want 1", r)
+	}
+	if r := got["plain"]; r != nil {
+		t.Fatalf("plain topic has a dirty ratio %v", *r)
+	}
+}
