@@ -84,7 +84,9 @@ func (c *cleaner) run() {
 			continue
 		}
 		t0 := time.Now()
+		metrics.CleanerRunning.Inc()
 		st, err := p.log.Clean(c.b.now(), p.HighWatermark(), m, c.throttle.wait)
+		metrics.CleanerRunning.Dec()
 		c.done(p)
 		metrics.CleanerBufferBytes.Set(float64(m.Bytes()))
 		metrics.CleanerReadBytes.Add(float64(st.BytesRead))

@@ -78,6 +78,10 @@ var (
 	CleanerBacklogPartitions = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "sluice_log_cleaner_backlog_partitions", Help: "Compacted logs due for cleaning.",
 	})
+	// CleanerRunning is the number of cleaning passes in progress.
+	CleanerRunning = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "sluice_log_cleaner_running_passes", Help: "Log cleaning passes in progress.",
+	})
 	// CleanerBufferBytes is the memory held by the cleaner's offset maps
 	// (bounded by log.cleaner.dedupe.buffer.size).
 	CleanerBufferBytes = prometheus.NewGauge(prometheus.GaugeOpts{
@@ -89,7 +93,7 @@ func init() {
 	Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		Requests, RequestSeconds, ISRShrinks, ISRExpands, LeaderElections,
 		CleanerMaxDirtyPercent, CleanerSinceLastRun, CleanerReadBytes, CleanerWrittenBytes, CleanerRecordsRemoved,
-		CleanerPasses, CleanerBacklogBytes, CleanerBacklogPartitions, CleanerBufferBytes)
+		CleanerPasses, CleanerBacklogBytes, CleanerBacklogPartitions, CleanerBufferBytes, CleanerRunning)
 }
 
 var apiNames = func() [100]string {

@@ -107,7 +107,7 @@ var cleanerRate = flag.Int64("cleaner.rate", 0, "log.cleaner.io.max.bytes.per.se
 func ptr(s string) *string { return &s }
 
 // metric reads one unlabelled sample from a node's /metrics.
-func metric(b *testing.B, addr, name string) float64 {
+func metric(b testing.TB, addr, name string) float64 {
 	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
 		b.Fatal(err)

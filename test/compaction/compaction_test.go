@@ -41,6 +41,9 @@ var props = map[string]string{
 	"auto.leader.rebalance.enable":    "false",
 	"log.cleaner.backoff.ms":          "50",
 	"log.retention.check.interval.ms": "100",
+	// Slow passes (the logs are a few hundred KB), so that the leader is
+	// killed in the middle of one.
+	"log.cleaner.io.max.bytes.per.second": "100000",
 }
 
 type value struct {
@@ -86,16 +89,31 @@ func TestCompactedTopicRF3(t *testing.T) {
 	for round := 0; round < 15; round++ {
 		produce(round, false)
 	}
-	// SIGKILL the leader while its cleaner works on the dirty log, go on
-	// producing on the new leader, restart it.
+	// SIGKILL the leader in the middle of a cleaning pass (the I/O
+	// throttle makes a pass take a while; the leader's gauge says when one
+	// runs; new rounds keep rolling dirty segments), go on producing on
+	// the new leader, restart it.
 	meta, err := c.Meta(topic)
 	if err != nil {
 		t.Fatal(err)
 	}
 	leader := c.Node(meta[0].Leader)
-	leader.Kill()
-	t.Logf("killed leader %d", meta[0].Leader)
-	for round := 15; round < 25; round++ {
+	killed := false
+	for round := 15; round < 60 && !killed; round++ {
+		produce(round, false)
+		for i := 0; i < 50 && !killed; i++ {
+			if metric(t, leader.HTTPAddr(), "sluice_log_cleaner_running_passes") > 0 {
+				leader.Kill()
+				killed = true
+				t.Logf("killed leader %d in the middle of a cleaning pass, after round %d", meta[0].Leader, round)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	if !killed {
+		t.Fatal("no cleaning pass seen running on the leader in 45 rounds")
+	}
+	for round := 60; round < 70; round++ {
 		produce(round, false)
 	}
 	leader.Restart()
@@ -106,13 +124,13 @@ func TestCompactedTopicRF3(t *testing.T) {
 	}
 	runTool(t, kcat, strings.Join(lines, "\n")+"\n", "-b", strings.Join(c.Addrs(true), ","), "-t", topic, "-P", "-K:",
 		"-X", "request.required.acks=all")
-	for round := 25; round < 30; round++ {
-		produce(round, round == 29) // the last round deletes every tenth key
+	for round := 70; round < 75; round++ {
+		produce(round, round == 74) // the last round deletes every tenth key
 	}
 	// Roll the active segment past the tombstones.
 	time.Sleep(400 * time.Millisecond)
-	produce(30, false)
-	for k := 0; k < 100; k += 10 { // produce(30) rewrote the deleted keys: delete them again
+	produce(75, false)
+	for k := 0; k < 100; k += 10 { // round 75 rewrote the deleted keys: delete them again
 		r := &kgo.Record{Topic: topic, Key: []byte(fmt.Sprintf("key-%03d", k))}
 		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
 			t.Fatal(err)
