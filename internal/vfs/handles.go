@@ -279,9 +279,7 @@ func (lf *lazyFile) Size() (int64, error) {
 	return f.Size()
 }
 
-// PinOS returns the operating-system file behind lf, held open until
-// release is called (for sendfile). ok is false if the underlying FS is not
-// the operating system's.
+// PinOS implements OSPinner (for sendfile).
 func (lf *lazyFile) PinOS() (f *os.File, release func(), err error) {
 	h, err := lf.acquire()
 	if err != nil {
