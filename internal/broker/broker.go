@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"path"
@@ -345,8 +346,26 @@ func (b *Broker) reconcile(im *metadata.Image) error {
 	var epochChanges, leading int
 	logs, openErrs := b.openLogs(im)
 	errs = append(errs, openErrs...)
+	// Partitions whose metadata did not change since the image applied
+	// last are left alone: with tens of thousands of partitions, every ISR
+	// change would otherwise touch them all.
+	sameBrokers := prev != nil && brokersEqual(prev, im)
+	type apply struct {
+		p                 *Partition
+		t                 *metadata.Topic
+		mp                *metadata.Partition
+		wasLeader, isLead bool
+		oldEpoch, epoch   int32
+	}
+	var applies []apply
 	for _, name := range im.TopicNames() {
 		t := im.Topics[name]
+		var pt *metadata.Topic
+		if sameBrokers {
+			if pt = prev.Topics[name]; pt != nil && (pt.ID != t.ID || !maps.Equal(pt.Configs, t.Configs)) {
+				pt = nil
+			}
+		}
 		for i := range t.Partitions {
 			mp := &t.Partitions[i]
 			if !mp.HasReplica(self) {
@@ -366,35 +385,47 @@ func (b *Broker) reconcile(im *metadata.Image) error {
 				b.mu.Lock()
 				b.parts[tp] = p
 				b.mu.Unlock()
+			} else if pt != nil && int(mp.Index) < len(pt.Partitions) && samePartition(&pt.Partitions[mp.Index], mp) {
+				continue
 			} else {
 				p.log.SetConfig(b.storageConfig(t))
 			}
-			wasLeader, oldEpoch := p.IsLeader(), p.LeaderEpoch()
-			if mp.LeaderEpoch > oldEpoch && oldEpoch >= 0 {
-				metrics.LeaderElections.Inc()
-			}
-			if pt := prevPartition(prev, name, mp.Index); pt != nil && mp.Leader == self && pt.LeaderEpoch == mp.LeaderEpoch {
-				switch {
-				case len(mp.ISR) < len(pt.ISR):
-					metrics.ISRShrinks.Inc()
-				case len(mp.ISR) > len(pt.ISR):
-					metrics.ISRExpands.Inc()
-				}
-			}
-			p.applyState(partitionState(im, mp), b.MinISR(t))
-			if isL := p.IsLeader(); isL != wasLeader || (isL && p.LeaderEpoch() != oldEpoch) {
-				changes = append(changes, leadChange{tp, isL, p.LeaderEpoch()})
-			}
-			if p.LeaderEpoch() != oldEpoch {
-				epochChanges++
-				if mp.Leader == self {
-					leading++
-				}
-				b.log.Debug("partition leadership", "topic", name, "partition", mp.Index, "leader", mp.Leader,
-					"epoch", mp.LeaderEpoch, "isr", mp.ISR, "leo", p.LogEndOffset(), "hw", p.HighWatermark())
-			}
-			b.assignFetcher(p, im)
+			applies = append(applies, apply{p: p, t: t, mp: mp})
 		}
+	}
+	// Applying a state may write a leader-epoch checkpoint (two fsyncs):
+	// partitions are applied in parallel, as they are opened.
+	b.parallel(len(applies), func(i int) {
+		a := &applies[i]
+		a.wasLeader, a.oldEpoch = a.p.IsLeader(), a.p.LeaderEpoch()
+		a.p.applyState(partitionState(im, a.mp), b.MinISR(a.t))
+		a.isLead, a.epoch = a.p.IsLeader(), a.p.LeaderEpoch()
+	})
+	for _, a := range applies {
+		p, mp, name := a.p, a.mp, a.p.Topic
+		if mp.LeaderEpoch > a.oldEpoch && a.oldEpoch >= 0 {
+			metrics.LeaderElections.Inc()
+		}
+		if pt := prevPartition(prev, name, mp.Index); pt != nil && mp.Leader == self && pt.LeaderEpoch == mp.LeaderEpoch {
+			switch {
+			case len(mp.ISR) < len(pt.ISR):
+				metrics.ISRShrinks.Inc()
+			case len(mp.ISR) > len(pt.ISR):
+				metrics.ISRExpands.Inc()
+			}
+		}
+		if a.isLead != a.wasLeader || (a.isLead && a.epoch != a.oldEpoch) {
+			changes = append(changes, leadChange{p.TP, a.isLead, a.epoch})
+		}
+		if a.epoch != a.oldEpoch {
+			epochChanges++
+			if mp.Leader == self {
+				leading++
+			}
+			b.log.Debug("partition leadership", "topic", name, "partition", mp.Index, "leader", mp.Leader,
+				"epoch", mp.LeaderEpoch, "isr", mp.ISR, "leo", p.LogEndOffset(), "hw", p.HighWatermark())
+		}
+		b.assignFetcher(p, im)
 	}
 	if epochChanges > 0 {
 		b.log.Info("partition leadership changed", "partitions", epochChanges, "now_leader_of", leading, "metadata_offset", im.Offset)

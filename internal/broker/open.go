@@ -2,6 +2,8 @@ package broker
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,24 +49,20 @@ func (b *Broker) openLogs(im *metadata.Image) (map[TP]*storage.Log, []error) {
 		return nil, nil
 	}
 	t0 := time.Now()
-	workers := int(min(max(b.cfg.Int("num.recovery.threads.per.data.dir", 8), 1), maxOpenWorkers))
+	dirs := make([]string, len(jobs))
+	for i, j := range jobs {
+		dirs[i] = partitionDir(b.cfg.DataDir, j.tp)
+	}
+	if err := b.makePartitionDirs(dirs); err != nil {
+		b.logDirFailed(nil, "create partition directories", err)
+		return nil, []error{err}
+	}
 	logs := make([]*storage.Log, len(jobs))
 	errs := make([]error, len(jobs))
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range min(workers, len(jobs)) {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(jobs) {
-					return
-				}
-				j := jobs[i]
-				logs[i], errs[i] = storage.Open(b.fs, partitionDir(b.cfg.DataDir, j.tp), b.storageConfig(j.t), b.now())
-			}
-		})
-	}
-	wg.Wait()
+	b.parallel(len(jobs), func(i int) {
+		j := jobs[i]
+		logs[i], errs[i] = storage.Open(b.fs, dirs[i], b.storageConfig(j.t), b.now())
+	})
 	out := make(map[TP]*storage.Log, len(jobs))
 	var failed []error
 	var deferred int
@@ -89,7 +87,69 @@ func (b *Broker) openLogs(im *metadata.Image) (map[TP]*storage.Log, []error) {
 		b.log.Warn("partitions not opened for want of file descriptors; retrying", "n", deferred, "err", deferredErr)
 	}
 	if len(out) > 0 {
-		b.log.Info("partitions opened", "n", len(out), "workers", workers, "took", time.Since(t0).Round(time.Millisecond))
+		b.log.Info("partitions opened", "n", len(out), "workers", b.workers(), "took", time.Since(t0).Round(time.Millisecond))
 	}
 	return out, failed
+}
+
+// makePartitionDirs creates the missing directories among dirs and makes
+// their names durable with one fsync of the data directory, instead of
+// one per partition (storage.Open then finds them in place).
+func (b *Broker) makePartitionDirs(dirs []string) error {
+	created := false
+	for _, d := range dirs {
+		ok, err := vfs.Exists(b.fs, d)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			if err := b.fs.MkdirAll(d, 0o755); err != nil {
+				return err
+			}
+			created = true
+		}
+	}
+	if !created {
+		return nil
+	}
+	return b.fs.SyncDir(b.cfg.DataDir)
+}
+
+// workers is num.recovery.threads.per.data.dir, bounded.
+func (b *Broker) workers() int {
+	return int(min(max(b.cfg.Int("num.recovery.threads.per.data.dir", 8), 1), maxOpenWorkers))
+}
+
+// parallel calls fn(0..n-1) on b.workers() goroutines and waits.
+func (b *Broker) parallel(n int, fn func(i int)) {
+	if n == 1 {
+		fn(0)
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(b.workers(), n) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				fn(i)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// brokersEqual reports whether two images register the same brokers in
+// the same states.
+func brokersEqual(a, b *metadata.Image) bool {
+	return maps.Equal(a.Brokers, b.Brokers)
+}
+
+// samePartition reports whether a partition's metadata is unchanged.
+func samePartition(a, b *metadata.Partition) bool {
+	return a.Leader == b.Leader && a.LeaderEpoch == b.LeaderEpoch && a.PartitionEpoch == b.PartitionEpoch &&
+		a.Recovering == b.Recovering && slices.Equal(a.Replicas, b.Replicas) && slices.Equal(a.ISR, b.ISR)
 }

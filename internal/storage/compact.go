@@ -362,7 +362,7 @@ func (l *Log) cleanGroup(group []sealedSeg, r cleanRules, throttle func(int64), 
 	if err == nil {
 		err = out.writeIndexes()
 	}
-	for _, f := range []interface{ Sync() error }{out.log, out.idx, out.tidx} {
+	for _, f := range append(out.openIndexFiles(), out.log) {
 		if err == nil {
 			err = f.Sync()
 		}

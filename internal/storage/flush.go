@@ -172,7 +172,8 @@ func (l *Log) syncFiles(dirDirty bool, items []syncItem, snaps []vfs.File) error
 	for _, it := range items {
 		files := []vfs.File{it.seg.log}
 		if it.indexes {
-			files = append(files, it.seg.idx, it.seg.tidx)
+			// Index files never opened here were not changed here.
+			files = append(files, it.seg.openIndexFiles()...)
 		}
 		for _, f := range files {
 			if err := f.Sync(); err != nil && !it.seg.deleted.Load() {

@@ -76,6 +76,14 @@ type Log struct {
 	deletes   []pendingDelete // (appendMu)
 	rpBase    int64           // (flush) segment base last written to the recovery point
 
+	// markerPending is set when Open removed the clean-shutdown marker
+	// without syncing the directory: the first change syncs it (writable),
+	// so a restart of thousands of partitions costs no fsync per partition
+	// until each is written, and no change can reach the disk while the
+	// marker still says the files are whole.
+	markerPending atomic.Bool
+	markerMu      sync.Mutex
+
 	mu            sync.RWMutex
 	cfg           Config
 	segs          []*segment // copy-on-write: never modified in place
@@ -110,14 +118,30 @@ type pendingDelete struct {
 // active returns the last segment (appendMu or mu held).
 func (l *Log) active() *segment { return l.segs[len(l.segs)-1] }
 
-// writable reports why the log cannot be written.
+// writable reports why the log cannot be written. Every path that changes
+// the log's files calls it first, so it also makes the removal of the
+// clean-shutdown marker durable before the first change (markerPending).
 func (l *Log) writable() error {
 	l.mu.RLock()
-	defer l.mu.RUnlock()
-	if l.closed {
+	closed, failed := l.closed, l.failed
+	l.mu.RUnlock()
+	if closed {
 		return ErrClosed
 	}
-	return l.failed
+	if failed != nil {
+		return failed
+	}
+	if l.markerPending.Load() {
+		l.markerMu.Lock()
+		defer l.markerMu.Unlock()
+		if l.markerPending.Load() {
+			if err := l.fs.SyncDir(l.dir); err != nil {
+				return l.fail(err)
+			}
+			l.markerPending.Store(false)
+		}
+	}
+	return nil
 }
 
 // fail takes the log offline after an I/O error and returns the error to
@@ -281,15 +305,22 @@ func updateProducer(ps *producer.State, h *batch.Header) {
 // writeIndexEntries appends the newest in-memory index entries to the
 // index files (appendMu held; the entries are not modified concurrently).
 func (l *Log) writeIndexEntries(seg *segment, addOff, addTime bool) error {
+	if !addOff && !addTime {
+		return nil
+	}
+	idx, tidx, err := seg.indexFiles()
+	if err != nil {
+		return l.fail(err)
+	}
 	if addOff {
 		seg.idxBuf = appendOffsetEntry(seg.idxBuf[:0], seg.offsets[len(seg.offsets)-1])
-		if _, err := seg.idx.Write(seg.idxBuf); err != nil {
+		if _, err := idx.Write(seg.idxBuf); err != nil {
 			return l.fail(err)
 		}
 	}
 	if addTime {
 		seg.idxBuf = appendTimeEntry(seg.idxBuf[:0], seg.times[len(seg.times)-1])
-		if _, err := seg.tidx.Write(seg.idxBuf); err != nil {
+		if _, err := tidx.Write(seg.idxBuf); err != nil {
 			return l.fail(err)
 		}
 	}

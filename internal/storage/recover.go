@@ -2,6 +2,7 @@ package storage
 
 import (
 	"errors"
+	"io/fs"
 	"math"
 	"path/filepath"
 	"sort"
@@ -232,7 +233,7 @@ func (l *Log) recover() error {
 	// unsynced data readable in the page cache), then the clean marker is
 	// removed so that a crash from here on is detected.
 	for _, s := range l.segs {
-		for _, f := range []vfs.File{s.log, s.idx, s.tidx} {
+		for _, f := range append(s.openIndexFiles(), s.log) {
 			if !clean && !fresh {
 				if err := f.Sync(); err != nil {
 					return err
@@ -242,16 +243,26 @@ func (l *Log) recover() error {
 		s.syncedSize = s.size
 		s.indexesSynced = s != l.active()
 	}
-	if clean {
+	switch {
+	case clean:
 		if err := l.fs.Remove(cleanName); err != nil {
 			return err
 		}
-	}
-	if err := l.fs.SyncDir(l.dir); err != nil {
-		return err
+		l.markerPending.Store(true)
+	case fresh:
+		// The new names are synced by the first fsync round (dirDirty),
+		// before anything written to them is acknowledged.
+		l.dirDirty = true
+	default:
+		if err := l.fs.SyncDir(l.dir); err != nil {
+			return err
+		}
 	}
 	l.flushed.Store(l.leo)
 	l.rpBase = l.active().base
+	if fresh && l.rpBase == 0 {
+		return nil // a missing recovery point reads as 0
+	}
 	return vfs.WriteFileAtomic(l.fs, filepath.Join(l.dir, recoveryPointName), encodeOffsetFile(l.rpBase), false)
 }
 
@@ -327,7 +338,7 @@ func (l *Log) loadTrusted(i int, last, rebuildEpochs bool) (ok bool, err error) 
 // loadIndexes decodes s's index files and spot-checks the last offset entry
 // against the log. next is the following segment's base, or -1.
 func (l *Log) loadIndexes(s *segment, next int64) error {
-	data, err := readAllFile(s.idx, maxIndexFileBytes)
+	data, err := readIndexFile(s, indexSuffix)
 	if err != nil {
 		return err
 	}
@@ -352,7 +363,7 @@ func (l *Log) loadIndexes(s *segment, next int64) error {
 	if next >= 0 {
 		maxRel = next - s.base
 	}
-	if data, err = readAllFile(s.tidx, maxIndexFileBytes); err != nil {
+	if data, err = readIndexFile(s, timeIndexSuffix); err != nil {
 		return err
 	}
 	if s.times, err = decodeTimeIndex(data, maxRel); err != nil {
@@ -563,22 +574,15 @@ func (l *Log) removeOldSnapshots() {
 	}
 }
 
-// readAllFile reads f entirely, refusing more than limit bytes.
-func readAllFile(f vfs.File, limit int64) ([]byte, error) {
-	size, err := f.Size()
-	if err != nil {
-		return nil, err
-	}
-	if size > limit {
+// readIndexFile reads one of s's index files without keeping it open; a
+// missing file reads as empty (a segment whose indexes were never written).
+func readIndexFile(s *segment, suffix string) ([]byte, error) {
+	b, err := vfs.ReadFile(s.fs, fileName(s.dir, s.base, suffix), maxIndexFileBytes)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, nil
+	case errors.Is(err, vfs.ErrTooLarge):
 		return nil, errBadIndex
 	}
-	b := make([]byte, size)
-	n, err := f.ReadAt(b, 0)
-	if int64(n) != size {
-		if err == nil {
-			err = errors.New("storage: short read")
-		}
-		return nil, err
-	}
-	return b, nil
+	return b, err
 }

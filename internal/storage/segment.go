@@ -3,7 +3,9 @@ package storage
 import (
 	"errors"
 	"io"
+	"io/fs"
 	"math"
+	"sync"
 	"sync/atomic"
 
 	"github.com/sluice-io/sluice/internal/batch"
@@ -13,12 +15,19 @@ import (
 // segment is one .log file with its two indexes. Fields marked (mu) are
 // read under Log.mu (read lock) and written under Log.mu with Log.appendMu
 // held; fields marked (append) belong to the appender (Log.appendMu).
+//
+// The index files are opened (or created) on first write, not with the
+// segment: a new partition creates one file, and a sealed segment whose
+// indexes were read at recovery holds no index descriptors.
 type segment struct {
 	base int64
 	dir  string
+	fs   vfs.FS
 	log  vfs.File
-	idx  vfs.File // .index
-	tidx vfs.File // .timeindex
+
+	idxMu sync.Mutex
+	idx   vfs.File // (idxMu) .index, nil until opened
+	tidx  vfs.File // (idxMu) .timeindex, nil until opened
 
 	size    int64         // (mu) bytes of whole batches readers may see
 	next    int64         // (mu) offset after the last batch
@@ -40,31 +49,63 @@ type segment struct {
 
 func (s *segment) logName() string { return fileName(s.dir, s.base, logSuffix) }
 
-// openSegmentFiles opens (creating if missing) the three files of a segment.
+// openSegmentFiles opens (creating if missing) the log file of a segment.
+// With truncate set the segment is new: its log is created empty and any
+// index files left under its name are removed, so that a later recovery
+// never reads another segment's entries as this one's.
 func openSegmentFiles(fsys vfs.FS, dir string, base int64, truncate bool) (*segment, error) {
 	open := fsys.OpenReadWrite
 	if truncate {
 		open = fsys.Create
+		for _, suf := range []string{indexSuffix, timeIndexSuffix} {
+			if err := fsys.Remove(fileName(dir, base, suf)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return nil, err
+			}
+		}
 	}
-	s := &segment{base: base, dir: dir, next: base, maxTs: -1, maxTsAt: -1, firstTs: -1}
+	s := &segment{base: base, dir: dir, fs: fsys, next: base, maxTs: -1, maxTsAt: -1, firstTs: -1}
 	var err error
 	if s.log, err = open(fileName(dir, base, logSuffix)); err != nil {
-		return nil, err
-	}
-	if s.idx, err = open(fileName(dir, base, indexSuffix)); err != nil {
-		s.close()
-		return nil, err
-	}
-	if s.tidx, err = open(fileName(dir, base, timeIndexSuffix)); err != nil {
-		s.close()
 		return nil, err
 	}
 	return s, nil
 }
 
+// indexFiles returns the segment's index files, opening them (creating
+// them empty if missing) on first use.
+func (s *segment) indexFiles() (idx, tidx vfs.File, err error) {
+	s.idxMu.Lock()
+	defer s.idxMu.Unlock()
+	if s.idx == nil {
+		if s.idx, err = s.fs.OpenReadWrite(fileName(s.dir, s.base, indexSuffix)); err != nil {
+			return nil, nil, err
+		}
+	}
+	if s.tidx == nil {
+		if s.tidx, err = s.fs.OpenReadWrite(fileName(s.dir, s.base, timeIndexSuffix)); err != nil {
+			return nil, nil, err
+		}
+	}
+	return s.idx, s.tidx, nil
+}
+
+// openIndexFiles returns the index files opened so far (those written in
+// this process, which may need an fsync).
+func (s *segment) openIndexFiles() []vfs.File {
+	s.idxMu.Lock()
+	defer s.idxMu.Unlock()
+	var out []vfs.File
+	for _, f := range []vfs.File{s.idx, s.tidx} {
+		if f != nil {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
 func (s *segment) close() error {
 	var first error
-	for _, f := range []vfs.File{s.log, s.idx, s.tidx} {
+	for _, f := range append(s.openIndexFiles(), s.log) {
 		if f != nil {
 			if err := f.Close(); err != nil && first == nil {
 				first = err
@@ -75,10 +116,15 @@ func (s *segment) close() error {
 }
 
 // removeFiles removes the segment's names (its open files stay usable).
+// Index files never written do not exist.
 func (s *segment) removeFiles(fsys vfs.FS) error {
 	var first error
 	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
-		if err := fsys.Remove(fileName(s.dir, s.base, suf)); err != nil && first == nil {
+		err := fsys.Remove(fileName(s.dir, s.base, suf))
+		if suf != logSuffix && errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil && first == nil {
 			first = err
 		}
 	}
@@ -139,18 +185,22 @@ func (s *segment) indexFull(cfg *Config) bool {
 
 // writeIndexes rewrites both index files from the in-memory entries.
 func (s *segment) writeIndexes() error {
+	idx, tidx, err := s.indexFiles()
+	if err != nil {
+		return err
+	}
 	b := make([]byte, 0, len(s.offsets)*offsetEntrySize)
 	for _, e := range s.offsets {
 		b = appendOffsetEntry(b, e)
 	}
-	if err := rewrite(s.idx, b); err != nil {
+	if err := rewrite(idx, b); err != nil {
 		return err
 	}
 	b = make([]byte, 0, len(s.times)*timeEntrySize)
 	for _, e := range s.times {
 		b = appendTimeEntry(b, e)
 	}
-	return rewrite(s.tidx, b)
+	return rewrite(tidx, b)
 }
 
 func rewrite(f vfs.File, b []byte) error {

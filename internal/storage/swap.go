@@ -34,7 +34,7 @@ var segmentSuffixes = []string{indexSuffix, timeIndexSuffix, logSuffix} // log l
 
 // openCleaned creates the .cleaned files of a segment at base.
 func openCleaned(fsys vfs.FS, dir string, base int64) (*segment, error) {
-	s := &segment{base: base, dir: dir, next: base, maxTs: -1, maxTsAt: -1, firstTs: -1}
+	s := &segment{base: base, dir: dir, fs: fsys, next: base, maxTs: -1, maxTsAt: -1, firstTs: -1}
 	var err error
 	files := []*vfs.File{&s.idx, &s.tidx, &s.log}
 	for i, suf := range segmentSuffixes {
