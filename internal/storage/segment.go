@@ -183,8 +183,18 @@ func (s *segment) indexFull(cfg *Config) bool {
 	return len(s.offsets) >= cfg.maxIndexEntries() || len(s.times) >= cfg.maxTimeEntries()
 }
 
-// writeIndexes rewrites both index files from the in-memory entries.
+// writeIndexes rewrites both index files from the in-memory entries. With
+// no entries and no index file open, the files are removed instead of
+// created empty (a missing index reads as empty).
 func (s *segment) writeIndexes() error {
+	if len(s.offsets) == 0 && len(s.times) == 0 && len(s.openIndexFiles()) == 0 {
+		for _, suf := range []string{indexSuffix, timeIndexSuffix} {
+			if err := s.fs.Remove(fileName(s.dir, s.base, suf)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+		}
+		return nil
+	}
 	idx, tidx, err := s.indexFiles()
 	if err != nil {
 		return err

@@ -109,6 +109,20 @@ func waitAllLed(t *testing.T, adm *kadm.Client, topic string, parts int, timeout
 	}
 }
 
+// logPhases logs the broker's own account of its last start: when it
+// served, opened its partitions and took leadership.
+func logPhases(t *testing.T, p *testproc.Proc) {
+	t.Helper()
+	lines := strings.Split(p.LogTail(20), "\n")
+	for _, l := range lines {
+		for _, k := range []string{"sluice serving", "partitions opened", "leadership changed"} {
+			if strings.Contains(l, k) {
+				t.Log(strings.TrimSpace(l))
+			}
+		}
+	}
+}
+
 // produceEach writes one record to every partition and checks each
 // acknowledgement.
 func produceEach(t *testing.T, cl *kgo.Client, topic string, parts int, tag string) {
@@ -214,6 +228,7 @@ func TestManyPartitionsOneNode(t *testing.T) {
 	adm = kadm.NewClient(cl)
 	waitAllLed(t, adm, topic, parts, 5*time.Minute)
 	t.Logf("restart after SIGKILL to every partition led: %v", time.Since(t0).Round(time.Millisecond))
+	logPhases(t, p)
 	produceEach(t, cl, topic, parts, "b")
 	cl.Close()
 
@@ -225,6 +240,7 @@ func TestManyPartitionsOneNode(t *testing.T) {
 	adm = kadm.NewClient(cl)
 	waitAllLed(t, adm, topic, parts, 5*time.Minute)
 	t.Logf("restart after a clean stop to every partition led: %v", time.Since(t0).Round(time.Millisecond))
+	logPhases(t, p)
 	consumeAll(t, p.Addr(), topic, parts, []string{"a", "b"})
 	rss, _ = procStat(t, p.Pid())
 	fds = openFDs(t, p.Pid())
