@@ -194,7 +194,7 @@ func serve(args []string) error {
 	}
 	defer b.Close()
 	reg := protocol.NewRegistry()
-	handlers := handler.Register(reg, b)
+	handlers := handler.RegisterWith(reg, b, handler.OptionsFromConfig(cfg))
 	srv := protocol.NewServer(protocol.Config{
 		MaxRequestBytes: int32(cfg.Int("socket.request.max.bytes", 100<<20)),
 		MaxConnections:  int(cfg.Int("max.connections", 10000)),

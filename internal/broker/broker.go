@@ -63,7 +63,8 @@ type Broker struct {
 	parts    map[TP]*Partition
 	fetchers map[int32]*fetcher
 	img      *metadata.Image
-	hwCheck  map[TP]int64 // checkpointed HWs read at startup
+	topicIDs map[metadata.UUID]string // img's topics by id
+	hwCheck  map[TP]int64             // checkpointed HWs read at startup
 
 	applyMu   sync.Mutex // serializes reconcile
 	listeners []func(tp TP, isLeader bool, leaderEpoch int32)
@@ -439,6 +440,10 @@ func (b *Broker) reconcile(im *metadata.Image) error {
 		}
 	}
 	b.img = im
+	b.topicIDs = make(map[metadata.UUID]string, len(im.Topics))
+	for name, t := range im.Topics {
+		b.topicIDs[t.ID] = name
+	}
 	b.mu.Unlock()
 	for _, p := range gone {
 		b.unassignFetcher(p)
@@ -529,6 +534,31 @@ func (b *Broker) local(topic string, partition int32, leader bool) (*Partition, 
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
+}
+
+// TopicName resolves a topic id (KIP-516) through the metadata this node
+// has applied, the image its partitions follow: a topic id the local
+// replicas do not belong to (a deleted topic, or one recreated under the
+// same name and not applied here yet) does not resolve.
+func (b *Broker) TopicName(id metadata.UUID) (string, bool) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	name, ok := b.topicIDs[id]
+	return name, ok
+}
+
+// TopicID returns the id of a topic in the metadata this node has applied.
+func (b *Broker) TopicID(name string) (metadata.UUID, bool) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if b.img == nil {
+		return metadata.UUID{}, false
+	}
+	t, ok := b.img.Topics[name]
+	if !ok {
+		return metadata.UUID{}, false
+	}
+	return t.ID, true
 }
 
 // Partitions returns every local replica.

@@ -19,6 +19,7 @@ import (
 	"github.com/sluice-io/sluice/internal/handler"
 	"github.com/sluice-io/sluice/internal/metadata"
 	"github.com/sluice-io/sluice/internal/protocol"
+	"github.com/sluice-io/sluice/internal/vfs"
 )
 
 // member is one in-process broker of a test cluster.
@@ -35,6 +36,13 @@ type member struct {
 
 func startMember(t *testing.T, q *fakeQuorum, id int32, dir, addr string) *member {
 	t.Helper()
+	return startMemberWith(t, q, id, dir, addr, nil, nil)
+}
+
+// startMemberWith starts a member on fs (the OS if nil) with extra broker
+// properties.
+func startMemberWith(t *testing.T, q *fakeQuorum, id int32, dir, addr string, fs vfs.FS, props map[string]string) *member {
+	t.Helper()
 	if addr == "" {
 		addr = "127.0.0.1:0"
 	}
@@ -48,6 +56,9 @@ func startMember(t *testing.T, q *fakeQuorum, id int32, dir, addr string) *membe
 	cfg.Listen = ln.Addr().String()
 	cfg.Props["replica.lag.time.max.ms"] = "1000"
 	cfg.Props["group.initial.rebalance.delay.ms"] = "0"
+	for k, v := range props {
+		cfg.Props[k] = v
+	}
 	self, _ := broker.SelfBroker(cfg)
 	var ctl *fakeNode
 	q.mu.Lock()
@@ -61,7 +72,7 @@ func startMember(t *testing.T, q *fakeQuorum, id int32, dir, addr string) *membe
 	if ctl == nil {
 		ctl = q.node(self)
 	}
-	b, err := broker.Open(broker.Options{Config: cfg, Controller: ctl})
+	b, err := broker.Open(broker.Options{Config: cfg, Controller: ctl, FS: fs})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,28 +4,42 @@ import (
 	"context"
 	"errors"
 	"net"
+	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-io/sluice/internal/batch"
+	"github.com/sluice-io/sluice/internal/fetchsession"
 	"github.com/sluice-io/sluice/internal/metadata"
 	"github.com/sluice-io/sluice/internal/protocol"
 	"github.com/sluice-io/sluice/internal/replica"
 )
 
 // Follower fetching (reference §5): one fetcher per leader broker pulls
-// every partition this node follows from it with Fetch v12 (ReplicaID set,
-// CurrentLeaderEpoch, LastFetchedEpoch), feeds the answers to each
-// partition's machine and sends the next fetch once the machine asks for
-// it (after the previous records are flushed: DESIGN decision 4).
+// every partition this node follows from it with Fetch v16 (topic ids,
+// ReplicaState.ID, CurrentLeaderEpoch, LastFetchedEpoch), feeds the answers
+// to each partition's machine and sends the next fetch once the machine
+// asks for it (after the previous records are flushed: DESIGN decision 4).
+//
+// The fetcher keeps a fetch session with the leader (KIP-227, Kafka's
+// FetchSessionHandler in internal/fetchsession): a full fetch first, then
+// incremental ones naming only the partitions whose request changed — a
+// follower's fetch offset is its acknowledgement, so a moved offset is
+// always sent — and forgetting those not fetchable this round (flushing,
+// backing off). The leader still reads every partition of the session
+// with its cached request, which keeps the follower caught up (ISR) on
+// idle partitions, and answers only what changed. A session error makes
+// the next fetch a full one; a leader without room for a session answers
+// full fetches as before.
 const (
 	// fetchVersion is the Fetch version followers send (LastFetchedEpoch
-	// and DivergingEpoch need v12).
-	fetchVersion = 12
+	// and DivergingEpoch need v12, topic ids v13).
+	fetchVersion = 16
 	// flushWait bounds how long the fetcher holds its next request back for
 	// partitions whose last records are still being flushed: their next
 	// fetch is their acknowledgement, and a long poll sent without them
@@ -63,6 +77,10 @@ type fetcher struct {
 	mu      sync.Mutex
 	parts   map[TP]*Partition
 	backoff map[TP]time.Time
+
+	// sess and rounds belong to the run goroutine.
+	sess   fetchsession.Client
+	rounds atomic.Int64
 
 	kick chan struct{}
 	done chan struct{}
@@ -248,28 +266,64 @@ func (f *fetcher) fetchOnce(reqs map[TP]replica.FetchRequest, parts map[TP]*Part
 	kreq := kmsg.NewPtrFetchRequest()
 	kreq.SetVersion(fetchVersion)
 	kreq.ReplicaID = f.b.cfg.NodeID
+	kreq.ReplicaState.ID = f.b.cfg.NodeID
+	// The broker epoch stays unknown (-1), as with the Fetch v12 sluice
+	// sent before: KIP-903 fencing by it is left to the metadata.
+	kreq.ReplicaState.Epoch = -1
 	kreq.MaxWaitMillis = maxWait
 	kreq.MinBytes = f.set.minBytes
 	kreq.MaxBytes = f.set.responseBytes
-	kreq.SessionEpoch = -1
-	byTopic := map[string]int{}
+	next := make(map[fetchsession.Key]fetchsession.Request, len(reqs))
+	names := map[[16]byte]string{}
 	for tp, r := range reqs {
-		i, ok := byTopic[tp.Topic]
+		id, ok := f.b.TopicID(tp.Topic)
+		if !ok {
+			// Not in the applied metadata (being deleted): not this round.
+			delete(reqs, tp)
+			continue
+		}
+		names[id] = tp.Topic
+		next[fetchsession.Key{TopicID: id, Topic: tp.Topic, Partition: tp.Partition}] = fetchsession.Request{
+			FetchOffset: r.FetchOffset, LogStartOffset: r.LogStartOffset, MaxBytes: f.set.maxBytes,
+			CurrentLeaderEpoch: r.CurrentLeaderEpoch, LastFetchedEpoch: r.LastFetchedEpoch,
+		}
+	}
+	if len(next) == 0 {
+		return nil
+	}
+	plan := f.sess.Build(next)
+	kreq.SessionID, kreq.SessionEpoch = plan.SessionID, plan.Epoch
+	byTopic := map[[16]byte]int{}
+	for _, k := range plan.Send {
+		i, ok := byTopic[k.TopicID]
 		if !ok {
 			i = len(kreq.Topics)
-			byTopic[tp.Topic] = i
+			byTopic[k.TopicID] = i
 			t := kmsg.NewFetchRequestTopic()
-			t.Topic = tp.Topic
+			t.TopicID = k.TopicID
 			kreq.Topics = append(kreq.Topics, t)
 		}
+		r := next[k]
 		rp := kmsg.NewFetchRequestTopicPartition()
-		rp.Partition = tp.Partition
+		rp.Partition = k.Partition
 		rp.CurrentLeaderEpoch = r.CurrentLeaderEpoch
 		rp.FetchOffset = r.FetchOffset
 		rp.LastFetchedEpoch = r.LastFetchedEpoch
 		rp.LogStartOffset = r.LogStartOffset
-		rp.PartitionMaxBytes = f.set.maxBytes
+		rp.PartitionMaxBytes = r.MaxBytes
 		kreq.Topics[i].Partitions = append(kreq.Topics[i].Partitions, rp)
+	}
+	forgotten := map[[16]byte]int{}
+	for _, k := range plan.Forget {
+		i, ok := forgotten[k.TopicID]
+		if !ok {
+			i = len(kreq.ForgottenTopics)
+			forgotten[k.TopicID] = i
+			t := kmsg.NewFetchRequestForgottenTopic()
+			t.TopicID = k.TopicID
+			kreq.ForgottenTopics = append(kreq.ForgottenTopics, t)
+		}
+		kreq.ForgottenTopics[i].Partitions = append(kreq.ForgottenTopics[i].Partitions, k.Partition)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -280,17 +334,30 @@ func (f *fetcher) fetchOnce(reqs map[TP]replica.FetchRequest, parts map[TP]*Part
 		case <-ctx.Done():
 		}
 	}()
+	f.rounds.Add(1)
 	kresp, err := f.cl.Request(ctx, kreq)
 	if err != nil {
+		f.sess.HandleError()
 		return err
 	}
 	resp := kresp.(*kmsg.FetchResponse)
-	if resp.ErrorCode != 0 {
+	f.sess.HandleResponse(resp.ErrorCode, resp.SessionID)
+	switch resp.ErrorCode {
+	case 0:
+	case kerr.FetchSessionIDNotFound.Code, kerr.InvalidFetchSessionEpoch.Code, kerr.FetchSessionTopicIDError.Code:
+		// The next fetch is a full one; no need to back off.
+		f.b.log.Debug("fetch session reset", "leader", f.leader, "err", kerr.ErrorForCode(resp.ErrorCode))
+		return nil
+	default:
 		return kerr.ErrorForCode(resp.ErrorCode)
 	}
 	for _, rt := range resp.Topics {
+		name, ok := names[rt.TopicID]
+		if !ok {
+			continue
+		}
 		for _, sp := range rt.Partitions {
-			tp := TP{rt.Topic, sp.Partition}
+			tp := TP{name, sp.Partition}
 			req, ok := reqs[tp]
 			p := parts[tp]
 			if !ok || p == nil {
@@ -382,4 +449,32 @@ func (f *fetcher) listOffsets(ctx context.Context, tp TP, leaderEpoch int32) (le
 		}
 	}
 	return ps[0].Offset, ps[1].Offset, nil
+}
+
+// FetcherStats describes one follower fetcher (one per leader this node
+// follows).
+type FetcherStats struct {
+	Leader     int32
+	Partitions int
+	// Rounds counts the Fetch requests sent.
+	Rounds int64
+	// BytesSent and BytesReceived count the Fetch and ListOffsets frames
+	// on the fetcher's connection, size prefixes included.
+	BytesSent, BytesReceived int64
+}
+
+// FetcherStats returns the follower fetchers' counters, by leader id.
+func (b *Broker) FetcherStats() []FetcherStats {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	var out []FetcherStats
+	for id, f := range b.fetchers {
+		f.mu.Lock()
+		n := len(f.parts)
+		f.mu.Unlock()
+		sent, recv := f.cl.Traffic()
+		out = append(out, FetcherStats{Leader: id, Partitions: n, Rounds: f.rounds.Load(), BytesSent: sent, BytesReceived: recv})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Leader < out[j].Leader })
+	return out
 }

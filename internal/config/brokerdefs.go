@@ -53,6 +53,7 @@ var BrokerDefs = []Def{
 	{Name: "max.connections.per.ip", Type: TypeInt, Default: "2147483647", Min: 0, Max: math.MaxInt32, NoEffect: true},
 	{Name: "connections.max.idle.ms", Type: TypeLong, Default: "600000", Doc: "Idle connections are closed after this many milliseconds."},
 	{Name: "fetch.max.bytes", Type: TypeInt, Default: "57671680", Min: 1024, Max: math.MaxInt32, NoEffect: true},
+	{Name: "max.incremental.fetch.session.cache.slots", Type: TypeInt, Default: "1000", Min: 0, Max: math.MaxInt32, Doc: "Most incremental fetch sessions (KIP-227) the broker keeps at once, for consumers and followers together; 0 disables them (every fetch is then a full one). A full cache evicts by Kafka's rules: a session unused for 120 s, else a consumer's session for a follower's, else one older than 120 s with fewer partitions (docs/fetch-sessions.md)."},
 
 	// Logs.
 	{Name: "log.dirs", Type: TypeList, Default: "", Doc: "Data directory (--data-dir). sluice uses the first entry."},

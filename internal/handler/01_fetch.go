@@ -1,26 +1,41 @@
 package handler
 
-// Fetch, versions 4-12.
+// Fetch, versions 4-16.
 //
 // Consumers read up to the high watermark (READ_UNCOMMITTED and, with no
 // transactions, READ_COMMITTED alike), never beyond it; followers (ReplicaID
-// set) read up to the log end, and their fetch offset is their
-// acknowledgement (reference §1.3). Only the leader serves fetches. MaxWaitMs/MinBytes
-// long-poll: with fewer than MinBytes readable, the request parks (in
-// Reply.Await, so later requests on the connection keep flowing) until a
-// partition's high watermark or log start moves, or MaxWaitMs passes.
-// MaxBytes and PartitionMaxBytes bound the response, except that the first
-// batch of the first non-empty partition is always returned whole (KIP-74).
-// CurrentLeaderEpoch is fenced (KIP-320: FENCED_LEADER_EPOCH /
-// UNKNOWN_LEADER_EPOCH) and LastFetchedEpoch is checked for divergence
-// (DivergingEpoch, reference §3.4).
+// set, ReplicaState.ID from v15) read up to the log end, and their fetch
+// offset is their acknowledgement (reference §1.3). Only the leader serves
+// fetches. MaxWaitMs/MinBytes long-poll: with fewer than MinBytes
+// readable, the request parks (in Reply.Await, so later requests on the
+// connection keep flowing) until a partition's high watermark or log start
+// moves, or MaxWaitMs passes. MaxBytes and PartitionMaxBytes bound the
+// response, except that the first batch of the first non-empty partition
+// is always returned whole (KIP-74). CurrentLeaderEpoch is fenced (KIP-320:
+// FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH) and LastFetchedEpoch is
+// checked for divergence (DivergingEpoch, reference §3.4). From v15 the
+// follower's broker epoch (ReplicaState.Epoch, KIP-903) is fenced too.
 //
-// Fetch sessions (KIP-227): sluice answers every fetch as a full fetch and
-// never creates a session (SessionID 0 in the response tells the client so;
-// it then keeps sending full fetches). An incremental request for an
-// unknown session gets FETCH_SESSION_ID_NOT_FOUND, which makes the client
-// fall back to a full fetch. This is the behaviour Kafka shows when its
-// session cache is full.
+// Fetch sessions (KIP-227, fetch_session.go and internal/fetchsession):
+// SessionEpoch 0 is a full fetch that creates a session when the cache
+// (max.incremental.fetch.session.cache.slots) has or can make room — the
+// response's SessionID names it, 0 if none; SessionEpoch -1 is a
+// sessionless full fetch. Either closes the session the request names. A
+// positive SessionEpoch is an incremental fetch: the request names only
+// partitions added or changed and ForgottenTopics, every partition of the
+// session is read, and the response carries only those with records,
+// errors, a divergence, or a high watermark, last stable offset or log
+// start other than last sent. Errors: FETCH_SESSION_ID_NOT_FOUND,
+// INVALID_FETCH_SESSION_EPOCH, FETCH_SESSION_TOPIC_ID_ERROR.
+//
+// Topic ids (KIP-516, v13+): topics are named by TopicID, resolved through
+// the metadata this node has applied; an id that does not resolve (a
+// deleted topic, even if one was recreated under its name) is
+// UNKNOWN_TOPIC_ID for each of its partitions, and responses carry the id.
+// v16 adds the leader's endpoint (NodeEndpoints) beside CurrentLeader on
+// NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH (KIP-951). v17's
+// ReplicaDirectoryId and v18's replica high watermark are KRaft-voter
+// fields (KIP-853, KIP-1166) that sluice does not serve: Fetch stops at v16.
 
 import (
 	"time"
@@ -30,6 +45,7 @@ import (
 
 	"github.com/sluice-io/sluice/internal/batch"
 	"github.com/sluice-io/sluice/internal/broker"
+	"github.com/sluice-io/sluice/internal/fetchsession"
 	"github.com/sluice-io/sluice/internal/protocol"
 	"github.com/sluice-io/sluice/internal/replica"
 )
@@ -40,45 +56,53 @@ const maxFetchWait = 5 * time.Minute
 // defaultFetchMaxBytes applies when a request (v<3) has no MaxBytes.
 const defaultFetchMaxBytes = 50 << 20
 
+// fetchMaxVersion is the highest Fetch version served.
+const fetchMaxVersion = 16
+
 func (h *Handlers) fetch(r *protocol.Request) protocol.Reply {
 	req := r.Body.(*kmsg.FetchRequest)
-	if req.SessionID != 0 || req.SessionEpoch > 0 {
-		resp := req.ResponseKind().(*kmsg.FetchResponse)
-		resp.ErrorCode = kerr.FetchSessionIDNotFound.Code
-		return protocol.Reply{Resp: resp}
+	plan := h.planFetch(req)
+	if plan.resp != nil {
+		return protocol.Reply{Resp: plan.resp}
 	}
-	resp, bytes, waitOn := h.readFetch(req)
+	read := h.readFetch(req, plan.items)
 	wait := time.Duration(req.MaxWaitMillis) * time.Millisecond
 	if wait > maxFetchWait {
 		wait = maxFetchWait
 	}
-	if bytes >= int64(req.MinBytes) || wait <= 0 || waitOn == nil {
-		return protocol.Reply{Resp: h.countFetch(req, resp)}
+	if read.bytes >= int64(req.MinBytes) || wait <= 0 || read.waitOn == nil {
+		return protocol.Reply{Resp: h.countFetch(req, plan.finish(read))}
 	}
 	deadline := time.Now().Add(wait)
 	return protocol.Reply{Await: func() kmsg.Response {
 		for {
-			if !waitAny(waitOn, time.Until(deadline)) {
-				resp, _, _ = h.readFetch(req)
-				return h.countFetch(req, resp)
+			if !waitAny(read.waitOn, time.Until(deadline)) {
+				// Only the read whose response is sent is committed to
+				// the session (plan.finish).
+				return h.countFetch(req, plan.finish(h.readFetch(req, plan.items)))
 			}
-			resp, bytes, waitOn = h.readFetch(req)
-			if bytes >= int64(req.MinBytes) || waitOn == nil || time.Now().After(deadline) {
-				return h.countFetch(req, resp)
+			read = h.readFetch(req, plan.items)
+			if read.bytes >= int64(req.MinBytes) || read.waitOn == nil || time.Now().After(deadline) {
+				return h.countFetch(req, plan.finish(read))
 			}
 		}
 	}}
+}
+
+// replicaOf returns the fetching replica's id (-1: a consumer) and broker
+// epoch (-1: unknown; v15+ only).
+func replicaOf(req *kmsg.FetchRequest) (int32, int64) {
+	if req.Version >= 15 {
+		return req.ReplicaState.ID, req.ReplicaState.Epoch
+	}
+	return req.ReplicaID, -1
 }
 
 // countFetch adds a consumer fetch's returned records to the per-topic
 // counters (broker.CountFetch) and returns resp. Follower fetches are
 // replication, not counted.
 func (h *Handlers) countFetch(req *kmsg.FetchRequest, resp *kmsg.FetchResponse) *kmsg.FetchResponse {
-	replicaID := req.ReplicaID
-	if req.Version >= 15 {
-		replicaID = req.ReplicaState.ID
-	}
-	if replicaID >= 0 {
+	if id, _ := replicaOf(req); id >= 0 {
 		return resp
 	}
 	for _, t := range resp.Topics {
@@ -87,7 +111,9 @@ func (h *Handlers) countFetch(req *kmsg.FetchRequest, resp *kmsg.FetchResponse) 
 			bytes += int64(len(p.RecordBatches))
 			records += countRecords(p.RecordBatches)
 		}
-		h.b.CountFetch(t.Topic, bytes, records)
+		if t.Topic != "" {
+			h.b.CountFetch(t.Topic, bytes, records)
+		}
 	}
 	return resp
 }
@@ -145,77 +171,106 @@ func waitAny(chans []<-chan struct{}, d time.Duration) bool {
 	}
 }
 
-// readFetch builds a response from what is readable now. It returns the
-// bytes read and the channels to wait on if that is not enough (nil when a
-// partition had an error or diverged: answer at once).
-func (h *Handlers) readFetch(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int64, []<-chan struct{}) {
-	resp := req.ResponseKind().(*kmsg.FetchResponse)
+// fetchItem is one partition to read: its topic (name resolved, and id
+// for v13+), and the request parameters (from the request or, for an
+// incremental fetch, the session).
+type fetchItem struct {
+	topic     string
+	id        [16]byte
+	partition int32
+	req       fetchsession.Request
+	// err is set when the topic id did not resolve (UNKNOWN_TOPIC_ID).
+	err int16
+}
+
+// fetchRead is one read of every item.
+type fetchRead struct {
+	parts   []kmsg.FetchResponseTopicPartition
+	results []fetchsession.Result
+	bytes   int64
+	// waitOn are the channels to wait on if bytes is not enough; nil when
+	// a partition had an error or diverged: answer at once.
+	waitOn []<-chan struct{}
+}
+
+// readFetch reads every item as it is now.
+func (h *Handlers) readFetch(req *kmsg.FetchRequest, items []fetchItem) fetchRead {
 	budget := int64(req.MaxBytes)
 	if req.Version < 3 || budget <= 0 {
 		budget = defaultFetchMaxBytes
 	}
-	var total int64
-	var waitOn []<-chan struct{}
+	rd := fetchRead{parts: make([]kmsg.FetchResponseTopicPartition, len(items)), results: make([]fetchsession.Result, len(items))}
 	immediate := false
 	first := true
-	for _, rt := range req.Topics {
-		st := kmsg.NewFetchResponseTopic()
-		st.Topic = rt.Topic
-		st.TopicID = rt.TopicID
-		for _, rp := range rt.Partitions {
-			sp := kmsg.NewFetchResponseTopicPartition()
-			sp.Partition = rp.Partition
-			// Kafka sends an empty record set, never a null one: librdkafka
-			// and sarama reject a null MessageSet.
-			sp.RecordBatches = []byte{}
-			p, err := h.b.Partition(rt.Topic, rp.Partition)
-			if err != nil {
-				sp.ErrorCode = code(err)
-				st.Partitions = append(st.Partitions, sp)
-				immediate = true
-				continue
+	for i := range items {
+		it := &items[i]
+		sp := &rd.parts[i]
+		*sp = kmsg.NewFetchResponseTopicPartition()
+		sp.Partition = it.partition
+		// Kafka sends an empty record set, never a null one: librdkafka
+		// and sarama reject a null MessageSet.
+		sp.RecordBatches = []byte{}
+		if it.err != 0 {
+			sp.ErrorCode = it.err
+			immediate = true
+		} else if p, err := h.b.Partition(it.topic, it.partition); err != nil {
+			sp.ErrorCode = code(err)
+			if sp.ErrorCode == kerr.NotLeaderForPartition.Code {
+				h.currentLeader(it.topic, sp)
 			}
-			waitOn = append(waitOn, p.Changed())
-			n, stop := h.readPartition(p, req, &rp, &sp, budget-total, first)
+			immediate = true
+		} else {
+			rd.waitOn = append(rd.waitOn, p.Changed())
+			n, stop := h.readPartition(p, req, &it.req, sp, budget-rd.bytes, first)
 			if stop {
 				immediate = true
 			}
 			if n > 0 {
 				first = false
-				total += n
+				rd.bytes += n
 			}
-			st.Partitions = append(st.Partitions, sp)
 		}
-		resp.Topics = append(resp.Topics, st)
+		rd.results[i] = fetchsession.Result{Error: sp.ErrorCode, HighWatermark: sp.HighWatermark,
+			LastStableOffset: sp.LastStableOffset, LogStartOffset: sp.LogStartOffset,
+			Records: len(sp.RecordBatches) > 0, Diverging: sp.DivergingEpoch.Epoch >= 0,
+			PreferredReadReplica: sp.PreferredReadReplica >= 0}
 	}
 	if immediate {
-		waitOn = nil
+		rd.waitOn = nil
 	}
-	return resp, total, waitOn
+	return rd
+}
+
+// currentLeader fills CurrentLeader from the metadata for a partition this
+// node has no replica of.
+func (h *Handlers) currentLeader(topic string, sp *kmsg.FetchResponseTopicPartition) {
+	t := h.b.Image().Topics[topic]
+	if t == nil || sp.Partition < 0 || int(sp.Partition) >= len(t.Partitions) {
+		return
+	}
+	mp := t.Partitions[sp.Partition]
+	sp.CurrentLeader.LeaderID, sp.CurrentLeader.LeaderEpoch = mp.Leader, mp.LeaderEpoch
 }
 
 // readPartition fills one partition of a fetch response through the
 // partition's replica machine (which fences epochs, checks divergence and
 // range, and records a follower's position). It returns the record bytes
 // added and whether the response should not wait (error or divergence).
-func (h *Handlers) readPartition(p *broker.Partition, req *kmsg.FetchRequest, rp *kmsg.FetchRequestTopicPartition, sp *kmsg.FetchResponseTopicPartition, budget int64, first bool) (int64, bool) {
-	limit := int64(rp.PartitionMaxBytes)
+func (h *Handlers) readPartition(p *broker.Partition, req *kmsg.FetchRequest, rp *fetchsession.Request, sp *kmsg.FetchResponseTopicPartition, budget int64, first bool) (int64, bool) {
+	limit := int64(rp.MaxBytes)
 	if budget < limit {
 		limit = budget
 	}
 	if limit < 0 {
 		limit = 0
 	}
-	replicaID := req.ReplicaID
-	if req.Version >= 15 {
-		replicaID = req.ReplicaState.ID
-	}
+	replicaID, brokerEpoch := replicaOf(req)
 	lastFetched := rp.LastFetchedEpoch
 	if req.Version < 12 {
 		lastFetched = -1
 	}
 	res, data, err := p.Fetch(replica.FetchRequest{
-		ReplicaID: replicaID, BrokerEpoch: -1, CurrentLeaderEpoch: rp.CurrentLeaderEpoch,
+		ReplicaID: replicaID, BrokerEpoch: brokerEpoch, CurrentLeaderEpoch: rp.CurrentLeaderEpoch,
 		FetchOffset: rp.FetchOffset, LastFetchedEpoch: lastFetched, LogStartOffset: rp.LogStartOffset,
 	}, int(limit), first)
 	sp.HighWatermark = res.HW

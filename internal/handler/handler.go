@@ -10,15 +10,37 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/sluice-io/sluice/internal/broker"
+	"github.com/sluice-io/sluice/internal/config"
+	"github.com/sluice-io/sluice/internal/fetchsession"
 	"github.com/sluice-io/sluice/internal/group"
 	"github.com/sluice-io/sluice/internal/protocol"
 )
 
 // Handlers serves requests against one broker.
 type Handlers struct {
-	b      *broker.Broker
-	groups *group.Coordinator
+	b        *broker.Broker
+	groups   *group.Coordinator
+	sessions *fetchsession.Cache
 }
+
+// Options tune the handlers.
+type Options struct {
+	// FetchSessionCacheSlots is max.incremental.fetch.session.cache.slots:
+	// the most fetch sessions (KIP-227) at once; 0 disables them.
+	FetchSessionCacheSlots int
+	// FetchSessionMaxPartitions bounds one fetch session's partitions
+	// (fetchsession.DefaultMaxPartitions if 0).
+	FetchSessionMaxPartitions int
+}
+
+// OptionsFromConfig reads the handler settings from the broker's
+// configuration (Kafka's defaults where unset).
+func OptionsFromConfig(cfg *config.Broker) Options {
+	return Options{FetchSessionCacheSlots: int(cfg.Int("max.incremental.fetch.session.cache.slots", fetchsession.DefaultSlots))}
+}
+
+// FetchSessions returns the fetch-session cache's sizes and evictions.
+func (h *Handlers) FetchSessions() fetchsession.Stats { return h.sessions.Stats() }
 
 // Close stops the handlers' background work (the group coordinator's
 // timers); call it before closing the broker.
@@ -31,12 +53,20 @@ func (h *Handlers) Close() {
 // Groups returns the consumer-group coordinator (for the status pages).
 func (h *Handlers) Groups() *group.Coordinator { return h.groups }
 
-// Register installs every implemented API into reg.
+// Register installs every implemented API into reg, with the options of
+// the broker's configuration.
 func Register(reg *protocol.Registry, b *broker.Broker) *Handlers {
-	h := &Handlers{b: b}
+	return RegisterWith(reg, b, OptionsFromConfig(b.Config()))
+}
+
+// RegisterWith installs every implemented API into reg.
+func RegisterWith(reg *protocol.Registry, b *broker.Broker, opts Options) *Handlers {
+	h := &Handlers{b: b, sessions: fetchsession.New(fetchsession.Config{
+		Slots: opts.FetchSessionCacheSlots, MaxPartitions: opts.FetchSessionMaxPartitions, Now: b.Now,
+	})}
 	for _, api := range []protocol.Handler{
 		{Key: 0, MinVersion: 0, MaxVersion: 9, Serve: h.produce},
-		{Key: 1, MinVersion: 4, MaxVersion: 12, Serve: h.fetch},
+		{Key: 1, MinVersion: 4, MaxVersion: fetchMaxVersion, Serve: h.fetch},
 		{Key: 2, MinVersion: 1, MaxVersion: 7, Serve: h.listOffsets},
 		{Key: 3, MinVersion: 0, MaxVersion: 11, Serve: h.metadata},
 		{Key: 19, MinVersion: 0, MaxVersion: 7, Serve: h.createTopics},

@@ -81,6 +81,7 @@ func TestLongPollWakesOnProduce(t *testing.T) {
 	n := startNode(t, "", nil)
 	cl := n.client()
 	createTopic(t, cl, "poll", 1, nil)
+	id := topicID(t, cl, "poll")
 	done := make(chan *kmsg.FetchResponse, 1)
 	go func() {
 		req := kmsg.NewPtrFetchRequest()
@@ -90,6 +91,7 @@ func TestLongPollWakesOnProduce(t *testing.T) {
 		req.MaxBytes = 1 << 20
 		rt := kmsg.NewFetchRequestTopic()
 		rt.Topic = "poll"
+		rt.TopicID = id
 		rp := kmsg.NewFetchRequestTopicPartition()
 		rp.PartitionMaxBytes = 1 << 20
 		rt.Partitions = append(rt.Partitions, rp)

@@ -28,6 +28,7 @@ func fetchBatches(t *testing.T, cl *kgo.Client, topic string) [][]byte {
 	req.MaxBytes = 10 << 20
 	rt := kmsg.NewFetchRequestTopic()
 	rt.Topic = topic
+	rt.TopicID = topicID(t, cl, topic) // kgo sends Fetch v16: by id (KIP-516)
 	rp := kmsg.NewFetchRequestTopicPartition()
 	rp.Partition = 0
 	rp.FetchOffset = 0

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -29,6 +30,14 @@ type Client struct {
 	br     *bufio.Reader
 	corrID int32
 	buf    []byte
+
+	sent, received atomic.Int64 // frame bytes, size prefixes included
+}
+
+// Traffic returns the bytes of the request frames written and the
+// response frames read so far (size prefixes included).
+func (c *Client) Traffic() (sent, received int64) {
+	return c.sent.Load(), c.received.Load()
 }
 
 // NewClient returns a client for addr; it dials lazily.
@@ -105,7 +114,9 @@ func (c *Client) roundTrip(req kmsg.Request) (kmsg.Response, error) {
 	}
 	b = req.AppendTo(b)
 	binary.BigEndian.PutUint32(b, uint32(len(b)-4))
-	if _, err := c.nc.Write(b); err != nil {
+	n, err := c.nc.Write(b)
+	c.sent.Add(int64(n))
+	if err != nil {
 		return nil, err
 	}
 	if cap(b) <= 1<<20 {
@@ -123,7 +134,9 @@ func (c *Client) roundTrip(req kmsg.Request) (kmsg.Response, error) {
 		return nil, fmt.Errorf("protocol: correlation id %d, want %d", got, corr)
 	}
 	body := make([]byte, size-4)
-	if _, err := io.ReadFull(c.br, body); err != nil {
+	n, err = io.ReadFull(c.br, body)
+	c.received.Add(int64(len(hdr) + n))
+	if err != nil {
 		return nil, err
 	}
 	resp := req.ResponseKind()

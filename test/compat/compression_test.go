@@ -24,6 +24,7 @@ func fetchBatchHeaders(t *testing.T, addr, topic string, end int64) []kmsg.Recor
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
+	id := topicID(ctx, t, cl, topic)
 	var out []kmsg.RecordBatch
 	for next := int64(0); next < end; {
 		req := kmsg.NewPtrFetchRequest()
@@ -31,7 +32,7 @@ func fetchBatchHeaders(t *testing.T, addr, topic string, end int64) []kmsg.Recor
 		req.MaxWaitMillis = 100
 		req.MaxBytes = 4 << 20
 		rt := kmsg.NewFetchRequestTopic()
-		rt.Topic = topic
+		rt.Topic, rt.TopicID = topic, id // by id from Fetch v13 (KIP-516)
 		rp := kmsg.NewFetchRequestTopicPartition()
 		rp.FetchOffset = next
 		rp.PartitionMaxBytes = 4 << 20

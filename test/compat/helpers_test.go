@@ -387,3 +387,13 @@ func trunc2000(s string) string {
 	}
 	return s
 }
+
+// topicID returns a topic's id (Fetch v13+ names topics by id, KIP-516).
+func topicID(ctx context.Context, t *testing.T, cl *kgo.Client, topic string) [16]byte {
+	t.Helper()
+	td, err := kadm.NewClient(cl).ListTopics(ctx, topic)
+	if err != nil || td[topic].Err != nil {
+		t.Fatalf("topic id of %s: %v %v", topic, err, td[topic].Err)
+	}
+	return td[topic].ID
+}

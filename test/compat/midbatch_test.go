@@ -151,7 +151,7 @@ func firstBatchBase(t *testing.T, addr, topic string, offset int64) int64 {
 	req.MinBytes = 1
 	req.MaxBytes = 1 << 20
 	rt := kmsg.NewFetchRequestTopic()
-	rt.Topic = topic
+	rt.Topic, rt.TopicID = topic, topicID(ctx, t, cl, topic) // by id from Fetch v13 (KIP-516)
 	rp := kmsg.NewFetchRequestTopicPartition()
 	rp.Partition = 0
 	rp.FetchOffset = offset

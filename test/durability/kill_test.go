@@ -93,6 +93,10 @@ func verify(t *testing.T, p *testproc.Proc, topic string, partitions int32, acke
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	at := map[ack]string{}
+	td, err := kadm.NewClient(cl).ListTopics(ctx, topic)
+	if err != nil || td[topic].Err != nil {
+		t.Fatalf("topic id of %s: %v %v", topic, err, td[topic].Err)
+	}
 	for part := int32(0); part < partitions; part++ {
 		next := int64(0)
 		for {
@@ -100,7 +104,7 @@ func verify(t *testing.T, p *testproc.Proc, topic string, partitions int32, acke
 			req.ReplicaID = -1
 			req.MaxBytes = 8 << 20
 			rt := kmsg.NewFetchRequestTopic()
-			rt.Topic = topic
+			rt.Topic, rt.TopicID = topic, td[topic].ID // by id from Fetch v13 (KIP-516)
 			rp := kmsg.NewFetchRequestTopicPartition()
 			rp.Partition = part
 			rp.FetchOffset = next
