@@ -15,6 +15,7 @@ import (
 	"net"
 	"os"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -59,8 +60,12 @@ type Broker struct {
 	now  func() time.Time
 	ctrl metadata.Controller
 
-	mu       sync.RWMutex
-	parts    map[TP]*Partition
+	mu    sync.RWMutex
+	parts map[TP]*Partition
+	// partList caches the values of parts for the tick loop (mu); nil
+	// after any change.
+	partList []*Partition
+	flusher  *flusher
 	fetchers map[int32]*fetcher
 	img      *metadata.Image
 	topicIDs map[metadata.UUID]string // img's topics by id
@@ -188,7 +193,7 @@ func Open(opts Options) (*Broker, error) {
 		opts.Controller = l
 	}
 	b := &Broker{cfg: cfg, fs: opts.FS, log: opts.Logger, now: opts.Now, ctrl: opts.Controller, onFatal: opts.OnFatal,
-		parts: map[TP]*Partition{}, fetchers: map[int32]*fetcher{}, closing: make(chan struct{})}
+		parts: map[TP]*Partition{}, fetchers: map[int32]*fetcher{}, closing: make(chan struct{}), flusher: newFlusher()}
 	b.hwCheck = b.readHWCheckpoint()
 	if err := b.reconcile(b.ctrl.Image()); err != nil {
 		b.Close()
@@ -384,7 +389,9 @@ func (b *Broker) reconcile(im *metadata.Image) error {
 				}
 				p = newPartition(b, tp, l, b.MinISR(t))
 				b.mu.Lock()
+				p.tickSlot = uint8(len(b.parts) % idleTickEvery)
 				b.parts[tp] = p
+				b.partList = nil
 				b.mu.Unlock()
 			} else if pt != nil && int(mp.Index) < len(pt.Partitions) && samePartition(&pt.Partitions[mp.Index], mp) {
 				continue
@@ -436,6 +443,7 @@ func (b *Broker) reconcile(im *metadata.Image) error {
 	for tp, p := range b.parts {
 		if !want[tp] {
 			delete(b.parts, tp)
+			b.partList = nil
 			gone = append(gone, p)
 		}
 	}
@@ -559,6 +567,32 @@ func (b *Broker) TopicID(name string) (metadata.UUID, bool) {
 		return metadata.UUID{}, false
 	}
 	return t.ID, true
+}
+
+// idleTickEvery is how many tick rounds (100 ms each) an idle partition
+// waits between ticks: nothing in an idle partition expires sooner than
+// replica.lag.time.max.ms/2, and a broker with tens of thousands of
+// partitions should not touch each of them ten times a second.
+const idleTickEvery = 10
+
+// partitionList returns every local replica from a cached slice (read
+// only; rebuilt after the set changes).
+func (b *Broker) partitionList() []*Partition {
+	b.mu.RLock()
+	l := b.partList
+	b.mu.RUnlock()
+	if l != nil {
+		return l
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.partList == nil {
+		b.partList = make([]*Partition, 0, len(b.parts))
+		for _, p := range b.parts {
+			b.partList = append(b.partList, p)
+		}
+	}
+	return b.partList
 }
 
 // Partitions returns every local replica.
@@ -695,6 +729,7 @@ func (b *Broker) tickLoop() {
 	defer t.Stop()
 	lastCheckpoint := b.now()
 	var lastRetry time.Time
+	var round uint64
 	for {
 		select {
 		case <-b.closing:
@@ -712,8 +747,11 @@ func (b *Broker) tickLoop() {
 				b.log.Error("applying metadata", "err", err)
 			}
 		}
-		for _, p := range b.Partitions() {
-			p.tick(now.UnixMilli())
+		round++
+		for _, p := range b.partitionList() {
+			if p.busy.Load() || uint8(round%idleTickEvery) == p.tickSlot {
+				p.tick(now.UnixMilli())
+			}
 		}
 		if now.Sub(lastCheckpoint) >= 5*time.Second {
 			lastCheckpoint = now
@@ -818,14 +856,15 @@ func (b *Broker) Close() error {
 		f.stop()
 	}
 	b.writeHWCheckpoint()
-	var errs []error
-	for _, p := range b.Partitions() {
-		if err := p.close(false); err != nil {
-			errs = append(errs, err)
-		}
-	}
+	// Partitions flush and close in parallel, as they open.
+	parts := b.Partitions()
+	closeErrs := make([]error, len(parts))
+	b.parallel(len(parts), func(i int) { closeErrs[i] = parts[i].close(false) })
+	errs := slices.DeleteFunc(closeErrs, func(err error) bool { return err == nil })
+	b.flusher.stop()
 	b.mu.Lock()
 	b.parts = map[TP]*Partition{}
+	b.partList = nil
 	b.mu.Unlock()
 	return errors.Join(errs...)
 }

@@ -45,6 +45,14 @@ type Partition struct {
 	isrInflight bool
 	isrNext     *replica.AlterPartitionRequest
 
+	// busy is set while the machine has something time may complete or
+	// expire (produce requests waiting, an ISR change in flight, or it
+	// leads followers): such partitions tick every round, the others
+	// every idleTickEvery rounds.
+	busy atomic.Bool
+	// tickSlot spreads idle partitions' ticks over the rounds.
+	tickSlot uint8
+
 	hw          atomic.Int64
 	leo         atomic.Int64
 	leaderEpoch atomic.Int32
@@ -57,14 +65,16 @@ type Partition struct {
 	notifyMu sync.Mutex
 	notify   chan struct{}
 
-	flushKick chan struct{}
-	done      chan struct{}
-	flushWG   sync.WaitGroup
+	// flushQueued is set while p waits in the broker's flush queue;
+	// flushing is held during one of its fsync rounds (close waits on it).
+	flushQueued atomic.Bool
+	flushing    sync.Mutex
+	done        chan struct{}
 }
 
 func newPartition(b *Broker, tp TP, log *storage.Log, minISR int) *Partition {
 	p := &Partition{TP: tp, b: b, log: log, waiters: map[uint64]chan replica.ProduceResult{},
-		notify: make(chan struct{}), flushKick: make(chan struct{}, 1), done: make(chan struct{})}
+		notify: make(chan struct{}), done: make(chan struct{})}
 	p.r = replica.New(replica.Config{
 		ID:           b.cfg.NodeID,
 		BrokerEpoch:  b.ctrl.BrokerEpoch(),
@@ -86,8 +96,6 @@ func newPartition(b *Broker, tp TP, log *storage.Log, minISR int) *Partition {
 	p.r.Flushed(log.FlushedOffset(), p.r.LogGen())
 	p.processReady()
 	p.mu.Unlock()
-	p.flushWG.Add(1)
-	go p.flushLoop()
 	return p
 }
 
@@ -297,53 +305,9 @@ func (p *Partition) processReady() {
 		p.wake()
 	}
 	if p.r.LEO() > p.r.FlushedOffset() {
-		select {
-		case p.flushKick <- struct{}{}:
-		default:
-		}
+		p.b.flusher.kick(p)
 	}
-}
-
-// flushLoop makes appended data durable and reports it to the machine
-// (DESIGN decision 4: only flushed data counts toward the HW). Concurrent
-// appends between fsyncs share the next one.
-func (p *Partition) flushLoop() {
-	defer p.flushWG.Done()
-	for {
-		select {
-		case <-p.done:
-			return
-		case <-p.flushKick:
-		}
-		p.mu.Lock()
-		gen := p.r.LogGen()
-		p.mu.Unlock()
-		if err := p.log.Sync(); err != nil {
-			if errors.Is(err, storage.ErrClosed) {
-				return
-			}
-			if p.ioFailed("fsync", err) {
-				// The broker halts; nothing this partition appended
-				// after its last good fsync counts (never Flushed).
-				<-p.done
-				return
-			}
-			p.b.log.Error("fsync", "topic", p.Topic, "partition", p.Partition, "err", err)
-			select {
-			case <-p.done:
-				return
-			case <-time.After(100 * time.Millisecond):
-			}
-			continue
-		}
-		p.mu.Lock()
-		if !p.closed {
-			p.r.Flushed(p.log.FlushedOffset(), gen)
-			p.processReady()
-		}
-		p.mu.Unlock()
-		p.wake() // a follower's next fetch may now go out
-	}
+	p.busy.Store(len(p.waiters) > 0 || p.isrInflight || p.isrNext != nil || p.r.LeadsFollowers())
 }
 
 // alterPartition sends an ISR proposal to the controller (after delay, a
@@ -628,7 +592,8 @@ func (p *Partition) close(remove bool) error {
 	p.isLeader.Store(false)
 	p.mu.Unlock()
 	close(p.done)
-	p.flushWG.Wait()
+	p.flushing.Lock() // a running fsync round ends first
+	p.flushing.Unlock()
 	p.wake()
 	if remove {
 		return p.log.Delete()

@@ -306,6 +306,10 @@ func (r *Replica) Producers() *producer.State { return r.producers }
 // know the ISR).
 func (r *Replica) ISR() []int32 { return slices.Clone(r.isr) }
 
+// LeadsFollowers reports whether this replica leads a partition with other
+// replicas (whose lag Tick checks).
+func (r *Replica) LeadsFollowers() bool { return r.role == RoleLeader && len(r.replicas) > 1 }
+
 // MaximalISR returns the committed ISR plus any in-flight expansion (§1.4
 // KIP-497), sorted.
 func (r *Replica) MaximalISR() []int32 {

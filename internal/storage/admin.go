@@ -397,6 +397,9 @@ func (l *Log) syncAll() error {
 	l.flushed.Store(leo)
 	active := l.active().base
 	l.mu.Unlock()
+	if active == l.rpBase {
+		return nil
+	}
 	if err := vfs.WriteFileAtomic(l.fs, filepath.Join(l.dir, recoveryPointName), encodeOffsetFile(active), false); err != nil {
 		return l.fail(err)
 	}
@@ -450,11 +453,23 @@ func (l *Log) closeClean() error {
 	if err := l.syncAll(); err != nil {
 		return err
 	}
-	if err := vfs.WriteFileAtomic(l.fs, fileName(l.dir, l.leo, snapshotSuffix), l.producers.Encode(), true); err != nil {
-		return l.fail(err)
+	// A snapshot at the log end already on disk is current: producer
+	// state changes only with appends (expiry only drops entries, which
+	// loading drops again).
+	snap := fileName(l.dir, l.leo, snapshotSuffix)
+	if ok, err := vfs.Exists(l.fs, snap); err != nil || !ok {
+		if err := vfs.WriteFileAtomic(l.fs, snap, l.producers.Encode(), true); err != nil {
+			return l.fail(err)
+		}
+		l.removeOldSnapshots()
 	}
-	l.removeOldSnapshots()
-	return vfs.WriteFileAtomic(l.fs, filepath.Join(l.dir, cleanShutdownName), nil, true)
+	// Everything the marker vouches for is durable by now, so the marker
+	// itself needs no fsync: lost in a crash, it only costs a recovery.
+	f, err := l.fs.Create(filepath.Join(l.dir, cleanShutdownName))
+	if err != nil {
+		return err
+	}
+	return f.Close()
 }
 
 // Delete closes the log and removes its whole directory.
