@@ -3,6 +3,8 @@ package controller
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"strings"
 	"sync"
 	"time"
 
@@ -387,6 +389,7 @@ func (a *active) placement(im *metadata.Image, first, count int32, rf int, count
 	start := a.place
 	a.place += int(count)
 	a.mu.Unlock()
+	before := maps.Clone(counts)
 	out := make([]metadata.Partition, 0, count)
 	for i := int32(0); i < count; i++ {
 		reps := make([]int32, 0, rf)
@@ -397,8 +400,12 @@ func (a *active) placement(im *metadata.Image, first, count int32, rf int, count
 			}
 		}
 		if len(reps) < rf {
-			full := brokers[(start+int(i))%len(brokers)]
-			return nil, metadata.ErrBrokerFull(full, counts[full], 1, limit)
+			var held []string
+			for _, b := range brokers {
+				held = append(held, fmt.Sprintf("%d: %d", b, before[b]))
+			}
+			return nil, fmt.Errorf("%w: %d partitions of replication factor %d do not fit under max.broker.partitions=%d (replicas held by the active brokers: %s)",
+				kerr.PolicyViolation, count, rf, limit, strings.Join(held, ", "))
 		}
 		for _, b := range reps {
 			counts[b]++
