@@ -163,7 +163,6 @@ func serve(args []string) error {
 	// SLUICE_FAULT_INJECTION=1 wraps the data directory's filesystem with a
 	// switchable disk fault (slow or failing writes and fsyncs), driven
 	// through POST /debug/disk on the --http listener (docs/storage.md).
-	// Off by default: the plain OS filesystem keeps the sendfile path.
 	var fsys vfs.FS = vfs.Default
 	var disk *vfs.DiskFaults
 	if os.Getenv("SLUICE_FAULT_INJECTION") == "1" {
@@ -172,6 +171,7 @@ func serve(args []string) error {
 		logger.Warn("SLUICE_FAULT_INJECTION=1: disk faults can be injected into the data directory through POST /debug/disk on the --http listener; not for production",
 			"data", cfg.DataDir, "http", cfg.HTTP)
 	}
+	fsys = fileCache(fsys, cfg, raiseFileLimit(logger), logger)
 	ctrl, err := startController(cfg, logger)
 	if err != nil {
 		return err

@@ -76,6 +76,9 @@ type Broker struct {
 	// dirFailed is set once the data directory failed: from then on
 	// nothing is acknowledged (logDirFailed).
 	dirFailed atomic.Bool
+	// retryOpen is set when partitions could not be opened for want of
+	// file descriptors; the tick loop applies the image again.
+	retryOpen atomic.Bool
 	onFatal   func(error)
 
 	// stats are the per-topic produce and fetch counters (stats.go).
@@ -339,8 +342,9 @@ func (b *Broker) reconcile(im *metadata.Image) error {
 	// One summary line per metadata change instead of one per partition
 	// (a restart opens every partition at once): the per-partition lines
 	// are DEBUG.
-	var opened, epochChanges, leading int
-	var openTook time.Duration
+	var epochChanges, leading int
+	logs, openErrs := b.openLogs(im)
+	errs = append(errs, openErrs...)
 	for _, name := range im.TopicNames() {
 		t := im.Topics[name]
 		for i := range t.Partitions {
@@ -354,19 +358,11 @@ func (b *Broker) reconcile(im *metadata.Image) error {
 			p := b.parts[tp]
 			b.mu.RUnlock()
 			if p == nil {
-				t0 := time.Now()
-				l, err := storage.Open(b.fs, partitionDir(b.cfg.DataDir, tp), b.storageConfig(t), b.now())
-				if err != nil {
-					// Kafka's LogManager.getOrCreateLog takes the log dir
-					// offline on an IOException; so do we (recovery turns
-					// corrupt data into truncation, never into an error).
-					b.logDirFailed(&tp, "open log", err)
-					errs = append(errs, fmt.Errorf("open %s-%d: %w", tp.Topic, tp.Partition, err))
-					continue
+				l := logs[tp]
+				if l == nil {
+					continue // not opened (openLogs said why)
 				}
 				p = newPartition(b, tp, l, b.MinISR(t))
-				opened++
-				openTook += time.Since(t0)
 				b.mu.Lock()
 				b.parts[tp] = p
 				b.mu.Unlock()
@@ -399,9 +395,6 @@ func (b *Broker) reconcile(im *metadata.Image) error {
 			}
 			b.assignFetcher(p, im)
 		}
-	}
-	if opened > 0 {
-		b.log.Info("partitions opened", "n", opened, "took", openTook.Round(time.Millisecond))
 	}
 	if epochChanges > 0 {
 		b.log.Info("partition leadership changed", "partitions", epochChanges, "now_leader_of", leading, "metadata_offset", im.Offset)
@@ -640,6 +633,7 @@ func (b *Broker) tickLoop() {
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
 	lastCheckpoint := b.now()
+	var lastRetry time.Time
 	for {
 		select {
 		case <-b.closing:
@@ -647,9 +641,12 @@ func (b *Broker) tickLoop() {
 		case <-t.C:
 		}
 		now := b.now()
-		if !b.caughtUp.Load() {
+		if !b.caughtUp.Load() || (b.retryOpen.Load() && now.Sub(lastRetry) >= time.Second) {
 			// The image holding our registration may have been applied
-			// before the registration call returned.
+			// before the registration call returned; or some partitions
+			// are still to be opened (openLogs).
+			lastRetry = now
+			b.retryOpen.Store(false)
 			if err := b.reconcile(b.ctrl.Image()); err != nil {
 				b.log.Error("applying metadata", "err", err)
 			}

@@ -4,6 +4,7 @@
 package metrics
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -98,11 +99,27 @@ var (
 	})
 )
 
+// OpenFiles reports the segment and index files held open (the
+// log.max.open.files cache); set by the broker process at startup.
+var openFiles = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+	Name: "sluice_log_open_files", Help: "Segment and index files holding a descriptor now (log.max.open.files bounds it, softly).",
+}, func() float64 {
+	if fn := openFilesFn.Load(); fn != nil {
+		return float64((*fn)())
+	}
+	return 0
+})
+
+var openFilesFn atomic.Pointer[func() int]
+
+// SetOpenFiles sets the function the sluice_log_open_files gauge reads.
+func SetOpenFiles(fn func() int) { openFilesFn.Store(&fn) }
+
 func init() {
 	Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		Requests, RequestSeconds, ISRShrinks, ISRExpands, LeaderElections, ControllerEntries, ControllerRecords,
 		CleanerMaxDirtyPercent, CleanerSinceLastRun, CleanerReadBytes, CleanerWrittenBytes, CleanerRecordsRemoved,
-		CleanerPasses, CleanerBacklogBytes, CleanerBacklogPartitions, CleanerBufferBytes, CleanerRunning)
+		CleanerPasses, CleanerBacklogBytes, CleanerBacklogPartitions, CleanerBufferBytes, CleanerRunning, openFiles)
 }
 
 var apiNames = func() [100]string {

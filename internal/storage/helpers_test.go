@@ -3,6 +3,7 @@ package storage
 import (
 	"bytes"
 	"encoding/binary"
+	"flag"
 	"hash/crc32"
 	"testing"
 	"time"
@@ -74,8 +75,17 @@ func testConfig() Config {
 
 var t0 = time.UnixMilli(1_700_000_000_000)
 
+// handles is the descriptor limit of the vfs.HandleCache that mustOpen puts
+// in front of a test's filesystem: tests run with segment files closed and
+// reopened all the time, as a broker with many partitions does. 0 opens
+// the filesystem directly.
+var handles = flag.Int("storage.handles", 2, "open-file limit of the handle cache under mustOpen's logs (0: none)")
+
 func mustOpen(t testing.TB, fsys vfs.FS, cfg Config) *Log {
 	t.Helper()
+	if *handles > 0 {
+		fsys = vfs.WithHandleCache(fsys, *handles)
+	}
 	l, err := Open(fsys, "/data/topic-0", cfg, t0)
 	if err != nil {
 		t.Fatalf("Open: %v", err)

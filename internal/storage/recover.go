@@ -129,6 +129,9 @@ func (l *Log) recover() error {
 	}
 	logStart, lsOK := readOffsetFile(l.fs, filepath.Join(l.dir, logStartName))
 	rp, _ := readOffsetFile(l.fs, filepath.Join(l.dir, recoveryPointName))
+	// A new partition: nothing to recover, and its empty files need no
+	// fsync of their own (the directory sync below makes them exist).
+	fresh := len(st.bases) == 0 && len(st.snapshots) == 0 && !lsOK
 
 	// Segments wholly below the log start (resurrected by a crash after
 	// their removal) are deleted.
@@ -214,7 +217,7 @@ func (l *Log) recover() error {
 
 	changed := l.epochs.TruncateFromEnd(l.leo)
 	changed = l.epochs.TruncateFromStart(l.logStart) || changed
-	if changed || rebuildEpochs {
+	if changed || (rebuildEpochs && !(fresh && l.epochs.Len() == 0)) {
 		if err := l.persistEpochs(); err != nil {
 			return err
 		}
@@ -230,7 +233,7 @@ func (l *Log) recover() error {
 	// removed so that a crash from here on is detected.
 	for _, s := range l.segs {
 		for _, f := range []vfs.File{s.log, s.idx, s.tidx} {
-			if !clean {
+			if !clean && !fresh {
 				if err := f.Sync(); err != nil {
 					return err
 				}

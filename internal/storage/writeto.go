@@ -3,6 +3,7 @@ package storage
 import (
 	"io"
 	"net"
+	"os"
 	"sync"
 
 	"github.com/sluice-io/sluice/internal/vfs"
@@ -26,8 +27,13 @@ func (s Slice) WriteTo(w io.Writer) (int64, error) {
 	}()
 	for _, c := range s.Chunks {
 		if isTCP && sendfileSupported {
-			if of, ok := c.File.(vfs.OSFiler); ok {
-				n, err := sendfile(tcp, of.OSFile(), c.Pos, c.Len)
+			f, release, err := osFile(c.File)
+			if err != nil {
+				return total, err
+			}
+			if f != nil {
+				n, err := sendfile(tcp, f, c.Pos, c.Len)
+				release()
 				total += n
 				if err != nil {
 					return total, err
@@ -45,4 +51,16 @@ func (s Slice) WriteTo(w io.Writer) (int64, error) {
 		}
 	}
 	return total, nil
+}
+
+// osFile returns the operating-system file behind f, if any, held until
+// release (a HandleCache file is pinned so it is not closed meanwhile).
+func osFile(f vfs.File) (*os.File, func(), error) {
+	switch f := f.(type) {
+	case vfs.OSPinner:
+		return f.PinOS()
+	case vfs.OSFiler:
+		return f.OSFile(), func() {}, nil
+	}
+	return nil, nil, nil
 }

@@ -50,6 +50,13 @@ type OSFiler interface {
 	OSFile() *os.File
 }
 
+// OSPinner is implemented by files that hold an operating-system file only
+// part of the time (HandleCache): PinOS returns it held open until release
+// is called, or a nil file if there is none underneath.
+type OSPinner interface {
+	PinOS() (f *os.File, release func(), err error)
+}
+
 // FS is a filesystem. Names are slash- or OS-separated paths; Mem cleans them
 // with filepath.Clean.
 type FS interface {
