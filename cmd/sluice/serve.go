@@ -292,8 +292,12 @@ func startController(cfg *config.Broker, logger *slog.Logger) (metadata.Controll
 			listen = v.Addr
 		}
 	}
+	// KIP-578's partition limits, enforced by the active controller on
+	// CreateTopics and CreatePartitions (metadata.Local reads them from cfg).
+	lim := metadata.LimitsOf(cfg)
 	return controller.Start(controller.Config{
 		NodeID: cfg.NodeID, Voters: cfg.Voters, ControllerListen: listen, DataDir: cfg.DataDir,
 		Self: self, Broker: cfg, Logger: logger,
+		MaxBrokerPartitions: lim.MaxBrokerPartitions, MaxPartitions: lim.MaxPartitions,
 	})
 }

@@ -58,6 +58,8 @@ var BrokerDefs = []Def{
 	// Logs.
 	{Name: "log.dirs", Type: TypeList, Default: "", Doc: "Data directory (--data-dir). sluice uses the first entry."},
 	{Name: "log.dir", Type: TypeString, Default: "/tmp/kafka-logs", Doc: "Data directory when log.dirs is not set. sluice's default data directory is ./sluice-data."},
+	{Name: "max.broker.partitions", Type: TypeInt, Default: "50000", Min: 1, Max: math.MaxInt32, Doc: "KIP-578: the most partition replicas one broker may hold. A CreateTopics or CreatePartitions that would put more on a broker is refused whole with POLICY_VIOLATION (Kafka has no RESOURCE_LIMIT_REACHED code); placement skips brokers at the limit. Kafka's proposed default is 2147483647; sluice's is 50000."},
+	{Name: "max.partitions", Type: TypeInt, Default: "100000", Min: 1, Max: math.MaxInt32, Doc: "KIP-578: the most partitions in the cluster; a CreateTopics or CreatePartitions beyond it is refused whole with POLICY_VIOLATION. Kafka's proposed default is 2147483647; sluice's is 100000."},
 	{Name: "log.max.open.files", Type: TypeInt, Default: "0", Min: 0, Max: math.MaxInt32, Doc: "sluice only: most segment and index files held open at once; idle ones are closed least recently used first and reopened when needed. 0 is a quarter of the process's open-file limit (RLIMIT_NOFILE), at least 64."},
 	{Name: "num.partitions", Type: TypeInt, Default: "1", Min: 1, Max: math.MaxInt32, Doc: "Partitions of an auto-created topic or a CreateTopics request with -1."},
 	{Name: "default.replication.factor", Type: TypeInt, Default: "1", Min: 1, Max: math.MaxInt32, Doc: "Replication factor of an auto-created topic or a CreateTopics request with -1."},

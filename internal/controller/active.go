@@ -1,10 +1,10 @@
 package controller
 
 import (
-	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,12 +15,12 @@ import (
 	"github.com/sluice-io/sluice/internal/metadata"
 )
 
-// active is the active-controller side of a voter. Decisions are
-// serialised by sem: each computes records from the applied image, proposes
-// them and waits for commit and local apply before the next one.
+// active is the active-controller side of a voter. Decisions go through
+// one queue and are made one at a time by the decision loop, which commits
+// them in groups (decide.go).
 type active struct {
-	n   *Node
-	sem chan struct{}
+	n *Node
+	q decisionQueue
 
 	mu      sync.Mutex
 	on      bool
@@ -37,7 +37,7 @@ type active struct {
 
 func (a *active) init(n *Node) {
 	a.n = n
-	a.sem = make(chan struct{}, 1)
+	a.q.init()
 	a.contact = map[int32]time.Time{}
 	a.applied = map[int32]int64{}
 	a.shutdownAt = map[int32]int64{}
@@ -75,20 +75,6 @@ func (a *active) isActive() bool {
 	defer a.mu.Unlock()
 	return a.on
 }
-
-// lock takes the decision lock.
-func (a *active) lock(ctx context.Context) error {
-	select {
-	case a.sem <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("%w: %v", kerr.RequestTimedOut, ctx.Err())
-	case <-a.n.closing:
-		return kerr.NotController
-	}
-}
-
-func (a *active) unlock() { <-a.sem }
 
 // leaderLoop follows raft leadership: it starts an active session on
 // gaining it and ends the session on losing it.
@@ -184,7 +170,7 @@ func (a *active) run(stop chan struct{}, gen uint64) {
 		a.fenceStale()
 		if ri := a.rebalanceInterval(); time.Since(lastRebalance) >= ri {
 			lastRebalance = time.Now()
-			a.decide(n.baseCtx, func(im *metadata.Image, b *batch) error {
+			a.decideSplit(n.baseCtx, func(im *metadata.Image, b *batch) error {
 				a.electOffline(b, "")
 				if n.cfg.Broker.Bool("auto.leader.rebalance.enable", true) {
 					a.rebalance(b)
@@ -202,56 +188,6 @@ func (a *active) sessionTimeout() time.Duration {
 func (a *active) rebalanceInterval() time.Duration {
 	s := a.n.cfg.Broker.Int("leader.imbalance.check.interval.seconds", 300)
 	return time.Duration(max(s, 1)) * time.Second
-}
-
-// batch is the records of one decision, applied as they are added to a
-// scratch image so later records see earlier ones.
-type batch struct {
-	tx   *txn
-	recs []record
-}
-
-func (b *batch) add(r record) {
-	b.tx.apply(&r, placeholderRegOffset)
-	b.recs = append(b.recs, r)
-}
-
-// decide runs fn under the decision lock on the applied image and commits
-// the records it adds. It returns the entry's offset (0 if nothing was
-// written) and fn's error.
-func (a *active) decide(ctx context.Context, fn func(im *metadata.Image, b *batch) error) (int64, error) {
-	if err := a.lock(ctx); err != nil {
-		return 0, err
-	}
-	defer a.unlock()
-	if !a.isActive() {
-		return 0, kerr.NotController
-	}
-	im := a.n.st.Image()
-	b := &batch{tx: newTxn(im)}
-	if err := fn(im, b); err != nil || len(b.recs) == 0 {
-		return 0, err
-	}
-	return a.propose(b.recs)
-}
-
-// propose commits one entry and waits until it is applied here.
-func (a *active) propose(recs []record) (int64, error) {
-	data, err := json.Marshal(recs)
-	if err != nil {
-		return 0, err
-	}
-	f := a.n.raft.Apply(data, 5*time.Second)
-	if err := f.Error(); err != nil {
-		switch {
-		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost),
-			errors.Is(err, raft.ErrLeadershipTransferInProgress), errors.Is(err, raft.ErrRaftShutdown),
-			errors.Is(err, raft.ErrEnqueueTimeout):
-			return 0, fmt.Errorf("%w: %v", kerr.NotController, err)
-		}
-		return 0, fmt.Errorf("%w: raft apply: %v", kerr.UnknownServerError, err)
-	}
-	return int64(f.Index()), nil
 }
 
 // isActiveBroker: registered, unfenced, not shutting down.
@@ -416,7 +352,7 @@ func (a *active) fenceStale() {
 	}
 	a.mu.Unlock()
 	for _, id := range stale {
-		a.decide(a.n.baseCtx, func(im *metadata.Image, b *batch) error {
+		a.decideSplit(a.n.baseCtx, func(im *metadata.Image, b *batch) error {
 			br, ok := im.Brokers[id]
 			a.mu.Lock()
 			last := a.contact[id]
@@ -425,7 +361,7 @@ func (a *active) fenceStale() {
 				return nil
 			}
 			a.n.log.Info("fencing broker: session expired", "broker", id, "epoch", br.Epoch)
-			b.add(record{Type: recFence, ID: id, Epoch: br.Epoch})
+			b.addLast(record{Type: recFence, ID: id, Epoch: br.Epoch})
 			a.removeBroker(b, id)
 			return nil
 		})
@@ -439,8 +375,12 @@ func (a *active) touch(id int32) {
 }
 
 // placement assigns rf replicas to each of count partitions over the
-// active brokers, round-robin from a rotating start; leader = first replica.
-func (a *active) placement(im *metadata.Image, first, count int32, rf int) ([]metadata.Partition, error) {
+// active brokers, round-robin from a rotating start; leader = first
+// replica. counts are the replicas each broker holds; a broker holding
+// limit (max.broker.partitions) is skipped, as KIP-578 asks placement to
+// respect the limit where it can, and a partition that cannot get rf
+// brokers below the limit refuses the whole request. counts is updated.
+func (a *active) placement(im *metadata.Image, first, count int32, rf int, counts map[int32]int, limit int) ([]metadata.Partition, error) {
 	brokers := activeBrokers(im)
 	if rf <= 0 || rf > len(brokers) {
 		return nil, fmt.Errorf("%w: replication factor %d with %d active brokers", kerr.InvalidReplicationFactor, rf, len(brokers))
@@ -449,11 +389,26 @@ func (a *active) placement(im *metadata.Image, first, count int32, rf int) ([]me
 	start := a.place
 	a.place += int(count)
 	a.mu.Unlock()
-	var out []metadata.Partition
+	before := maps.Clone(counts)
+	out := make([]metadata.Partition, 0, count)
 	for i := int32(0); i < count; i++ {
-		reps := make([]int32, rf)
-		for j := range reps {
-			reps[j] = brokers[(start+int(i)+j)%len(brokers)]
+		reps := make([]int32, 0, rf)
+		for j := 0; j < len(brokers) && len(reps) < rf; j++ {
+			b := brokers[(start+int(i)+j)%len(brokers)]
+			if counts[b] < limit {
+				reps = append(reps, b)
+			}
+		}
+		if len(reps) < rf {
+			var held []string
+			for _, b := range brokers {
+				held = append(held, fmt.Sprintf("%d: %d", b, before[b]))
+			}
+			return nil, fmt.Errorf("%w: %d partitions of replication factor %d do not fit under max.broker.partitions=%d (replicas held by the active brokers: %s)",
+				kerr.PolicyViolation, count, rf, limit, strings.Join(held, ", "))
+		}
+		for _, b := range reps {
+			counts[b]++
 		}
 		out = append(out, metadata.Partition{Index: first + i, Leader: reps[0], Replicas: reps, ISR: append([]int32(nil), reps...)})
 	}
@@ -485,12 +440,4 @@ func manualPlacement(im *metadata.Image, assignment [][]int32) ([]metadata.Parti
 		out = append(out, metadata.Partition{Index: int32(i), Leader: isr[0], Replicas: append([]int32(nil), reps...), ISR: isr})
 	}
 	return out, nil
-}
-
-func numPartitions(im *metadata.Image) int {
-	n := 0
-	for _, t := range im.Topics {
-		n += len(t.Partitions)
-	}
-	return n
 }

@@ -16,6 +16,7 @@ const (
 	opRegister         = "BrokerRegistration"
 	opHeartbeat        = "BrokerHeartbeat"
 	opAlterPartition   = "AlterPartition"
+	opAlterPartitions  = "AlterPartitions"
 	opCreateTopic      = "CreateTopics"
 	opDeleteTopic      = "DeleteTopics"
 	opCreatePartitions = "CreatePartitions"

@@ -52,6 +52,12 @@ type Config struct {
 	// SnapshotThreshold is the number of log entries between snapshots.
 	// Default 1024.
 	SnapshotThreshold uint64
+
+	// MaxBrokerPartitions and MaxPartitions are KIP-578's
+	// max.broker.partitions and max.partitions, which CreateTopics and
+	// CreatePartitions respect. Zero takes them from Broker.
+	MaxBrokerPartitions int
+	MaxPartitions       int
 }
 
 // Node is one member of a multi-node cluster: a broker's controller client
@@ -91,6 +97,9 @@ type Node struct {
 	granted     chan struct{}
 	grantMu     sync.Once
 
+	stats  statsCounter
+	alters alterBatcher
+
 	pidMu   sync.Mutex
 	pidNext int64
 	pidEnd  int64
@@ -117,6 +126,13 @@ func Start(cfg Config) (*Node, error) {
 	}
 	if cfg.SnapshotThreshold == 0 {
 		cfg.SnapshotThreshold = 1024
+	}
+	lim := metadata.LimitsOf(cfg.Broker)
+	if cfg.MaxBrokerPartitions <= 0 {
+		cfg.MaxBrokerPartitions = lim.MaxBrokerPartitions
+	}
+	if cfg.MaxPartitions <= 0 {
+		cfg.MaxPartitions = lim.MaxPartitions
 	}
 	cfg.Self.ID = cfg.NodeID
 	n := &Node{
@@ -168,6 +184,8 @@ func (n *Node) startRaft() error {
 		return fmt.Errorf("controller: listen %s: %w", bind, err)
 	}
 	n.act.init(n)
+	n.wg.Add(1)
+	go n.act.decisionLoop()
 	n.mux = newMux(ln, n.serveConn, n.log)
 	hlog := newRaftLogger(n.log)
 	stream := &streamLayer{m: n.mux, addr: raftAddr(n.raftAddr), done: make(chan struct{})}
@@ -263,6 +281,12 @@ func (n *Node) close(now bool) error {
 		n.st.close()
 	})
 	return nil
+}
+
+// limits are the partition limits this node enforces as the active
+// controller.
+func (n *Node) limits() metadata.Limits {
+	return metadata.Limits{MaxBrokerPartitions: n.cfg.MaxBrokerPartitions, MaxPartitions: n.cfg.MaxPartitions}
 }
 
 // Image implements metadata.Controller: the latest committed image applied
@@ -413,14 +437,6 @@ func (n *Node) AllocateProducerID(ctx context.Context) (int64, error) {
 	}
 	n.pidNext, n.pidEnd = resp.Start+1, resp.Start+resp.Count
 	return resp.Start, nil
-}
-
-// AlterPartition implements metadata.Controller. Validation failures are
-// in the response's Error; transport failures are the error.
-func (n *Node) AlterPartition(ctx context.Context, req metadata.AlterPartitionRequest) (metadata.AlterPartitionResponse, error) {
-	var resp metadata.AlterPartitionResponse
-	err := n.write(ctx, opAlterPartition, req, &resp)
-	return resp, err
 }
 
 // serveConn serves one RPC connection (after the connRPC byte).

@@ -18,6 +18,7 @@ var handlers = map[string]handler{
 	opRegister:         (*active).register,
 	opHeartbeat:        (*active).heartbeat,
 	opAlterPartition:   (*active).alterPartition,
+	opAlterPartitions:  (*active).alterPartitions,
 	opCreateTopic:      (*active).createTopic,
 	opDeleteTopic:      (*active).deleteTopic,
 	opCreatePartitions: (*active).createPartitions,
@@ -49,13 +50,13 @@ func (a *active) register(ctx context.Context, body []byte) (any, int64, error) 
 	delete(a.shutdownAt, id)
 	a.mu.Unlock()
 	var epoch int64
-	off, err := a.decide(ctx, func(im *metadata.Image, b *batch) error {
+	off, err := a.decideSplit(ctx, func(im *metadata.Image, b *batch) error {
 		if cur, ok := im.Brokers[id]; ok && in.Broker.Incarnation != "" && cur.Incarnation == in.Broker.Incarnation {
 			epoch = cur.Epoch
 			return nil
 		}
 		br := in.Broker
-		b.add(record{Type: recRegisterBroker, Broker: &br})
+		b.addLast(record{Type: recRegisterBroker, Broker: &br})
 		a.removeBroker(b, id)
 		return nil
 	})
@@ -102,7 +103,7 @@ func (a *active) heartbeat(ctx context.Context, body []byte) (any, int64, error)
 	var off int64
 	if unfence || shutdown {
 		var err error
-		off, err = a.decide(ctx, func(im *metadata.Image, b *batch) error {
+		off, err = a.decideSplit(ctx, func(im *metadata.Image, b *batch) error {
 			br, ok := im.Brokers[in.ID]
 			if !ok || br.Epoch != in.Epoch {
 				return kerr.StaleBrokerEpoch
@@ -114,7 +115,7 @@ func (a *active) heartbeat(ctx context.Context, body []byte) (any, int64, error)
 			}
 			if shutdown && !br.Fenced && !br.ShuttingDown {
 				a.n.log.Info("controlled shutdown", "broker", in.ID, "epoch", br.Epoch)
-				b.add(record{Type: recShutdown, ID: in.ID, Epoch: br.Epoch})
+				b.addLast(record{Type: recShutdown, ID: in.ID, Epoch: br.Epoch})
 				a.removeBroker(b, in.ID)
 			}
 			return nil
@@ -197,27 +198,37 @@ func (a *active) alterPartition(ctx context.Context, body []byte) (any, int64, e
 	}
 	var resp metadata.AlterPartitionResponse
 	off, err := a.decide(ctx, func(im *metadata.Image, b *batch) error {
-		code := validateAlter(im, &req)
-		if t, ok := im.Topics[req.Topic]; ok && req.Partition >= 0 && int(req.Partition) < len(t.Partitions) {
-			resp = stateOf(&t.Partitions[req.Partition])
-		}
-		resp.Error = code
-		if code != 0 {
-			return nil
-		}
-		t := im.Topics[req.Topic]
-		p := &t.Partitions[req.Partition]
-		recovering := p.Recovering && !req.Recovered
-		b.change(t, p, p.Leader, append([]int32(nil), req.NewISR...), recovering)
-		if len(b.recs) > 0 {
-			resp = stateOf(&b.tx.im.Topics[req.Topic].Partitions[req.Partition])
-		}
+		resp = alterOne(b, &req)
 		return nil
 	})
 	if err != nil {
 		return nil, 0, err
 	}
 	return resp, off, nil
+}
+
+// alterOne validates one ISR change against the batch's image and adds
+// its PartitionChange.
+func alterOne(b *batch, req *metadata.AlterPartitionRequest) metadata.AlterPartitionResponse {
+	im := b.tx.im
+	var resp metadata.AlterPartitionResponse
+	code := validateAlter(im, req)
+	if t, ok := im.Topics[req.Topic]; ok && req.Partition >= 0 && int(req.Partition) < len(t.Partitions) {
+		resp = stateOf(&t.Partitions[req.Partition])
+	}
+	resp.Error = code
+	if code != 0 {
+		return resp
+	}
+	t := im.Topics[req.Topic]
+	p := &t.Partitions[req.Partition]
+	recovering := p.Recovering && !req.Recovered
+	n := len(b.recs)
+	b.change(t, p, p.Leader, append([]int32(nil), req.NewISR...), recovering)
+	if len(b.recs) > n {
+		resp = stateOf(&b.tx.im.Topics[req.Topic].Partitions[req.Partition])
+	}
+	return resp
 }
 
 // createTopic is CreateTopics, validated like metadata.Local.
@@ -240,7 +251,11 @@ func (a *active) createTopic(ctx context.Context, body []byte) (any, int64, erro
 	} else {
 		in.Partitions, in.RF = int32(len(in.Assignment)), 1
 	}
-	if in.Partitions <= 0 || in.Partitions > metadata.MaxPartitionsPerTopic {
+	if in.Partitions > metadata.MaxPartitionsPerRequest {
+		// Refused before placement (KAFKA-17870): no record is built.
+		return nil, 0, metadata.ErrTooManyPartitionsPerRequest(int64(in.Partitions))
+	}
+	if in.Partitions <= 0 {
 		return nil, 0, kerr.InvalidPartitions
 	}
 	if in.RF <= 0 {
@@ -249,31 +264,50 @@ func (a *active) createTopic(ctx context.Context, body []byte) (any, int64, erro
 	if err := metadata.ValidateConfigs(in.Configs); err != nil {
 		return nil, 0, err
 	}
-	off, err := a.decide(ctx, func(im *metadata.Image, b *batch) error {
+	lim := a.n.limits()
+	off, err := a.decideAdmin(ctx, decideOpts{}, func(im *metadata.Image, b *batch) error {
 		if _, ok := im.Topics[in.Name]; ok {
 			return kerr.TopicAlreadyExists
 		}
-		if numPartitions(im)+int(in.Partitions) > metadata.MaxPartitions {
-			return kerr.PolicyViolation
+		if err := lim.CheckTotal(metadata.NumPartitions(im), int(in.Partitions)); err != nil {
+			return err
 		}
+		counts := metadata.ReplicaCounts(im)
 		var parts []metadata.Partition
 		var err error
 		if in.Assignment != nil {
 			parts, err = manualPlacement(im, in.Assignment)
+			if err == nil {
+				err = lim.CheckBrokers(counts, parts)
+			}
 		} else {
-			parts, err = a.placement(im, 0, in.Partitions, int(in.RF))
+			parts, err = a.placement(im, 0, in.Partitions, int(in.RF), counts, lim.MaxBrokerPartitions)
 		}
 		if err != nil || in.ValidateOnly {
 			return err
 		}
-		t := &metadata.Topic{Name: in.Name, ID: metadata.NewUUID(), Partitions: parts, Configs: map[string]string{}}
+		t := &metadata.Topic{Name: in.Name, ID: metadata.NewUUID(), Configs: map[string]string{}}
 		for k, v := range in.Configs {
 			t.Configs[k] = v
 		}
+		head := parts[:min(len(parts), maxPartitionsPerRecord)]
+		t.Partitions = head
 		b.add(record{Type: recCreateTopic, Topic: t})
+		addPartitions(b, in.Name, parts[len(head):])
 		return nil
 	})
 	return struct{}{}, off, err
+}
+
+// addPartitions adds CreatePartitions records of at most
+// maxPartitionsPerRecord partitions each (one decision: they are written
+// in the same entry).
+func addPartitions(b *batch, topic string, parts []metadata.Partition) {
+	for len(parts) > 0 {
+		n := min(len(parts), maxPartitionsPerRecord)
+		b.add(record{Type: recCreatePartitions, Name: topic, Partitions: parts[:n]})
+		parts = parts[n:]
+	}
 }
 
 // deleteTopic is DeleteTopics.
@@ -282,7 +316,7 @@ func (a *active) deleteTopic(ctx context.Context, body []byte) (any, int64, erro
 	if err := decode(body, &in); err != nil {
 		return nil, 0, err
 	}
-	off, err := a.decide(ctx, func(im *metadata.Image, b *batch) error {
+	off, err := a.decideAdmin(ctx, decideOpts{}, func(im *metadata.Image, b *batch) error {
 		if _, ok := im.Topics[in.Name]; !ok {
 			return kerr.UnknownTopicOrPartition
 		}
@@ -299,7 +333,8 @@ func (a *active) createPartitions(ctx context.Context, body []byte) (any, int64,
 	if err := decode(body, &in); err != nil {
 		return nil, 0, err
 	}
-	off, err := a.decide(ctx, func(im *metadata.Image, b *batch) error {
+	lim := a.n.limits()
+	off, err := a.decideAdmin(ctx, decideOpts{}, func(im *metadata.Image, b *batch) error {
 		t, ok := im.Topics[in.Name]
 		if !ok {
 			return kerr.UnknownTopicOrPartition
@@ -308,31 +343,32 @@ func (a *active) createPartitions(ctx context.Context, body []byte) (any, int64,
 		if in.Count <= cur || in.Count > metadata.MaxPartitionsPerTopic {
 			return kerr.InvalidPartitions
 		}
-		if numPartitions(im)+int(in.Count-cur) > metadata.MaxPartitions {
-			return kerr.PolicyViolation
+		if err := lim.CheckTotal(metadata.NumPartitions(im), int(in.Count-cur)); err != nil {
+			return err
 		}
 		rf := 1
 		if cur > 0 {
 			rf = len(t.Partitions[0].Replicas)
 		}
-		parts, err := a.placement(im, cur, in.Count-cur, rf)
+		parts, err := a.placement(im, cur, in.Count-cur, rf, metadata.ReplicaCounts(im), lim.MaxBrokerPartitions)
 		if err != nil || in.ValidateOnly {
 			return err
 		}
-		b.add(record{Type: recCreatePartitions, Name: in.Name, Partitions: parts})
+		addPartitions(b, in.Name, parts)
 		return nil
 	})
 	return struct{}{}, off, err
 }
 
 // alterConfigs is IncrementalAlterConfigs on a topic. Enabling unclean
-// election elects the topic's offline partitions in the same entry.
+// election elects the topic's offline partitions right after the config
+// change (in the same entry unless there are too many for one).
 func (a *active) alterConfigs(ctx context.Context, body []byte) (any, int64, error) {
 	var in topicReq
 	if err := decode(body, &in); err != nil {
 		return nil, 0, err
 	}
-	off, err := a.decide(ctx, func(im *metadata.Image, b *batch) error {
+	off, err := a.decideAdmin(ctx, decideOpts{split: true}, func(im *metadata.Image, b *batch) error {
 		t, ok := im.Topics[in.Name]
 		if !ok {
 			return kerr.UnknownTopicOrPartition

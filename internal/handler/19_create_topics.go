@@ -7,6 +7,14 @@ package handler
 // known brokers. Configs are validated by name, type and range
 // (INVALID_CONFIG); ValidateOnly checks without creating. v5+ responses echo
 // the partitions, replication factor and effective configs.
+//
+// A request creating more than metadata.MaxPartitionsPerRequest (10,000)
+// partitions over all its topics is refused whole, before anything is
+// placed: every topic gets POLICY_VIOLATION "Excessively large number of
+// partitions per request" (Kafka's
+// ReplicationControlManager.validateTotalNumberOfPartitions, KAFKA-17870).
+// max.broker.partitions and max.partitions (KIP-578) are checked by the
+// controller per topic, with POLICY_VIOLATION and a message naming the limit.
 
 import (
 	"errors"
@@ -14,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-io/sluice/internal/metadata"
 	"github.com/sluice-io/sluice/internal/protocol"
 )
 
@@ -23,6 +32,16 @@ func (h *Handlers) createTopics(r *protocol.Request) protocol.Reply {
 	seen := map[string]int{}
 	for _, rt := range req.Topics {
 		seen[rt.Topic]++
+	}
+	if total := h.requestPartitions(req); total > metadata.MaxPartitionsPerRequest {
+		err := metadata.ErrTooManyPartitionsPerRequest(total)
+		for _, rt := range req.Topics {
+			st := kmsg.NewCreateTopicsResponseTopic()
+			st.Topic = rt.Topic
+			st.ErrorCode, st.ErrorMessage = code(err), message(err)
+			resp.Topics = append(resp.Topics, st)
+		}
+		return protocol.Reply{Resp: resp}
 	}
 	for _, rt := range req.Topics {
 		st := kmsg.NewCreateTopicsResponseTopic()
@@ -44,6 +63,23 @@ func (h *Handlers) createTopics(r *protocol.Request) protocol.Reply {
 		resp.Topics = append(resp.Topics, st)
 	}
 	return protocol.Reply{Resp: resp}
+}
+
+// requestPartitions counts the partitions a CreateTopics request asks for
+// (num.partitions for -1, the assignments' count if given).
+func (h *Handlers) requestPartitions(req *kmsg.CreateTopicsRequest) int64 {
+	var total int64
+	for _, rt := range req.Topics {
+		switch {
+		case len(rt.ReplicaAssignment) > 0:
+			total += int64(len(rt.ReplicaAssignment))
+		case rt.NumPartitions == -1:
+			total += h.b.Config().Int("num.partitions", 1)
+		case rt.NumPartitions > 0:
+			total += int64(rt.NumPartitions)
+		}
+	}
+	return total
 }
 
 func (h *Handlers) createTopic(rt *kmsg.CreateTopicsRequestTopic, duplicate, validateOnly bool) error {

@@ -86,10 +86,11 @@ const (
 	// MaxTopicNameLen is Kafka's limit (249: a partition directory name must
 	// fit in 255 bytes).
 	MaxTopicNameLen = 249
-	// MaxPartitionsPerTopic bounds CreateTopics / CreatePartitions.
+	// MaxPartitionsPerTopic bounds a topic's partitions (CreatePartitions
+	// to more is INVALID_PARTITIONS). The partitions of the cluster and of
+	// each broker are bounded by max.partitions and max.broker.partitions
+	// (Limits).
 	MaxPartitionsPerTopic = 10000
-	// MaxPartitions bounds the partitions of the whole cluster.
-	MaxPartitions = 100000
 )
 
 var legalTopic = regexp.MustCompile(`^[a-zA-Z0-9._-]+$`)

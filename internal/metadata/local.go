@@ -74,12 +74,22 @@ func (l *Local) partitionMeta(i int32) Partition {
 	return Partition{Index: i, Leader: id, Replicas: []int32{id}, ISR: []int32{id}}
 }
 
-func numPartitions(im *Image) int {
-	n := 0
-	for _, t := range im.Topics {
-		n += len(t.Partitions)
+// checkLimits applies the per-request bound and KIP-578's limits to n new
+// partitions on this node (every replica is here: the node holds as many
+// replicas as the cluster has partitions).
+func (l *Local) checkLimits(im *Image, n int) error {
+	if n > MaxPartitionsPerRequest {
+		return ErrTooManyPartitionsPerRequest(int64(n))
 	}
-	return n
+	lim := LimitsOf(l.cfg)
+	cur := NumPartitions(im)
+	if err := lim.CheckTotal(cur, n); err != nil {
+		return err
+	}
+	if cur+n > lim.MaxBrokerPartitions {
+		return ErrBrokerFull(l.self.ID, cur, n, lim.MaxBrokerPartitions)
+	}
+	return nil
 }
 
 // CreateTopic implements Controller.
@@ -101,7 +111,10 @@ func (l *Local) CreateTopic(_ context.Context, name string, partitions int32, rf
 	if rf == -1 {
 		rf = int16(l.cfg.Int("default.replication.factor", 1))
 	}
-	if partitions <= 0 || partitions > MaxPartitionsPerTopic {
+	if partitions > MaxPartitionsPerRequest {
+		return ErrTooManyPartitionsPerRequest(int64(partitions))
+	}
+	if partitions <= 0 {
 		return kerr.InvalidPartitions
 	}
 	if rf <= 0 || rf > 1 {
@@ -114,8 +127,8 @@ func (l *Local) CreateTopic(_ context.Context, name string, partitions int32, rf
 	if _, ok := im.Topics[name]; ok {
 		return kerr.TopicAlreadyExists
 	}
-	if numPartitions(im)+int(partitions) > MaxPartitions {
-		return kerr.PolicyViolation
+	if err := l.checkLimits(im, int(partitions)); err != nil {
+		return err
 	}
 	if validateOnly {
 		return nil
@@ -123,6 +136,9 @@ func (l *Local) CreateTopic(_ context.Context, name string, partitions int32, rf
 	return l.store.Update(func(im *Image) error {
 		if _, ok := im.Topics[name]; ok {
 			return kerr.TopicAlreadyExists
+		}
+		if err := l.checkLimits(im, int(partitions)); err != nil {
+			return err
 		}
 		t := &Topic{Name: name, ID: NewUUID(), Configs: map[string]string{}}
 		for k, v := range configs {
@@ -157,6 +173,9 @@ func (l *Local) CreatePartitions(_ context.Context, name string, count int32, va
 	if count <= cur || count > MaxPartitionsPerTopic {
 		return kerr.InvalidPartitions
 	}
+	if err := l.checkLimits(l.store.Image(), int(count-cur)); err != nil {
+		return err
+	}
 	if validateOnly {
 		return nil
 	}
@@ -167,6 +186,9 @@ func (l *Local) CreatePartitions(_ context.Context, name string, count int32, va
 		}
 		if int32(len(t.Partitions)) != cur {
 			return kerr.InvalidPartitions
+		}
+		if err := l.checkLimits(im, int(count-cur)); err != nil {
+			return err
 		}
 		for i := cur; i < count; i++ {
 			t.Partitions = append(t.Partitions, l.partitionMeta(i))

@@ -35,6 +35,15 @@ var (
 	ISRExpands = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "sluice_isr_expands_total", Help: "Committed ISR expansions of partitions led by this node (IsrExpandsPerSec).",
 	})
+	// ControllerEntries and ControllerRecords count the raft entries
+	// (commits) and metadata records this node wrote as the active
+	// controller (docs/controller.md, "Batching and limits").
+	ControllerEntries = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sluice_controller_metadata_entries_total", Help: "Raft entries (commits) of metadata written by this node as the active controller.",
+	})
+	ControllerRecords = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sluice_controller_metadata_records_total", Help: "Metadata records written by this node as the active controller.",
+	})
 	// LeaderElections counts leader changes this node applied from metadata
 	// (LeaderElectionRateAndTimeMs).
 	LeaderElections = prometheus.NewCounter(prometheus.CounterOpts{
@@ -108,7 +117,7 @@ func SetOpenFiles(fn func() int) { openFilesFn.Store(&fn) }
 
 func init() {
 	Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		Requests, RequestSeconds, ISRShrinks, ISRExpands, LeaderElections,
+		Requests, RequestSeconds, ISRShrinks, ISRExpands, LeaderElections, ControllerEntries, ControllerRecords,
 		CleanerMaxDirtyPercent, CleanerSinceLastRun, CleanerReadBytes, CleanerWrittenBytes, CleanerRecordsRemoved,
 		CleanerPasses, CleanerBacklogBytes, CleanerBacklogPartitions, CleanerBufferBytes, CleanerRunning, openFiles)
 }
