@@ -101,12 +101,16 @@ func (f *fetcher) add(p *Partition) {
 	f.mu.Lock()
 	f.parts[p.TP] = p
 	f.mu.Unlock()
+	p.fetcher.Store(f)
 	f.poke()
 }
 
 func (f *fetcher) remove(tp TP) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if p := f.parts[tp]; p != nil {
+		p.fetcher.CompareAndSwap(f, nil)
+	}
 	delete(f.parts, tp)
 	delete(f.backoff, tp)
 	return len(f.parts) == 0
@@ -178,7 +182,7 @@ func (f *fetcher) run() {
 			return
 		default:
 		}
-		reqs, parts, waits, flushing := f.collect()
+		reqs, parts, flushing := f.collect()
 		if flushing {
 			// Give the flushes a moment so their acknowledgements go out
 			// with this request; then fetch without a long poll.
@@ -186,13 +190,13 @@ func (f *fetcher) run() {
 				flushSince = time.Now()
 			}
 			if time.Since(flushSince) < flushWait {
-				f.wait(waits, flushWait)
+				f.wait(flushWait)
 				continue
 			}
 		}
 		flushSince = time.Time{}
 		if len(reqs) == 0 {
-			f.wait(waits, 250*time.Millisecond)
+			f.wait(250 * time.Millisecond)
 			continue
 		}
 		maxWait := f.set.waitMs
@@ -211,19 +215,17 @@ func (f *fetcher) run() {
 
 // collect asks each partition's machine for its next fetch. flushing
 // reports partitions that will want one once their flush completes.
-func (f *fetcher) collect() (map[TP]replica.FetchRequest, map[TP]*Partition, []<-chan struct{}, bool) {
+func (f *fetcher) collect() (map[TP]replica.FetchRequest, map[TP]*Partition, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	now := time.Now()
 	reqs := map[TP]replica.FetchRequest{}
 	parts := map[TP]*Partition{}
-	var waits []<-chan struct{}
 	flushing := false
 	for tp, p := range f.parts {
 		if until, ok := f.backoff[tp]; ok && now.Before(until) {
 			continue
 		}
-		waits = append(waits, p.Changed())
 		if req, ok := p.followerFetchRequest(); ok && req.Leader == f.leader {
 			reqs[tp] = req
 			parts[tp] = p
@@ -231,33 +233,18 @@ func (f *fetcher) collect() (map[TP]replica.FetchRequest, map[TP]*Partition, []<
 			flushing = true
 		}
 	}
-	return reqs, parts, waits, flushing
+	return reqs, parts, flushing
 }
 
-func (f *fetcher) wait(chans []<-chan struct{}, d time.Duration) {
+// wait waits up to d for a change in one of the fetcher's partitions
+// (Partition.wake pokes the fetcher: flushes, role and HW changes all
+// do), for a partition added, or for the fetcher to stop.
+func (f *fetcher) wait(d time.Duration) {
 	timer := time.NewTimer(d)
 	defer timer.Stop()
-	// Waking on any partition change is enough: flushes, role and HW
-	// changes all close a partition's channel.
-	agg := make(chan struct{}, 1)
-	stop := make(chan struct{})
-	defer close(stop)
-	for _, c := range chans {
-		go func(c <-chan struct{}) {
-			select {
-			case <-c:
-				select {
-				case agg <- struct{}{}:
-				default:
-				}
-			case <-stop:
-			}
-		}(c)
-	}
 	select {
 	case <-f.done:
 	case <-f.kick:
-	case <-agg:
 	case <-timer.C:
 	}
 }

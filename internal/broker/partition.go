@@ -64,12 +64,15 @@ type Partition struct {
 	// fetches, acks waiting on the HW and follower fetchers.
 	notifyMu sync.Mutex
 	notify   chan struct{}
+	watchers map[*Watcher]struct{} // (notifyMu) long-poll fetches to wake
 
 	// flushQueued is set while p waits in the broker's flush queue;
 	// flushing is held during one of its fsync rounds (close waits on it).
 	flushQueued atomic.Bool
-	flushing    sync.Mutex
-	done        chan struct{}
+	// fetcher is the follower fetcher replicating p, poked by wake.
+	fetcher  atomic.Pointer[fetcher]
+	flushing sync.Mutex
+	done     chan struct{}
 }
 
 func newPartition(b *Broker, tp TP, log *storage.Log, minISR int) *Partition {
@@ -139,7 +142,11 @@ func (p *Partition) wake() {
 	p.notifyMu.Lock()
 	close(p.notify)
 	p.notify = make(chan struct{})
+	p.notifyWatchers()
 	p.notifyMu.Unlock()
+	if f := p.fetcher.Load(); f != nil {
+		f.poke()
+	}
 }
 
 // Status is a consistent view of the partition for the status page.

@@ -66,6 +66,11 @@ func TestScaleCreateAndFence(t *testing.T) {
 		}
 		return true
 	})
+	// The counters are bumped once an entry's commit returns, which may
+	// be just after its records reached the image.
+	waitFor(t, 5*time.Second, "the fence's entries counted", func() bool {
+		return statsDelta(s1, act.Stats()).Records >= 20001
+	})
 	fe := statsDelta(s1, act.Stats())
 	t.Logf("fence a broker in 20,000 ISRs: %v, %v after the stop", fe, time.Since(t1))
 	if fe.Entries < 3 || fe.Entries > 4 || fe.Records != 20001 || fe.MaxEntryRecords > maxEntryWeight {

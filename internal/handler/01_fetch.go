@@ -75,8 +75,10 @@ func (h *Handlers) fetch(r *protocol.Request) protocol.Reply {
 	}
 	deadline := time.Now().Add(wait)
 	return protocol.Reply{Await: func() kmsg.Response {
+		w := broker.NewWatcher(read.watch)
+		defer w.Close()
 		for {
-			if !waitAny(read.waitOn, time.Until(deadline)) {
+			if !w.Wait(read.waitOn, time.Until(deadline)) {
 				// Only the read whose response is sent is committed to
 				// the session (plan.finish).
 				return h.countFetch(req, plan.finish(h.readFetch(req, plan.items)))
@@ -133,44 +135,6 @@ func countRecords(data []byte) int64 {
 	return n
 }
 
-// waitAny waits until one of chans is closed (true) or d passes (false).
-func waitAny(chans []<-chan struct{}, d time.Duration) bool {
-	if d <= 0 {
-		return false
-	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	if len(chans) == 1 {
-		select {
-		case <-chans[0]:
-			return true
-		case <-timer.C:
-			return false
-		}
-	}
-	woke := make(chan struct{})
-	stop := make(chan struct{})
-	defer close(stop)
-	for _, c := range chans {
-		go func(c <-chan struct{}) {
-			select {
-			case <-c:
-				select {
-				case woke <- struct{}{}:
-				default:
-				}
-			case <-stop:
-			}
-		}(c)
-	}
-	select {
-	case <-woke:
-		return true
-	case <-timer.C:
-		return false
-	}
-}
-
 // fetchItem is one partition to read: its topic (name resolved, and id
 // for v13+), and the request parameters (from the request or, for an
 // incremental fetch, the session).
@@ -188,9 +152,11 @@ type fetchRead struct {
 	parts   []kmsg.FetchResponseTopicPartition
 	results []fetchsession.Result
 	bytes   int64
-	// waitOn are the channels to wait on if bytes is not enough; nil when
-	// a partition had an error or diverged: answer at once.
+	// waitOn are the channels to wait on if bytes is not enough, taken
+	// before each partition was read, and watch their partitions; nil
+	// when a partition had an error or diverged: answer at once.
 	waitOn []<-chan struct{}
+	watch  []*broker.Partition
 }
 
 // readFetch reads every item as it is now.
@@ -221,6 +187,7 @@ func (h *Handlers) readFetch(req *kmsg.FetchRequest, items []fetchItem) fetchRea
 			immediate = true
 		} else {
 			rd.waitOn = append(rd.waitOn, p.Changed())
+			rd.watch = append(rd.watch, p)
 			n, stop := h.readPartition(p, req, &it.req, sp, budget-rd.bytes, first)
 			if stop {
 				immediate = true
@@ -236,7 +203,7 @@ func (h *Handlers) readFetch(req *kmsg.FetchRequest, items []fetchItem) fetchRea
 			PreferredReadReplica: sp.PreferredReadReplica >= 0}
 	}
 	if immediate {
-		rd.waitOn = nil
+		rd.waitOn, rd.watch = nil, nil
 	}
 	return rd
 }

@@ -1,0 +1,69 @@
+package broker
+
+import "time"
+
+// Watcher wakes one long-poll fetch when any of the partitions it watches
+// changes (its high watermark, log end, log start or role: whatever closes
+// Partition.Changed). A fetch over 10,000 partitions registers once with
+// each instead of parking a goroutine per partition.
+type Watcher struct {
+	c     chan struct{}
+	parts []*Partition
+}
+
+// NewWatcher watches parts until Close.
+func NewWatcher(parts []*Partition) *Watcher {
+	w := &Watcher{c: make(chan struct{}, 1), parts: parts}
+	for _, p := range parts {
+		p.notifyMu.Lock()
+		if p.watchers == nil {
+			p.watchers = map[*Watcher]struct{}{}
+		}
+		p.watchers[w] = struct{}{}
+		p.notifyMu.Unlock()
+	}
+	return w
+}
+
+// Close stops watching.
+func (w *Watcher) Close() {
+	for _, p := range w.parts {
+		p.notifyMu.Lock()
+		delete(p.watchers, w)
+		p.notifyMu.Unlock()
+	}
+}
+
+// Wait returns true once a watched partition changes, or at once if one of
+// since (Changed channels taken before the caller's last read) is closed
+// already; false when d passes first.
+func (w *Watcher) Wait(since []<-chan struct{}, d time.Duration) bool {
+	for _, c := range since {
+		select {
+		case <-c:
+			return true
+		default:
+		}
+	}
+	if d <= 0 {
+		return false
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-w.c:
+		return true
+	case <-timer.C:
+		return false
+	}
+}
+
+// notifyWatchers wakes p's watchers (notifyMu held).
+func (p *Partition) notifyWatchers() {
+	for w := range p.watchers {
+		select {
+		case w.c <- struct{}{}:
+		default:
+		}
+	}
+}
