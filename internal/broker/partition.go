@@ -484,14 +484,25 @@ func (p *Partition) Commit(end int64) error {
 // its position; the records in [From, To) are then read from the log, at
 // most maxBytes (the first batch whole when first is set, KIP-74).
 func (p *Partition) Fetch(req replica.FetchRequest, maxBytes int, first bool) (replica.FetchResult, []byte, error) {
+	res, slice, err := p.FetchSlice(req, maxBytes, first)
+	if err != nil || slice.Size == 0 {
+		return res, nil, err
+	}
+	data, err := slice.AppendTo(nil)
+	return res, data, err
+}
+
+// FetchSlice is Fetch returning the records as byte ranges of the log's
+// files (to be sent with sendfile) instead of a copy.
+func (p *Partition) FetchSlice(req replica.FetchRequest, maxBytes int, first bool) (replica.FetchResult, storage.Slice, error) {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
-		return replica.FetchResult{Error: kerr.NotLeaderForPartition.Code}, nil, nil
+		return replica.FetchResult{Error: kerr.NotLeaderForPartition.Code}, storage.Slice{}, nil
 	}
 	if p.b.dirFailed.Load() {
 		p.mu.Unlock()
-		return replica.FetchResult{Error: kerr.KafkaStorageError.Code}, nil, nil
+		return replica.FetchResult{Error: kerr.KafkaStorageError.Code}, storage.Slice{}, nil
 	}
 	res := p.r.HandleFetch(req)
 	if req.ReplicaID >= 0 {
@@ -499,21 +510,20 @@ func (p *Partition) Fetch(req replica.FetchRequest, maxBytes int, first bool) (r
 	}
 	p.mu.Unlock()
 	if res.Error != 0 || res.Diverging != nil || res.From >= res.To || maxBytes <= 0 {
-		return res, nil, nil
+		return res, storage.Slice{}, nil
 	}
 	slice, err := p.log.Read(res.From, maxBytes, res.To)
 	if err != nil {
 		if errors.Is(err, storage.ErrOffsetOutOfRange) {
 			res.Error = kerr.OffsetOutOfRange.Code
-			return res, nil, nil
+			return res, storage.Slice{}, nil
 		}
-		return res, nil, err
+		return res, storage.Slice{}, err
 	}
 	if slice.Size > int64(maxBytes) && !first {
-		return res, nil, nil
+		return res, storage.Slice{}, nil
 	}
-	data, err := slice.AppendTo(nil)
-	return res, data, err
+	return res, slice, nil
 }
 
 // followerFetchRequest returns the next fetch to send to the leader, if the

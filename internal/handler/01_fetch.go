@@ -46,6 +46,7 @@ import (
 	"github.com/sluice-io/sluice/internal/batch"
 	"github.com/sluice-io/sluice/internal/broker"
 	"github.com/sluice-io/sluice/internal/fetchsession"
+	"github.com/sluice-io/sluice/internal/metadata"
 	"github.com/sluice-io/sluice/internal/protocol"
 	"github.com/sluice-io/sluice/internal/replica"
 )
@@ -71,7 +72,7 @@ func (h *Handlers) fetch(r *protocol.Request) protocol.Reply {
 		wait = maxFetchWait
 	}
 	if read.bytes >= int64(req.MinBytes) || wait <= 0 || read.waitOn == nil {
-		return protocol.Reply{Resp: h.countFetch(req, plan.finish(read))}
+		return protocol.Reply{Resp: h.respond(req, plan.finish(read), read.holes)}
 	}
 	deadline := time.Now().Add(wait)
 	return protocol.Reply{Await: func() kmsg.Response {
@@ -81,11 +82,12 @@ func (h *Handlers) fetch(r *protocol.Request) protocol.Reply {
 			if !w.Wait(read.waitOn, time.Until(deadline)) {
 				// Only the read whose response is sent is committed to
 				// the session (plan.finish).
-				return h.countFetch(req, plan.finish(h.readFetch(req, plan.items)))
+				read = h.readFetch(req, plan.items)
+				return h.respond(req, plan.finish(read), read.holes)
 			}
 			read = h.readFetch(req, plan.items)
 			if read.bytes >= int64(req.MinBytes) || read.waitOn == nil || time.Now().After(deadline) {
-				return h.countFetch(req, plan.finish(read))
+				return h.respond(req, plan.finish(read), read.holes)
 			}
 		}
 	}}
@@ -101,23 +103,32 @@ func replicaOf(req *kmsg.FetchRequest) (int32, int64) {
 }
 
 // countFetch adds a consumer fetch's returned records to the per-topic
-// counters (broker.CountFetch) and returns resp. Follower fetches are
-// replication, not counted.
-func (h *Handlers) countFetch(req *kmsg.FetchRequest, resp *kmsg.FetchResponse) *kmsg.FetchResponse {
+// counters (broker.CountFetch). Follower fetches are replication, not
+// counted. A spliced partition counts the offsets it spans (its records,
+// unless compaction left gaps).
+func (h *Handlers) countFetch(req *kmsg.FetchRequest, resp *kmsg.FetchResponse, holes []fetchHole) {
 	if id, _ := replicaOf(req); id >= 0 {
-		return resp
+		return
 	}
 	for _, t := range resp.Topics {
 		var bytes, records int64
 		for _, p := range t.Partitions {
+			if ho := findHole(holes, p.RecordBatches); ho != nil {
+				bytes += ho.slice.Size
+				records += ho.records
+				continue
+			}
 			bytes += int64(len(p.RecordBatches))
 			records += countRecords(p.RecordBatches)
 		}
-		if t.Topic != "" {
-			h.b.CountFetch(t.Topic, bytes, records)
+		name := t.Topic
+		if name == "" {
+			name, _ = h.b.TopicName(metadata.UUID(t.TopicID))
+		}
+		if name != "" {
+			h.b.CountFetch(name, bytes, records)
 		}
 	}
-	return resp
 }
 
 // countRecords counts the records of the whole v2 batches in data from
@@ -157,6 +168,8 @@ type fetchRead struct {
 	// when a partition had an error or diverged: answer at once.
 	waitOn []<-chan struct{}
 	watch  []*broker.Partition
+	// holes are the partitions whose records are spliced (fetch_splice.go).
+	holes []fetchHole
 }
 
 // readFetch reads every item as it is now.
@@ -188,7 +201,7 @@ func (h *Handlers) readFetch(req *kmsg.FetchRequest, items []fetchItem) fetchRea
 		} else {
 			rd.waitOn = append(rd.waitOn, p.Changed())
 			rd.watch = append(rd.watch, p)
-			n, stop := h.readPartition(p, req, &it.req, sp, budget-rd.bytes, first)
+			n, stop := h.readPartition(p, req, &it.req, sp, budget-rd.bytes, first, &rd.holes)
 			if stop {
 				immediate = true
 			}
@@ -223,7 +236,7 @@ func (h *Handlers) currentLeader(topic string, sp *kmsg.FetchResponseTopicPartit
 // partition's replica machine (which fences epochs, checks divergence and
 // range, and records a follower's position). It returns the record bytes
 // added and whether the response should not wait (error or divergence).
-func (h *Handlers) readPartition(p *broker.Partition, req *kmsg.FetchRequest, rp *fetchsession.Request, sp *kmsg.FetchResponseTopicPartition, budget int64, first bool) (int64, bool) {
+func (h *Handlers) readPartition(p *broker.Partition, req *kmsg.FetchRequest, rp *fetchsession.Request, sp *kmsg.FetchResponseTopicPartition, budget int64, first bool, holes *[]fetchHole) (int64, bool) {
 	limit := int64(rp.MaxBytes)
 	if budget < limit {
 		limit = budget
@@ -236,7 +249,7 @@ func (h *Handlers) readPartition(p *broker.Partition, req *kmsg.FetchRequest, rp
 	if req.Version < 12 {
 		lastFetched = -1
 	}
-	res, data, err := p.Fetch(replica.FetchRequest{
+	res, slice, err := p.FetchSlice(replica.FetchRequest{
 		ReplicaID: replicaID, BrokerEpoch: brokerEpoch, CurrentLeaderEpoch: rp.CurrentLeaderEpoch,
 		FetchOffset: rp.FetchOffset, LastFetchedEpoch: lastFetched, LogStartOffset: rp.LogStartOffset,
 	}, int(limit), first)
@@ -258,8 +271,20 @@ func (h *Handlers) readPartition(p *broker.Partition, req *kmsg.FetchRequest, rp
 		sp.DivergingEpoch.Epoch, sp.DivergingEpoch.EndOffset = d.Epoch, d.EndOffset
 		return 0, true
 	}
-	if data != nil {
-		sp.RecordBatches = data
+	if slice.Size == 0 {
+		return 0, false
 	}
+	if h.splice && slice.Size >= spliceMin {
+		ho := fetchHole{marker: newMarker(), slice: slice, records: slice.NextOffset - rp.FetchOffset}
+		sp.RecordBatches = append([]byte(nil), ho.marker[:]...)
+		*holes = append(*holes, ho)
+		return slice.Size, false
+	}
+	data, err := slice.AppendTo(nil)
+	if err != nil {
+		sp.ErrorCode = kerr.KafkaStorageError.Code
+		return 0, true
+	}
+	sp.RecordBatches = data
 	return int64(len(data)), false
 }

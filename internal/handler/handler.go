@@ -21,6 +21,7 @@ type Handlers struct {
 	b        *broker.Broker
 	groups   *group.Coordinator
 	sessions *fetchsession.Cache
+	splice   bool // zero-copy fetch responses (fetch_splice.go)
 }
 
 // Options tune the handlers.
@@ -31,6 +32,9 @@ type Options struct {
 	// FetchSessionMaxPartitions bounds one fetch session's partitions
 	// (fetchsession.DefaultMaxPartitions if 0).
 	FetchSessionMaxPartitions int
+	// NoSplice copies every fetched record set into its response instead
+	// of sending the larger ones from the log files (fetch_splice.go).
+	NoSplice bool
 }
 
 // OptionsFromConfig reads the handler settings from the broker's
@@ -63,7 +67,7 @@ func Register(reg *protocol.Registry, b *broker.Broker) *Handlers {
 func RegisterWith(reg *protocol.Registry, b *broker.Broker, opts Options) *Handlers {
 	h := &Handlers{b: b, sessions: fetchsession.New(fetchsession.Config{
 		Slots: opts.FetchSessionCacheSlots, MaxPartitions: opts.FetchSessionMaxPartitions, Now: b.Now,
-	})}
+	}), splice: !opts.NoSplice}
 	for _, api := range []protocol.Handler{
 		{Key: 0, MinVersion: 0, MaxVersion: 9, Serve: h.produce},
 		{Key: 1, MinVersion: 4, MaxVersion: fetchMaxVersion, Serve: h.fetch},

@@ -251,7 +251,7 @@ func (c *Conn) writeLoop() {
 		}
 		buf = resp.AppendTo(buf)
 		binary.BigEndian.PutUint32(buf, uint32(len(buf)-4))
-		if _, err := bw.Write(buf); err != nil {
+		if err := c.writeFrame(bw, buf, resp); err != nil {
 			fail()
 			continue
 		}
@@ -269,6 +269,44 @@ func (c *Conn) writeLoop() {
 		bw.Flush()
 	}
 }
+
+// writeFrame writes one encoded response frame, sending the Splices of a
+// Spliced response from their sources (sendfile) between its pieces. An
+// error leaves the stream unusable: the caller closes the connection.
+func (c *Conn) writeFrame(bw *bufio.Writer, buf []byte, resp kmsg.Response) error {
+	sp, ok := resp.(Spliced)
+	if !ok || len(sp.Splices()) == 0 {
+		_, err := bw.Write(buf)
+		return err
+	}
+	pieces, ok := splicePieces(buf, resp.IsFlexible(), sp.Splices())
+	if !ok {
+		return errBadSplice
+	}
+	for _, pc := range pieces {
+		if pc.s == nil {
+			if _, err := bw.Write(pc.b); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := bw.Flush(); err != nil {
+			return err
+		}
+		n, err := pc.s.Data.WriteTo(c.nc)
+		if err == nil && n != pc.s.Len {
+			err = io.ErrUnexpectedEOF
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// errBadSplice reports a spliced response whose markers were not found
+// where the encoding puts a bytes field.
+var errBadSplice = errors.New("protocol: splice marker misplaced")
 
 func (c *Conn) await(p pending) (resp kmsg.Response) {
 	defer func() {
