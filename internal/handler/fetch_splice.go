@@ -16,6 +16,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-io/sluice/internal/metrics"
 	"github.com/sluice-io/sluice/internal/protocol"
 	"github.com/sluice-io/sluice/internal/storage"
 )
@@ -79,6 +80,7 @@ func (h *Handlers) respond(req *kmsg.FetchRequest, resp *kmsg.FetchResponse, hol
 	sf := &splicedFetch{FetchResponse: resp, splices: make([]protocol.Splice, len(holes))}
 	for i, ho := range holes {
 		sf.splices[i] = protocol.Splice{Marker: ho.marker, Len: ho.slice.Size, Data: ho.slice}
+		metrics.FetchSplicedBytes.Add(float64(ho.slice.Size))
 	}
 	return sf
 }

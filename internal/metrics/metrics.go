@@ -99,6 +99,12 @@ var (
 	})
 )
 
+// FetchSplicedBytes counts record bytes sent to fetchers straight from the
+// log files (sendfile) instead of copied into responses.
+var FetchSplicedBytes = prometheus.NewCounter(prometheus.CounterOpts{
+	Name: "sluice_fetch_spliced_bytes_total", Help: "Fetched record bytes sent from the log files without a copy (zero-copy fetch).",
+})
+
 // OpenFiles reports the segment and index files held open (the
 // log.max.open.files cache); set by the broker process at startup.
 var openFiles = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -119,7 +125,7 @@ func init() {
 	Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		Requests, RequestSeconds, ISRShrinks, ISRExpands, LeaderElections, ControllerEntries, ControllerRecords,
 		CleanerMaxDirtyPercent, CleanerSinceLastRun, CleanerReadBytes, CleanerWrittenBytes, CleanerRecordsRemoved,
-		CleanerPasses, CleanerBacklogBytes, CleanerBacklogPartitions, CleanerBufferBytes, CleanerRunning, openFiles)
+		CleanerPasses, CleanerBacklogBytes, CleanerBacklogPartitions, CleanerBufferBytes, CleanerRunning, openFiles, FetchSplicedBytes)
 }
 
 var apiNames = func() [100]string {

@@ -1,0 +1,85 @@
+package handler_test
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kversion"
+
+	"github.com/sluice-io/sluice/internal/metrics"
+)
+
+// Record sets of 32 KiB and more are sent from the log files (sendfile):
+// franz-go reads every record back intact over flexible (v16) and
+// non-flexible (v11) Fetch versions, with several partitions per response.
+func TestSplicedFetchRealClient(t *testing.T) {
+	n := startNode(t, "", nil)
+	const topic, parts, perPart = "spliced", 3, 300
+	cl := n.client(kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx(t), parts, 1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	want := map[int32][][]byte{}
+	for p := range int32(parts) {
+		for i := range perPart {
+			v := bytes.Repeat([]byte(fmt.Sprintf("p%d-r%d;", p, i)), 200)[:1024]
+			want[p] = append(want[p], v)
+			cl.Produce(ctx(t), &kgo.Record{Partition: p, Value: v}, func(_ *kgo.Record, err error) {
+				if err != nil {
+					t.Error(err)
+				}
+			})
+		}
+	}
+	if err := cl.Flush(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		opt  kgo.Opt
+	}{
+		{"v16", kgo.MaxVersions(kversion.Stable())},
+		{"v11", kgo.MaxVersions(func() *kversion.Versions { v := kversion.Stable(); v.SetMaxKeyVersion(1, 11); return v }())},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := splicedBytes(t)
+			c := n.client(kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), tc.opt)
+			got := map[int32][][]byte{}
+			for total := 0; total < parts*perPart; {
+				fs := c.PollFetches(ctx(t))
+				if err := fs.Err0(); err != nil {
+					t.Fatal(err)
+				}
+				fs.EachRecord(func(r *kgo.Record) {
+					got[r.Partition] = append(got[r.Partition], r.Value)
+					total++
+				})
+			}
+			for p := range int32(parts) {
+				if len(got[p]) != perPart {
+					t.Fatalf("partition %d: %d records, want %d", p, len(got[p]), perPart)
+				}
+				for i := range got[p] {
+					if !bytes.Equal(got[p][i], want[p][i]) {
+						t.Fatalf("partition %d record %d differs", p, i)
+					}
+				}
+			}
+			if spliced := splicedBytes(t) - before; spliced < parts*perPart*1024 {
+				t.Fatalf("%.0f bytes spliced, want at least the %d record bytes", spliced, parts*perPart*1024)
+			}
+		})
+	}
+}
+
+func splicedBytes(t *testing.T) float64 {
+	var m dto.Metric
+	if err := metrics.FetchSplicedBytes.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}
