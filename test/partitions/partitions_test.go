@@ -9,6 +9,7 @@ package partitions
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-io/sluice/internal/testproc"
@@ -113,7 +115,13 @@ func waitAllLed(t *testing.T, adm *kadm.Client, topic string, parts int, timeout
 // served, opened its partitions and took leadership.
 func logPhases(t *testing.T, p *testproc.Proc) {
 	t.Helper()
-	lines := strings.Split(p.LogTail(20), "\n")
+	lines := strings.Split(p.LogTail(40), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if strings.Contains(lines[i], "=== testproc: start") {
+			lines = lines[i:]
+			break
+		}
+	}
 	for _, l := range lines {
 		for _, k := range []string{"sluice serving", "partitions opened", "leadership changed"} {
 			if strings.Contains(l, k) {
@@ -205,6 +213,20 @@ func TestManyPartitionsOneNode(t *testing.T) {
 	t.Logf("created %d partitions: %v (all led after %v more)", parts, time.Since(t0).Round(time.Millisecond), led.Round(time.Millisecond))
 	produceEach(t, cl, topic, parts, "a")
 	consumeAll(t, p.Addr(), topic, parts, []string{"a"})
+
+	// 20,000 more in one request: refused whole (more than a request may
+	// create), nothing created, and the node keeps serving.
+	const more = 20000
+	resp, err = adm.CreateTopic(ctx, more, 1, nil, "bigger")
+	if err == nil {
+		err = resp.Err
+	}
+	if !errors.Is(err, kerr.PolicyViolation) {
+		t.Fatalf("create %d more partitions: %v, want POLICY_VIOLATION", more, err)
+	}
+	if td, err := adm.ListTopics(ctx, "bigger"); err != nil || td.Has("bigger") {
+		t.Fatalf("refused topic listed: %v %v", td, err)
+	}
 	fds := openFDs(t, p.Pid())
 	t.Logf("open descriptors after writing and reading every partition: %d", fds)
 	if maxOpen > 0 && fds > maxOpen+slackFDs {
