@@ -492,17 +492,33 @@ func prevPartition(im *metadata.Image, topic string, p int32) *metadata.Partitio
 // Partition returns the local replica of a partition, or the Kafka error
 // for why it cannot be served.
 func (b *Broker) Partition(topic string, partition int32) (*Partition, error) {
-	return b.local(topic, partition, false)
+	return b.local(topic, partition, false, time.Now().Add(metadataLag))
 }
 
 // Leader returns the local replica of a partition if this node leads it,
 // else NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION.
 func (b *Broker) Leader(topic string, partition int32) (*Partition, error) {
-	return b.local(topic, partition, true)
+	return b.local(topic, partition, true, time.Now().Add(metadataLag))
 }
 
-func (b *Broker) local(topic string, partition int32, leader bool) (*Partition, error) {
-	var deadline time.Time
+// LookupDeadline is the deadline a request naming many partitions passes
+// to PartitionBy and LeaderBy: the metadata lag is waited for once per
+// request, not once per partition (a fetch of 1,000 partitions of a
+// deleted topic must not take 1,000 waits).
+func LookupDeadline() time.Time { return time.Now().Add(metadataLag) }
+
+// PartitionBy is Partition waiting for lagging metadata until deadline at
+// most.
+func (b *Broker) PartitionBy(topic string, partition int32, deadline time.Time) (*Partition, error) {
+	return b.local(topic, partition, false, deadline)
+}
+
+// LeaderBy is Leader waiting for lagging metadata until deadline at most.
+func (b *Broker) LeaderBy(topic string, partition int32, deadline time.Time) (*Partition, error) {
+	return b.local(topic, partition, true, deadline)
+}
+
+func (b *Broker) local(topic string, partition int32, leader bool, deadline time.Time) (*Partition, error) {
 	for {
 		b.mu.RLock()
 		p := b.parts[TP{topic, partition}]
@@ -529,9 +545,6 @@ func (b *Broker) local(topic string, partition int32, leader bool) (*Partition, 
 			if t.Partitions[partition].Leader != b.cfg.NodeID {
 				return nil, err
 			}
-		}
-		if deadline.IsZero() {
-			deadline = time.Now().Add(metadataLag)
 		}
 		if time.Now().After(deadline) {
 			return nil, err

@@ -36,8 +36,9 @@ func (w *Watcher) Close() {
 
 // Wait returns true once a watched partition changes, or at once if one of
 // since (Changed channels taken before the caller's last read) is closed
-// already; false when d passes first.
-func (w *Watcher) Wait(since []<-chan struct{}, d time.Duration) bool {
+// already; false when d passes or gone is closed first (the fetching
+// connection went away: the long poll answers with what it has).
+func (w *Watcher) Wait(since []<-chan struct{}, d time.Duration, gone <-chan struct{}) bool {
 	for _, c := range since {
 		select {
 		case <-c:
@@ -54,6 +55,8 @@ func (w *Watcher) Wait(since []<-chan struct{}, d time.Duration) bool {
 	case <-w.c:
 		return true
 	case <-timer.C:
+		return false
+	case <-gone:
 		return false
 	}
 }

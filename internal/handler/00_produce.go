@@ -161,6 +161,7 @@ func (e *partitionError) Error() string { return e.msg }
 func (e *partitionError) Unwrap() error { return e.err }
 
 func (h *Handlers) produce(r *protocol.Request) protocol.Reply {
+	lookup := broker.LookupDeadline()
 	req := r.Body.(*kmsg.ProduceRequest)
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	if req.TransactionID != nil {
@@ -199,7 +200,7 @@ func (h *Handlers) produce(r *protocol.Request) protocol.Reply {
 				// topic still propagating, and answers NOT_LEADER_OR_FOLLOWER
 				// instead of UNKNOWN_TOPIC_OR_PARTITION while this node is
 				// not caught up with the metadata log.
-				if p, err = h.b.Leader(rt.Topic, rp.Partition); err == nil {
+				if p, err = h.b.LeaderBy(rt.Topic, rp.Partition, lookup); err == nil {
 					if t = h.b.Image().Topics[rt.Topic]; t == nil {
 						p, err = nil, kerr.UnknownTopicOrPartition
 					} else {
@@ -211,7 +212,7 @@ func (h *Handlers) produce(r *protocol.Request) protocol.Reply {
 				// internalTopicsAllowed is false for client produce).
 				err = kerr.InvalidTopicException
 			default:
-				p, err = h.b.Leader(rt.Topic, rp.Partition)
+				p, err = h.b.LeaderBy(rt.Topic, rp.Partition, lookup)
 			}
 			var ch <-chan replica.ProduceResult
 			logAppendTime := int64(-1)

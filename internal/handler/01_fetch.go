@@ -66,7 +66,7 @@ func (h *Handlers) fetch(r *protocol.Request) protocol.Reply {
 	if plan.resp != nil {
 		return protocol.Reply{Resp: plan.resp}
 	}
-	read := h.readFetch(req, plan.items)
+	read := h.readFetch(req, plan.items, broker.LookupDeadline())
 	wait := time.Duration(req.MaxWaitMillis) * time.Millisecond
 	if wait > maxFetchWait {
 		wait = maxFetchWait
@@ -79,13 +79,13 @@ func (h *Handlers) fetch(r *protocol.Request) protocol.Reply {
 		w := broker.NewWatcher(read.watch)
 		defer w.Close()
 		for {
-			if !w.Wait(read.waitOn, time.Until(deadline)) {
+			if !w.Wait(read.waitOn, time.Until(deadline), r.Conn.Gone()) {
 				// Only the read whose response is sent is committed to
 				// the session (plan.finish).
-				read = h.readFetch(req, plan.items)
+				read = h.readFetch(req, plan.items, time.Time{})
 				return h.respond(req, plan.finish(read), read.holes)
 			}
-			read = h.readFetch(req, plan.items)
+			read = h.readFetch(req, plan.items, time.Time{})
 			if read.bytes >= int64(req.MinBytes) || read.waitOn == nil || time.Now().After(deadline) {
 				return h.respond(req, plan.finish(read), read.holes)
 			}
@@ -173,7 +173,9 @@ type fetchRead struct {
 }
 
 // readFetch reads every item as it is now.
-func (h *Handlers) readFetch(req *kmsg.FetchRequest, items []fetchItem) fetchRead {
+// lookup bounds the wait for lagging metadata (broker.LookupDeadline; zero
+// on the re-reads of a long poll: no wait).
+func (h *Handlers) readFetch(req *kmsg.FetchRequest, items []fetchItem, lookup time.Time) fetchRead {
 	budget := int64(req.MaxBytes)
 	if req.Version < 3 || budget <= 0 {
 		budget = defaultFetchMaxBytes
@@ -192,7 +194,7 @@ func (h *Handlers) readFetch(req *kmsg.FetchRequest, items []fetchItem) fetchRea
 		if it.err != 0 {
 			sp.ErrorCode = it.err
 			immediate = true
-		} else if p, err := h.b.Partition(it.topic, it.partition); err != nil {
+		} else if p, err := h.b.PartitionBy(it.topic, it.partition, lookup); err != nil {
 			sp.ErrorCode = code(err)
 			if sp.ErrorCode == kerr.NotLeaderForPartition.Code {
 				h.currentLeader(it.topic, sp)

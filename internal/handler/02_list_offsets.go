@@ -18,6 +18,7 @@ import (
 )
 
 func (h *Handlers) listOffsets(r *protocol.Request) protocol.Reply {
+	lookup := broker.LookupDeadline()
 	req := r.Body.(*kmsg.ListOffsetsRequest)
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
 	for _, rt := range req.Topics {
@@ -26,7 +27,7 @@ func (h *Handlers) listOffsets(r *protocol.Request) protocol.Reply {
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
 			sp.Partition = rp.Partition
-			p, err := h.b.Leader(rt.Topic, rp.Partition)
+			p, err := h.b.LeaderBy(rt.Topic, rp.Partition, lookup)
 			if err != nil {
 				sp.ErrorCode = code(err)
 			} else {

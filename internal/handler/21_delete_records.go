@@ -5,6 +5,7 @@ package handler
 // is OFFSET_OUT_OF_RANGE. Whole segments below the new start are deleted.
 
 import (
+	"github.com/sluice-io/sluice/internal/broker"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -12,6 +13,7 @@ import (
 )
 
 func (h *Handlers) deleteRecords(r *protocol.Request) protocol.Reply {
+	lookup := broker.LookupDeadline()
 	req := r.Body.(*kmsg.DeleteRecordsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteRecordsResponse)
 	for _, rt := range req.Topics {
@@ -21,7 +23,7 @@ func (h *Handlers) deleteRecords(r *protocol.Request) protocol.Reply {
 			sp := kmsg.NewDeleteRecordsResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.LowWatermark = -1
-			p, err := h.b.Leader(rt.Topic, rp.Partition)
+			p, err := h.b.LeaderBy(rt.Topic, rp.Partition, lookup)
 			if err == nil {
 				off := rp.Offset
 				hw := p.HighWatermark()

@@ -7,6 +7,7 @@ package handler
 // CurrentLeaderEpoch (v2+) that does not match is fenced.
 
 import (
+	"github.com/sluice-io/sluice/internal/broker"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -14,6 +15,7 @@ import (
 )
 
 func (h *Handlers) offsetForLeaderEpoch(r *protocol.Request) protocol.Reply {
+	lookup := broker.LookupDeadline()
 	req := r.Body.(*kmsg.OffsetForLeaderEpochRequest)
 	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
 	for _, rt := range req.Topics {
@@ -23,7 +25,7 @@ func (h *Handlers) offsetForLeaderEpoch(r *protocol.Request) protocol.Reply {
 			sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.LeaderEpoch, sp.EndOffset = -1, -1
-			p, err := h.b.Partition(rt.Topic, rp.Partition)
+			p, err := h.b.PartitionBy(rt.Topic, rp.Partition, lookup)
 			if err == nil && req.ReplicaID < 0 && !p.IsLeader() {
 				err = kerr.NotLeaderForPartition
 			}

@@ -5,6 +5,7 @@ package handler
 // directory's total and usable bytes. A null topic list means all topics.
 
 import (
+	"github.com/sluice-io/sluice/internal/broker"
 	"path/filepath"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -13,6 +14,7 @@ import (
 )
 
 func (h *Handlers) describeLogDirs(r *protocol.Request) protocol.Reply {
+	lookup := broker.LookupDeadline()
 	req := r.Body.(*kmsg.DescribeLogDirsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeLogDirsResponse)
 	dir := kmsg.NewDescribeLogDirsResponseDir()
@@ -42,7 +44,7 @@ func (h *Handlers) describeLogDirs(r *protocol.Request) protocol.Reply {
 		st := kmsg.NewDescribeLogDirsResponseDirTopic()
 		st.Topic = w.topic
 		for _, idx := range w.parts {
-			p, err := h.b.Partition(w.topic, idx)
+			p, err := h.b.PartitionBy(w.topic, idx, lookup)
 			if err != nil {
 				continue
 			}

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"fmt"
 	"testing"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/sluice-io/sluice/internal/metrics"
@@ -82,4 +84,49 @@ func splicedBytes(t *testing.T) float64 {
 		t.Fatal(err)
 	}
 	return m.GetCounter().GetValue()
+}
+
+// A long-poll fetch over many partitions of a topic deleted meanwhile
+// answers promptly: the wait for lagging metadata is paid once per
+// request, not once per partition.
+func TestFetchOfDeletedTopicAnswersPromptly(t *testing.T) {
+	n := startNode(t, "", nil)
+	const topic, parts = "goner", 200
+	cl := n.client()
+	adm := kadm.NewClient(cl)
+	if _, err := adm.CreateTopic(ctx(t), parts, 1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	id := topicID(t, cl, topic)
+	req := kmsg.NewPtrFetchRequest()
+	req.Version = 16
+	req.ReplicaState.ID = -1
+	req.MaxWaitMillis = 20000
+	req.MinBytes = 1
+	req.SessionEpoch = -1
+	ft := kmsg.NewFetchRequestTopic()
+	ft.TopicID = id
+	for p := range int32(parts) {
+		fp := kmsg.NewFetchRequestTopicPartition()
+		fp.Partition = p
+		fp.PartitionMaxBytes = 1 << 20
+		ft.Partitions = append(ft.Partitions, fp)
+	}
+	req.Topics = append(req.Topics, ft)
+	done := make(chan time.Duration, 1)
+	go func() {
+		t0 := time.Now()
+		cl.Request(ctx(t), req)
+		done <- time.Since(t0)
+	}()
+	time.Sleep(200 * time.Millisecond) // the fetch is parked
+	if _, err := adm.DeleteTopics(ctx(t), topic); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case d := <-done:
+		t.Logf("the parked fetch answered %v after it was sent", d)
+	case <-time.After(10 * time.Second):
+		t.Fatal("a fetch of a deleted topic's partitions still waits after 10 s")
+	}
 }

@@ -26,6 +26,9 @@ type Conn struct {
 	pending chan pending
 	// writeFailed is closed when the writer stops early (write error).
 	writeFailed chan struct{}
+	// gone is closed when the reader stops: the peer closed the
+	// connection, or the server is closing.
+	gone chan struct{}
 
 	// Values is per-connection state for handlers (e.g. fetch sessions).
 	// Only the reader goroutine touches it.
@@ -49,8 +52,19 @@ func newConn(s *Server, nc net.Conn) *Conn {
 		nc:          nc,
 		pending:     make(chan pending, s.cfg.MaxInFlightPerConn),
 		writeFailed: make(chan struct{}),
+		gone:        make(chan struct{}),
 		Values:      make(map[string]any),
 	}
+}
+
+// Gone is closed once the connection stops reading requests (the peer
+// closed it, or the server is closing): a handler's Await may then answer
+// early with what it has. A nil Conn's Gone never closes.
+func (c *Conn) Gone() <-chan struct{} {
+	if c == nil {
+		return nil
+	}
+	return c.gone
 }
 
 // RemoteAddr is the peer address.
@@ -70,6 +84,7 @@ func (c *Conn) serve() {
 		c.writeLoop()
 	}()
 	err := c.readLoop()
+	close(c.gone)
 	close(c.pending)
 	wg.Wait()
 	c.nc.Close()
