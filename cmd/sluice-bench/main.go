@@ -43,6 +43,7 @@ type result struct {
 	ConsumeSeconds   float64 `json:"consumeSeconds"`
 	ConsumeRecPerSec float64 `json:"consumeRecordsPerSec"`
 	ConsumeMBPerSec  float64 `json:"consumeMBPerSec"`
+	LoopbackMBPerSec float64 `json:"loopbackMBPerSec,omitempty"`
 }
 
 func main() {
@@ -67,6 +68,9 @@ func run() {
 	asJSON := flag.Bool("json", false, "print the result as JSON")
 	timeout := flag.Duration("timeout", 10*time.Minute, "overall time limit")
 	keepTopic := flag.Bool("keep-topic", false, "keep the topic this run created (by default it is deleted at the end)")
+	rawFetch := flag.Bool("raw-fetch", false, "consume with plain Fetch requests, counting batches without decoding records (what the broker serves, not what franz-go parses)")
+	loopback := flag.Bool("loopback", false, "also measure this machine's loopback TCP rate (MB/s), the ceiling for consume throughput")
+	warmup := flag.Int("warmup", 0, "records produced (and acknowledged) before the timed run, so that a new topic's first writes do not count; the consume phase reads them too")
 	flag.Parse()
 
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
@@ -113,6 +117,12 @@ func run() {
 	for i := range value {
 		value[i] = byte('a' + i%26)
 	}
+	if *warmup > 0 {
+		for i := 0; i < *warmup; i++ {
+			cl.Produce(ctx, &kgo.Record{Value: value}, nil)
+		}
+		check(cl.Flush(ctx))
+	}
 	lat := make([]time.Duration, *records)
 	var errs int64
 	var firstErr error
@@ -150,11 +160,17 @@ func run() {
 	pct := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) / 1000 }
 	res.LatencyP50Ms, res.LatencyP99Ms, res.LatencyP999Ms, res.LatencyMaxMs = pct(0.5), pct(0.99), pct(0.999), pct(1)
 
-	if *consume {
+	if *consume && *rawFetch {
+		got, bytes, secs, err := rawConsume(ctx, seeds, *topic, *warmup+*records-int(errs))
+		check(err)
+		res.ConsumeSeconds = secs
+		res.ConsumeRecPerSec = float64(got) / secs
+		res.ConsumeMBPerSec = float64(bytes) / secs / 1e6
+	} else if *consume {
 		cons, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(*topic),
 			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxBytes(64<<20), kgo.FetchMaxPartitionBytes(16<<20))
 		check(err)
-		want := *records - int(errs)
+		want := *warmup + *records - int(errs)
 		got := 0
 		start := time.Now()
 		for got < want && ctx.Err() == nil {
@@ -166,6 +182,10 @@ func run() {
 		res.ConsumeRecPerSec = float64(got) / res.ConsumeSeconds
 		res.ConsumeMBPerSec = float64(got) * float64(*size) / res.ConsumeSeconds / 1e6
 		cons.Close()
+	}
+	if *loopback {
+		res.LoopbackMBPerSec, err = loopbackMBPerSec(2 * time.Second)
+		check(err)
 	}
 	defer func() {
 		// A run with failed records is no measurement: say why and exit
@@ -184,6 +204,9 @@ func run() {
 		res.LatencyP50Ms, res.LatencyP99Ms, res.LatencyP999Ms, res.LatencyMaxMs, res.Errors)
 	if *consume {
 		fmt.Printf("consume: %.0f rec/s, %.1f MB/s\n", res.ConsumeRecPerSec, res.ConsumeMBPerSec)
+	}
+	if *loopback {
+		fmt.Printf("loopback TCP: %.1f MB/s\n", res.LoopbackMBPerSec)
 	}
 }
 

@@ -445,10 +445,10 @@ func (l *Log) closeClean() error {
 	defer l.resumeFlush()
 	s := l.active()
 	l.mu.Lock()
-	addTime := s.maybeTimeEntry()
+	s.maybeTimeEntry()
 	l.mu.Unlock()
-	if err := l.writeIndexEntries(s, false, addTime); err != nil {
-		return err
+	if err := s.writeIndexes(); err != nil {
+		return l.fail(err)
 	}
 	if err := l.syncAll(); err != nil {
 		return err

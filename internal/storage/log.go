@@ -269,15 +269,16 @@ func (l *Log) appendBatch(b []byte, h *batch.Header) error {
 		return l.fail(err)
 	}
 	l.mu.Lock()
-	addOff, addTime := seg.track(h, pos, l.cfg.IndexIntervalBytes)
+	// The active segment's index entries live in memory; its index files
+	// are written whole when it is sealed (roll) or the log is closed
+	// cleanly. A crash always rescans the active segment, so nothing is
+	// lost, and appends to thousands of partitions make no index writes.
+	seg.track(h, pos, l.cfg.IndexIntervalBytes)
 	seg.size += int64(len(b))
 	seg.next = h.NextOffset()
 	l.leo = seg.next
 	epochChanged := l.epochs.Assign(h.LeaderEpoch, h.BaseOffset)
 	l.mu.Unlock()
-	if err := l.writeIndexEntries(seg, addOff, addTime); err != nil {
-		return err
-	}
 	if epochChanged {
 		if err := l.persistEpochs(); err != nil {
 			return err
@@ -300,31 +301,6 @@ func updateProducer(ps *producer.State, h *batch.Header) {
 		LastOffset:  h.LastOffset(),
 		MaxTime:     h.MaxTimestamp,
 	})
-}
-
-// writeIndexEntries appends the newest in-memory index entries to the
-// index files (appendMu held; the entries are not modified concurrently).
-func (l *Log) writeIndexEntries(seg *segment, addOff, addTime bool) error {
-	if !addOff && !addTime {
-		return nil
-	}
-	idx, tidx, err := seg.indexFiles()
-	if err != nil {
-		return l.fail(err)
-	}
-	if addOff {
-		seg.idxBuf = appendOffsetEntry(seg.idxBuf[:0], seg.offsets[len(seg.offsets)-1])
-		if _, err := idx.Write(seg.idxBuf); err != nil {
-			return l.fail(err)
-		}
-	}
-	if addTime {
-		seg.idxBuf = appendTimeEntry(seg.idxBuf[:0], seg.times[len(seg.times)-1])
-		if _, err := tidx.Write(seg.idxBuf); err != nil {
-			return l.fail(err)
-		}
-	}
-	return nil
 }
 
 // shouldRoll applies Kafka's roll conditions before appending h: the
@@ -352,10 +328,10 @@ func (l *Log) shouldRoll(seg *segment, h *batch.Header, size int) bool {
 func (l *Log) roll() (*segment, error) {
 	old := l.active()
 	l.mu.Lock()
-	addTime := old.maybeTimeEntry()
+	old.maybeTimeEntry()
 	l.mu.Unlock()
-	if err := l.writeIndexEntries(old, false, addTime); err != nil {
-		return nil, err
+	if err := old.writeIndexes(); err != nil {
+		return nil, l.fail(err)
 	}
 	seg, err := openSegmentFiles(l.fs, l.dir, l.leo, true)
 	if err != nil {

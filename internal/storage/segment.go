@@ -39,7 +39,6 @@ type segment struct {
 	firstTs         int64 // (append) first batch's max timestamp, -1 if none
 	createdMs       int64 // (append) creation/load time, for segment.ms and retention without timestamps
 	bytesSinceIndex int   // (append)
-	idxBuf          []byte
 
 	syncedSize    int64 // (mu) bytes known durable
 	indexesSynced bool  // (mu) sealed and its index files synced
@@ -143,8 +142,7 @@ func (s *segment) largestTimestamp() int64 {
 // track updates the in-memory indexes for a batch at pos, as Kafka's
 // LogSegment.append does: an offset entry once more than IndexIntervalBytes
 // were appended since the last one, and a time entry alongside it when the
-// max timestamp grew. It reports whether entries were added (the caller
-// persists the last one of each).
+// max timestamp grew. It reports whether entries were added.
 func (s *segment) track(h *batch.Header, pos int64, interval int) (addOff, addTime bool) {
 	if h.MaxTimestamp > s.maxTs {
 		s.maxTs, s.maxTsAt = h.MaxTimestamp, h.BaseOffset
