@@ -29,7 +29,7 @@ func TestStartupLogSummary(t *testing.T) {
 	p.Restart()
 	log := p.LogTail(10000)
 	restart := log[strings.LastIndex(log, "=== testproc: start #2"):]
-	if !regexp.MustCompile(`level=INFO msg="partitions opened" n=12 took=\S+`).MatchString(restart) {
+	if !regexp.MustCompile(`level=INFO msg="partitions opened" n=12 workers=\d+ took=\S+`).MatchString(restart) {
 		t.Errorf("no summary line for the 12 partitions:\n%s", restart)
 	}
 	if strings.Contains(restart, `level=INFO msg="partition leadership"`) {
