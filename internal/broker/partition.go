@@ -264,6 +264,12 @@ func (p *Partition) processReady() {
 				p.b.log.Warn("advance log start", "topic", p.Topic, "partition", p.Partition, "err", err)
 			}
 		}
+		if len(rd.Completed) > 0 {
+			// An acknowledged write is below the HW any reader sees
+			// next (Kafka completes delayed produces after the HW
+			// moved): publish before answering.
+			p.publish()
+		}
 		failed := p.b.dirFailed.Load()
 		for _, c := range rd.Completed {
 			if failed && c.Error == 0 {
@@ -292,6 +298,17 @@ func (p *Partition) processReady() {
 			p.r.LogTruncated(resync)
 		}
 	}
+	p.publish()
+	if p.r.LEO() > p.r.FlushedOffset() {
+		p.b.flusher.kick(p)
+	}
+	p.busy.Store(len(p.waiters) > 0 || p.isrInflight || p.isrNext != nil || p.r.LeadsFollowers())
+}
+
+// publish copies the machine's HW, LEO, epoch, leader and role into the
+// atomics lock-free readers use (ListOffsets, Metadata, the status page),
+// waking waiters if anything moved (mu held).
+func (p *Partition) publish() {
 	changed := false
 	if hw := p.r.HW(); p.hw.Swap(hw) != hw {
 		changed = true
@@ -311,10 +328,6 @@ func (p *Partition) processReady() {
 	if changed {
 		p.wake()
 	}
-	if p.r.LEO() > p.r.FlushedOffset() {
-		p.b.flusher.kick(p)
-	}
-	p.busy.Store(len(p.waiters) > 0 || p.isrInflight || p.isrNext != nil || p.r.LeadsFollowers())
 }
 
 // alterPartition sends an ISR proposal to the controller (after delay, a
