@@ -431,28 +431,35 @@ func (p *Partition) Produce(data []byte, h batch.Header, acks int16, deadline ti
 }
 
 // Durable waits until the local log is flushed up to end (an acks=1
-// acknowledgement). After a failed fsync it fails with
+// acknowledgement). The fsync is the flush workers' (kicked at append):
+// a request over 1,000 partitions waits for their rounds running side by
+// side instead of fsyncing them one after another itself. A truncation of
+// the log meanwhile fails it with NOT_LEADER_OR_FOLLOWER (the offsets may
+// hold other data now); after a failed fsync it fails with
 // KAFKA_STORAGE_ERROR, and the broker halts.
 func (p *Partition) Durable(end int64) error {
-	if p.b.dirFailed.Load() {
-		return kerr.KafkaStorageError
-	}
-	if p.log.FlushedOffset() < end {
-		err := p.log.SyncTo(end)
-		if p.ioFailed("fsync", err) {
+	gen := p.log.Generation()
+	for {
+		if p.b.dirFailed.Load() {
 			return kerr.KafkaStorageError
 		}
-		if errors.Is(err, storage.ErrTruncated) || errors.Is(err, storage.ErrOffsetOutOfRange) {
+		ch := p.Changed()
+		if p.log.FlushedOffset() >= end {
+			if p.log.Generation() != gen {
+				return kerr.NotLeaderForPartition
+			}
+			return nil
+		}
+		if p.log.Generation() != gen || p.log.LogEndOffset() < end {
 			return kerr.NotLeaderForPartition
 		}
-		if err != nil {
-			return err
+		p.b.flusher.kick(p)
+		select {
+		case <-ch:
+		case <-p.done:
+			return kerr.NotLeaderForPartition
 		}
 	}
-	if p.b.dirFailed.Load() {
-		return kerr.KafkaStorageError
-	}
-	return nil
 }
 
 // Append appends a batch as leader with acks=1 semantics and returns its

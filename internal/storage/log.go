@@ -370,6 +370,14 @@ func (l *Log) persistEpochs() error {
 	return nil
 }
 
+// Generation counts the truncations of the log's end: an offset that
+// was flushed in one generation may hold other data in a later one.
+func (l *Log) Generation() uint64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.truncGen
+}
+
 // FlushedOffset is the highest offset+1 known to be durable.
 func (l *Log) FlushedOffset() int64 { return l.flushed.Load() }
 
