@@ -456,9 +456,11 @@ func (l *Log) closeClean() error {
 	// A snapshot at the log end already on disk is current: producer
 	// state changes only with appends (expiry only drops entries, which
 	// loading drops again).
+	// It is not fsynced either: a snapshot torn by a crash fails its CRC,
+	// and recovery replays from an older one.
 	snap := fileName(l.dir, l.leo, snapshotSuffix)
 	if ok, err := vfs.Exists(l.fs, snap); err != nil || !ok {
-		if err := vfs.WriteFileAtomic(l.fs, snap, l.producers.Encode(), true); err != nil {
+		if err := vfs.WriteFileAtomic(l.fs, snap, l.producers.Encode(), false); err != nil {
 			return l.fail(err)
 		}
 		l.removeOldSnapshots()

@@ -129,7 +129,7 @@ func (l *Log) recover() error {
 		return err
 	}
 	logStart, lsOK := readOffsetFile(l.fs, filepath.Join(l.dir, logStartName))
-	rp, rpOK := readOffsetFile(l.fs, filepath.Join(l.dir, recoveryPointName))
+	rp, _ := readOffsetFile(l.fs, filepath.Join(l.dir, recoveryPointName))
 	// A new partition: nothing to recover, and its empty files need no
 	// fsync of their own (the directory sync below makes them exist).
 	fresh := len(st.bases) == 0 && len(st.snapshots) == 0 && !lsOK
@@ -260,8 +260,10 @@ func (l *Log) recover() error {
 	}
 	l.flushed.Store(l.leo)
 	l.rpBase = l.active().base
-	if (fresh && l.rpBase == 0) || (rpOK && rp == l.rpBase) {
-		return nil // a missing recovery point reads as 0
+	if rp == l.rpBase {
+		// Unchanged; a missing or unreadable recovery point reads as 0,
+		// which is what a log that never rolled has.
+		return nil
 	}
 	return vfs.WriteFileAtomic(l.fs, filepath.Join(l.dir, recoveryPointName), encodeOffsetFile(l.rpBase), false)
 }

@@ -255,7 +255,9 @@ func TestManyPartitionsOneNode(t *testing.T) {
 	cl.Close()
 
 	// Clean stop and restart: clean-shutdown markers skip recovery.
+	t1 := time.Now()
 	p.Stop()
+	t.Logf("clean stop (SIGTERM to exit): %v", time.Since(t1).Round(time.Millisecond))
 	t0 = time.Now()
 	p.Restart()
 	cl = p.Client(t)
