@@ -350,6 +350,18 @@ func (b *Broker) reconcile(im *metadata.Image) error {
 	// (a restart opens every partition at once): the per-partition lines
 	// are DEBUG.
 	var epochChanges, leading int
+	// A replica of a topic since deleted and recreated under the same
+	// name (both between the previous image and this one) goes first:
+	// its log is removed and the new topic's opened in its place.
+	for _, p := range b.replaced(im) {
+		b.unassignFetcher(p)
+		if p.IsLeader() {
+			changes = append(changes, leadChange{p.TP, false, p.LeaderEpoch()})
+		}
+		if err := p.close(true); err != nil {
+			b.log.Warn("deleting a replaced topic's partition data", "topic", p.Topic, "partition", p.Partition, "err", err)
+		}
+	}
 	logs, openErrs := b.openLogs(im)
 	errs = append(errs, openErrs...)
 	// Partitions whose metadata did not change since the image applied
@@ -388,6 +400,7 @@ func (b *Broker) reconcile(im *metadata.Image) error {
 					continue // not opened (openLogs said why)
 				}
 				p = newPartition(b, tp, l, b.MinISR(t))
+				p.topicID = t.ID
 				b.mu.Lock()
 				p.tickSlot = uint8(len(b.parts) % idleTickEvery)
 				b.parts[tp] = p

@@ -366,3 +366,44 @@ func TestLeaderFailover(t *testing.T) {
 		}
 	}
 }
+
+// A topic deleted and recreated under the same name between two images
+// the broker applies: the old replica and its data are removed and the new
+// topic starts empty (KIP-516: partitions are told apart by topic id).
+func TestTopicRecreatedBetweenImages(t *testing.T) {
+	q, ms := startCluster(t, 1)
+	m := ms[0]
+	if err := m.b.Controller().CreateTopic(context.Background(), "again", 1, 1, nil, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	var p *broker.Partition
+	waitFor(t, "the old topic's leader", 10*time.Second, func() bool {
+		var err error
+		p, err = m.b.Leader("again", 0)
+		return err == nil
+	})
+	for _, v := range []string{"a", "b", "c"} {
+		if _, err := p.Append(buildBatch(v), time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q.mu.Lock()
+	old := q.img.Topics["again"]
+	q.mu.Unlock()
+	if err := q.update(func(im *metadata.Image) error {
+		t := old.Clone()
+		t.ID = metadata.NewUUID()
+		im.Topics["again"] = t
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a new replica for the recreated topic", 10*time.Second, func() bool {
+		np, err := m.b.Leader("again", 0)
+		return err == nil && np != p
+	})
+	np, _ := m.b.Leader("again", 0)
+	if leo := np.LogEndOffset(); leo != 0 {
+		t.Fatalf("the recreated topic's partition starts at log end %d, want 0 (the old topic's data)", leo)
+	}
+}

@@ -61,7 +61,18 @@ func (b *Broker) openLogs(im *metadata.Image) (map[TP]*storage.Log, []error) {
 	errs := make([]error, len(jobs))
 	b.parallel(len(jobs), func(i int) {
 		j := jobs[i]
+		write, err := b.checkTopicID(dirs[i], j.t.ID)
+		if err != nil {
+			errs[i] = err
+			return
+		}
 		logs[i], errs[i] = storage.Open(b.fs, dirs[i], b.storageConfig(j.t), b.now())
+		if errs[i] == nil && write {
+			if err := b.writeTopicID(dirs[i], j.t.ID); err != nil {
+				logs[i].Close()
+				logs[i], errs[i] = nil, err
+			}
+		}
 	})
 	out := make(map[TP]*storage.Log, len(jobs))
 	var failed []error

@@ -31,6 +31,9 @@ type Partition struct {
 	TP
 	b   *Broker
 	log *storage.Log
+	// topicID is the id of the topic incarnation this replica belongs to
+	// (KIP-516); a topic recreated under the same name has another.
+	topicID metadata.UUID
 
 	mu      sync.Mutex
 	r       *replica.Replica
