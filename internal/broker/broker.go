@@ -70,6 +70,9 @@ type Broker struct {
 	img      *metadata.Image
 	topicIDs map[metadata.UUID]string // img's topics by id
 	hwCheck  map[TP]int64             // checkpointed HWs read at startup
+	// lastHWCheck is the HW checkpoint last written (owned by the tick
+	// loop, then by Close once it has stopped).
+	lastHWCheck []byte
 
 	applyMu   sync.Mutex // serializes reconcile
 	listeners []func(tp TP, isLeader bool, leaderEpoch int32)

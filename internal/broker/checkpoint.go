@@ -73,9 +73,14 @@ func (b *Broker) writeHWCheckpoint() {
 	for _, p := range parts {
 		fmt.Fprintf(&buf, "%s %d %d\n", p.Topic, p.Partition, p.HighWatermark())
 	}
+	if bytes.Equal(buf.Bytes(), b.lastHWCheck) {
+		return // unchanged: no rewrite (10,000 idle partitions cost no fsync)
+	}
 	if err := vfs.WriteFileAtomic(b.fs, path.Join(b.cfg.DataDir, hwCheckpointFile), buf.Bytes(), true); err != nil {
 		// Kafka: an IOException writing a checkpoint file takes its log
 		// dir offline (CheckpointFile.write -> LogDirFailureChannel).
 		b.logDirFailed(nil, "write "+hwCheckpointFile, err)
+		return
 	}
+	b.lastHWCheck = buf.Bytes()
 }
