@@ -24,7 +24,7 @@ import (
 // every partition this node follows from it with Fetch v16 (topic ids,
 // ReplicaState.ID, CurrentLeaderEpoch, LastFetchedEpoch), feeds the answers
 // to each partition's machine and sends the next fetch once the machine
-// asks for it (after the previous records are flushed: DESIGN decision 4).
+// asks for it (after the previous records are flushed: the durability rule, docs/architecture.md).
 //
 // The fetcher keeps a fetch session with the leader (KIP-227, Kafka's
 // FetchSessionHandler in internal/fetchsession): a full fetch first, then

@@ -9,7 +9,7 @@ package handler
 // -> CORRUPT_MESSAGE, more than one batch or a control batch ->
 // INVALID_RECORD), appended in request order on the connection's reader
 // goroutine through the partition's replica machine, and acknowledged only
-// once durable (DESIGN decision 4): acks=1 once fsynced on the leader,
+// once durable (the durability rule, docs/architecture.md): acks=1 once fsynced on the leader,
 // acks=all once the high watermark covers it (fsynced on every ISR member,
 // at least min.insync.replicas of them; NOT_ENOUGH_REPLICAS before the
 // append when the ISR is too small). The wait happens in Reply.Await, so

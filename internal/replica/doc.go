@@ -2,7 +2,7 @@
 // one broker: LEO, HW, ISR tracking, leader epochs and divergence detection,
 // following docs/kafka-replication.md §1–§3 and §7. It has no
 // goroutines, no clock and no I/O: events go in, actions come out, in the
-// style of etcd raft's Ready (style-anchors §1).
+// style of etcd raft's `Node.Ready`.
 //
 // # Events
 //
@@ -36,7 +36,7 @@
 // start, HW, epoch cache and producer state, so it can assign offsets and
 // check sequences synchronously; the driver's log follows it through Ready.
 //
-// # Durability (DESIGN decision 4)
+// # Durability (docs/architecture.md, "Durability")
 //
 // A replica's LEO counts toward the HW only up to what it has flushed. The
 // leader uses its flushed offset; a follower sends its next fetch only when

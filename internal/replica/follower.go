@@ -6,7 +6,7 @@ import "github.com/sluice-io/sluice/internal/epoch"
 // or false when there is nothing to send: not a follower, no leader, or
 // appended data not yet flushed.
 //
-// Durability (DESIGN decision 4): a follower's fetch offset is its
+// Durability (the durability rule, docs/architecture.md): a follower's fetch offset is its
 // acknowledgement, and the leader counts it toward the HW. So the follower
 // only fetches once everything it has appended is flushed; the fetch offset
 // it sends is then both its LEO and its flushed offset, and the wire format

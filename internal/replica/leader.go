@@ -48,7 +48,7 @@ func (r *Replica) Append(req ProduceRequest) {
 	b.Epoch = r.leaderEpoch
 	r.appendBatch(b)
 	r.ack(req, b.BaseOffset, b.LastOffset(), false)
-	// The HW only moves once the append is flushed (DESIGN 4), unless the
+	// The HW only moves once the append is flushed (the durability rule), unless the
 	// flush offset was already ahead (never, for a leader); nothing to do.
 }
 
@@ -201,7 +201,7 @@ func (r *Replica) updateFollower(f *follower, req FetchRequest) {
 // maybeIncrementHW is Partition.maybeIncrementLeaderHW (§1.4): the minimum
 // LEO over the maximal ISR and the caught-up eligible replicas, monotonic,
 // frozen while the committed ISR is below the effective min ISR. The
-// leader's own LEO counts only up to what it has flushed (DESIGN 4); a
+// leader's own LEO counts only up to what it has flushed (the durability rule); a
 // follower's LEO is its last fetch offset, which it only sends once flushed.
 func (r *Replica) maybeIncrementHW() {
 	if len(r.isr) < r.minIS { // strict min ISR (KAFKA-15583)

@@ -131,8 +131,9 @@ func (r *Replica) Tick(nowMs int64) {
 
 // Flushed reports that the log is durable up to offset. logGen is the
 // Ready.LogGen current when the flush started; a flush that raced a
-// truncation is ignored (the driver simply flushes again). Under DESIGN
-// decision 4 only flushed data counts toward the HW, the leader's included.
+// truncation is ignored (the driver simply flushes again). Under the
+// durability rule (docs/architecture.md) only flushed data counts toward
+// the HW, the leader's included.
 func (r *Replica) Flushed(offset int64, logGen uint64) {
 	if logGen != r.logGen {
 		return

@@ -89,7 +89,7 @@ type LogState struct {
 
 // Batch is one record batch as the state machine sees it: a header plus an
 // opaque payload it never reads. The leader assigns BaseOffset and stamps
-// Epoch (§1.3, DESIGN decision 1); followers append batches verbatim.
+// Epoch (§1.3); followers append batches verbatim.
 type Batch struct {
 	BaseOffset    int64
 	NumRecords    int32 // records in the batch (lastOffsetDelta+1), >= 1
@@ -149,7 +149,7 @@ type FetchRequest struct {
 	CurrentLeaderEpoch int32
 	// FetchOffset is the first offset wanted. For a follower it is its LEO,
 	// which under sluice's durability rule is also its flushed offset: the
-	// leader counts it as the follower's acknowledgement (§1.3, DESIGN 4).
+	// leader counts it as the follower's acknowledgement (§1.3, the durability rule).
 	FetchOffset int64
 	// LastFetchedEpoch is the epoch of the follower's last batch (-1: none);
 	// it drives the divergence check (§3.4).

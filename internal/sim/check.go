@@ -58,7 +58,7 @@ type partCheck struct {
 //     a replica's leader epoch never goes back;
 //  5. no record (producer id, epoch, sequence) is committed twice, and an
 //     acknowledgement (also a duplicate's) points at that very record;
-//  6. DESIGN decision 4: committed records are flushed on at least
+//  6. Durability (docs/architecture.md): committed records are flushed on at least
 //     min(min.insync.replicas, RF) replicas;
 //  7. a controlled shutdown hands off: when the broker stops, no active
 //     broker still follows it or counts it in an ISR (shutdown.go);
@@ -266,7 +266,7 @@ func (c *checker) stepReplica(b *broker, bp *bpart) {
 			return
 		}
 	}
-	// DESIGN 4: committed means flushed on at least min ISR replicas.
+	// the durability rule: committed means flushed on at least min ISR replicas.
 	need := min(w.topics[p].minISR, len(w.topics[p].replicas))
 	have := 0
 	for _, id := range w.topics[p].replicas {

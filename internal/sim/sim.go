@@ -1,5 +1,5 @@
 // Package sim is a deterministic simulator for the replica state machine
-// (style-anchors §7.5; TigerBeetle's VOPR, FoundationDB's simulation). Several
+// (after TigerBeetle's VOPR, FoundationDB's simulation). Several
 // brokers' replicas of several partitions run in one goroutine; a seeded PRNG
 // drives everything; time is simulated; the network delays, drops, reorders
 // and cuts messages (also one way); disks lose a random part of their
