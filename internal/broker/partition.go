@@ -504,20 +504,10 @@ func (p *Partition) Commit(end int64) error {
 
 // Fetch serves one partition of a Fetch request on the leader: the
 // machine checks epochs, divergence and range and (for a follower) records
-// its position; the records in [From, To) are then read from the log, at
-// most maxBytes (the first batch whole when first is set, KIP-74).
-func (p *Partition) Fetch(req replica.FetchRequest, maxBytes int, first bool) (replica.FetchResult, []byte, error) {
-	res, slice, err := p.FetchSlice(req, maxBytes, first)
-	if err != nil || slice.Size == 0 {
-		return res, nil, err
-	}
-	data, err := slice.AppendTo(nil)
-	return res, data, err
-}
-
-// FetchSlice is Fetch returning the records as byte ranges of the log's
-// files (to be sent with sendfile) instead of a copy.
-func (p *Partition) FetchSlice(req replica.FetchRequest, maxBytes int, first bool) (replica.FetchResult, storage.Slice, error) {
+// its position; the records in [From, To) are then located in the log, at
+// most maxBytes (the first batch whole when first is set, KIP-74), as byte
+// ranges of its files (copied, or sent with sendfile, by the caller).
+func (p *Partition) Fetch(req replica.FetchRequest, maxBytes int, first bool) (replica.FetchResult, storage.Slice, error) {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()

@@ -251,7 +251,7 @@ func (h *Handlers) readPartition(p *broker.Partition, req *kmsg.FetchRequest, rp
 	if req.Version < 12 {
 		lastFetched = -1
 	}
-	res, slice, err := p.FetchSlice(replica.FetchRequest{
+	res, slice, err := p.Fetch(replica.FetchRequest{
 		ReplicaID: replicaID, BrokerEpoch: brokerEpoch, CurrentLeaderEpoch: rp.CurrentLeaderEpoch,
 		FetchOffset: rp.FetchOffset, LastFetchedEpoch: lastFetched, LogStartOffset: rp.LogStartOffset,
 	}, int(limit), first)

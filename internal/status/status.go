@@ -9,6 +9,7 @@ package status
 import (
 	"sort"
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -92,7 +93,9 @@ func Snapshot(b *broker.Broker) []Partition {
 	for _, name := range img.TopicNames() {
 		t := img.Topics[name]
 		for _, mp := range t.Partitions {
-			p, err := b.Partition(name, mp.Index)
+			// No wait for lagging metadata: a page over thousands of
+			// partitions must not wait once per partition not open yet.
+			p, err := b.PartitionBy(name, mp.Index, time.Time{})
 			if err != nil {
 				continue
 			}
