@@ -27,6 +27,9 @@ wait_port() {
 	done
 	return 1
 }
+field() { # name json -> the number of field name in sluice-bench's one-line JSON
+	sed -n "s/.*\"$1\":\([-0-9.e+]*\).*/\1/p" <<<"$2"
+}
 run() { # "binary bench-args" -> "produce_rec/s consume_rec/s"
 	local bin args port pid out
 	read -r bin args <<<"$1"
@@ -38,7 +41,7 @@ run() { # "binary bench-args" -> "produce_rec/s consume_rec/s"
 	out=$("$tmp/sluice-bench" --brokers "127.0.0.1:$port" --json ${BENCH_ARGS:-} $args)
 	kill "$pid"
 	wait "$pid" 2>/dev/null || true
-	python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print("%.0f %.0f" % (d["produceRecordsPerSec"], d["consumeRecordsPerSec"]))' "$out"
+	printf '%.0f %.0f\n' "$(field produceRecordsPerSec "$out")" "$(field consumeRecordsPerSec "$out")"
 }
 printf '%-6s %-3s %14s %14s\n' round run produce_rec/s consume_rec/s
 for r in $(seq "$rounds"); do
@@ -48,5 +51,5 @@ for r in $(seq "$rounds"); do
 		read -r pb cb < <(run "$b"); read -r pa ca < <(run "$a")
 	fi
 	printf '%-6s %-3s %14s %14s\n' "$r" A "$pa" "$ca" "$r" B "$pb" "$cb"
-	python3 -c "print(f'round $r: B/A produce {$pb/$pa:.2f}x, consume {$cb/$ca:.2f}x')"
+	awk -v r="$r" -v pa="$pa" -v pb="$pb" -v ca="$ca" -v cb="$cb" 'BEGIN { printf "round %s: B/A produce %.2fx, consume %.2fx\n", r, pb / pa, cb / ca }'
 done

@@ -30,6 +30,9 @@ wait_port() {
 	echo "port $1 not listening" >&2
 	return 1
 }
+field() { # name json -> the number of field name in sluice-bench's one-line JSON
+	sed -n "s/.*\"$1\":\([-0-9.e+]*\).*/\1/p" <<<"$2"
+}
 run() { # name -> prints "cpu_per_million produce_rec_per_s consume_rec_per_s"
 	local name=$1 port=$2 pid
 	case $name in
@@ -46,11 +49,8 @@ run() { # name -> prints "cpu_per_million produce_rec_per_s consume_rec_per_s"
 	c1=$(cpu "$pid")
 	kill "$pid"
 	wait "$pid" 2>/dev/null || true
-	python3 - "$c0" "$c1" "$records" "$out" <<'PY'
-import json, sys
-c0, c1, n, out = float(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), json.loads(sys.argv[4])
-print(f"{(c1 - c0) / (n / 1e6):.2f} {out['produceRecordsPerSec']:.0f} {out['consumeRecordsPerSec']:.0f}")
-PY
+	awk -v c0="$c0" -v c1="$c1" -v n="$records" -v p="$(field produceRecordsPerSec "$out")" -v q="$(field consumeRecordsPerSec "$out")" \
+		'BEGIN { printf "%.2f %.0f %.0f\n", (c1 - c0) / (n / 1e6), p, q }'
 }
 
 printf '%-6s %-7s %12s %14s %14s\n' round broker cpu_s/Mrec produce_rec/s consume_rec/s
@@ -63,5 +63,5 @@ for r in $(seq "$rounds"); do
 		got[$b]=$c
 		printf '%-6s %-7s %12s %14s %14s\n' "$r" "$b" "$c" "$p" "$q"
 	done
-	python3 -c "print(f'round $r: sluice/kfake CPU per record = {${got[sluice]}/${got[kfake]}:.2f}x')"
+	awk -v r="$r" -v s="${got[sluice]}" -v k="${got[kfake]}" 'BEGIN { printf "round %s: sluice/kfake CPU per record = %.2fx\n", r, s / k }'
 done
