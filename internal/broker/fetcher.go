@@ -358,7 +358,8 @@ func (f *fetcher) fetchOnce(reqs map[TP]replica.FetchRequest, parts map[TP]*Part
 
 // handle feeds one partition's answer to its machine.
 func (f *fetcher) handle(ctx context.Context, p *Partition, req replica.FetchRequest, sp *kmsg.FetchResponseTopicPartition) {
-	res := replica.FetchResult{Error: sp.ErrorCode, HW: sp.HighWatermark, LogStart: sp.LogStartOffset, From: req.FetchOffset}
+	res := replica.FetchResult{Error: sp.ErrorCode, HW: sp.HighWatermark, LogStart: sp.LogStartOffset, From: req.FetchOffset,
+		TombstoneBound: TombstoneBoundTag(sp)}
 	if sp.DivergingEpoch.Epoch >= 0 && sp.DivergingEpoch.EndOffset >= 0 {
 		res.Diverging = &replica.DivergingEpoch{Epoch: sp.DivergingEpoch.Epoch, EndOffset: sp.DivergingEpoch.EndOffset}
 	}

@@ -94,6 +94,8 @@ func newPartition(b *Broker, tp TP, log *storage.Log, minISR int) *Partition {
 		Epochs:    epoch.New(log.EpochEntries()),
 		Producers: log.ProducerState(),
 	})
+	// No tombstone goes until the machine knows where the replicas are.
+	log.SetTombstoneBound(0)
 	p.leader.Store(-1)
 	p.mu.Lock()
 	// The machine's clock starts at zero: set it before any metadata, or a
@@ -328,6 +330,7 @@ func (p *Partition) publish() {
 	if isL := p.r.Role() == replica.RoleLeader; p.isLeader.Swap(isL) != isL {
 		changed = true
 	}
+	p.log.SetTombstoneBound(p.r.TombstoneBound())
 	if changed {
 		p.wake()
 	}

@@ -68,6 +68,9 @@ type Result struct {
 	Diverging bool
 	// PreferredReadReplica is set when the answer names one (KIP-392).
 	PreferredReadReplica bool
+	// TombstoneBound is what a follower's answer carries in a tagged field
+	// (0 for consumers): a change goes out like a new high watermark.
+	TombstoneBound int64
 }
 
 // Entry is one partition of a session: its key, the request parameters
@@ -81,7 +84,7 @@ type Entry struct {
 // sent is what the leader last sent of a partition (CachedPartition's
 // response side). hw -1 after an error makes the next answer go out.
 type sent struct {
-	hw, lso, logStart int64
+	hw, lso, logStart, tombstoneBound int64
 }
 
 type cached struct {
@@ -383,11 +386,12 @@ func (t *Txn) MustRespond(i int, r Result) bool {
 
 func (st sent) mustRespond(r Result) bool {
 	return r.Records || r.Error != 0 || r.Diverging || r.PreferredReadReplica ||
-		st.hw != r.HighWatermark || st.lso != r.LastStableOffset || st.logStart != r.LogStartOffset
+		st.hw != r.HighWatermark || st.lso != r.LastStableOffset || st.logStart != r.LogStartOffset ||
+		st.tombstoneBound != r.TombstoneBound
 }
 
 func (st *sent) record(r Result) {
-	st.hw, st.lso, st.logStart = r.HighWatermark, r.LastStableOffset, r.LogStartOffset
+	st.hw, st.lso, st.logStart, st.tombstoneBound = r.HighWatermark, r.LastStableOffset, r.LogStartOffset, r.TombstoneBound
 	if r.Error != 0 {
 		st.hw = -1 // resend once the error clears
 	}

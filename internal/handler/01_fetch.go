@@ -215,7 +215,7 @@ func (h *Handlers) readFetch(req *kmsg.FetchRequest, items []fetchItem, lookup t
 		rd.results[i] = fetchsession.Result{Error: sp.ErrorCode, HighWatermark: sp.HighWatermark,
 			LastStableOffset: sp.LastStableOffset, LogStartOffset: sp.LogStartOffset,
 			Records: len(sp.RecordBatches) > 0, Diverging: sp.DivergingEpoch.Epoch >= 0,
-			PreferredReadReplica: sp.PreferredReadReplica >= 0}
+			PreferredReadReplica: sp.PreferredReadReplica >= 0, TombstoneBound: broker.TombstoneBoundTag(sp)}
 	}
 	if immediate {
 		rd.waitOn, rd.watch = nil, nil
@@ -272,6 +272,9 @@ func (h *Handlers) readPartition(p *broker.Partition, req *kmsg.FetchRequest, rp
 	if d := res.Diverging; d != nil {
 		sp.DivergingEpoch.Epoch, sp.DivergingEpoch.EndOffset = d.Epoch, d.EndOffset
 		return 0, true
+	}
+	if replicaID >= 0 && req.Version >= 12 {
+		broker.SetTombstoneBoundTag(sp, res.TombstoneBound)
 	}
 	if slice.Size == 0 {
 		return 0, false

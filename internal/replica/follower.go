@@ -66,6 +66,7 @@ func (r *Replica) HandleFetchResponse(resp FetchResponse) {
 	if hw := min(resp.HW, r.leo); hw > r.hw {
 		r.setHW(hw)
 	}
+	r.leaderTombstoneBound = resp.TombstoneBound
 	// Follower log start follows the leader's, never past the HW (§1.3).
 	if ls := min(resp.LogStart, r.hw); ls > r.logStart {
 		r.logStart = ls

@@ -172,6 +172,7 @@ func (r *Replica) HandleFetch(req FetchRequest) FetchResult {
 	}
 	res.To = r.leo
 	r.updateFollower(f, req)
+	res.TombstoneBound = r.TombstoneBound()
 	return res
 }
 

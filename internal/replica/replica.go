@@ -66,6 +66,9 @@ type Replica struct {
 	acks       []pendingAck // ordered by required
 	lastShrink int64
 
+	// Follower only: the leader's TombstoneBound from its last answer.
+	leaderTombstoneBound int64
+
 	rd            Ready
 	epochsChanged bool
 }
@@ -198,6 +201,9 @@ func (r *Replica) ApplyMetadata(ps PartitionState) {
 		r.failAcks(ErrNotLeaderOrFollower)
 	}
 	r.role = RoleFollower
+	if newEpoch {
+		r.leaderTombstoneBound = 0 // until the new leader says
+	}
 	r.followers = r.followers[:0]
 	r.isr = r.isr[:0] // followers do not know the ISR (§1.2)
 	r.pending = nil
@@ -471,4 +477,29 @@ func (r *Replica) LogTruncated(offset int64) {
 	if offset < r.leo {
 		r.truncateTo(offset)
 	}
+}
+
+// TombstoneBound returns the offset below which every replica of the
+// partition has copied the log, so that the log cleaner may remove a
+// tombstone there without a lagging replica missing it and keeping the
+// value it deleted (docs/compaction.md, "Tombstones and lagging
+// replicas"). A leader computes it as the least of its HW and every
+// assigned follower's LEO, in the ISR or not; it is 0 while a follower's
+// position is unknown (a new leader epoch). A follower uses its leader's,
+// capped by its own HW.
+func (r *Replica) TombstoneBound() int64 {
+	switch r.role {
+	case RoleLeader:
+		b := r.hw
+		for i := range r.followers {
+			if r.followers[i].leo < 0 {
+				return 0
+			}
+			b = min(b, r.followers[i].leo)
+		}
+		return max(b, 0)
+	case RoleFollower:
+		return max(min(r.leaderTombstoneBound, r.hw), 0)
+	}
+	return 0
 }

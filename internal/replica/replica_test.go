@@ -493,3 +493,37 @@ func TestFollowerAppendsAcrossCompactionGaps(t *testing.T) {
 		t.Fatalf("hw %d, want min(leader HW, LEO) = 13", f.HW())
 	}
 }
+
+// TestTombstoneBound: the leader's bound is the least position of every
+// assigned replica, in the ISR or not, and 0 while one is unknown; a
+// follower takes its leader's, capped by its own HW, and forgets it with
+// a new leader epoch.
+func TestTombstoneBound(t *testing.T) {
+	r := newLeader(t, 1, []int32{1, 2}, 1, 10)
+	if b := r.TombstoneBound(); b != 0 {
+		t.Fatalf("no follower fetched: bound %d, want 0", b)
+	}
+	fetch(r, 2, 10)
+	if b := r.TombstoneBound(); b != 0 {
+		t.Fatalf("follower 3 (not in the ISR) unknown: bound %d, want 0", b)
+	}
+	res := fetch(r, 3, 4)
+	if b := r.TombstoneBound(); b != 4 || res.TombstoneBound != 4 {
+		t.Fatalf("lagging follower 3 at 4: bound %d, answer %d; want 4 (HW %d)", b, res.TombstoneBound, r.HW())
+	}
+	res = fetch(r, 3, 10)
+	if b := r.TombstoneBound(); b != 10 || res.TombstoneBound != 10 {
+		t.Fatalf("all at 10: bound %d, answer %d; want 10", b, res.TombstoneBound)
+	}
+
+	f := follower2(t, 1, []int32{1, 1, 1})
+	req, _ := f.FetchRequest()
+	f.HandleFetchResponse(FetchResponse{Request: req, FetchResult: FetchResult{HW: 2, LEO: 3, From: 3, To: 3, TombstoneBound: 3}})
+	if b := f.TombstoneBound(); b != 2 {
+		t.Fatalf("follower: bound %d, want 2 (its HW)", b)
+	}
+	f.ApplyMetadata(PartitionState{Leader: 1, LeaderEpoch: 2, PartitionEpoch: 2, Replicas: []int32{1, 2}, ISR: []int32{1, 2}})
+	if b := f.TombstoneBound(); b != 0 {
+		t.Fatalf("follower after a new leader epoch: bound %d, want 0", b)
+	}
+}

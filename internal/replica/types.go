@@ -179,6 +179,9 @@ type FetchResult struct {
 	// Diverging is set when the follower's log diverged; no records are
 	// returned and the follower's state was not updated.
 	Diverging *DivergingEpoch
+	// TombstoneBound is the leader's Replica.TombstoneBound, for a
+	// follower (sent in a tagged field of the Fetch response).
+	TombstoneBound int64
 }
 
 // FetchResponse is what a follower receives for its FetchRequest, passed to

@@ -210,7 +210,7 @@ func (l *Log) truncateFully(offset int64) error {
 	l.mu.Lock()
 	l.segs = []*segment{s}
 	l.leo, l.logStart = offset, offset
-	l.cleanedTo, l.tombstoneHorizon = 0, 0
+	l.cleanedTo, l.tombstoneHorizon, l.tombstoneBlocked = 0, 0, -1
 	l.epochs = &epoch.Cache{}
 	l.truncGen++
 	l.flushed.Store(offset)

@@ -66,6 +66,15 @@ type CleanableInfo struct {
 // starts again.
 var ErrCleanAborted = errors.New("storage: cleaning aborted by a concurrent change")
 
+// SetTombstoneBound sets the offset below which the cleaner may remove a
+// tombstone whose delete horizon passed; tombstones at or above it are kept
+// until the bound moves past them. A replicated partition sets it to the
+// offset every one of its replicas has copied (docs/compaction.md,
+// "Tombstones and lagging replicas"): a replica that still holds an older
+// value of the key then always receives the tombstone that deletes it. A
+// log opens with no bound (math.MaxInt64).
+func (l *Log) SetTombstoneBound(offset int64) { l.tombstoneBound.Store(offset) }
+
 // Cleanable computes the log's dirty section. hw bounds it: nothing at or
 // above the high watermark is cleaned (Kafka cleans below the last stable
 // offset, which is at most the high watermark).
@@ -123,7 +132,10 @@ func (l *Log) cleanableLocked(nowMs, hw int64) CleanableInfo {
 			ci.Due, ci.Urgent = true, true
 		}
 	}
-	if l.tombstoneHorizon > 0 && nowMs >= l.tombstoneHorizon && ci.End > l.logStart {
+	// A kept tombstone's horizon passed, or the tombstone bound moved past
+	// one that was kept for want of it.
+	if ci.End > l.logStart && (l.tombstoneHorizon > 0 && nowMs >= l.tombstoneHorizon ||
+		l.tombstoneBlocked >= 0 && l.tombstoneBound.Load() > l.tombstoneBlocked) {
 		ci.Due, ci.Urgent = true, true
 	}
 	return ci
@@ -144,6 +156,7 @@ func (l *Log) Clean(now time.Time, hw int64, m *OffsetMap, throttle func(n int64
 	l.mu.RLock()
 	ci := l.cleanableLocked(nowMs, hw)
 	cfg, gen := l.cfg, l.truncGen
+	bound := l.tombstoneBound.Load()
 	segs := sealedViews(l.segs)
 	l.mu.RUnlock()
 	if !cfg.Compact || ci.End <= 0 {
@@ -211,13 +224,13 @@ func (l *Log) Clean(now time.Time, hw int64, m *OffsetMap, throttle func(n int64
 			break
 		}
 	}
-	horizon := int64(0)
+	horizon, blocked := int64(0), int64(-1)
 	for len(todo) > 0 {
 		n := groupSize(todo, &cfg)
 		group := todo[:n]
 		todo = todo[n:]
 		out, h, err := l.cleanGroup(group, cleanRules{nowMs: nowMs, mapEnd: mapEnd, m: m, lastOffsets: lastOffsets,
-			deleteHorizon: nowMs + cfg.DeleteRetentionMs}, throttle, &st)
+			deleteHorizon: nowMs + cfg.DeleteRetentionMs, tombstoneBound: bound, blocked: &blocked}, throttle, &st)
 		if err != nil {
 			return st, err
 		}
@@ -237,8 +250,9 @@ func (l *Log) Clean(now time.Time, hw int64, m *OffsetMap, throttle func(n int64
 	l.mu.Lock()
 	l.cleanedTo = mapEnd
 	l.tombstoneHorizon = horizon
+	l.tombstoneBlocked = blocked
 	l.mu.Unlock()
-	l.writeCleanerCheckpoint(mapEnd, horizon)
+	l.writeCleanerCheckpoint(mapEnd, horizon, blocked)
 	return st, nil
 }
 
@@ -287,6 +301,11 @@ type cleanRules struct {
 	m             *OffsetMap
 	lastOffsets   map[int64]int64 // producer id → last offset of its newest batch
 	deleteHorizon int64           // the horizon a first-cleaned tombstone gets
+	// tombstoneBound: a tombstone past its horizon is removed only below
+	// it (SetTombstoneBound); blocked records the lowest one kept for
+	// want of it (-1 if none).
+	tombstoneBound int64
+	blocked        *int64
 }
 
 // cleanGroup writes the kept batches of group into a new segment (files
@@ -305,17 +324,21 @@ func (l *Log) cleanGroup(group []sealedSeg, r cleanRules, throttle func(int64), 
 	for _, s := range group {
 		err := l.readSegment(s, throttle, &st.BytesRead, func(h *batch.Header, b []byte) error {
 			bh, hasHorizon := h.DeleteHorizon()
-			tombstoneKept := false
+			expired := hasHorizon && r.nowMs >= bh // its tombstones may go
+			tombstoneKept := false                 // one with a horizon still ahead
 			keep := func(off int64, rec *batch.Record) bool {
 				st.RecordsRead++
 				ok := off >= r.mapEnd
 				if !ok && rec.Key != nil {
 					ok = r.m.Get(rec.Key) <= off
-					if ok && rec.Value == nil && hasHorizon && r.nowMs >= bh {
-						ok = false
+					if ok && rec.Value == nil && expired {
+						ok = off >= r.tombstoneBound
+						if ok && (*r.blocked < 0 || off < *r.blocked) {
+							*r.blocked = off
+						}
 					}
 				}
-				if ok && rec.Value == nil {
+				if ok && rec.Value == nil && !expired {
 					tombstoneKept = true
 				}
 				if !ok {

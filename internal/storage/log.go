@@ -96,10 +96,12 @@ type Log struct {
 	dirDirty      bool
 	unsyncedSnaps []vfs.File // snapshot files written at roll, not yet synced
 
-	cleanedTo        int64       // (mu) cleaner checkpoint: offsets below are cleaned
-	tombstoneHorizon int64       // (mu) earliest delete horizon of a kept tombstone, 0 if none
-	cleanMu          sync.Mutex  // one cleaning pass at a time; taken before appendMu
-	stopClean        atomic.Bool // set on close: a running pass gives up
+	cleanedTo        int64        // (mu) cleaner checkpoint: offsets below are cleaned
+	tombstoneHorizon int64        // (mu) earliest delete horizon of a kept tombstone, 0 if none
+	tombstoneBlocked int64        // (mu) lowest tombstone kept past its horizon for want of tombstoneBound, -1 if none
+	tombstoneBound   atomic.Int64 // tombstones at or above it are never removed (SetTombstoneBound)
+	cleanMu          sync.Mutex   // one cleaning pass at a time; taken before appendMu
+	stopClean        atomic.Bool  // set on close: a running pass gives up
 
 	flushMu        sync.Mutex
 	flushCond      *sync.Cond

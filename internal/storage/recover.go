@@ -30,7 +30,8 @@ func Open(fsys vfs.FS, dir string, cfg Config, now time.Time) (*Log, error) {
 	if err := mkdirDurable(fsys, dir); err != nil {
 		return nil, err
 	}
-	l := &Log{fs: fsys, dir: dir, cfg: cfg, lastNowMs: now.UnixMilli(), inflightTarget: -1}
+	l := &Log{fs: fsys, dir: dir, cfg: cfg, lastNowMs: now.UnixMilli(), inflightTarget: -1, tombstoneBlocked: -1}
+	l.tombstoneBound.Store(math.MaxInt64)
 	l.flushCond = sync.NewCond(&l.flushMu)
 	if err := l.recover(); err != nil {
 		for _, s := range l.segs {

@@ -200,21 +200,34 @@ func decodePair(data []byte) (a, b int64, err error) {
 	return a, b, nil
 }
 
-// writeCleanerCheckpoint records the cleaner checkpoint and the earliest
-// delete horizon of a kept tombstone in cleaner-offset-checkpoint. It is
-// not synced: a lost checkpoint only makes the next pass clean more.
-func (l *Log) writeCleanerCheckpoint(firstDirty, horizon int64) {
-	vfs.WriteFileAtomic(l.fs, filepath.Join(l.dir, cleanerCheckpointName), encodePair(firstDirty, horizon), false)
+// writeCleanerCheckpoint records the cleaner checkpoint, the earliest
+// delete horizon of a kept tombstone and the lowest tombstone kept for want
+// of the tombstone bound in cleaner-offset-checkpoint: a version line "1",
+// then the three numbers (version 0 had the first two). It is not synced:
+// a lost checkpoint only makes the next pass clean more.
+func (l *Log) writeCleanerCheckpoint(firstDirty, horizon, blocked int64) {
+	b := []byte("1\n" + strconv.FormatInt(firstDirty, 10) + " " + strconv.FormatInt(horizon, 10) + " " +
+		strconv.FormatInt(blocked, 10) + "\n")
+	vfs.WriteFileAtomic(l.fs, filepath.Join(l.dir, cleanerCheckpointName), b, false)
 }
 
 // readCleanerCheckpoint loads the cleaner checkpoint (recovery); a missing
-// or malformed file means nothing is known to be clean.
+// or malformed file means nothing is known to be clean. A version 0 file
+// knows of no blocked tombstone: the first pass after the bound rises finds
+// them again.
 func (l *Log) readCleanerCheckpoint() {
 	b, err := vfs.ReadFile(l.fs, filepath.Join(l.dir, cleanerCheckpointName), 128)
 	if err != nil {
 		return
 	}
 	if first, horizon, err := decodePair(b); err == nil {
-		l.cleanedTo, l.tombstoneHorizon = first, horizon
+		l.cleanedTo, l.tombstoneHorizon, l.tombstoneBlocked = first, horizon, 0
+		return
+	}
+	var v int
+	var first, horizon, blocked int64
+	if _, err := fmt.Sscanf(string(b), "%d\n%d %d %d\n", &v, &first, &horizon, &blocked); err == nil && v == 1 &&
+		first >= 0 && horizon >= 0 && blocked >= -1 {
+		l.cleanedTo, l.tombstoneHorizon, l.tombstoneBlocked = first, horizon, blocked
 	}
 }
