@@ -24,6 +24,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/sluice-io/sluice/internal/clock"
 	"github.com/sluice-io/sluice/internal/config"
 	"github.com/sluice-io/sluice/internal/metadata"
 	"github.com/sluice-io/sluice/internal/metrics"
@@ -39,8 +40,9 @@ type Options struct {
 	FS vfs.FS
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
-	// Now is the clock. Default time.Now.
-	Now func() time.Time
+	// Clock is the time source of the broker, its partitions, fetchers,
+	// flusher and cleaner. Default clock.Real.
+	Clock clock.Clock
 	// Controller is the metadata authority. Default: a single-node
 	// metadata.Local in DataDir/__cluster_metadata.
 	Controller metadata.Controller
@@ -54,11 +56,11 @@ type Options struct {
 
 // Broker is one sluice node's data plane.
 type Broker struct {
-	cfg  *config.Broker
-	fs   vfs.FS
-	log  *slog.Logger
-	now  func() time.Time
-	ctrl metadata.Controller
+	cfg   *config.Broker
+	fs    vfs.FS
+	log   *slog.Logger
+	clock clock.Clock
+	ctrl  metadata.Controller
 
 	mu    sync.RWMutex
 	parts map[TP]*Partition
@@ -174,8 +176,8 @@ func Open(opts Options) (*Broker, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
+	if opts.Clock == nil {
+		opts.Clock = clock.Real
 	}
 	if opts.OnFatal == nil {
 		opts.OnFatal = func(error) { os.Exit(1) }
@@ -195,7 +197,7 @@ func Open(opts Options) (*Broker, error) {
 		}
 		opts.Controller = l
 	}
-	b := &Broker{cfg: cfg, fs: opts.FS, log: opts.Logger, now: opts.Now, ctrl: opts.Controller, onFatal: opts.OnFatal,
+	b := &Broker{cfg: cfg, fs: opts.FS, log: opts.Logger, clock: opts.Clock, ctrl: opts.Controller, onFatal: opts.OnFatal,
 		parts: map[TP]*Partition{}, fetchers: map[int32]*fetcher{}, closing: make(chan struct{}), flusher: newFlusher()}
 	b.hwCheck = b.readHWCheckpoint()
 	if err := b.reconcile(b.ctrl.Image()); err != nil {
@@ -234,7 +236,13 @@ func (b *Broker) Image() *metadata.Image { return b.ctrl.Image() }
 func (b *Broker) CaughtUp() bool { return b.caughtUp.Load() }
 
 // Now is the broker's clock.
-func (b *Broker) Now() time.Time { return b.now() }
+func (b *Broker) Now() time.Time { return b.clock.Now() }
+
+// Clock returns the broker's time source.
+func (b *Broker) Clock() clock.Clock { return b.clock }
+
+// now is b.clock.Now().
+func (b *Broker) now() time.Time { return b.clock.Now() }
 
 // Logger is the broker's logger.
 func (b *Broker) Logger() *slog.Logger { return b.log }
@@ -508,20 +516,20 @@ func prevPartition(im *metadata.Image, topic string, p int32) *metadata.Partitio
 // Partition returns the local replica of a partition, or the Kafka error
 // for why it cannot be served.
 func (b *Broker) Partition(topic string, partition int32) (*Partition, error) {
-	return b.local(topic, partition, false, time.Now().Add(metadataLag))
+	return b.local(topic, partition, false, b.now().Add(metadataLag))
 }
 
 // Leader returns the local replica of a partition if this node leads it,
 // else NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION.
 func (b *Broker) Leader(topic string, partition int32) (*Partition, error) {
-	return b.local(topic, partition, true, time.Now().Add(metadataLag))
+	return b.local(topic, partition, true, b.now().Add(metadataLag))
 }
 
 // LookupDeadline is the deadline a request naming many partitions passes
 // to PartitionBy and LeaderBy: the metadata lag is waited for once per
 // request, not once per partition (a fetch of 1,000 partitions of a
 // deleted topic must not take 1,000 waits).
-func LookupDeadline() time.Time { return time.Now().Add(metadataLag) }
+func (b *Broker) LookupDeadline() time.Time { return b.now().Add(metadataLag) }
 
 // PartitionBy is Partition waiting for lagging metadata until deadline at
 // most.
@@ -562,13 +570,13 @@ func (b *Broker) local(topic string, partition int32, leader bool, deadline time
 				return nil, err
 			}
 		}
-		if time.Now().After(deadline) {
+		if b.now().After(deadline) {
 			return nil, err
 		}
 		select {
 		case <-b.closing:
 			return nil, err
-		case <-time.After(5 * time.Millisecond):
+		case <-clock.After(b.clock, 5*time.Millisecond):
 		}
 	}
 }
@@ -678,7 +686,7 @@ func (b *Broker) waitApplied(ctx context.Context, cond func(*metadata.Image) boo
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(5 * time.Millisecond):
+		case <-clock.After(b.clock, 5*time.Millisecond):
 		}
 	}
 }
@@ -754,7 +762,7 @@ func (b *Broker) AllocateProducerID() (int64, error) {
 // produce timeouts).
 func (b *Broker) tickLoop() {
 	defer b.wg.Done()
-	t := time.NewTicker(100 * time.Millisecond)
+	t := b.clock.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
 	lastCheckpoint := b.now()
 	var lastRetry time.Time
@@ -763,7 +771,7 @@ func (b *Broker) tickLoop() {
 		select {
 		case <-b.closing:
 			return
-		case <-t.C:
+		case <-t.C():
 		}
 		now := b.now()
 		if !b.caughtUp.Load() || (b.retryOpen.Load() && now.Sub(lastRetry) >= time.Second) {
@@ -797,13 +805,13 @@ func (b *Broker) retentionLoop() {
 	if every < 10*time.Millisecond {
 		every = 10 * time.Millisecond
 	}
-	t := time.NewTicker(every)
+	t := b.clock.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
 		case <-b.closing:
 			return
-		case <-t.C:
+		case <-t.C():
 		}
 		for _, p := range b.Partitions() {
 			if !p.IsLeader() {

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-io/sluice/internal/clock"
 	"github.com/sluice-io/sluice/internal/metrics"
 	"github.com/sluice-io/sluice/internal/storage"
 )
@@ -50,12 +51,12 @@ func (b *Broker) startCleaner() {
 	}
 	c := &cleaner{
 		b:           b,
-		throttle:    newThrottler(rate),
+		throttle:    newThrottler(b.clock, rate),
 		backoff:     time.Duration(max(b.cfg.Int("log.cleaner.backoff.ms", 15000), 10)) * time.Millisecond,
 		budget:      int(min(b.cfg.Int("log.cleaner.dedupe.buffer.size", 128<<20), 1<<34) / int64(threads)),
 		running:     map[*Partition]bool{},
 		uncleanable: map[*Partition]bool{},
-		lastRun:     time.Now(),
+		lastRun:     b.now(),
 	}
 	metrics.CleanerSinceLastRun.Set(0)
 	b.wg.Add(threads)
@@ -75,15 +76,15 @@ func (c *cleaner) run() {
 		}
 		p := c.pick()
 		if p == nil {
-			metrics.CleanerSinceLastRun.Set(float64(time.Since(c.lastRunTime()).Milliseconds()))
+			metrics.CleanerSinceLastRun.Set(float64(clock.Since(c.b.clock, c.lastRunTime()).Milliseconds()))
 			select {
 			case <-c.b.closing:
 				return
-			case <-time.After(c.backoff):
+			case <-clock.After(c.b.clock, c.backoff):
 			}
 			continue
 		}
-		t0 := time.Now()
+		t0 := c.b.now()
 		metrics.CleanerRunning.Inc()
 		st, err := p.log.Clean(c.b.now(), p.HighWatermark(), m, c.throttle.wait)
 		metrics.CleanerRunning.Dec()
@@ -97,7 +98,7 @@ func (c *cleaner) run() {
 			metrics.CleanerPasses.Inc()
 			c.b.log.Debug("cleaned", "topic", p.Topic, "partition", p.Partition, "dirty", st.FirstDirty, "end", st.End,
 				"segments", st.Segments, "groups", st.Groups, "read", st.BytesRead, "written", st.BytesWritten,
-				"removed", st.RecordsRemoved, "keys", st.MapKeys, "took", time.Since(t0).Round(time.Millisecond))
+				"removed", st.RecordsRemoved, "keys", st.MapKeys, "took", clock.Since(c.b.clock, t0).Round(time.Millisecond))
 		case errors.Is(err, storage.ErrCleanAborted):
 		case errors.Is(err, storage.ErrFailed):
 			p.ioFailed("clean", err)
@@ -153,7 +154,7 @@ func (c *cleaner) pick() *Partition {
 func (c *cleaner) done(p *Partition) {
 	c.mu.Lock()
 	delete(c.running, p)
-	c.lastRun = time.Now()
+	c.lastRun = c.b.now()
 	c.mu.Unlock()
 	metrics.CleanerSinceLastRun.Set(0)
 }
@@ -167,17 +168,18 @@ func (c *cleaner) lastRunTime() time.Time {
 // throttler bounds the cleaner's I/O to a rate shared by all threads
 // (Kafka's Throttler on log.cleaner.io.max.bytes.per.second).
 type throttler struct {
+	clock clock.Clock
 	rate  float64 // bytes per second; <= 0 or huge: unlimited
 	mu    sync.Mutex
 	start time.Time
 	bytes float64
 }
 
-func newThrottler(rate float64) *throttler {
+func newThrottler(c clock.Clock, rate float64) *throttler {
 	if rate <= 0 || rate >= math.MaxFloat64/2 {
 		rate = 0
 	}
-	return &throttler{rate: rate, start: time.Now()}
+	return &throttler{clock: c, rate: rate, start: c.Now()}
 }
 
 // wait accounts n bytes and sleeps as long as the rate requires.
@@ -186,7 +188,7 @@ func (t *throttler) wait(n int64) {
 		return
 	}
 	t.mu.Lock()
-	now := time.Now()
+	now := t.clock.Now()
 	if now.Sub(t.start) > time.Second {
 		t.start, t.bytes = now, 0
 	}
@@ -194,6 +196,6 @@ func (t *throttler) wait(n int64) {
 	ahead := time.Duration(t.bytes/t.rate*float64(time.Second)) - now.Sub(t.start)
 	t.mu.Unlock()
 	if ahead > 0 {
-		time.Sleep(ahead)
+		t.clock.Sleep(ahead)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-io/sluice/internal/batch"
+	"github.com/sluice-io/sluice/internal/clock"
 	"github.com/sluice-io/sluice/internal/fetchsession"
 	"github.com/sluice-io/sluice/internal/metadata"
 	"github.com/sluice-io/sluice/internal/protocol"
@@ -187,9 +188,9 @@ func (f *fetcher) run() {
 			// Give the flushes a moment so their acknowledgements go out
 			// with this request; then fetch without a long poll.
 			if flushSince.IsZero() {
-				flushSince = time.Now()
+				flushSince = f.b.now()
 			}
-			if time.Since(flushSince) < flushWait {
+			if clock.Since(f.b.clock, flushSince) < flushWait {
 				f.wait(flushWait)
 				continue
 			}
@@ -207,7 +208,7 @@ func (f *fetcher) run() {
 			select {
 			case <-f.done:
 				return
-			case <-time.After(f.set.backoff):
+			case <-clock.After(f.b.clock, f.set.backoff):
 			}
 		}
 	}
@@ -218,7 +219,7 @@ func (f *fetcher) run() {
 func (f *fetcher) collect() (map[TP]replica.FetchRequest, map[TP]*Partition, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	now := time.Now()
+	now := f.b.now()
 	reqs := map[TP]replica.FetchRequest{}
 	parts := map[TP]*Partition{}
 	flushing := false
@@ -240,12 +241,12 @@ func (f *fetcher) collect() (map[TP]replica.FetchRequest, map[TP]*Partition, boo
 // (Partition.wake pokes the fetcher: flushes, role and HW changes all
 // do), for a partition added, or for the fetcher to stop.
 func (f *fetcher) wait(d time.Duration) {
-	timer := time.NewTimer(d)
+	timer := f.b.clock.NewTimer(d)
 	defer timer.Stop()
 	select {
 	case <-f.done:
 	case <-f.kick:
-	case <-timer.C:
+	case <-timer.C():
 	}
 }
 
@@ -402,7 +403,7 @@ func (f *fetcher) handle(ctx context.Context, p *Partition, req replica.FetchReq
 
 func (f *fetcher) backoffPartition(tp TP) {
 	f.mu.Lock()
-	f.backoff[tp] = time.Now().Add(f.set.backoff)
+	f.backoff[tp] = f.b.now().Add(f.set.backoff)
 	f.mu.Unlock()
 }
 

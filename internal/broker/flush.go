@@ -103,7 +103,7 @@ func (p *Partition) flush() {
 			return
 		}
 		p.b.log.Error("fsync", "topic", p.Topic, "partition", p.Partition, "err", err)
-		time.AfterFunc(100*time.Millisecond, func() { p.b.flusher.kick(p) })
+		p.b.clock.AfterFunc(100*time.Millisecond, func() { p.b.flusher.kick(p) })
 		return
 	}
 	p.mu.Lock()

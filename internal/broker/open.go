@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-io/sluice/internal/clock"
 	"github.com/sluice-io/sluice/internal/metadata"
 	"github.com/sluice-io/sluice/internal/storage"
 	"github.com/sluice-io/sluice/internal/vfs"
@@ -48,7 +49,7 @@ func (b *Broker) openLogs(im *metadata.Image) (map[TP]*storage.Log, []error) {
 	if len(jobs) == 0 {
 		return nil, nil
 	}
-	t0 := time.Now()
+	t0 := b.now()
 	dirs := make([]string, len(jobs))
 	for i, j := range jobs {
 		dirs[i] = partitionDir(b.cfg.DataDir, j.tp)
@@ -98,7 +99,7 @@ func (b *Broker) openLogs(im *metadata.Image) (map[TP]*storage.Log, []error) {
 		b.log.Warn("partitions not opened for want of file descriptors; retrying", "n", deferred, "err", deferredErr)
 	}
 	if len(out) > 0 {
-		b.log.Info("partitions opened", "n", len(out), "workers", b.workers(), "took", time.Since(t0).Round(time.Millisecond))
+		b.log.Info("partitions opened", "n", len(out), "workers", b.workers(), "took", clock.Since(b.clock, t0).Round(time.Millisecond))
 	}
 	return out, failed
 }

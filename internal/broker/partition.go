@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/sluice-io/sluice/internal/batch"
+	"github.com/sluice-io/sluice/internal/clock"
 	"github.com/sluice-io/sluice/internal/epoch"
 	"github.com/sluice-io/sluice/internal/metadata"
 	"github.com/sluice-io/sluice/internal/replica"
@@ -346,7 +347,7 @@ func (p *Partition) alterPartition(req replica.AlterPartitionRequest, delay time
 			p.isrInflight = false
 			p.mu.Unlock()
 			return
-		case <-time.After(delay):
+		case <-clock.After(p.b.clock, delay):
 		}
 	}
 	ctx, cancel := p.b.context(30 * time.Second)
@@ -485,7 +486,7 @@ func (p *Partition) Append(data []byte, now time.Time) (storage.AppendInfo, erro
 // Commit waits until every offset below end is committed (below the high
 // watermark), failing if leadership is lost or after a minute.
 func (p *Partition) Commit(end int64) error {
-	deadline := time.NewTimer(time.Minute)
+	deadline := p.b.clock.NewTimer(time.Minute)
 	defer deadline.Stop()
 	for {
 		ch := p.Changed()
@@ -497,7 +498,7 @@ func (p *Partition) Commit(end int64) error {
 		}
 		select {
 		case <-ch:
-		case <-deadline.C:
+		case <-deadline.C():
 			return kerr.RequestTimedOut
 		case <-p.done:
 			return kerr.NotLeaderForPartition

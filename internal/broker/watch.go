@@ -1,19 +1,24 @@
 package broker
 
-import "time"
+import (
+	"time"
+
+	"github.com/sluice-io/sluice/internal/clock"
+)
 
 // Watcher wakes one long-poll fetch when any of the partitions it watches
 // changes (its high watermark, log end, log start or role: whatever closes
 // Partition.Changed). A fetch over 10,000 partitions registers once with
 // each instead of parking a goroutine per partition.
 type Watcher struct {
+	clock clock.Clock
 	c     chan struct{}
 	parts []*Partition
 }
 
 // NewWatcher watches parts until Close.
-func NewWatcher(parts []*Partition) *Watcher {
-	w := &Watcher{c: make(chan struct{}, 1), parts: parts}
+func (b *Broker) NewWatcher(parts []*Partition) *Watcher {
+	w := &Watcher{clock: b.clock, c: make(chan struct{}, 1), parts: parts}
 	for _, p := range parts {
 		p.notifyMu.Lock()
 		if p.watchers == nil {
@@ -49,12 +54,12 @@ func (w *Watcher) Wait(since []<-chan struct{}, d time.Duration, gone <-chan str
 	if d <= 0 {
 		return false
 	}
-	timer := time.NewTimer(d)
+	timer := w.clock.NewTimer(d)
 	defer timer.Stop()
 	select {
 	case <-w.c:
 		return true
-	case <-timer.C:
+	case <-timer.C():
 		return false
 	case <-gone:
 		return false

@@ -26,24 +26,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-io/sluice/internal/broker"
+	"github.com/sluice-io/sluice/internal/clock"
 	"github.com/sluice-io/sluice/internal/config"
 	"github.com/sluice-io/sluice/internal/metadata"
 	"github.com/sluice-io/sluice/internal/storage"
 )
-
-// Clock is the coordinator's time source; tests drive it by hand.
-type Clock interface {
-	Now() time.Time
-	// AfterFunc calls f in its own goroutine after d; stop cancels it.
-	AfterFunc(d time.Duration, f func()) (stop func() bool)
-}
-
-type realClock struct{}
-
-func (realClock) Now() time.Time { return time.Now() }
-func (realClock) AfterFunc(d time.Duration, f func()) func() bool {
-	return time.AfterFunc(d, f).Stop
-}
 
 // Hard limits, whatever the configuration says.
 const (
@@ -105,8 +92,8 @@ func ConfigFrom(b *config.Broker) Config {
 // Options configure a Coordinator.
 type Options struct {
 	Config Config
-	// Clock defaults to the real clock.
-	Clock Clock
+	// Clock defaults to the broker's.
+	Clock clock.Clock
 	// Logger defaults to the broker's.
 	Logger *slog.Logger
 }
@@ -133,7 +120,7 @@ type groupTimer struct {
 type Coordinator struct {
 	b     *broker.Broker
 	cfg   Config
-	clock Clock
+	clock clock.Clock
 	log   *slog.Logger
 
 	createMu sync.Mutex // serializes creating __consumer_offsets
@@ -151,7 +138,7 @@ type Coordinator struct {
 // node leads (loading them in the background).
 func New(b *broker.Broker, opts Options) *Coordinator {
 	if opts.Clock == nil {
-		opts.Clock = realClock{}
+		opts.Clock = b.Clock()
 	}
 	if opts.Logger == nil {
 		opts.Logger = b.Logger()
@@ -323,7 +310,7 @@ func (c *Coordinator) load(s *shard) {
 		c.Resign(s.index)
 		return
 	}
-	start := time.Now()
+	start := c.clock.Now()
 	// A leader's log is authoritative (a new leader never truncates), so
 	// load everything it has, as Kafka's loader reads to the log end.
 	l := loadLog(p.Log(), p.LogStartOffset(), p.LogEndOffset(), func(msg string, off int64, err error) {
@@ -355,7 +342,7 @@ func (c *Coordinator) load(s *shard) {
 	for _, g := range s.groups {
 		c.schedule(s, g)
 	}
-	c.log.Info("loaded groups", "partition", s.index, "groups", len(s.groups), "took", time.Since(start))
+	c.log.Info("loaded groups", "partition", s.index, "groups", len(s.groups), "took", clock.Since(c.clock, start))
 }
 
 // restoreGroup rebuilds a group from its GroupMetadataValue: with members

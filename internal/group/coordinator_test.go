@@ -1,83 +1,15 @@
 package group
 
 import (
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-io/sluice/internal/broker"
+	"github.com/sluice-io/sluice/internal/clock"
 	"github.com/sluice-io/sluice/internal/config"
 )
-
-// fakeClock runs timers synchronously when advanced.
-type fakeClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers []*fakeTimer
-}
-
-type fakeTimer struct {
-	at      time.Time
-	f       func()
-	stopped bool
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) AfterFunc(d time.Duration, f func()) func() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := &fakeTimer{at: c.now.Add(d), f: f}
-	c.timers = append(c.timers, t)
-	return func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		was := !t.stopped
-		t.stopped = true
-		return was
-	}
-}
-
-// Advance moves time forward by d, firing due timers in time order (on
-// the calling goroutine).
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	end := c.now.Add(d)
-	c.mu.Unlock()
-	for {
-		c.mu.Lock()
-		var due *fakeTimer
-		for _, t := range c.timers {
-			if !t.stopped && !t.at.After(end) && (due == nil || t.at.Before(due.at)) {
-				due = t
-			}
-		}
-		if due == nil {
-			c.now = end
-			live := c.timers[:0]
-			for _, t := range c.timers {
-				if !t.stopped {
-					live = append(live, t)
-				}
-			}
-			c.timers = live
-			c.mu.Unlock()
-			return
-		}
-		due.stopped = true
-		if due.at.After(c.now) {
-			c.now = due.at
-		}
-		c.mu.Unlock()
-		due.f()
-	}
-}
 
 func openBroker(t *testing.T, dir string) *broker.Broker {
 	t.Helper()
@@ -95,13 +27,13 @@ func openBroker(t *testing.T, dir string) *broker.Broker {
 	return b
 }
 
-func testCoordinator(t *testing.T, b *broker.Broker, clock *fakeClock) *Coordinator {
+func testCoordinator(t *testing.T, b *broker.Broker, clk *clock.Manual) *Coordinator {
 	cfg := ConfigFrom(b.Config())
 	cfg.InitialRebalanceDelay = 0
 	cfg.MinSessionTimeout = time.Second
 	cfg.OffsetsRetention = time.Hour
 	cfg.RetentionCheckInterval = time.Minute
-	c := New(b, Options{Config: cfg, Clock: clock})
+	c := New(b, Options{Config: cfg, Clock: clk})
 	t.Cleanup(c.Close)
 	return c
 }
@@ -131,9 +63,9 @@ func fetchOffset(t *testing.T, c *Coordinator, group string) int64 {
 }
 
 func TestCoordinatorExpiresOffsetsDurably(t *testing.T) {
-	clock := &fakeClock{now: time.Unix(2_000_000, 0)}
+	clk := clock.NewManual(time.Unix(2_000_000, 0))
 	b := openBroker(t, t.TempDir())
-	c := testCoordinator(t, b, clock)
+	c := testCoordinator(t, b, clk)
 
 	req := kmsg.NewPtrOffsetCommitRequest()
 	req.Group = "simple"
@@ -144,11 +76,11 @@ func TestCoordinatorExpiresOffsetsDurably(t *testing.T) {
 	if o := fetchOffset(t, c, "simple"); o != 17 {
 		t.Fatalf("committed %d", o)
 	}
-	clock.Advance(59 * time.Minute)
+	clk.Advance(59 * time.Minute)
 	if o := fetchOffset(t, c, "simple"); o != 17 {
 		t.Fatalf("expired early: %d", o)
 	}
-	clock.Advance(2 * time.Minute)
+	clk.Advance(2 * time.Minute)
 	if o := fetchOffset(t, c, "simple"); o != -1 {
 		t.Fatalf("not expired after the retention: %d", o)
 	}
@@ -158,7 +90,7 @@ func TestCoordinatorExpiresOffsetsDurably(t *testing.T) {
 	if err := p.Commit(p.LogEndOffset()); err != nil {
 		t.Fatal(err)
 	}
-	c2 := testCoordinator(t, b, clock)
+	c2 := testCoordinator(t, b, clk)
 	if o := fetchOffset(t, c2, "simple"); o != -1 {
 		t.Fatalf("expired offset came back after reload: %d", o)
 	}
@@ -169,16 +101,16 @@ func TestCoordinatorExpiresOffsetsDurably(t *testing.T) {
 }
 
 func TestCoordinatorSessionTimer(t *testing.T) {
-	clock := &fakeClock{now: time.Unix(2_000_000, 0)}
+	clk := clock.NewManual(time.Unix(2_000_000, 0))
 	b := openBroker(t, t.TempDir())
-	c := testCoordinator(t, b, clock)
+	c := testCoordinator(t, b, clk)
 	req := jr("", time.Second, time.Second)
 	req.Group = "g"
 	res := c.JoinGroup(req, "client", "/127.0.0.1")
 	if res.Wait == nil {
 		t.Fatalf("join answered at once: %+v", res.Resp)
 	}
-	clock.Advance(0) // the (zero) initial delay
+	clk.Advance(0) // the (zero) initial delay
 	r := res.Wait()
 	if r.ErrorCode != 0 || r.Generation != 1 {
 		t.Fatalf("join: %+v", r)
@@ -189,11 +121,11 @@ func TestCoordinatorSessionTimer(t *testing.T) {
 	if d := describe(); d.State != "CompletingRebalance" || len(d.Members) != 1 {
 		t.Fatalf("describe: %+v", d)
 	}
-	clock.Advance(999 * time.Millisecond)
+	clk.Advance(999 * time.Millisecond)
 	if d := describe(); len(d.Members) != 1 {
 		t.Fatalf("expired early: %+v", d)
 	}
-	clock.Advance(time.Millisecond)
+	clk.Advance(time.Millisecond)
 	if d := describe(); d.State != "Empty" || len(d.Members) != 0 {
 		t.Fatalf("after the session timeout: %+v", d)
 	}

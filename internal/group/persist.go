@@ -82,7 +82,7 @@ func (c *Coordinator) schedule(s *shard, g *Group) {
 	}
 	nt := &groupTimer{at: at}
 	s.timers[g.id] = nt
-	nt.stop = c.clock.AfterFunc(at.Sub(c.clock.Now()), func() { c.fire(s, g, nt) })
+	nt.stop = c.clock.AfterFunc(at.Sub(c.clock.Now()), func() { c.fire(s, g, nt) }).Stop
 }
 
 // fire is a group timer going off.
@@ -112,7 +112,7 @@ func (c *Coordinator) armRetentionLocked() {
 	if c.retentionStop != nil || c.closed {
 		return
 	}
-	c.retentionStop = c.clock.AfterFunc(c.cfg.RetentionCheckInterval, c.expireOffsets)
+	c.retentionStop = c.clock.AfterFunc(c.cfg.RetentionCheckInterval, c.expireOffsets).Stop
 }
 
 // expireOffsets applies offsets.retention.minutes to every group, removes

@@ -59,6 +59,7 @@ import (
 
 	"github.com/sluice-io/sluice/internal/batch"
 	"github.com/sluice-io/sluice/internal/broker"
+	"github.com/sluice-io/sluice/internal/clock"
 	"github.com/sluice-io/sluice/internal/config"
 	"github.com/sluice-io/sluice/internal/protocol"
 	"github.com/sluice-io/sluice/internal/replica"
@@ -161,7 +162,7 @@ func (e *partitionError) Error() string { return e.msg }
 func (e *partitionError) Unwrap() error { return e.err }
 
 func (h *Handlers) produce(r *protocol.Request) protocol.Reply {
-	lookup := broker.LookupDeadline()
+	lookup := h.b.LookupDeadline()
 	req := r.Body.(*kmsg.ProduceRequest)
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	if req.TransactionID != nil {
@@ -175,7 +176,7 @@ func (h *Handlers) produce(r *protocol.Request) protocol.Reply {
 	if timeout <= 0 || timeout > maxProduceTimeout {
 		timeout = maxProduceTimeout
 	}
-	deadline := time.Now().Add(timeout)
+	deadline := h.b.Now().Add(timeout)
 	img := h.b.Image()
 	var commits []produceCommit
 	failed := false
@@ -253,7 +254,7 @@ func (h *Handlers) produce(r *protocol.Request) protocol.Reply {
 	}
 	acks := req.Acks
 	return protocol.Reply{Await: func() kmsg.Response {
-		timer := time.NewTimer(time.Until(deadline) + time.Second)
+		timer := h.b.Clock().NewTimer(clock.Until(h.b.Clock(), deadline) + time.Second)
 		defer timer.Stop()
 		for _, c := range commits {
 			select {
@@ -281,7 +282,7 @@ func (h *Handlers) produce(r *protocol.Request) protocol.Reply {
 						c.slot.ErrorCode, c.slot.BaseOffset, c.slot.LogAppendTime = code(err), -1, -1
 					}
 				}
-			case <-timer.C:
+			case <-timer.C():
 				// Ambiguous, as in Kafka: the records may still commit.
 				c.slot.ErrorCode = kerr.RequestTimedOut.Code
 			}
@@ -295,7 +296,7 @@ func (h *Handlers) produce(r *protocol.Request) protocol.Reply {
 // machine. It returns the time stamped on the batch (LogAppendTime
 // topics), else -1, and the batch's record count.
 func (h *Handlers) appendOne(p *broker.Partition, records []byte, pc produceConfig, acks int16, deadline time.Time) (<-chan replica.ProduceResult, int64, int64, error) {
-	b, hdr, logAppendTime, err := prepareBatch(records, pc, time.Now().UnixMilli())
+	b, hdr, logAppendTime, err := prepareBatch(records, pc, h.b.Now().UnixMilli())
 	if err != nil {
 		return nil, -1, 0, err
 	}

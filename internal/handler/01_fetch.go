@@ -45,6 +45,7 @@ import (
 
 	"github.com/sluice-io/sluice/internal/batch"
 	"github.com/sluice-io/sluice/internal/broker"
+	"github.com/sluice-io/sluice/internal/clock"
 	"github.com/sluice-io/sluice/internal/fetchsession"
 	"github.com/sluice-io/sluice/internal/metadata"
 	"github.com/sluice-io/sluice/internal/protocol"
@@ -66,7 +67,7 @@ func (h *Handlers) fetch(r *protocol.Request) protocol.Reply {
 	if plan.resp != nil {
 		return protocol.Reply{Resp: plan.resp}
 	}
-	read := h.readFetch(req, plan.items, broker.LookupDeadline())
+	read := h.readFetch(req, plan.items, h.b.LookupDeadline())
 	wait := time.Duration(req.MaxWaitMillis) * time.Millisecond
 	if wait > maxFetchWait {
 		wait = maxFetchWait
@@ -74,19 +75,19 @@ func (h *Handlers) fetch(r *protocol.Request) protocol.Reply {
 	if read.bytes >= int64(req.MinBytes) || wait <= 0 || read.waitOn == nil {
 		return protocol.Reply{Resp: h.respond(req, plan.finish(read), read.holes)}
 	}
-	deadline := time.Now().Add(wait)
+	deadline := h.b.Now().Add(wait)
 	return protocol.Reply{Await: func() kmsg.Response {
-		w := broker.NewWatcher(read.watch)
+		w := h.b.NewWatcher(read.watch)
 		defer w.Close()
 		for {
-			if !w.Wait(read.waitOn, time.Until(deadline), r.Conn.Gone()) {
+			if !w.Wait(read.waitOn, clock.Until(h.b.Clock(), deadline), r.Conn.Gone()) {
 				// Only the read whose response is sent is committed to
 				// the session (plan.finish).
 				read = h.readFetch(req, plan.items, time.Time{})
 				return h.respond(req, plan.finish(read), read.holes)
 			}
 			read = h.readFetch(req, plan.items, time.Time{})
-			if read.bytes >= int64(req.MinBytes) || read.waitOn == nil || time.Now().After(deadline) {
+			if read.bytes >= int64(req.MinBytes) || read.waitOn == nil || h.b.Now().After(deadline) {
 				return h.respond(req, plan.finish(read), read.holes)
 			}
 		}
@@ -173,7 +174,7 @@ type fetchRead struct {
 }
 
 // readFetch reads every item as it is now.
-// lookup bounds the wait for lagging metadata (broker.LookupDeadline; zero
+// lookup bounds the wait for lagging metadata (Broker.LookupDeadline; zero
 // on the re-reads of a long poll: no wait).
 func (h *Handlers) readFetch(req *kmsg.FetchRequest, items []fetchItem, lookup time.Time) fetchRead {
 	budget := int64(req.MaxBytes)

@@ -18,7 +18,7 @@ import (
 )
 
 func (h *Handlers) listOffsets(r *protocol.Request) protocol.Reply {
-	lookup := broker.LookupDeadline()
+	lookup := h.b.LookupDeadline()
 	req := r.Body.(*kmsg.ListOffsetsRequest)
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
 	for _, rt := range req.Topics {

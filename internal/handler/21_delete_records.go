@@ -5,7 +5,6 @@ package handler
 // is OFFSET_OUT_OF_RANGE. Whole segments below the new start are deleted.
 
 import (
-	"github.com/sluice-io/sluice/internal/broker"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -13,7 +12,7 @@ import (
 )
 
 func (h *Handlers) deleteRecords(r *protocol.Request) protocol.Reply {
-	lookup := broker.LookupDeadline()
+	lookup := h.b.LookupDeadline()
 	req := r.Body.(*kmsg.DeleteRecordsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteRecordsResponse)
 	for _, rt := range req.Topics {

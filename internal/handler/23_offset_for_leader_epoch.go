@@ -7,7 +7,6 @@ package handler
 // CurrentLeaderEpoch (v2+) that does not match is fenced.
 
 import (
-	"github.com/sluice-io/sluice/internal/broker"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -15,7 +14,7 @@ import (
 )
 
 func (h *Handlers) offsetForLeaderEpoch(r *protocol.Request) protocol.Reply {
-	lookup := broker.LookupDeadline()
+	lookup := h.b.LookupDeadline()
 	req := r.Body.(*kmsg.OffsetForLeaderEpochRequest)
 	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
 	for _, rt := range req.Topics {

@@ -5,7 +5,6 @@ package handler
 // directory's total and usable bytes. A null topic list means all topics.
 
 import (
-	"github.com/sluice-io/sluice/internal/broker"
 	"path/filepath"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -14,7 +13,7 @@ import (
 )
 
 func (h *Handlers) describeLogDirs(r *protocol.Request) protocol.Reply {
-	lookup := broker.LookupDeadline()
+	lookup := h.b.LookupDeadline()
 	req := r.Body.(*kmsg.DescribeLogDirsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeLogDirsResponse)
 	dir := kmsg.NewDescribeLogDirsResponseDir()
