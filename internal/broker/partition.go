@@ -88,6 +88,10 @@ func newPartition(b *Broker, tp TP, log *storage.Log, minISR int) *Partition {
 		Partition:    tp.Topic + "-" + strconv.Itoa(int(tp.Partition)),
 		MinISR:       minISR,
 		LagTimeMaxMs: b.cfg.Int("replica.lag.time.max.ms", 30000),
+		// producer.id.expiration.ms is also the log's (storage.Config),
+		// which expires its snapshots' producers the same way.
+		ProducerIDExpirationMs:      b.cfg.Int("producer.id.expiration.ms", 86400000),
+		ProducerIDExpirationCheckMs: b.cfg.Int("producer.id.expiration.check.interval.ms", 600000),
 	}, replica.LogState{
 		LogStart:  log.LogStartOffset(),
 		LEO:       log.LogEndOffset(),

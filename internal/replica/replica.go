@@ -66,6 +66,8 @@ type Replica struct {
 	acks       []pendingAck // ordered by required
 	lastShrink int64
 
+	lastProducerExpiry int64 // Tick time of the last expiry pass
+
 	// Follower only: the leader's TombstoneBound from its last answer.
 	leaderTombstoneBound int64
 
@@ -83,6 +85,12 @@ func New(cfg Config, st LogState) *Replica {
 	}
 	if cfg.LagTimeMaxMs <= 0 {
 		cfg.LagTimeMaxMs = 30000
+	}
+	if cfg.ProducerIDExpirationMs <= 0 {
+		cfg.ProducerIDExpirationMs = 86400000
+	}
+	if cfg.ProducerIDExpirationCheckMs <= 0 {
+		cfg.ProducerIDExpirationCheckMs = 600000
 	}
 	if st.Epochs == nil {
 		st.Epochs = &epoch.Cache{}
@@ -121,6 +129,10 @@ func New(cfg Config, st LogState) *Replica {
 func (r *Replica) Tick(nowMs int64) {
 	if nowMs > r.now {
 		r.now = nowMs
+	}
+	if r.now-r.lastProducerExpiry >= r.cfg.ProducerIDExpirationCheckMs {
+		r.lastProducerExpiry = r.now
+		r.producers.ExpireBefore(r.now - r.cfg.ProducerIDExpirationMs)
 	}
 	if r.role != RoleLeader {
 		return

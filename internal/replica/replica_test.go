@@ -527,3 +527,38 @@ func TestTombstoneBound(t *testing.T) {
 		t.Fatalf("follower after a new leader epoch: bound %d, want 0", b)
 	}
 }
+
+// TestProducerExpiry: a producer silent for producer.id.expiration.ms
+// (by its last batch's max timestamp) is forgotten at the next check, so
+// its next batch is checked as a new producer's; one still writing keeps
+// its sequence checks.
+func TestProducerExpiry(t *testing.T) {
+	r := New(Config{ID: 1, MinISR: 1, ProducerIDExpirationMs: 1000, ProducerIDExpirationCheckMs: 100}, LogState{})
+	r.Tick(10_000)
+	r.ApplyMetadata(PartitionState{Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1}, ISR: []int32{1}})
+	r.Advance()
+	r.Append(ProduceRequest{ID: 1, Acks: AcksLeader, Batch: Batch{NumRecords: 1, ProducerID: 7, BaseSeq: 0, MaxTimestamp: 10_000}})
+	r.Append(ProduceRequest{ID: 2, Acks: AcksLeader, Batch: Batch{NumRecords: 1, ProducerID: 8, BaseSeq: 0, MaxTimestamp: 10_000}})
+	r.Flushed(r.LEO(), r.LogGen())
+	r.Advance()
+	r.Tick(10_900)
+	r.Append(ProduceRequest{ID: 3, Acks: AcksLeader, Batch: Batch{NumRecords: 1, ProducerID: 8, BaseSeq: 1, MaxTimestamp: 10_900}})
+	r.Flushed(r.LEO(), r.LogGen())
+	r.Advance()
+	r.Tick(11_500) // producer 7 silent for 1,500 ms, producer 8 for 600 ms
+	if r.Producers().Get(7) != nil || r.Producers().Get(8) == nil {
+		t.Fatalf("after expiry: producer 7 %v (want gone), 8 %v (want kept)", r.Producers().Get(7), r.Producers().Get(8))
+	}
+	r.Append(ProduceRequest{ID: 4, Acks: AcksLeader, Batch: Batch{NumRecords: 1, ProducerID: 7, BaseSeq: 5, MaxTimestamp: 11_500}})
+	r.Append(ProduceRequest{ID: 5, Acks: AcksLeader, Batch: Batch{NumRecords: 1, ProducerID: 8, BaseSeq: 5, MaxTimestamp: 11_500}})
+	rd := r.Ready()
+	var got []int16
+	for _, c := range rd.Completed {
+		if c.ID >= 4 {
+			got = append(got, c.Error)
+		}
+	}
+	if !slices.Equal(got, []int16{ErrNone, ErrOutOfOrderSequence}) {
+		t.Fatalf("errors of the two batches %v, want [0 %d]: the expired producer starts over, the live one is checked", got, ErrOutOfOrderSequence)
+	}
+}

@@ -72,6 +72,16 @@ type Config struct {
 	// LagTimeMaxMs is replica.lag.time.max.ms (§2.1): a follower that has not
 	// been caught up for longer leaves the ISR. Zero means 30000.
 	LagTimeMaxMs int64
+	// ProducerIDExpirationMs is producer.id.expiration.ms: an idempotent
+	// producer whose last batch's max timestamp is older than this is
+	// forgotten, on leaders and followers alike (Kafka's
+	// ProducerStateManager.removeExpiredProducers); its next batch is
+	// then checked as a new producer's. Zero means 86400000.
+	ProducerIDExpirationMs int64
+	// ProducerIDExpirationCheckMs is
+	// producer.id.expiration.check.interval.ms: how often Tick looks for
+	// expired producers. Zero means 600000.
+	ProducerIDExpirationCheckMs int64
 }
 
 // LogState is the recovered state of the local log that New starts from.
