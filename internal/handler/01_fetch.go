@@ -72,7 +72,7 @@ func (h *Handlers) fetch(r *protocol.Request) protocol.Reply {
 		wait = maxFetchWait
 	}
 	if read.bytes >= int64(req.MinBytes) || wait <= 0 || read.waitOn == nil {
-		return protocol.Reply{Resp: h.respond(req, plan.finish(read), read.holes)}
+		return protocol.Reply{Resp: h.respond(r, req, plan.finish(read), read.holes)}
 	}
 	deadline := time.Now().Add(wait)
 	return protocol.Reply{Await: func() kmsg.Response {
@@ -83,11 +83,11 @@ func (h *Handlers) fetch(r *protocol.Request) protocol.Reply {
 				// Only the read whose response is sent is committed to
 				// the session (plan.finish).
 				read = h.readFetch(req, plan.items, time.Time{})
-				return h.respond(req, plan.finish(read), read.holes)
+				return h.respond(r, req, plan.finish(read), read.holes)
 			}
 			read = h.readFetch(req, plan.items, time.Time{})
 			if read.bytes >= int64(req.MinBytes) || read.waitOn == nil || time.Now().After(deadline) {
-				return h.respond(req, plan.finish(read), read.holes)
+				return h.respond(r, req, plan.finish(read), read.holes)
 			}
 		}
 	}}

@@ -22,6 +22,7 @@ import (
 type Conn struct {
 	srv *Server
 	nc  net.Conn
+	l   *Listener // the listener it came in on
 
 	pending chan pending
 	// writeFailed is closed when the writer stops early (write error).
@@ -43,13 +44,14 @@ type pending struct {
 	start        time.Time
 }
 
-func newConn(s *Server, nc net.Conn) *Conn {
+func newConn(s *Server, nc net.Conn, l *Listener) *Conn {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
 	return &Conn{
 		srv:         s,
 		nc:          nc,
+		l:           l,
 		pending:     make(chan pending, s.cfg.MaxInFlightPerConn),
 		writeFailed: make(chan struct{}),
 		gone:        make(chan struct{}),
