@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluice-io/sluice/internal/config"
 	"github.com/sluice-io/sluice/internal/protocol"
+	"github.com/sluice-io/sluice/internal/security"
 )
 
 // boundListener is a Kafka listener bound to its address.
@@ -47,10 +48,18 @@ func listenKafka(cfg *config.Broker) ([]boundListener, error) {
 
 // protocolListener is the protocol layer's view of a listener.
 func protocolListener(cfg *config.Broker, l config.Listener) (protocol.Listener, error) {
-	if l.Protocol != config.ProtoPlaintext {
+	pl := protocol.Listener{Name: l.Name}
+	if l.SASL() {
 		return protocol.Listener{}, fmt.Errorf("listener %s: security protocol %s is not supported yet", l.Name, l.Protocol)
 	}
-	return protocol.Listener{Name: l.Name}, nil
+	if l.TLS() {
+		tc, err := security.ServerTLS(cfg, l.Name)
+		if err != nil {
+			return protocol.Listener{}, err
+		}
+		pl.TLS = tc
+	}
+	return pl, nil
 }
 
 // describeListeners renders the bound listeners for the start line:

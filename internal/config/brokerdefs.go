@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -21,7 +22,10 @@ import (
 // min.insync.replicas, ...) are not listed here: BrokerDef derives them
 // from TopicDefs so that a broker default is validated by the same rule
 // as the topic config it defaults.
-var BrokerDefs = []Def{
+var BrokerDefs = slices.Concat(coreBrokerDefs, securityDefs)
+
+// coreBrokerDefs are the settings other than security's (securitydefs.go).
+var coreBrokerDefs = []Def{
 	// Server basics and KRaft.
 	{Name: "process.roles", Type: TypeList, Default: "", Enum: []string{"broker", "controller"}, Doc: "The roles of this node (KRaft). sluice derives its roles from --voters: a node listed there is a controller and a broker."},
 	{Name: "node.id", Type: TypeInt, Default: "1", Min: 0, Max: math.MaxInt32, Doc: "This node's id (--node-id). Kafka's default is -1 (required in KRaft); sluice's is 1."},
@@ -129,21 +133,6 @@ var BrokerDefs = []Def{
 	{Name: "share.coordinator.state.topic.num.partitions", Type: TypeInt, Default: "50", Min: 1, Max: math.MaxInt32, NoEffect: true},
 	{Name: "share.coordinator.state.topic.segment.bytes", Type: TypeInt, Default: "104857600", Min: 1, Max: math.MaxInt32, NoEffect: true},
 
-	// Security (accepted, not implemented).
-	{Name: "authorizer.class.name", Type: TypeClass, Default: "", NoEffect: true, Doc: "ACLs are not implemented."},
-	{Name: "super.users", Type: TypeList, Default: "", NoEffect: true},
-	{Name: "sasl.enabled.mechanisms", Type: TypeList, Default: "GSSAPI", NoEffect: true},
-	{Name: "sasl.mechanism.inter.broker.protocol", Type: TypeString, Default: "GSSAPI", NoEffect: true},
-	{Name: "sasl.mechanism.controller.protocol", Type: TypeString, Default: "GSSAPI", NoEffect: true},
-	{Name: "ssl.keystore.type", Type: TypeString, Default: "JKS", NoEffect: true},
-	{Name: "ssl.keystore.location", Type: TypeString, Default: "", NoEffect: true},
-	{Name: "ssl.keystore.password", Type: TypePassword, Default: "", NoEffect: true},
-	{Name: "ssl.key.password", Type: TypePassword, Default: "", NoEffect: true},
-	{Name: "ssl.truststore.type", Type: TypeString, Default: "JKS", NoEffect: true},
-	{Name: "ssl.truststore.location", Type: TypeString, Default: "", NoEffect: true},
-	{Name: "ssl.truststore.password", Type: TypePassword, Default: "", NoEffect: true},
-	{Name: "ssl.client.auth", Type: TypeString, Default: "none", Enum: []string{"required", "requested", "none"}, NoEffect: true},
-	{Name: "ssl.endpoint.identification.algorithm", Type: TypeString, Default: "https", NoEffect: true},
 	{Name: "metric.reporters", Type: TypeList, Default: "", NoEffect: true, Doc: "sluice exports Prometheus metrics on /metrics of the --http listener."},
 }
 
@@ -213,6 +202,13 @@ func ValidateBrokerProps(props map[string]string) error {
 	for _, k := range names {
 		if d, ok := BrokerDef(k); ok {
 			if err := d.Validate(props[k]); err != nil {
+				return err
+			}
+		} else if _, d, ok := listenerOverride(k); ok {
+			// A per-listener override follows its setting's rule.
+			o := *d
+			o.Name = k
+			if err := o.Validate(props[k]); err != nil {
 				return err
 			}
 		}

@@ -26,6 +26,10 @@ type Config struct {
 	// IdleTimeout is connections.max.idle.ms: a connection with no request
 	// for this long is closed. Default 10 minutes.
 	IdleTimeout time.Duration
+	// TLSHandshakeTimeout bounds the TLS handshake of a connection to a
+	// TLS listener, so a client that connects and stalls cannot hold a
+	// connection. Default 10 s.
+	TLSHandshakeTimeout time.Duration
 	// Logger receives connection-level errors. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -45,6 +49,9 @@ func (c *Config) fill() {
 	}
 	if c.IdleTimeout <= 0 {
 		c.IdleTimeout = 10 * time.Minute
+	}
+	if c.TLSHandshakeTimeout <= 0 {
+		c.TLSHandshakeTimeout = TLSHandshakeTimeout
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
