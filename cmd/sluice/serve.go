@@ -130,6 +130,11 @@ func parseServe(args []string) (*config.Broker, slog.Level, error) {
 	if err == nil && cfg.DataDir == "" {
 		err = errors.New("no data directory: set --data-dir or log.dirs")
 	}
+	if err == nil {
+		// The listener settings together (each key alone was checked):
+		// protocols, advertised names, the inter-broker listener.
+		err = cfg.CheckListeners()
+	}
 	return cfg, level, err
 }
 
@@ -200,12 +205,14 @@ func serve(args []string) error {
 		MaxConnections:  int(cfg.Int("max.connections", 10000)),
 		Logger:          logger,
 	}, reg)
-	ln, err := net.Listen("tcp", cfg.Listen)
+	bls, err := listenKafka(cfg)
 	if err != nil {
 		return err
 	}
-	errc := make(chan error, 2)
-	go func() { errc <- srv.Serve(ln) }()
+	errc := make(chan error, 1+len(bls))
+	for _, bl := range bls {
+		go func() { errc <- srv.ServeListener(bl.ln, bl.pl) }()
+	}
 	var hs *http.Server
 	if cfg.HTTP != "" {
 		hln, err := net.Listen("tcp", cfg.HTTP)
@@ -222,7 +229,7 @@ func serve(args []string) error {
 			}
 		}()
 	}
-	logger.Info("sluice serving", "node", cfg.NodeID, "kafka", ln.Addr().String(), "http", cfg.HTTP, "data", cfg.DataDir)
+	logger.Info("sluice serving", "node", cfg.NodeID, "kafka", describeListeners(bls), "http", cfg.HTTP, "data", cfg.DataDir)
 	stopWatch := make(chan struct{})
 	defer close(stopWatch)
 	go watchQuorum(ctrl, cfg, logger, stopWatch)

@@ -17,7 +17,6 @@ import (
 	"path"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -95,42 +94,49 @@ type Broker struct {
 
 	// stats are the per-topic produce and fetch counters (stats.go).
 	stats topicStats
+	// inter is how fetchers reach leaders (interbroker.go).
+	inter *interBroker
 
 	closing chan struct{}
 	wg      sync.WaitGroup
 }
 
-// SelfBroker returns the endpoint this node advertises to clients and other
-// brokers: advertised.listeners if set (Kafka's setting; the first
-// non-CONTROLLER listener), else --listen. A wildcard listen address
-// advertises the machine's first non-loopback IPv4 address (127.0.0.1 if it
-// has none), so brokers in separate network namespaces reach each other.
-// The --http address is advertised beside it (metadata.Broker.HTTP), with a
-// wildcard host replaced the same way, for the other nodes' consoles.
+// SelfBroker returns the registration this node advertises to clients and
+// other brokers: one endpoint per Kafka listener (advertised.listeners by
+// listener name, else the listener's own address; config.AdvertisedListeners),
+// with Host and Port those of the inter-broker listener
+// (inter.broker.listener.name), which nodes that read only Host and Port
+// dial. A wildcard host advertises the machine's first non-loopback IPv4
+// address (127.0.0.1 if it has none), so brokers in separate network
+// namespaces reach each other. The --http address is advertised beside it
+// (metadata.Broker.HTTP), with a wildcard host replaced the same way, for
+// the other nodes' consoles.
 func SelfBroker(cfg *config.Broker) (metadata.Broker, error) {
-	addr := cfg.Listen
-	if adv, ok := cfg.Props["advertised.listeners"]; ok {
-		for _, l := range strings.Split(adv, ",") {
-			l = strings.TrimSpace(l)
-			name, rest, found := strings.Cut(l, "://")
-			if !found {
-				rest, name = name, ""
-			}
-			if !strings.EqualFold(name, "CONTROLLER") && rest != "" {
-				addr = rest
-				break
-			}
+	adv, err := cfg.AdvertisedListeners()
+	if err != nil {
+		return metadata.Broker{}, err
+	}
+	inter, err := cfg.InterBrokerListenerName()
+	if err != nil {
+		return metadata.Broker{}, err
+	}
+	self := metadata.Broker{ID: cfg.NodeID, HTTP: advertisedHTTP(cfg.HTTP)}
+	for _, l := range adv {
+		host, portStr, err := net.SplitHostPort(l.Addr)
+		if err != nil {
+			return metadata.Broker{}, fmt.Errorf("listener %s address %q: %w", l.Name, l.Addr, err)
+		}
+		port, err := strconv.Atoi(portStr)
+		if err != nil || port <= 0 || port > 65535 {
+			return metadata.Broker{}, fmt.Errorf("listener %s address %q: bad port", l.Name, l.Addr)
+		}
+		e := metadata.Endpoint{Name: l.Name, Host: dialHost(host), Port: int32(port), Protocol: l.Protocol}
+		self.Endpoints = append(self.Endpoints, e)
+		if l.Name == inter {
+			self.Host, self.Port = e.Host, e.Port
 		}
 	}
-	host, portStr, err := net.SplitHostPort(addr)
-	if err != nil {
-		return metadata.Broker{}, fmt.Errorf("listen address %q: %w", addr, err)
-	}
-	port, err := strconv.Atoi(portStr)
-	if err != nil || port <= 0 || port > 65535 {
-		return metadata.Broker{}, fmt.Errorf("listen address %q: bad port", addr)
-	}
-	return metadata.Broker{ID: cfg.NodeID, Host: dialHost(host), Port: int32(port), HTTP: advertisedHTTP(cfg.HTTP)}, nil
+	return self, nil
 }
 
 // dialHost is the host other nodes dial for a listener bound to host: a
@@ -197,8 +203,12 @@ func Open(opts Options) (*Broker, error) {
 		}
 		opts.Controller = l
 	}
+	inter, err := newInterBroker(cfg)
+	if err != nil {
+		return nil, err
+	}
 	b := &Broker{cfg: cfg, fs: opts.FS, log: opts.Logger, clock: opts.Clock, ctrl: opts.Controller, onFatal: opts.OnFatal,
-		parts: map[TP]*Partition{}, fetchers: map[int32]*fetcher{}, closing: make(chan struct{}), flusher: newFlusher()}
+		parts: map[TP]*Partition{}, fetchers: map[int32]*fetcher{}, closing: make(chan struct{}), flusher: newFlusher(), inter: inter}
 	b.hwCheck = b.readHWCheckpoint()
 	if err := b.reconcile(b.ctrl.Image()); err != nil {
 		b.Close()

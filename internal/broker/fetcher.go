@@ -3,7 +3,6 @@ package broker
 import (
 	"context"
 	"errors"
-	"net"
 	"sort"
 	"strconv"
 	"sync"
@@ -90,7 +89,7 @@ type fetcher struct {
 
 func newFetcher(b *Broker, leader int32, addr string) *fetcher {
 	f := &fetcher{b: b, leader: leader, addr: addr, set: b.fetchSettings(),
-		cl:    protocol.NewClient(addr, "sluice-replica-"+strconv.Itoa(int(b.cfg.NodeID))),
+		cl:    b.inter.client(addr, "sluice-replica-"+strconv.Itoa(int(b.cfg.NodeID))),
 		parts: map[TP]*Partition{}, backoff: map[TP]time.Time{},
 		kick: make(chan struct{}, 1), done: make(chan struct{})}
 	f.wg.Add(1)
@@ -139,7 +138,7 @@ func (b *Broker) assignFetcher(p *Partition, im *metadata.Image) {
 		b.unassignFetcher(p)
 		return
 	}
-	addr := net.JoinHostPort(br.Host, strconv.Itoa(int(br.Port)))
+	addr := b.inter.addr(br)
 	b.mu.Lock()
 	for id, f := range b.fetchers {
 		if id != leader {

@@ -157,7 +157,7 @@ func (b *Broker) parallel(n int, fn func(i int)) {
 // brokersEqual reports whether two images register the same brokers in
 // the same states.
 func brokersEqual(a, b *metadata.Image) bool {
-	return maps.Equal(a.Brokers, b.Brokers)
+	return maps.EqualFunc(a.Brokers, b.Brokers, metadata.Broker.Equal)
 }
 
 // samePartition reports whether a partition's metadata is unchanged.

@@ -22,7 +22,8 @@ type Voter struct {
 type Broker struct {
 	// NodeID is node.id / --node-id. Default 1.
 	NodeID int32
-	// Listen is the Kafka listener host:port (listeners / --listen).
+	// Listen is the address of the PLAINTEXT Kafka listener, or of the
+	// first one (listeners / --listen; KafkaListeners lists them all).
 	// Default 127.0.0.1:9092.
 	Listen string
 	// ControllerListen is the controller quorum listener
@@ -226,13 +227,18 @@ func (b *Broker) LoadFile(path string) error {
 		}
 	}
 	if v, ok := props["listeners"]; ok {
-		for _, l := range strings.Split(v, ",") {
-			name, addr := splitListener(l)
-			if strings.EqualFold(name, "CONTROLLER") {
-				b.ControllerListen = addr
-			} else if addr != "" {
-				b.Listen = addr
+		// Listen is the PLAINTEXT listener, else the first Kafka one
+		// (KafkaListeners); the others are read from Props.
+		var kafka []Listener
+		for _, l := range parseListenerList(v) {
+			if l.Name == ControllerListenerName {
+				b.ControllerListen = l.Addr
+			} else if l.Addr != "" {
+				kafka = append(kafka, l)
 			}
+		}
+		if len(kafka) > 0 {
+			b.Listen = kafka[primaryListener(kafka)].Addr
 		}
 	}
 	if v, ok := props["log.dirs"]; ok && strings.TrimSpace(v) != "" {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -21,7 +22,10 @@ import (
 // min.insync.replicas, ...) are not listed here: BrokerDef derives them
 // from TopicDefs so that a broker default is validated by the same rule
 // as the topic config it defaults.
-var BrokerDefs = []Def{
+var BrokerDefs = slices.Concat(coreBrokerDefs, securityDefs)
+
+// coreBrokerDefs are the settings other than security's (securitydefs.go).
+var coreBrokerDefs = []Def{
 	// Server basics and KRaft.
 	{Name: "process.roles", Type: TypeList, Default: "", Enum: []string{"broker", "controller"}, Doc: "The roles of this node (KRaft). sluice derives its roles from --voters: a node listed there is a controller and a broker."},
 	{Name: "node.id", Type: TypeInt, Default: "1", Min: 0, Max: math.MaxInt32, Doc: "This node's id (--node-id). Kafka's default is -1 (required in KRaft); sluice's is 1."},
@@ -36,11 +40,11 @@ var BrokerDefs = []Def{
 	{Name: "broker.rack", Type: TypeString, Default: "", NoEffect: true, Doc: "Rack of this broker (rack-aware placement is not implemented)."},
 
 	// Listeners and the socket server.
-	{Name: "listeners", Type: TypeList, Default: "PLAINTEXT://:9092", Check: checkListeners, Form: "NAME://host:port,...", Doc: "NAME://host:port,...: the non-CONTROLLER listener is the Kafka listener (--listen), the CONTROLLER one the controller listener (--controller-listen). An empty host means every interface."},
-	{Name: "advertised.listeners", Type: TypeList, Default: "", Check: checkListeners, Form: "NAME://host:port,...", Doc: "The address given to clients and other brokers (the first non-CONTROLLER entry). Empty: the Kafka listener's address."},
-	{Name: "inter.broker.listener.name", Type: TypeString, Default: "", NoEffect: true, Doc: "Brokers talk to each other on the Kafka listener."},
-	{Name: "listener.security.protocol.map", Type: TypeList, Default: "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL", Check: checkProtocolMap, Form: "NAME:PROTOCOL,... (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)", NoEffect: true, Doc: "Listener name to security protocol. sluice serves PLAINTEXT only."},
-	{Name: "security.inter.broker.protocol", Type: TypeString, Default: "PLAINTEXT", Enum: securityProtocols, NoEffect: true},
+	{Name: "listeners", Type: TypeList, Default: "PLAINTEXT://:9092", Check: checkListeners, Form: "NAME://host:port,...", Doc: "The Kafka listeners, NAME://host:port,..., at most 16, each on its own port, plus the CONTROLLER listener of the metadata quorum (--controller-listen). Each name's security protocol is in listener.security.protocol.map. --listen replaces the address of the PLAINTEXT listener, or of the first one. An empty host means every interface (docs/security.md)."},
+	{Name: "advertised.listeners", Type: TypeList, Default: "", Check: checkListeners, Form: "NAME://host:port,...", Doc: "The address of each listener given to clients and other brokers, by listener name (a name must be one of listeners). A listener not named here advertises its own address; a wildcard host advertises the machine's first non-loopback IPv4 address. Metadata, FindCoordinator and DescribeCluster answer with the addresses of the listener the request came in on."},
+	{Name: "inter.broker.listener.name", Type: TypeString, Default: "", Doc: "The listener followers fetch from on other brokers (its name on every broker). Empty: the listener named after security.inter.broker.protocol if that is set, else PLAINTEXT if there is such a listener (Kafka's default), else the first Kafka listener."},
+	{Name: "listener.security.protocol.map", Type: TypeList, Default: "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL", Check: checkProtocolMap, Form: "NAME:PROTOCOL,... (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)", Doc: "Listener name to security protocol. The CONTROLLER listener must be PLAINTEXT (controller-port security is not implemented)."},
+	{Name: "security.inter.broker.protocol", Type: TypeString, Default: "PLAINTEXT", Enum: securityProtocols, Doc: "Names the inter-broker listener when inter.broker.listener.name is not set (the listener of that name)."},
 	{Name: "num.network.threads", Type: TypeInt, Default: "3", Min: 1, Max: math.MaxInt32, NoEffect: true, Doc: "sluice runs two goroutines per connection instead of a thread pool."},
 	{Name: "num.io.threads", Type: TypeInt, Default: "8", Min: 1, Max: math.MaxInt32, NoEffect: true, Doc: "sluice handles requests on the connection's goroutine."},
 	{Name: "background.threads", Type: TypeInt, Default: "10", Min: 1, Max: math.MaxInt32, NoEffect: true},
@@ -130,21 +134,6 @@ var BrokerDefs = []Def{
 	{Name: "share.coordinator.state.topic.num.partitions", Type: TypeInt, Default: "50", Min: 1, Max: math.MaxInt32, NoEffect: true},
 	{Name: "share.coordinator.state.topic.segment.bytes", Type: TypeInt, Default: "104857600", Min: 1, Max: math.MaxInt32, NoEffect: true},
 
-	// Security (accepted, not implemented).
-	{Name: "authorizer.class.name", Type: TypeClass, Default: "", NoEffect: true, Doc: "ACLs are not implemented."},
-	{Name: "super.users", Type: TypeList, Default: "", NoEffect: true},
-	{Name: "sasl.enabled.mechanisms", Type: TypeList, Default: "GSSAPI", NoEffect: true},
-	{Name: "sasl.mechanism.inter.broker.protocol", Type: TypeString, Default: "GSSAPI", NoEffect: true},
-	{Name: "sasl.mechanism.controller.protocol", Type: TypeString, Default: "GSSAPI", NoEffect: true},
-	{Name: "ssl.keystore.type", Type: TypeString, Default: "JKS", NoEffect: true},
-	{Name: "ssl.keystore.location", Type: TypeString, Default: "", NoEffect: true},
-	{Name: "ssl.keystore.password", Type: TypePassword, Default: "", NoEffect: true},
-	{Name: "ssl.key.password", Type: TypePassword, Default: "", NoEffect: true},
-	{Name: "ssl.truststore.type", Type: TypeString, Default: "JKS", NoEffect: true},
-	{Name: "ssl.truststore.location", Type: TypeString, Default: "", NoEffect: true},
-	{Name: "ssl.truststore.password", Type: TypePassword, Default: "", NoEffect: true},
-	{Name: "ssl.client.auth", Type: TypeString, Default: "none", Enum: []string{"required", "requested", "none"}, NoEffect: true},
-	{Name: "ssl.endpoint.identification.algorithm", Type: TypeString, Default: "https", NoEffect: true},
 	{Name: "metric.reporters", Type: TypeList, Default: "", NoEffect: true, Doc: "sluice exports Prometheus metrics on /metrics of the --http listener."},
 }
 
@@ -214,6 +203,13 @@ func ValidateBrokerProps(props map[string]string) error {
 	for _, k := range names {
 		if d, ok := BrokerDef(k); ok {
 			if err := d.Validate(props[k]); err != nil {
+				return err
+			}
+		} else if _, d, ok := listenerOverride(k); ok {
+			// A per-listener override follows its setting's rule.
+			o := *d
+			o.Name = k
+			if err := o.Validate(props[k]); err != nil {
 				return err
 			}
 		}

@@ -150,6 +150,10 @@ func LookupTopicDef(name string) (*Def, bool) {
 // `invalid value "abc" for log.retention.ms: expected a long`.
 func (d *Def) Validate(value string) error {
 	bad := func(format string, args ...any) error {
+		if d.Type == TypePassword {
+			// A secret is never echoed.
+			return fmt.Errorf("invalid value [hidden] for %s: %s", d.Name, fmt.Sprintf(format, args...))
+		}
 		return fmt.Errorf("invalid value %q for %s: %s", value, d.Name, fmt.Sprintf(format, args...))
 	}
 	v := strings.TrimSpace(value)

@@ -67,13 +67,14 @@ func (h *Handlers) fetch(r *protocol.Request) protocol.Reply {
 	if plan.resp != nil {
 		return protocol.Reply{Resp: plan.resp}
 	}
-	read := h.readFetch(req, plan.items, h.b.LookupDeadline())
+	splice := h.splice && r.Conn.Spliceable()
+	read := h.readFetch(req, plan.items, h.b.LookupDeadline(), splice)
 	wait := time.Duration(req.MaxWaitMillis) * time.Millisecond
 	if wait > maxFetchWait {
 		wait = maxFetchWait
 	}
 	if read.bytes >= int64(req.MinBytes) || wait <= 0 || read.waitOn == nil {
-		return protocol.Reply{Resp: h.respond(req, plan.finish(read), read.holes)}
+		return protocol.Reply{Resp: h.respond(r, req, plan.finish(read), read.holes)}
 	}
 	deadline := h.b.Now().Add(wait)
 	return protocol.Reply{Await: func() kmsg.Response {
@@ -83,12 +84,12 @@ func (h *Handlers) fetch(r *protocol.Request) protocol.Reply {
 			if !w.Wait(read.waitOn, clock.Until(h.b.Clock(), deadline), r.Conn.Gone()) {
 				// Only the read whose response is sent is committed to
 				// the session (plan.finish).
-				read = h.readFetch(req, plan.items, time.Time{})
-				return h.respond(req, plan.finish(read), read.holes)
+				read = h.readFetch(req, plan.items, time.Time{}, splice)
+				return h.respond(r, req, plan.finish(read), read.holes)
 			}
-			read = h.readFetch(req, plan.items, time.Time{})
+			read = h.readFetch(req, plan.items, time.Time{}, splice)
 			if read.bytes >= int64(req.MinBytes) || read.waitOn == nil || h.b.Now().After(deadline) {
-				return h.respond(req, plan.finish(read), read.holes)
+				return h.respond(r, req, plan.finish(read), read.holes)
 			}
 		}
 	}}
@@ -175,8 +176,10 @@ type fetchRead struct {
 
 // readFetch reads every item as it is now.
 // lookup bounds the wait for lagging metadata (Broker.LookupDeadline; zero
-// on the re-reads of a long poll: no wait).
-func (h *Handlers) readFetch(req *kmsg.FetchRequest, items []fetchItem, lookup time.Time) fetchRead {
+// on the re-reads of a long poll: no wait). splice allows zero-copy reads
+// (fetch_splice.go): off on a TLS connection, whose bytes must pass
+// through the encryption, so they are copied.
+func (h *Handlers) readFetch(req *kmsg.FetchRequest, items []fetchItem, lookup time.Time, splice bool) fetchRead {
 	budget := int64(req.MaxBytes)
 	if req.Version < 3 || budget <= 0 {
 		budget = defaultFetchMaxBytes
@@ -204,7 +207,11 @@ func (h *Handlers) readFetch(req *kmsg.FetchRequest, items []fetchItem, lookup t
 		} else {
 			rd.waitOn = append(rd.waitOn, p.Changed())
 			rd.watch = append(rd.watch, p)
-			n, stop := h.readPartition(p, req, &it.req, sp, budget-rd.bytes, first, &rd.holes)
+			holes := &rd.holes
+			if !splice {
+				holes = nil
+			}
+			n, stop := h.readPartition(p, req, &it.req, sp, budget-rd.bytes, first, holes)
 			if stop {
 				immediate = true
 			}
@@ -239,6 +246,7 @@ func (h *Handlers) currentLeader(topic string, sp *kmsg.FetchResponseTopicPartit
 // partition's replica machine (which fences epochs, checks divergence and
 // range, and records a follower's position). It returns the record bytes
 // added and whether the response should not wait (error or divergence).
+// A large read is spliced into holes, or copied if holes is nil.
 func (h *Handlers) readPartition(p *broker.Partition, req *kmsg.FetchRequest, rp *fetchsession.Request, sp *kmsg.FetchResponseTopicPartition, budget int64, first bool, holes *[]fetchHole) (int64, bool) {
 	limit := int64(rp.MaxBytes)
 	if budget < limit {
@@ -280,7 +288,7 @@ func (h *Handlers) readPartition(p *broker.Partition, req *kmsg.FetchRequest, rp
 	if slice.Size == 0 {
 		return 0, false
 	}
-	if h.splice && slice.Size >= spliceMin {
+	if holes != nil && slice.Size >= spliceMin {
 		ho := fetchHole{marker: newMarker(), slice: slice, records: slice.NextOffset - rp.FetchOffset}
 		sp.RecordBatches = append([]byte(nil), ho.marker[:]...)
 		*holes = append(*holes, ho)

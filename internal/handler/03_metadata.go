@@ -7,6 +7,10 @@ package handler
 // request allows it (AllowAutoTopicCreation, v4+; always for v0-v3), with
 // num.partitions and default.replication.factor; creation is synchronous, so
 // the topic is returned ready. Topics may be named by TopicID (v10+).
+//
+// Brokers are given by their endpoints on the listener the request came
+// in on (advertised.listeners); a broker without that listener is left out
+// and a partition it leads is LISTENER_NOT_FOUND, as in Kafka.
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -46,8 +50,12 @@ func (h *Handlers) metadata(r *protocol.Request) protocol.Reply {
 		if br.Fenced {
 			continue // KRaft lists only live brokers
 		}
+		host, port, ok := endpoint(r, br)
+		if !ok {
+			continue // not on the listener this request came in on
+		}
 		mb := kmsg.NewMetadataResponseBroker()
-		mb.NodeID, mb.Host, mb.Port = br.ID, br.Host, br.Port
+		mb.NodeID, mb.Host, mb.Port = br.ID, host, port
 		resp.Brokers = append(resp.Brokers, mb)
 	}
 	cid := img.ClusterID
@@ -55,7 +63,7 @@ func (h *Handlers) metadata(r *protocol.Request) protocol.Reply {
 	resp.ControllerID = h.b.NodeID()
 	if all {
 		for _, name := range img.TopicNames() {
-			resp.Topics = append(resp.Topics, topicMetadata(img, img.Topics[name]))
+			resp.Topics = append(resp.Topics, topicMetadata(img, img.Topics[name], r.Conn.Listener()))
 		}
 		return protocol.Reply{Resp: resp}
 	}
@@ -82,14 +90,16 @@ func (h *Handlers) metadata(r *protocol.Request) protocol.Reply {
 			resp.Topics = append(resp.Topics, mt)
 			continue
 		}
-		resp.Topics = append(resp.Topics, topicMetadata(img, t))
+		resp.Topics = append(resp.Topics, topicMetadata(img, t, r.Conn.Listener()))
 	}
 	return protocol.Reply{Resp: resp}
 }
 
 // topicMetadata describes a topic; replicas on fenced or unregistered
-// brokers are reported offline.
-func topicMetadata(img *metadata.Image, t *metadata.Topic) kmsg.MetadataResponseTopic {
+// brokers are reported offline. A partition whose leader has no endpoint
+// on the request's listener is LISTENER_NOT_FOUND (Kafka's
+// KRaftMetadataCache).
+func topicMetadata(img *metadata.Image, t *metadata.Topic, listener string) kmsg.MetadataResponseTopic {
 	mt := kmsg.NewMetadataResponseTopic()
 	name := t.Name
 	mt.Topic = &name
@@ -110,6 +120,10 @@ func topicMetadata(img *metadata.Image, t *metadata.Topic) kmsg.MetadataResponse
 		}
 		if p.Leader < 0 {
 			mp.ErrorCode = kerr.LeaderNotAvailable.Code
+		} else if br, ok := img.Brokers[p.Leader]; ok {
+			if _, ok := br.Endpoint(listener); !ok {
+				mp.ErrorCode = kerr.ListenerNotFound.Code
+			}
 		}
 		mt.Partitions = append(mt.Partitions, mp)
 	}

@@ -9,7 +9,9 @@ package handler
 // min(offsets.topic.replication.factor, live brokers)). Transaction keys
 // (type 1) are mapped the same way, but sluice serves no transactions yet:
 // the node returned will refuse transactional requests. Any other key type
-// gets INVALID_REQUEST.
+// gets INVALID_REQUEST. The coordinator is given by its endpoint on the
+// listener the request came in on; one without that listener is
+// COORDINATOR_NOT_AVAILABLE.
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -33,6 +35,14 @@ func (g *groupAPI) findCoordinator(r *protocol.Request) protocol.Reply {
 			err = kerr.InvalidRequest
 		} else {
 			rc.NodeID, rc.Host, rc.Port, err = g.c.Coordinator(key)
+			if err == nil {
+				// The coordinator's endpoint on this request's listener.
+				br, found := g.h.b.Image().Brokers[rc.NodeID]
+				var ok bool
+				if rc.Host, rc.Port, ok = endpoint(r, br); !found || !ok {
+					err = kerr.CoordinatorNotAvailable
+				}
+			}
 		}
 		if err != nil {
 			rc.NodeID, rc.Host, rc.Port = -1, "", -1

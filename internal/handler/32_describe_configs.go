@@ -136,8 +136,9 @@ func (h *Handlers) describeBrokerConfigs(names []string) []kmsg.DescribeConfigsR
 		c.Name = n
 		val := v
 		c.Value = &val
-		if d, ok := config.BrokerDef(n); ok && d.Type == config.TypePassword {
-			// Kafka never returns a password's value (isSensitive).
+		if config.IsSensitive(n) {
+			// Kafka never returns a password's value (isSensitive); nor
+			// a key or a JAAS configuration, per-listener ones included.
 			c.Value, c.IsSensitive = nil, true
 		}
 		c.ReadOnly = true

@@ -1,7 +1,9 @@
 package handler
 
 // DescribeCluster, versions 0-1 (KIP-700): cluster id, controller and the
-// registered brokers. EndpointType 1 (brokers) is the only one served.
+// registered brokers, by their endpoints on the listener the request came
+// in on (a broker without it is left out). EndpointType 1 (brokers) is
+// the only one served.
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -23,8 +25,12 @@ func (h *Handlers) describeCluster(r *protocol.Request) protocol.Reply {
 	resp.ControllerID = h.b.NodeID()
 	for _, id := range img.BrokerIDs() {
 		br := img.Brokers[id]
+		host, port, ok := endpoint(r, br)
+		if !ok {
+			continue // not on the listener this request came in on
+		}
 		sb := kmsg.NewDescribeClusterResponseBroker()
-		sb.NodeID, sb.Host, sb.Port = br.ID, br.Host, br.Port
+		sb.NodeID, sb.Host, sb.Port = br.ID, host, port
 		resp.Brokers = append(resp.Brokers, sb)
 	}
 	return protocol.Reply{Resp: resp}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluice-io/sluice/internal/fetchsession"
 	"github.com/sluice-io/sluice/internal/metadata"
+	"github.com/sluice-io/sluice/internal/protocol"
 )
 
 // fetchPlan is what a fetch reads and how its response is made. Either
@@ -140,7 +141,6 @@ func (h *Handlers) resolve(it *fetchItem) {
 // marks. Consecutive items of one topic share a response topic.
 func (h *Handlers) assemble(req *kmsg.FetchRequest, items []fetchItem, rd fetchRead, include []bool) *kmsg.FetchResponse {
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
-	var leaders []int32
 	for i := range items {
 		if include != nil && !include[i] {
 			continue
@@ -155,20 +155,26 @@ func (h *Handlers) assemble(req *kmsg.FetchRequest, items []fetchItem, rd fetchR
 		}
 		sp := rd.parts[i]
 		resp.Topics[n-1].Partitions = append(resp.Topics[n-1].Partitions, sp)
-		if l := sp.CurrentLeader.LeaderID; l >= 0 && (sp.ErrorCode == kerr.NotLeaderForPartition.Code || sp.ErrorCode == kerr.FencedLeaderEpoch.Code) {
-			leaders = append(leaders, l)
-		}
-	}
-	if req.Version >= 16 {
-		h.addEndpoints(resp, leaders)
 	}
 	return resp
 }
 
-// addEndpoints lists the endpoints of the leaders named in CurrentLeader
-// (NodeEndpoints, v16, KIP-951), so the client can go there without a
-// metadata request.
-func (h *Handlers) addEndpoints(resp *kmsg.FetchResponse, leaders []int32) {
+// addEndpoints lists the endpoints, on the listener the request came in
+// on, of the leaders named in CurrentLeader of NOT_LEADER_OR_FOLLOWER and
+// FENCED_LEADER_EPOCH partitions (NodeEndpoints, v16, KIP-951), so the
+// client can go there without a metadata request.
+func (h *Handlers) addEndpoints(r *protocol.Request, resp *kmsg.FetchResponse) {
+	if resp.Version < 16 {
+		return
+	}
+	var leaders []int32
+	for _, t := range resp.Topics {
+		for _, sp := range t.Partitions {
+			if l := sp.CurrentLeader.LeaderID; l >= 0 && (sp.ErrorCode == kerr.NotLeaderForPartition.Code || sp.ErrorCode == kerr.FencedLeaderEpoch.Code) {
+				leaders = append(leaders, l)
+			}
+		}
+	}
 	if len(leaders) == 0 {
 		return
 	}
@@ -180,8 +186,12 @@ func (h *Handlers) addEndpoints(resp *kmsg.FetchResponse, leaders []int32) {
 			continue
 		}
 		seen[id] = true
+		host, port, ok := endpoint(r, br)
+		if !ok {
+			continue
+		}
 		e := kmsg.NewFetchResponseBroker()
-		e.NodeID, e.Host, e.Port = br.ID, br.Host, br.Port
+		e.NodeID, e.Host, e.Port = br.ID, host, port
 		if br.Rack != "" {
 			rack := br.Rack
 			e.Rack = &rack

@@ -70,9 +70,10 @@ type splicedFetch struct {
 // Splices implements protocol.Spliced.
 func (r *splicedFetch) Splices() []protocol.Splice { return r.splices }
 
-// respond counts a finished Fetch response and wraps it for splicing if
-// it has holes.
-func (h *Handlers) respond(req *kmsg.FetchRequest, resp *kmsg.FetchResponse, holes []fetchHole) kmsg.Response {
+// respond adds the leaders' endpoints (KIP-951) to a finished Fetch
+// response, counts it, and wraps it for splicing if it has holes.
+func (h *Handlers) respond(r *protocol.Request, req *kmsg.FetchRequest, resp *kmsg.FetchResponse, holes []fetchHole) kmsg.Response {
+	h.addEndpoints(r, resp)
 	h.countFetch(req, resp, holes)
 	if len(holes) == 0 {
 		return resp

@@ -13,6 +13,7 @@ import (
 	"github.com/sluice-io/sluice/internal/config"
 	"github.com/sluice-io/sluice/internal/fetchsession"
 	"github.com/sluice-io/sluice/internal/group"
+	"github.com/sluice-io/sluice/internal/metadata"
 	"github.com/sluice-io/sluice/internal/protocol"
 )
 
@@ -111,4 +112,13 @@ func message(err error) *string {
 	}
 	s := err.Error()
 	return &s
+}
+
+// endpoint returns br's address on the listener r came in on. ok is false
+// when br has no such listener: Kafka leaves such a broker out of a
+// response on that listener (Metadata, DescribeCluster) and treats a
+// coordinator without it as not available.
+func endpoint(r *protocol.Request, br metadata.Broker) (host string, port int32, ok bool) {
+	e, ok := br.Endpoint(r.Conn.Listener())
+	return e.Host, e.Port, ok
 }

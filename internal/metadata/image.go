@@ -8,7 +8,9 @@ package metadata
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"slices"
 	"sort"
+	"strings"
 )
 
 // UUID is a Kafka topic id.
@@ -78,11 +80,44 @@ type Broker struct {
 	Epoch int64 `json:"epoch"`
 	// Incarnation identifies one process lifetime.
 	Incarnation string `json:"incarnation,omitempty"`
+	// Endpoints are the broker's advertised Kafka listeners by name
+	// (listeners, advertised.listeners). Host and Port are those of its
+	// inter-broker listener. Records written before endpoints existed
+	// have none (Endpoint then answers with Host and Port).
+	Endpoints []Endpoint `json:"endpoints,omitempty"`
 	// Fenced brokers lead nothing and are in no ISR.
 	Fenced bool `json:"fenced,omitempty"`
 	// ShuttingDown is set during a controlled shutdown (KIP-841: such a
 	// broker may not join an ISR nor be elected).
 	ShuttingDown bool `json:"shuttingDown,omitempty"`
+}
+
+// Endpoint is one advertised Kafka listener of a broker (the endpoints of
+// Kafka's BrokerRegistrationRecord).
+type Endpoint struct {
+	// Name is the listener name (upper case), e.g. PLAINTEXT or SASL_SSL.
+	Name string `json:"name"`
+	Host string `json:"host"`
+	Port int32  `json:"port"`
+	// Protocol is the listener's security protocol.
+	Protocol string `json:"protocol,omitempty"`
+}
+
+// Endpoint returns the broker's endpoint on the named listener. A broker
+// registered before endpoints existed (no Endpoints: one Kafka listener)
+// answers every name with its Host and Port, and so does the empty name.
+// ok is false if the broker has no such listener: Kafka leaves such a
+// broker out of responses on that listener.
+func (b Broker) Endpoint(listener string) (e Endpoint, ok bool) {
+	if listener == "" || len(b.Endpoints) == 0 {
+		return Endpoint{Host: b.Host, Port: b.Port}, true
+	}
+	for _, e := range b.Endpoints {
+		if strings.EqualFold(e.Name, listener) {
+			return e, true
+		}
+	}
+	return Endpoint{}, false
 }
 
 // Active reports whether the broker may lead and be in an ISR.
@@ -166,4 +201,11 @@ func (im *Image) BrokerIDs() []int32 {
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 	return ids
+}
+
+// Equal reports whether two registrations are the same, endpoints included.
+func (b Broker) Equal(o Broker) bool {
+	return b.ID == o.ID && b.Host == o.Host && b.Port == o.Port && b.Rack == o.Rack && b.HTTP == o.HTTP &&
+		b.Epoch == o.Epoch && b.Incarnation == o.Incarnation && b.Fenced == o.Fenced &&
+		b.ShuttingDown == o.ShuttingDown && slices.Equal(b.Endpoints, o.Endpoints)
 }

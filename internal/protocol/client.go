@@ -3,6 +3,7 @@ package protocol
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -24,6 +25,10 @@ type Client struct {
 	clientID string
 	// MaxResponseBytes bounds a response frame. Default 256 MiB.
 	MaxResponseBytes int32
+	// TLS, if set, wraps every connection in TLS (an SSL or SASL_SSL
+	// listener); its ServerName is the name the peer's certificate must
+	// carry. Set before the first Request.
+	TLS *tls.Config
 
 	mu     sync.Mutex
 	nc     net.Conn
@@ -78,6 +83,17 @@ func (c *Client) Request(ctx context.Context, req kmsg.Request) (kmsg.Response, 
 		}
 		if tc, ok := nc.(*net.TCPConn); ok {
 			tc.SetNoDelay(true)
+		}
+		if c.TLS != nil {
+			tc := tls.Client(nc, c.TLS)
+			hctx, cancel := context.WithTimeout(ctx, TLSHandshakeTimeout)
+			err := tc.HandshakeContext(hctx)
+			cancel()
+			if err != nil {
+				nc.Close()
+				return nil, fmt.Errorf("TLS handshake with %s: %w", c.addr, err)
+			}
+			nc = tc
 		}
 		c.nc, c.br = nc, bufio.NewReaderSize(nc, 64<<10)
 	}

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"bufio"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -22,6 +23,7 @@ import (
 type Conn struct {
 	srv *Server
 	nc  net.Conn
+	l   *Listener // the listener it came in on
 
 	pending chan pending
 	// writeFailed is closed when the writer stops early (write error).
@@ -33,6 +35,10 @@ type Conn struct {
 	// Values is per-connection state for handlers (e.g. fetch sessions).
 	// Only the reader goroutine touches it.
 	Values map[string]any
+
+	// principal is who the connection authenticated as (Principal); set
+	// before the reader starts (TLS) or by the reader (SASL).
+	principal string
 }
 
 type pending struct {
@@ -43,13 +49,18 @@ type pending struct {
 	start        time.Time
 }
 
-func newConn(s *Server, nc net.Conn) *Conn {
+func newConn(s *Server, nc net.Conn, l *Listener) *Conn {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
+	}
+	if l != nil && l.TLS != nil {
+		// The handshake runs on the connection's goroutine (serve).
+		nc = tls.Server(nc, l.TLS)
 	}
 	return &Conn{
 		srv:         s,
 		nc:          nc,
+		l:           l,
 		pending:     make(chan pending, s.cfg.MaxInFlightPerConn),
 		writeFailed: make(chan struct{}),
 		gone:        make(chan struct{}),
@@ -77,6 +88,12 @@ type errClose struct{ reason string }
 func (e errClose) Error() string { return e.reason }
 
 func (c *Conn) serve() {
+	if err := c.handshakeTLS(); err != nil {
+		close(c.gone)
+		c.nc.Close()
+		c.srv.cfg.Logger.Debug("TLS handshake failed", "listener", c.l.Name, "remote", c.nc.RemoteAddr(), "err", err)
+		return
+	}
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {

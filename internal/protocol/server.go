@@ -26,6 +26,10 @@ type Config struct {
 	// IdleTimeout is connections.max.idle.ms: a connection with no request
 	// for this long is closed. Default 10 minutes.
 	IdleTimeout time.Duration
+	// TLSHandshakeTimeout bounds the TLS handshake of a connection to a
+	// TLS listener, so a client that connects and stalls cannot hold a
+	// connection. Default 10 s.
+	TLSHandshakeTimeout time.Duration
 	// Logger receives connection-level errors. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -46,6 +50,9 @@ func (c *Config) fill() {
 	if c.IdleTimeout <= 0 {
 		c.IdleTimeout = 10 * time.Minute
 	}
+	if c.TLSHandshakeTimeout <= 0 {
+		c.TLSHandshakeTimeout = TLSHandshakeTimeout
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -58,7 +65,7 @@ type Server struct {
 	inflight *byteSem
 
 	mu     sync.Mutex
-	ln     net.Listener
+	lns    map[net.Listener]struct{}
 	conns  map[*Conn]struct{}
 	closed bool
 	wg     sync.WaitGroup
@@ -67,18 +74,26 @@ type Server struct {
 // NewServer returns a server for reg.
 func NewServer(cfg Config, reg *Registry) *Server {
 	cfg.fill()
-	return &Server{cfg: cfg, reg: reg, inflight: newByteSem(cfg.MaxInFlightBytes), conns: make(map[*Conn]struct{})}
+	return &Server{cfg: cfg, reg: reg, inflight: newByteSem(cfg.MaxInFlightBytes), conns: make(map[*Conn]struct{}), lns: make(map[net.Listener]struct{})}
 }
 
-// Serve accepts connections on ln until Close. It returns nil after Close.
-func (s *Server) Serve(ln net.Listener) error {
+// Serve accepts connections on ln, an unnamed PLAINTEXT listener, until
+// Close. It returns nil after Close.
+func (s *Server) Serve(ln net.Listener) error { return s.ServeListener(ln, Listener{}) }
+
+// ServeListener accepts connections on ln as the listener l until Close;
+// a Server may serve several listeners at once. It returns nil after
+// Close.
+func (s *Server) ServeListener(ln net.Listener, l Listener) error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
+		ln.Close()
 		return net.ErrClosed
 	}
-	s.ln = ln
+	s.lns[ln] = struct{}{}
 	s.mu.Unlock()
+	lp := &l
 	var backoff time.Duration
 	for {
 		nc, err := ln.Accept()
@@ -104,7 +119,7 @@ func (s *Server) Serve(ln net.Listener) error {
 			nc.Close()
 			continue
 		}
-		c := newConn(s, nc)
+		c := newConn(s, nc, lp)
 		s.conns[c] = struct{}{}
 		s.wg.Add(1)
 		s.mu.Unlock()
@@ -130,8 +145,8 @@ func (s *Server) NumConns() int {
 func (s *Server) Close() error {
 	s.mu.Lock()
 	s.closed = true
-	if s.ln != nil {
-		s.ln.Close()
+	for ln := range s.lns {
+		ln.Close()
 	}
 	for c := range s.conns {
 		c.nc.Close()

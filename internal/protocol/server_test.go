@@ -261,7 +261,7 @@ func TestWriteFailuresAfterClientLeaves(t *testing.T) {
 	srv := NewServer(Config{}, reg)
 	for round := 0; round < 20; round++ {
 		client, server := net.Pipe()
-		c := newConn(srv, server)
+		c := newConn(srv, server, &Listener{})
 		done := make(chan struct{})
 		go func() { defer close(done); c.serve() }()
 		go func() {

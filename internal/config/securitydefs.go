@@ -1,0 +1,112 @@
+package config
+
+import (
+	"fmt"
+	"strings"
+)
+
+// securityDefs are the security settings (Kafka's BrokerSecurityConfigs
+// and SslConfigs; docs/security.md). Each ssl.* and sasl.* setting may be
+// given per listener as listener.name.<listener>.<setting> (the listener
+// name in lower case, as Kafka writes it), which wins over the unprefixed
+// one for that listener; a SASL setting may also be given per mechanism,
+// listener.name.<listener>.<mechanism>.<setting>.
+var securityDefs = []Def{
+	{Name: "authorizer.class.name", Type: TypeClass, Default: "", NoEffect: true, Doc: "ACLs are not implemented: every authenticated principal may do everything."},
+	{Name: "super.users", Type: TypeList, Default: "", NoEffect: true},
+	{Name: "sasl.enabled.mechanisms", Type: TypeList, Default: "GSSAPI", NoEffect: true},
+	{Name: "sasl.mechanism.inter.broker.protocol", Type: TypeString, Default: "GSSAPI", NoEffect: true},
+	{Name: "sasl.mechanism.controller.protocol", Type: TypeString, Default: "GSSAPI", NoEffect: true},
+
+	// TLS (SSL and SASL_SSL listeners, and the inter-broker client on one).
+	{Name: "ssl.keystore.type", Type: TypeString, Default: "JKS", Doc: "Format of the key store. sluice reads PEM only: an SSL or SASL_SSL listener needs ssl.keystore.type=PEM (JKS and PKCS12 stores are refused at start)."},
+	{Name: "ssl.keystore.location", Type: TypeString, Default: "", Doc: "PEM file holding the private key (unencrypted PKCS#8, PKCS#1 or EC) and the certificate chain, leaf first. Read at start."},
+	{Name: "ssl.keystore.certificate.chain", Type: TypePassword, Default: "", Doc: "The certificate chain in PEM, inline (instead of ssl.keystore.location); line breaks may be dropped."},
+	{Name: "ssl.keystore.key", Type: TypePassword, Default: "", Doc: "The private key in PEM, inline (with ssl.keystore.certificate.chain)."},
+	{Name: "ssl.keystore.password", Type: TypePassword, Default: "", NoEffect: true, Doc: "Not needed for a PEM key store."},
+	{Name: "ssl.key.password", Type: TypePassword, Default: "", Doc: "Password of an encrypted private key. sluice does not read encrypted PEM keys: setting it is refused at start on a TLS listener."},
+	{Name: "ssl.truststore.type", Type: TypeString, Default: "JKS", Doc: "Format of the trust store; PEM only (as ssl.keystore.type), required when a trust store is given."},
+	{Name: "ssl.truststore.location", Type: TypeString, Default: "", Doc: "PEM file of the CA certificates that verify client certificates (ssl.client.auth) and, for the inter-broker client, the other brokers' certificates. Empty: the system's CAs for the client; none for client certificates."},
+	{Name: "ssl.truststore.certificates", Type: TypePassword, Default: "", Doc: "The trusted CA certificates in PEM, inline (instead of ssl.truststore.location)."},
+	{Name: "ssl.truststore.password", Type: TypePassword, Default: "", NoEffect: true, Doc: "Not needed for a PEM trust store."},
+	{Name: "ssl.client.auth", Type: TypeString, Default: "none", Enum: []string{"required", "requested", "none"}, Doc: "Client certificates on a TLS listener: required (a client without a valid one is refused in the handshake), requested (verified if sent), none. A verified client's principal is User:<certificate subject DN>."},
+	{Name: "ssl.enabled.protocols", Type: TypeList, Default: "TLSv1.2,TLSv1.3", Check: checkTLSVersions, Form: "TLSv1.2,TLSv1.3", Doc: "TLS versions accepted; sluice refuses anything older than TLSv1.2."},
+	{Name: "ssl.protocol", Type: TypeString, Default: "TLSv1.3", NoEffect: true, Doc: "The versions are ssl.enabled.protocols."},
+	{Name: "ssl.cipher.suites", Type: TypeList, Default: "", NoEffect: true, Doc: "Go's default TLS cipher suites are used."},
+	{Name: "ssl.endpoint.identification.algorithm", Type: TypeString, Default: "https", Doc: "https: the inter-broker client checks that the leader's certificate names the host it dials (a DNS name or IP address SAN); empty: the chain is verified, the name is not."},
+	{Name: "ssl.principal.mapping.rules", Type: TypeString, Default: "DEFAULT", NoEffect: true, Doc: "The principal of a client certificate is always its full subject DN."},
+}
+
+// tlsVersions are the ssl.enabled.protocols sluice accepts.
+var tlsVersions = []string{"TLSv1.2", "TLSv1.3"}
+
+func checkTLSVersions(v string) error {
+	elems := listElems(v)
+	if len(elems) == 0 {
+		return fmt.Errorf("expected a list of %s", strings.Join(tlsVersions, ", "))
+	}
+	for _, e := range elems {
+		ok := false
+		for _, t := range tlsVersions {
+			if strings.EqualFold(e, t) {
+				ok = true
+			}
+		}
+		if !ok {
+			return fmt.Errorf("expected a list of %s (TLS older than 1.2 is refused)", strings.Join(tlsVersions, ", "))
+		}
+	}
+	return nil
+}
+
+// listenerOverride splits listener.name.<listener>.[<mechanism>.]<setting>
+// into the listener name (upper case) and the setting's definition.
+func listenerOverride(name string) (listener string, d *Def, ok bool) {
+	rest, ok := strings.CutPrefix(name, "listener.name.")
+	if !ok {
+		return "", nil, false
+	}
+	l, setting, ok := strings.Cut(rest, ".")
+	if !ok {
+		return "", nil, false
+	}
+	if d, ok := BrokerDef(setting); ok {
+		return strings.ToUpper(l), d, true
+	}
+	// A per-mechanism SASL setting: <mechanism>.<setting>.
+	if _, s, ok := strings.Cut(setting, "."); ok {
+		if d, ok := BrokerDef(s); ok {
+			return strings.ToUpper(l), d, true
+		}
+	}
+	return "", nil, false
+}
+
+// IsSensitive reports whether a broker setting's value is secret (a
+// password, key or JAAS configuration, per-listener overrides included):
+// it is never logged nor returned by DescribeConfigs.
+func IsSensitive(name string) bool {
+	d, ok := BrokerDef(name)
+	if !ok {
+		_, d, ok = listenerOverride(name)
+	}
+	if ok {
+		return d.Type == TypePassword
+	}
+	return strings.Contains(name, "password") || strings.Contains(name, "jaas") || strings.HasSuffix(name, ".key")
+}
+
+// Setting returns a security setting for a listener:
+// listener.name.<listener>.<name> if set, else <name>, else its default.
+func (b *Broker) Setting(listener, name string) string {
+	if v, ok := b.Props["listener.name."+strings.ToLower(listener)+"."+name]; ok {
+		return strings.TrimSpace(v)
+	}
+	if v, ok := b.Get(name); ok {
+		return strings.TrimSpace(v)
+	}
+	if d, ok := BrokerDef(name); ok {
+		return d.Default
+	}
+	return ""
+}

@@ -1,0 +1,29 @@
+package metrics
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// The security instruments (Kafka's per-listener
+// successful-authentication-total and failed-authentication-total of its
+// selector metrics, docs/security.md).
+var (
+	// TLSHandshakeFailures counts TLS handshakes that failed or timed out,
+	// by listener.
+	TLSHandshakeFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_tls_handshake_failures_total", Help: "TLS handshakes that failed or timed out, by listener.",
+	}, []string{"listener"})
+	// AuthSuccesses counts successful authentications (SASL, or a TLS
+	// handshake on an SSL listener), by listener
+	// (successful-authentication-total).
+	AuthSuccesses = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_successful_authentication_total", Help: "Successful authentications (SASL, or TLS on an SSL listener), by listener (successful-authentication-total).",
+	}, []string{"listener"})
+	// AuthFailures counts failed SASL authentications, by listener and
+	// mechanism (failed-authentication-total).
+	AuthFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_failed_authentication_total", Help: "Failed SASL authentications, by listener and mechanism (failed-authentication-total).",
+	}, []string{"listener", "mechanism"})
+)
+
+func init() {
+	Registry.MustRegister(TLSHandshakeFailures, AuthSuccesses, AuthFailures)
+}

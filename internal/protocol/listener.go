@@ -1,0 +1,83 @@
+package protocol
+
+import (
+	"crypto/tls"
+	"net"
+	"time"
+
+	"github.com/sluice-io/sluice/internal/metrics"
+)
+
+// Listener describes one listener a Server serves (Kafka's listeners:
+// NAME://host:port with a security protocol). Responses that name brokers
+// (Metadata, FindCoordinator, DescribeCluster) give their endpoints on the
+// listener the request came in on.
+type Listener struct {
+	// Name is the listener name (upper case), e.g. PLAINTEXT. Empty on a
+	// server started with Serve: handlers then answer with each broker's
+	// inter-broker endpoint.
+	Name string
+	// TLS, if set, makes this an SSL or SASL_SSL listener: every
+	// connection starts with a TLS handshake bounded by
+	// Config.TLSHandshakeTimeout.
+	TLS *tls.Config
+}
+
+// TLSHandshakeTimeout is the default bound of a TLS handshake, server
+// side (Config.TLSHandshakeTimeout) and client side.
+const TLSHandshakeTimeout = 10 * time.Second
+
+// AnonymousPrincipal is the principal of a connection that has not
+// authenticated (Kafka's KafkaPrincipal.ANONYMOUS): PLAINTEXT, and SSL
+// without a client certificate.
+const AnonymousPrincipal = "User:ANONYMOUS"
+
+// Listener returns the name of the listener the connection came in on
+// ("" for Serve and for a nil Conn).
+func (c *Conn) Listener() string {
+	if c == nil || c.l == nil {
+		return ""
+	}
+	return c.l.Name
+}
+
+// Principal is who the connection authenticated as, "User:<name>": the
+// subject DN of a TLS client certificate (Kafka's default
+// ssl.principal.mapping.rules), the SASL user, else User:ANONYMOUS. Only
+// the reader goroutine (handlers) may call it.
+func (c *Conn) Principal() string {
+	if c == nil || c.principal == "" {
+		return AnonymousPrincipal
+	}
+	return c.principal
+}
+
+// Spliceable reports whether response bytes may go to the socket with
+// sendfile: only on a plain TCP connection, not through TLS.
+func (c *Conn) Spliceable() bool {
+	if c == nil {
+		return false
+	}
+	_, ok := c.nc.(*net.TCPConn)
+	return ok
+}
+
+// handshakeTLS runs the TLS handshake of a TLS listener's connection
+// within Config.TLSHandshakeTimeout and takes the client certificate's
+// subject as the principal.
+func (c *Conn) handshakeTLS() error {
+	tc, ok := c.nc.(*tls.Conn)
+	if !ok {
+		return nil
+	}
+	tc.SetDeadline(time.Now().Add(c.srv.cfg.TLSHandshakeTimeout))
+	if err := tc.Handshake(); err != nil {
+		metrics.TLSHandshakeFailures.WithLabelValues(c.l.Name).Inc()
+		return err
+	}
+	tc.SetDeadline(time.Time{})
+	if certs := tc.ConnectionState().PeerCertificates; len(certs) > 0 {
+		c.principal = "User:" + certs[0].Subject.String()
+	}
+	return nil
+}
