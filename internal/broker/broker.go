@@ -42,6 +42,9 @@ type Options struct {
 	// Clock is the time source of the broker, its partitions, fetchers,
 	// flusher and cleaner. Default clock.Real.
 	Clock clock.Clock
+	// Transport carries follower fetches to leaders. Default: TCP to the
+	// leader's inter-broker listener.
+	Transport Transport
 	// Controller is the metadata authority. Default: a single-node
 	// metadata.Local in DataDir/__cluster_metadata.
 	Controller metadata.Controller
@@ -94,8 +97,10 @@ type Broker struct {
 
 	// stats are the per-topic produce and fetch counters (stats.go).
 	stats topicStats
-	// inter is how fetchers reach leaders (interbroker.go).
-	inter *interBroker
+	// inter is how fetchers reach leaders (interbroker.go), over
+	// transport (Options.Transport).
+	inter     *interBroker
+	transport Transport
 
 	closing chan struct{}
 	wg      sync.WaitGroup
@@ -208,7 +213,10 @@ func Open(opts Options) (*Broker, error) {
 		return nil, err
 	}
 	b := &Broker{cfg: cfg, fs: opts.FS, log: opts.Logger, clock: opts.Clock, ctrl: opts.Controller, onFatal: opts.OnFatal,
-		parts: map[TP]*Partition{}, fetchers: map[int32]*fetcher{}, closing: make(chan struct{}), flusher: newFlusher(), inter: inter}
+		parts: map[TP]*Partition{}, fetchers: map[int32]*fetcher{}, closing: make(chan struct{}), flusher: newFlusher(), inter: inter, transport: opts.Transport}
+	if b.transport == nil {
+		b.transport = tcpTransport{inter}
+	}
 	b.hwCheck = b.readHWCheckpoint()
 	if err := b.reconcile(b.ctrl.Image()); err != nil {
 		b.Close()

@@ -16,7 +16,6 @@ import (
 	"github.com/sluice-io/sluice/internal/clock"
 	"github.com/sluice-io/sluice/internal/fetchsession"
 	"github.com/sluice-io/sluice/internal/metadata"
-	"github.com/sluice-io/sluice/internal/protocol"
 	"github.com/sluice-io/sluice/internal/replica"
 )
 
@@ -71,7 +70,7 @@ type fetcher struct {
 	b      *Broker
 	leader int32
 	addr   string
-	cl     *protocol.Client
+	cl     PeerClient
 	set    fetchSettings
 
 	mu      sync.Mutex
@@ -89,7 +88,7 @@ type fetcher struct {
 
 func newFetcher(b *Broker, leader int32, addr string) *fetcher {
 	f := &fetcher{b: b, leader: leader, addr: addr, set: b.fetchSettings(),
-		cl:    b.inter.client(addr, "sluice-replica-"+strconv.Itoa(int(b.cfg.NodeID))),
+		cl:    b.transport.Dial(addr, "sluice-replica-"+strconv.Itoa(int(b.cfg.NodeID))),
 		parts: map[TP]*Partition{}, backoff: map[TP]time.Time{},
 		kick: make(chan struct{}, 1), done: make(chan struct{})}
 	f.wg.Add(1)
