@@ -42,6 +42,13 @@ type Options struct {
 	// Clock is the time source of the broker, its partitions, fetchers,
 	// flusher and cleaner. Default clock.Real.
 	Clock clock.Clock
+	// Steps starts no background goroutine: no tick, retention or cleaner
+	// loop, no flush workers, no fetcher goroutines, no ISR-proposal
+	// goroutines. The owner drives the broker on its own goroutine with
+	// StepTick, StepAlter, StepFlush, StepFetch and StepRetention (the
+	// simulator, which owns the clock and the network, does). Default
+	// false.
+	Steps bool
 	// Transport carries follower fetches to leaders. Default: TCP to the
 	// leader's inter-broker listener.
 	Transport Transport
@@ -101,6 +108,10 @@ type Broker struct {
 	// transport (Options.Transport).
 	inter     *interBroker
 	transport Transport
+	// steps: Options.Steps (steps.go).
+	steps  bool
+	alters alterQueue
+	tickSt tickState
 
 	closing chan struct{}
 	wg      sync.WaitGroup
@@ -194,7 +205,9 @@ func Open(opts Options) (*Broker, error) {
 		opts.OnFatal = func(error) { os.Exit(1) }
 	}
 	cfg := opts.Config
-	if err := opts.FS.MkdirAll(cfg.DataDir, 0o755); err != nil {
+	// A data directory created here must survive a crash with what is
+	// synced inside it: its own name is synced too.
+	if err := vfs.MkdirAllDurable(opts.FS, cfg.DataDir); err != nil {
 		return nil, err
 	}
 	if opts.Controller == nil {
@@ -213,7 +226,8 @@ func Open(opts Options) (*Broker, error) {
 		return nil, err
 	}
 	b := &Broker{cfg: cfg, fs: opts.FS, log: opts.Logger, clock: opts.Clock, ctrl: opts.Controller, onFatal: opts.OnFatal,
-		parts: map[TP]*Partition{}, fetchers: map[int32]*fetcher{}, closing: make(chan struct{}), flusher: newFlusher(), inter: inter, transport: opts.Transport}
+		parts: map[TP]*Partition{}, fetchers: map[int32]*fetcher{}, closing: make(chan struct{}), flusher: newFlusher(opts.Steps), inter: inter, transport: opts.Transport,
+		steps: opts.Steps}
 	if b.transport == nil {
 		b.transport = tcpTransport{inter}
 	}
@@ -227,10 +241,12 @@ func Open(opts Options) (*Broker, error) {
 			b.log.Error("applying metadata", "offset", im.Offset, "err", err)
 		}
 	})
-	b.wg.Add(2)
-	go b.tickLoop()
-	go b.retentionLoop()
-	b.startCleaner()
+	if !b.steps {
+		b.wg.Add(2)
+		go b.tickLoop()
+		go b.retentionLoop()
+		b.startCleaner()
+	}
 	return b, nil
 }
 
@@ -782,36 +798,47 @@ func (b *Broker) tickLoop() {
 	defer b.wg.Done()
 	t := b.clock.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
-	lastCheckpoint := b.now()
-	var lastRetry time.Time
-	var round uint64
+	st := tickState{lastCheckpoint: b.now()}
 	for {
 		select {
 		case <-b.closing:
 			return
 		case <-t.C():
 		}
-		now := b.now()
-		if !b.caughtUp.Load() || (b.retryOpen.Load() && now.Sub(lastRetry) >= time.Second) {
-			// The image holding our registration may have been applied
-			// before the registration call returned; or some partitions
-			// are still to be opened (openLogs).
-			lastRetry = now
-			b.retryOpen.Store(false)
-			if err := b.reconcile(b.ctrl.Image()); err != nil {
-				b.log.Error("applying metadata", "err", err)
-			}
+		b.tickOnce(&st)
+	}
+}
+
+// tickState is what the tick loop carries from one tick to the next.
+type tickState struct {
+	lastCheckpoint, lastRetry time.Time
+	round                     uint64
+}
+
+// tickOnce is one tick: reconcile if still needed, tick the busy
+// partitions and every idleTickEvery-th round the idle ones, and write the
+// HW checkpoint every 5 s.
+func (b *Broker) tickOnce(st *tickState) {
+	now := b.now()
+	if !b.caughtUp.Load() || (b.retryOpen.Load() && now.Sub(st.lastRetry) >= time.Second) {
+		// The image holding our registration may have been applied
+		// before the registration call returned; or some partitions
+		// are still to be opened (openLogs).
+		st.lastRetry = now
+		b.retryOpen.Store(false)
+		if err := b.reconcile(b.ctrl.Image()); err != nil {
+			b.log.Error("applying metadata", "err", err)
 		}
-		round++
-		for _, p := range b.partitionList() {
-			if p.busy.Load() || uint8(round%idleTickEvery) == p.tickSlot {
-				p.tick(now.UnixMilli())
-			}
+	}
+	st.round++
+	for _, p := range b.partitionList() {
+		if p.busy.Load() || uint8(st.round%idleTickEvery) == p.tickSlot {
+			p.tick(now.UnixMilli())
 		}
-		if now.Sub(lastCheckpoint) >= 5*time.Second {
-			lastCheckpoint = now
-			b.writeHWCheckpoint()
-		}
+	}
+	if now.Sub(st.lastCheckpoint) >= 5*time.Second {
+		st.lastCheckpoint = now
+		b.writeHWCheckpoint()
 	}
 }
 
@@ -831,20 +858,25 @@ func (b *Broker) retentionLoop() {
 			return
 		case <-t.C():
 		}
-		for _, p := range b.Partitions() {
-			if !p.IsLeader() {
-				continue
+		b.retentionOnce()
+	}
+}
+
+// retentionOnce applies retention to every partition this node leads.
+func (b *Broker) retentionOnce() {
+	for _, p := range b.Partitions() {
+		if !p.IsLeader() {
+			continue
+		}
+		n, err := p.log.ApplyRetention(b.now(), p.HighWatermark())
+		if err != nil {
+			if !p.ioFailed("retention", err) {
+				b.log.Warn("retention", "topic", p.Topic, "partition", p.Partition, "err", err)
 			}
-			n, err := p.log.ApplyRetention(b.now(), p.HighWatermark())
-			if err != nil {
-				if !p.ioFailed("retention", err) {
-					b.log.Warn("retention", "topic", p.Topic, "partition", p.Partition, "err", err)
-				}
-				continue
-			}
-			if n > 0 {
-				p.AdvanceLogStart(p.log.LogStartOffset())
-			}
+			continue
+		}
+		if n > 0 {
+			p.AdvanceLogStart(p.log.LogStartOffset())
 		}
 	}
 }

@@ -91,8 +91,10 @@ func newFetcher(b *Broker, leader int32, addr string) *fetcher {
 		cl:    b.transport.Dial(addr, "sluice-replica-"+strconv.Itoa(int(b.cfg.NodeID))),
 		parts: map[TP]*Partition{}, backoff: map[TP]time.Time{},
 		kick: make(chan struct{}, 1), done: make(chan struct{})}
-	f.wg.Add(1)
-	go f.run()
+	if !b.steps {
+		f.wg.Add(1)
+		go f.run()
+	}
 	return f
 }
 
@@ -143,14 +145,14 @@ func (b *Broker) assignFetcher(p *Partition, im *metadata.Image) {
 		if id != leader {
 			if f.remove(p.TP) {
 				delete(b.fetchers, id)
-				go f.stop()
+				b.stopFetcher(f)
 			}
 		}
 	}
 	f := b.fetchers[leader]
 	if f != nil && f.addr != addr {
 		delete(b.fetchers, leader)
-		go f.stop()
+		b.stopFetcher(f)
 		f = nil
 	}
 	if f == nil {
@@ -167,7 +169,7 @@ func (b *Broker) unassignFetcher(p *Partition) {
 	for id, f := range b.fetchers {
 		if f.remove(p.TP) {
 			delete(b.fetchers, id)
-			go f.stop()
+			b.stopFetcher(f)
 		}
 	}
 }

@@ -26,9 +26,13 @@ type flusher struct {
 	wg     sync.WaitGroup
 }
 
-func newFlusher() *flusher {
+// newFlusher starts the workers, or none with steps (drain flushes then).
+func newFlusher(steps bool) *flusher {
 	f := &flusher{}
 	f.cond = sync.NewCond(&f.mu)
+	if steps {
+		return f
+	}
 	f.wg.Add(flushWorkers)
 	for range flushWorkers {
 		go f.work()
@@ -59,6 +63,23 @@ func (f *flusher) stop() {
 	f.mu.Unlock()
 	f.cond.Broadcast()
 	f.wg.Wait()
+}
+
+// drain flushes every queued partition on the caller's goroutine, until
+// the queue is empty (Broker.StepFlush).
+func (f *flusher) drain() {
+	for {
+		f.mu.Lock()
+		if len(f.queue) == 0 || f.closed {
+			f.mu.Unlock()
+			return
+		}
+		p := f.queue[0]
+		f.queue[0] = nil
+		f.queue = f.queue[1:]
+		f.mu.Unlock()
+		p.flush()
+	}
 }
 
 func (f *flusher) work() {
@@ -103,7 +124,11 @@ func (p *Partition) flush() {
 			return
 		}
 		p.b.log.Error("fsync", "topic", p.Topic, "partition", p.Partition, "err", err)
-		p.b.clock.AfterFunc(100*time.Millisecond, func() { p.b.flusher.kick(p) })
+		if p.b.steps {
+			p.b.flusher.kick(p) // the next StepFlush retries
+		} else {
+			p.b.clock.AfterFunc(100*time.Millisecond, func() { p.b.flusher.kick(p) })
+		}
 		return
 	}
 	p.mu.Lock()

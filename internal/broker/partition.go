@@ -300,7 +300,7 @@ func (p *Partition) processReady() {
 				p.isrNext = &req
 			} else {
 				p.isrInflight = true
-				go p.alterPartition(req, 0)
+				p.b.sendAlter(p, req, 0)
 			}
 		}
 		p.r.Advance()
@@ -400,7 +400,7 @@ func (p *Partition) alterPartition(req replica.AlterPartitionRequest, delay time
 			if err != nil {
 				delay = 500 * time.Millisecond
 			}
-			go p.alterPartition(*next, delay)
+			p.b.sendAlter(p, *next, delay)
 		}
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/sluice-io/sluice/internal/vfs"
 )
 
 // FileName is the lock file's name inside the data directory (Kafka's
@@ -39,11 +41,12 @@ func (e *InUseError) Error() string {
 	return fmt.Sprintf("data directory %s is in use by %s", e.Dir, e.Owner)
 }
 
-// Acquire creates dir if needed and locks it, failing at once (never
+// Acquire creates dir if needed (durably: the parents of what it creates
+// are synced, so synced data inside survives a crash) and locks it, failing at once (never
 // waiting) when another process holds the lock, with an *InUseError
 // ("data directory DIR is in use by pid N").
 func Acquire(dir string) (*Lock, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := vfs.MkdirAllDurable(vfs.Default, dir); err != nil {
 		return nil, fmt.Errorf("data directory %s: %w", dir, err)
 	}
 	path := filepath.Join(dir, FileName)

@@ -1,6 +1,12 @@
 package fetchsession
 
-import "github.com/twmb/franz-go/pkg/kerr"
+import (
+	"bytes"
+	"slices"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
 
 // Client is the fetcher's side of a session with one leader (Kafka's
 // FetchSessionHandler): it turns the partitions wanted in the next fetch
@@ -57,7 +63,21 @@ func (c *Client) Build(next map[Key]Request) Plan {
 		s[k] = r
 	}
 	c.session = s
+	// In a stable order (Kafka's builder keeps insertion order): the same
+	// partitions make the same request, and a simulator replays it.
+	slices.SortFunc(p.Send, compareKeys)
+	slices.SortFunc(p.Forget, compareKeys)
 	return p
+}
+
+func compareKeys(a, b Key) int {
+	if c := strings.Compare(a.Topic, b.Topic); c != 0 {
+		return c
+	}
+	if c := bytes.Compare(a.TopicID[:], b.TopicID[:]); c != 0 {
+		return c
+	}
+	return int(a.Partition) - int(b.Partition)
 }
 
 // HandleResponse follows the session from a response's top-level error

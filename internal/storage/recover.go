@@ -27,7 +27,7 @@ func Open(fsys vfs.FS, dir string, cfg Config, now time.Time) (*Log, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if err := mkdirDurable(fsys, dir); err != nil {
+	if err := vfs.MkdirAllDurable(fsys, dir); err != nil {
 		return nil, err
 	}
 	l := &Log{fs: fsys, dir: dir, cfg: cfg, lastNowMs: now.UnixMilli(), inflightTarget: -1, tombstoneBlocked: -1}
@@ -40,37 +40,6 @@ func Open(fsys vfs.FS, dir string, cfg Config, now time.Time) (*Log, error) {
 		return nil, err
 	}
 	return l, nil
-}
-
-// mkdirDurable creates dir and its missing parents, and syncs the parent of
-// each directory it created, so the new names survive a crash.
-func mkdirDurable(fsys vfs.FS, dir string) error {
-	var missing []string
-	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
-		ok, err := vfs.Exists(fsys, d)
-		if err != nil {
-			return err
-		}
-		if ok {
-			break
-		}
-		missing = append(missing, d)
-		if filepath.Dir(d) == d {
-			break
-		}
-	}
-	if len(missing) == 0 {
-		return nil
-	}
-	if err := fsys.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	for i := len(missing) - 1; i >= 0; i-- {
-		if err := fsys.SyncDir(filepath.Dir(missing[i])); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // dirState is what recover learns from listing the directory.

@@ -278,3 +278,34 @@ func (f *osFile) Size() (int64, error) {
 func (f *osFile) Sync() error      { return f.f.Sync() }
 func (f *osFile) Close() error     { return f.f.Close() }
 func (f *osFile) OSFile() *os.File { return f.f }
+
+// MkdirAllDurable creates dir and its missing parents, and syncs the
+// parent of each directory it created, so the new names survive a crash.
+func MkdirAllDurable(fsys FS, dir string) error {
+	var missing []string
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		ok, err := Exists(fsys, d)
+		if err != nil {
+			return err
+		}
+		if ok {
+			break
+		}
+		missing = append(missing, d)
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	if err := fsys.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for i := len(missing) - 1; i >= 0; i-- {
+		if err := fsys.SyncDir(filepath.Dir(missing[i])); err != nil {
+			return err
+		}
+	}
+	return nil
+}

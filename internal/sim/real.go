@@ -1,0 +1,653 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	mrand "math/rand"
+	"math/rand/v2"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-io/sluice/internal/batch"
+	"github.com/sluice-io/sluice/internal/batch/batchtest"
+	sbroker "github.com/sluice-io/sluice/internal/broker"
+	"github.com/sluice-io/sluice/internal/clock"
+	"github.com/sluice-io/sluice/internal/config"
+	"github.com/sluice-io/sluice/internal/handler"
+	"github.com/sluice-io/sluice/internal/metadata"
+	"github.com/sluice-io/sluice/internal/protocol"
+	"github.com/sluice-io/sluice/internal/replica"
+	"github.com/sluice-io/sluice/internal/storage"
+	"github.com/sluice-io/sluice/internal/vfs"
+)
+
+// The real-broker world: the production data plane under the simulator.
+// Three internal/broker brokers run in step mode (sbroker.Options.Steps) on
+// one goroutine: real replica machines, real storage on crashable
+// in-memory file systems, real follower fetchers whose Fetch and
+// ListOffsets cross a simulated network into the leader's real request
+// handlers (protocol.Local), the real metadata reconciliation applying
+// images from a simulated controller (realctl.go), all on one manual
+// clock. A seeded PRNG picks every step: a broker's tick, flush, fetch
+// round or ISR proposal, a produce, time passing, a crash that loses
+// unsynced data, a restart, a cut link. Invariants are checked as it runs
+// and after a final heal-and-settle phase; the same seed gives the same
+// trace.
+
+// RealOptions configures RunReal. Zero fields take defaults.
+type RealOptions struct {
+	Seed  uint64
+	Steps int // simulation steps before the settle phase (default 3000)
+	// Verbose keeps the whole trace instead of the last TraceTail lines.
+	Verbose   bool
+	TraceTail int // default 300
+}
+
+// RealStats counts what a run did.
+type RealStats struct {
+	Crashes, Restarts, Fences, Cuts, ISRChanges, Produced, Acked, Failed int
+}
+
+// RealResult is the outcome of RunReal.
+type RealResult struct {
+	Seed      uint64
+	Violation string
+	Trace     []string
+	Stats     RealStats
+}
+
+// Report renders a failure for a test log.
+func (r *RealResult) Report() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "seed %d: %s\nreplay: go test ./internal/sim -run TestRealSeeds -real.seed=%d -v\n--- trace (last %d lines) ---\n",
+		r.Seed, r.Violation, r.Seed, len(r.Trace))
+	for _, l := range r.Trace {
+		b.WriteString(l)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// Timing of the real world, in simulated ms.
+const (
+	realBrokers         = 3
+	realSessionMs       = 300 // broker.session.timeout.ms of the simulated controller
+	realDropP           = 0.02
+	realSettleSteps     = 1000
+	realCheckEvery      = 25 // steps between full acknowledged-record checks
+	realMaxDown         = 2
+	realProduceDeadline = 2 * time.Second
+)
+
+var errUnreachable = errors.New("sim: unreachable")
+
+type realBroker struct {
+	id     int32
+	up     bool
+	downAt time.Time // crash time, for the controller's session expiry
+	fs     *vfs.Mem
+	b      *sbroker.Broker
+	reg    *protocol.Registry
+	h      *handler.Handlers
+	// hw is the last high watermark seen per partition as leader, with
+	// its leader epoch: it never goes back within an epoch.
+	hw map[string][2]int64
+}
+
+type ackedRec struct {
+	off   int64
+	value string
+}
+
+type pendingProduce struct {
+	broker int32
+	topic  string
+	value  string
+	ch     <-chan replica.ProduceResult
+}
+
+type realWorld struct {
+	opts  RealOptions
+	rng   *rand.Rand
+	clk   *clock.Manual
+	start time.Time
+
+	brokers []*realBroker // index id-1
+	ctrl    *rctl
+	topics  []string
+
+	cutFromController map[int32]bool
+	cut               map[[2]int32]bool // one-way links from→to that drop everything
+	conns             map[[2]int32]*protocol.Local
+
+	seq     int
+	acked   map[string][]ackedRec
+	pending []pendingProduce
+
+	settling bool // the final phase: no faults, no losses
+
+	stats     RealStats
+	trace     []string
+	traceNext int
+	failed    string
+}
+
+// RunReal runs one simulation of real brokers.
+func RunReal(opts RealOptions) *RealResult {
+	if opts.Steps <= 0 {
+		opts.Steps = 3000
+	}
+	if opts.TraceTail <= 0 {
+		opts.TraceTail = 300
+	}
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	w := &realWorld{opts: opts, rng: rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x5851f42d4c957f2d)),
+		clk: clock.NewManual(start), start: start, cutFromController: map[int32]bool{}, cut: map[[2]int32]bool{},
+		conns: map[[2]int32]*protocol.Local{}, acked: map[string][]ackedRec{}}
+	w.ctrl = newRctl(w)
+	w.setup()
+	for i := 0; i < opts.Steps && w.failed == ""; i++ {
+		w.step(true)
+		if w.failed == "" && i%realCheckEvery == 0 {
+			w.checkAcked()
+		}
+	}
+	if w.failed == "" {
+		w.settle()
+	}
+	for _, rb := range w.brokers {
+		if rb.up {
+			rb.h.Close()
+			rb.b.Close()
+		}
+	}
+	res := &RealResult{Seed: opts.Seed, Violation: w.failed, Stats: w.stats}
+	if opts.Verbose || len(w.trace) < opts.TraceTail {
+		res.Trace = w.trace
+	} else {
+		res.Trace = append(append([]string{}, w.trace[w.traceNext:]...), w.trace[:w.traceNext]...)
+	}
+	return res
+}
+
+func (w *realWorld) tracef(format string, args ...any) {
+	line := fmt.Sprintf("%7d ", w.clk.Now().Sub(w.start).Milliseconds()) + fmt.Sprintf(format, args...)
+	if w.opts.Verbose || len(w.trace) < w.opts.TraceTail {
+		w.trace = append(w.trace, line)
+		return
+	}
+	w.trace[w.traceNext] = line
+	w.traceNext = (w.traceNext + 1) % len(w.trace)
+}
+
+func (w *realWorld) fail(format string, args ...any) {
+	if w.failed == "" {
+		w.failed = fmt.Sprintf(format, args...)
+		w.tracef("VIOLATION: %s", w.failed)
+	}
+}
+
+func (w *realWorld) chance(p float64) bool { return w.rng.Float64() < p }
+
+func fmtPart(topic string, p metadata.Partition) string {
+	return fmt.Sprintf(" %s-%d[leader %d epoch %d/%d isr %v]", topic, p.Index, p.Leader, p.LeaderEpoch, p.PartitionEpoch, p.ISR)
+}
+
+// setup starts three brokers and creates two RF 3 topics with min ISR 2.
+func (w *realWorld) setup() {
+	for id := int32(1); id <= realBrokers; id++ {
+		rb := &realBroker{id: id, fs: vfs.NewMem(), hw: map[string][2]int64{}}
+		w.brokers = append(w.brokers, rb)
+		w.startBroker(rb)
+	}
+	for i := 0; i < 2; i++ {
+		name := fmt.Sprintf("t%d", i)
+		w.topics = append(w.topics, name)
+		if err := w.brokers[0].b.CreateTopic(name, 1, realBrokers, map[string]string{"min.insync.replicas": "2"}, false); err != nil {
+			w.fail("create topic %s: %v", name, err)
+		}
+	}
+}
+
+func (w *realWorld) brokerConfig(id int32) *config.Broker {
+	cfg := config.Defaults()
+	cfg.NodeID = id
+	cfg.DataDir = "/data"
+	cfg.Listen = "127.0.0." + strconv.Itoa(int(id)) + ":9092"
+	cfg.Props["replica.lag.time.max.ms"] = "400"
+	cfg.Props["replica.fetch.backoff.ms"] = "50"
+	cfg.Props["log.segment.bytes"] = "2048"
+	cfg.Props["unclean.leader.election.enable"] = "false"
+	cfg.Props["group.initial.rebalance.delay.ms"] = "0"
+	return cfg
+}
+
+// startBroker registers rb with the controller (a new broker epoch) and
+// opens it on its file system.
+func (w *realWorld) startBroker(rb *realBroker) {
+	cfg := w.brokerConfig(rb.id)
+	self, err := sbroker.SelfBroker(cfg)
+	if err != nil {
+		w.fail("broker %d: %v", rb.id, err)
+		return
+	}
+	rb.up = true
+	n := w.ctrl.node(self)
+	b, err := sbroker.Open(sbroker.Options{Config: cfg, FS: rb.fs, Clock: w.clk, Controller: n, Steps: true,
+		Transport: simTransport{w: w, from: rb.id}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		OnFatal: func(err error) { w.fail("broker %d halted: %v", rb.id, err) }})
+	if err != nil {
+		w.fail("open broker %d: %v", rb.id, err)
+		rb.up = false
+		return
+	}
+	rb.b = b
+	rb.reg = protocol.NewRegistry()
+	rb.h = handler.Register(rb.reg, b)
+	rb.hw = map[string][2]int64{}
+	w.tracef("broker %d started, epoch %d", rb.id, n.BrokerEpoch())
+}
+
+// crash stops rb as a power loss would: its file system keeps what was
+// synced and a random part of the rest; the broker object is dropped.
+func (w *realWorld) crash(rb *realBroker) {
+	rb.up = false
+	rb.downAt = w.clk.Now()
+	rb.h.Close()
+	rb.b, rb.h, rb.reg = nil, nil, nil
+	rb.fs = rb.fs.Crash(mrand.New(mrand.NewSource(int64(w.rng.Uint64()))))
+	for k, l := range w.conns {
+		if k[0] == rb.id || k[1] == rb.id {
+			l.Close()
+			delete(w.conns, k)
+		}
+	}
+	kept := w.pending[:0]
+	for _, pp := range w.pending {
+		if pp.broker != rb.id {
+			kept = append(kept, pp)
+		}
+	}
+	w.pending = kept
+	w.stats.Crashes++
+	w.tracef("broker %d crashed", rb.id)
+}
+
+func (w *realWorld) upBrokers() []*realBroker {
+	var out []*realBroker
+	for _, rb := range w.brokers {
+		if rb.up {
+			out = append(out, rb)
+		}
+	}
+	return out
+}
+
+// step runs one simulation step; faults only when nemesis is set.
+func (w *realWorld) step(nemesis bool) {
+	w.expireSessions()
+	up := w.upBrokers()
+	r := w.rng.IntN(100)
+	switch {
+	case r < 25:
+		w.clk.Advance(time.Duration(1+w.rng.IntN(30)) * time.Millisecond)
+	case r < 75 && len(up) > 0:
+		rb := up[w.rng.IntN(len(up))]
+		switch k := w.rng.IntN(10); {
+		case k < 4:
+			rb.b.StepFetch()
+		case k < 7:
+			rb.b.StepFlush()
+		case k < 9:
+			rb.b.StepTick()
+		default:
+			rb.b.StepAlter()
+		}
+	case r < 90:
+		w.produce()
+	case !nemesis:
+	case r < 93 && len(up) > realBrokers-realMaxDown:
+		w.crash(up[w.rng.IntN(len(up))])
+	case r < 96:
+		var down []*realBroker
+		for _, rb := range w.brokers {
+			if !rb.up {
+				down = append(down, rb)
+			}
+		}
+		if len(down) > 0 {
+			rb := down[w.rng.IntN(len(down))]
+			w.stats.Restarts++
+			w.startBroker(rb)
+		}
+	case r < 98:
+		from, to := int32(1+w.rng.IntN(realBrokers)), int32(1+w.rng.IntN(realBrokers))
+		if from != to {
+			k := [2]int32{from, to}
+			w.cut[k] = !w.cut[k]
+			w.stats.Cuts++
+			w.tracef("link %d->%d cut=%v", from, to, w.cut[k])
+		}
+	default:
+		id := int32(1 + w.rng.IntN(realBrokers))
+		w.cutFromController[id] = !w.cutFromController[id]
+		w.tracef("broker %d cut from the controller=%v", id, w.cutFromController[id])
+	}
+	w.collect()
+	w.checkHW()
+}
+
+// expireSessions fences a broker down, or cut from the controller, for
+// longer than the session timeout (a crashed broker's heartbeats stop).
+func (w *realWorld) expireSessions() {
+	now := w.clk.Now()
+	im := w.ctrl.img
+	for _, rb := range w.brokers {
+		br, ok := im.Brokers[rb.id]
+		if !ok {
+			continue
+		}
+		if br.Fenced {
+			// A heartbeat from a live broker the controller hears again.
+			if rb.up && !w.cutFromController[rb.id] && w.chance(0.05) {
+				w.tracef("controller: unfence broker %d", rb.id)
+				w.ctrl.unfence(rb.id)
+			}
+			continue
+		}
+		if (!rb.up && now.Sub(rb.downAt) >= realSessionMs*time.Millisecond) || (rb.up && w.cutFromController[rb.id] && w.chance(0.05)) {
+			w.stats.Fences++
+			w.tracef("controller: fence broker %d", rb.id)
+			w.ctrl.fence(rb.id)
+		}
+	}
+}
+
+// produce sends one acks=all batch of one record to the partition's
+// current leader (as the image names it).
+func (w *realWorld) produce() {
+	topic := w.topics[w.rng.IntN(len(w.topics))]
+	leader := w.ctrl.img.Topics[topic].Partitions[0].Leader
+	if leader < 1 || !w.brokers[leader-1].up {
+		return
+	}
+	rb := w.brokers[leader-1]
+	p, err := rb.b.Leader(topic, 0)
+	if err != nil {
+		return
+	}
+	w.seq++
+	value := fmt.Sprintf("%s-%d", topic, w.seq)
+	data := batchtest.Build(batchtest.Options{BaseTimestamp: w.clk.Now().UnixMilli()}, batchtest.Values(value))
+	h, err := batch.ParseHeader(data)
+	if err != nil {
+		w.fail("batch: %v", err)
+		return
+	}
+	w.stats.Produced++
+	w.pending = append(w.pending, pendingProduce{broker: leader, topic: topic, value: value,
+		ch: p.Produce(data, h, -1, w.clk.Now().Add(realProduceDeadline))})
+}
+
+// collect takes the answers that arrived.
+func (w *realWorld) collect() {
+	kept := w.pending[:0]
+	for _, pp := range w.pending {
+		select {
+		case res := <-pp.ch:
+			if res.Error != 0 {
+				w.stats.Failed++
+				continue
+			}
+			w.stats.Acked++
+			w.acked[pp.topic] = append(w.acked[pp.topic], ackedRec{off: res.BaseOffset, value: pp.value})
+			w.tracef("acked %s at %s-0@%d by %d", pp.value, pp.topic, res.BaseOffset, pp.broker)
+		default:
+			kept = append(kept, pp)
+		}
+	}
+	w.pending = kept
+}
+
+// checkHW: a leader's high watermark never goes back within its epoch.
+func (w *realWorld) checkHW() {
+	for _, rb := range w.upBrokers() {
+		for _, topic := range w.topics {
+			p, err := rb.b.Partition(topic, 0)
+			if err != nil || !p.IsLeader() {
+				continue
+			}
+			hw, le := p.HighWatermark(), int64(p.LeaderEpoch())
+			if last, ok := rb.hw[topic]; ok && last[1] == le && hw < last[0] {
+				w.fail("broker %d: HW of %s-0 went back from %d to %d in leader epoch %d", rb.id, topic, last[0], hw, le)
+			}
+			rb.hw[topic] = [2]int64{hw, le}
+		}
+	}
+}
+
+// checkAcked: the leader of each partition (up, and leading by the latest
+// image) holds every acknowledged record at its offset.
+func (w *realWorld) checkAcked() {
+	for _, topic := range w.topics {
+		leader := w.ctrl.img.Topics[topic].Partitions[0].Leader
+		if leader < 1 || !w.brokers[leader-1].up {
+			continue
+		}
+		p, err := w.brokers[leader-1].b.Partition(topic, 0)
+		if err != nil || !p.IsLeader() {
+			continue
+		}
+		w.checkLog(leader, topic, p.Log(), p.Log().LogEndOffset())
+	}
+}
+
+// checkLog fails unless every acknowledged record of topic below end is in
+// l at its offset.
+func (w *realWorld) checkLog(id int32, topic string, l *storage.Log, end int64) {
+	want := map[int64]string{}
+	for _, a := range w.acked[topic] {
+		want[a.off] = a.value
+	}
+	found := map[int64]bool{}
+	err := readRecords(l, end, func(off int64, value []byte) bool {
+		if v, ok := want[off]; ok {
+			if v != string(value) {
+				w.fail("broker %d: %s-0@%d holds %q, acknowledged %q", id, topic, off, value, v)
+				return false
+			}
+			found[off] = true
+		}
+		return true
+	})
+	if err != nil {
+		w.fail("broker %d: reading %s-0: %v", id, topic, err)
+		return
+	}
+	for _, a := range w.acked[topic] {
+		if !found[a.off] {
+			w.fail("broker %d leads %s-0 without acknowledged record %q at %d (log end %d)", id, topic, a.value, a.off, end)
+			return
+		}
+	}
+}
+
+// describe renders each broker's registration and view of topic-0.
+func (w *realWorld) describe(topic string) string {
+	var b strings.Builder
+	for _, rb := range w.brokers {
+		br := w.ctrl.img.Brokers[rb.id]
+		fmt.Fprintf(&b, "broker %d (up %v, epoch %d, fenced %v): ", rb.id, rb.up, br.Epoch, br.Fenced)
+		if !rb.up {
+			b.WriteString("down; ")
+			continue
+		}
+		p, err := rb.b.Partition(topic, 0)
+		if err != nil {
+			fmt.Fprintf(&b, "%v; ", err)
+			continue
+		}
+		fmt.Fprintf(&b, "leader %d epoch %d LEO %d HW %d flushed %d; ", p.Leader(), p.LeaderEpoch(), p.LogEndOffset(),
+			p.HighWatermark(), p.Log().FlushedOffset())
+	}
+	return b.String()
+}
+
+// readRecords calls fn with every record of l below end, in order, until
+// fn returns false.
+func readRecords(l *storage.Log, end int64, fn func(off int64, value []byte) bool) error {
+	for off := l.LogStartOffset(); off < end; {
+		sl, err := l.Read(off, 1<<20, end)
+		if err != nil {
+			return err
+		}
+		b, err := sl.AppendTo(nil)
+		if err != nil {
+			return err
+		}
+		if len(b) == 0 {
+			return nil
+		}
+		for len(b) > 0 {
+			h, one, rest, err := batch.Next(b)
+			if err != nil {
+				return err
+			}
+			more := true
+			if err := batch.Records(one, func(r batch.Record) bool {
+				more = fn(h.BaseOffset+int64(r.OffsetDelta), r.Value)
+				return more
+			}); err != nil {
+				return err
+			}
+			if !more {
+				return nil
+			}
+			off = h.NextOffset()
+			b = rest
+		}
+	}
+	return nil
+}
+
+// settle heals every fault, restarts every broker and runs without faults
+// until the cluster converges, then checks every replica.
+func (w *realWorld) settle() {
+	w.tracef("settle: heal all, restart all")
+	w.cut = map[[2]int32]bool{}
+	w.cutFromController = map[int32]bool{}
+	for _, rb := range w.brokers {
+		if !rb.up {
+			w.startBroker(rb)
+		}
+	}
+	w.settling = true
+	for i := 0; i < realSettleSteps && w.failed == ""; i++ {
+		// A healthy cluster: every broker runs every loop each 5 ms, no
+		// message is lost; the workload stops halfway.
+		w.expireSessions()
+		w.clk.Advance(5 * time.Millisecond)
+		for _, rb := range w.upBrokers() {
+			rb.b.StepFetch()
+			rb.b.StepFlush()
+			rb.b.StepAlter()
+			rb.b.StepTick()
+		}
+		if i < realSettleSteps/2 && i%3 == 0 {
+			w.produce()
+		}
+		w.collect()
+		w.checkHW()
+	}
+	if w.failed != "" {
+		return
+	}
+	for _, rb := range w.brokers {
+		rb.b.StepFlush()
+	}
+	w.checkAcked()
+	for _, topic := range w.topics {
+		part := w.ctrl.img.Topics[topic].Partitions[0]
+		if len(part.ISR) != realBrokers {
+			w.fail("after settling, %s-0 has ISR %v; %s", topic, part.ISR, w.describe(topic))
+			return
+		}
+		lp, err := w.brokers[part.Leader-1].b.Partition(topic, 0)
+		if err != nil {
+			w.fail("leader %d of %s-0: %v", part.Leader, topic, err)
+			return
+		}
+		hw := lp.HighWatermark()
+		for _, rb := range w.brokers {
+			p, err := rb.b.Partition(topic, 0)
+			if err != nil {
+				w.fail("broker %d: %s-0: %v", rb.id, topic, err)
+				return
+			}
+			w.checkLog(rb.id, topic, p.Log(), hw)
+		}
+	}
+}
+
+// simTransport is a broker's Transport: its requests to a leader are
+// served by the leader's own handlers (protocol.Local) on this goroutine,
+// unless the broker is down, a link is cut (a cut back means the request
+// was served and the answer lost) or the network drops them.
+type simTransport struct {
+	w    *realWorld
+	from int32
+}
+
+func (t simTransport) Dial(addr, clientID string) sbroker.PeerClient {
+	host, _, _ := net.SplitHostPort(addr)
+	id := int32(0)
+	if i := strings.LastIndexByte(host, '.'); i >= 0 {
+		n, _ := strconv.Atoi(host[i+1:])
+		id = int32(n)
+	}
+	return &simPeer{w: t.w, from: t.from, to: id, clientID: clientID}
+}
+
+type simPeer struct {
+	w          *realWorld
+	from, to   int32
+	clientID   string
+	sent, recv int64
+}
+
+func (p *simPeer) Request(_ context.Context, req kmsg.Request) (kmsg.Response, error) {
+	w := p.w
+	if p.to < 1 || int(p.to) > len(w.brokers) || !w.brokers[p.from-1].up {
+		return nil, errUnreachable
+	}
+	to := w.brokers[p.to-1]
+	if !to.up || w.cut[[2]int32{p.from, p.to}] || !w.settling && w.chance(realDropP) {
+		return nil, errUnreachable
+	}
+	k := [2]int32{p.from, p.to}
+	l := w.conns[k]
+	if l == nil {
+		l = protocol.NewLocal(to.reg)
+		w.conns[k] = l
+	}
+	resp, err := l.Do(p.clientID, req)
+	if err != nil {
+		return nil, err
+	}
+	if w.cut[[2]int32{p.to, p.from}] || !w.settling && w.chance(realDropP) {
+		return nil, errUnreachable
+	}
+	p.sent++
+	p.recv++
+	return resp, nil
+}
+
+func (p *simPeer) Traffic() (sent, received int64) { return p.sent, p.recv }
+func (p *simPeer) Close() error                    { return nil }

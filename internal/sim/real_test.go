@@ -1,0 +1,77 @@
+package sim
+
+import (
+	"flag"
+	"slices"
+	"testing"
+	"time"
+)
+
+var (
+	flagRealSeed  = flag.Uint64("real.seed", 0, "TestRealSeeds: replay one seed of the real-broker world with a full trace")
+	flagRealSeeds = flag.Int("real.seeds", 300, "number of seeds TestRealSeeds runs")
+	flagRealSteps = flag.Int("real.steps", 3000, "steps per real-broker seed before settling")
+)
+
+// TestRealSeeds runs seeds 1..-real.seeds of the real-broker world (CI),
+// or replays -real.seed=N verbosely.
+func TestRealSeeds(t *testing.T) {
+	if *flagRealSeed != 0 {
+		res := RunReal(RealOptions{Seed: *flagRealSeed, Steps: *flagRealSteps, Verbose: true})
+		for _, l := range res.Trace {
+			t.Log(l)
+		}
+		t.Logf("seed %d: stats %+v", res.Seed, res.Stats)
+		if res.Violation != "" {
+			t.Fatalf("seed %d: %s", res.Seed, res.Violation)
+		}
+		return
+	}
+	start := time.Now()
+	var total RealStats
+	for seed := uint64(1); seed <= uint64(*flagRealSeeds); seed++ {
+		res := RunReal(RealOptions{Seed: seed, Steps: *flagRealSteps})
+		if res.Violation != "" {
+			t.Fatal(res.Report())
+		}
+		s := res.Stats
+		total.Crashes += s.Crashes
+		total.Restarts += s.Restarts
+		total.Fences += s.Fences
+		total.Cuts += s.Cuts
+		total.ISRChanges += s.ISRChanges
+		total.Produced += s.Produced
+		total.Acked += s.Acked
+		total.Failed += s.Failed
+	}
+	el := time.Since(start)
+	t.Logf("%d seeds in %v (%.1f seeds/s); totals %+v", *flagRealSeeds, el.Round(time.Millisecond),
+		float64(*flagRealSeeds)/el.Seconds(), total)
+	if total.Crashes == 0 || total.Acked == 0 || total.ISRChanges == 0 {
+		t.Fatalf("the runs exercised too little: %+v", total)
+	}
+}
+
+// TestRealDeterminism: a seed run twice gives the same trace, line for
+// line.
+func TestRealDeterminism(t *testing.T) {
+	for _, seed := range []uint64{7, 11, 12345} {
+		checkDeterministic(t, seed)
+	}
+}
+
+func checkDeterministic(t *testing.T, seed uint64) {
+	a := RunReal(RealOptions{Seed: seed, Steps: 3000, Verbose: true})
+	b := RunReal(RealOptions{Seed: seed, Steps: 3000, Verbose: true})
+	if !slices.Equal(a.Trace, b.Trace) {
+		for i := range min(len(a.Trace), len(b.Trace)) {
+			if a.Trace[i] != b.Trace[i] {
+				t.Fatalf("seed %d: traces differ at line %d:\n%q\n%q", seed, i, a.Trace[i], b.Trace[i])
+			}
+		}
+		t.Fatalf("seed %d: traces differ in length: %d and %d lines", seed, len(a.Trace), len(b.Trace))
+	}
+	if len(a.Trace) < 100 {
+		t.Fatalf("seed %d: a trace of %d lines", seed, len(a.Trace))
+	}
+}
