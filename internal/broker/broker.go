@@ -49,6 +49,9 @@ type Options struct {
 	// simulator, which owns the clock and the network, does). Default
 	// false.
 	Steps bool
+	// Knobs re-introduce fixed bugs, for the simulator's tests that it
+	// still finds them. Nil in production.
+	Knobs *Knobs
 	// Transport carries follower fetches to leaders. Default: TCP to the
 	// leader's inter-broker listener.
 	Transport Transport
@@ -110,6 +113,7 @@ type Broker struct {
 	transport Transport
 	// steps: Options.Steps (steps.go).
 	steps  bool
+	knobs  Knobs
 	alters alterQueue
 	tickSt tickState
 
@@ -228,6 +232,9 @@ func Open(opts Options) (*Broker, error) {
 	b := &Broker{cfg: cfg, fs: opts.FS, log: opts.Logger, clock: opts.Clock, ctrl: opts.Controller, onFatal: opts.OnFatal,
 		parts: map[TP]*Partition{}, fetchers: map[int32]*fetcher{}, closing: make(chan struct{}), flusher: newFlusher(opts.Steps), inter: inter, transport: opts.Transport,
 		steps: opts.Steps}
+	if opts.Knobs != nil {
+		b.knobs = *opts.Knobs
+	}
 	if b.transport == nil {
 		b.transport = tcpTransport{inter}
 	}

@@ -297,7 +297,9 @@ func (p *Partition) processReady() {
 			req.NewISR = append([]int32(nil), prop.NewISR...)
 			req.BrokerEpochs = append([]int64(nil), prop.BrokerEpochs...)
 			if p.isrInflight {
-				p.isrNext = &req
+				if !p.b.knobs.DropQueuedISR {
+					p.isrNext = &req
+				}
 			} else {
 				p.isrInflight = true
 				p.b.sendAlter(p, req, 0)

@@ -15,6 +15,16 @@ import (
 // simulator that owns the clock, the disk and the network runs the real
 // driver, deterministically.
 
+// Knobs re-introduce bugs that were fixed, each behind its own switch, so
+// that the simulator's tests show it still catches them
+// (internal/sim TestRealOldBugsAreCaught). Never set in production.
+type Knobs struct {
+	// DropQueuedISR drops an ISR proposal the machine makes while another
+	// is in flight, instead of sending it once that one is answered (the
+	// bug fixed in 1cf2b54: the ISR could stay short forever).
+	DropQueuedISR bool
+}
+
 // StepTick is one round of the tick loop.
 func (b *Broker) StepTick() {
 	if b.tickSt.lastCheckpoint.IsZero() {

@@ -48,6 +48,9 @@ type RealOptions struct {
 	// Verbose keeps the whole trace instead of the last TraceTail lines.
 	Verbose   bool
 	TraceTail int // default 300
+
+	// knobs re-introduce fixed driver bugs (real_test.go).
+	knobs sbroker.Knobs
 }
 
 // RealStats counts what a run did.
@@ -241,7 +244,7 @@ func (w *realWorld) startBroker(rb *realBroker) {
 	rb.up = true
 	n := w.ctrl.node(self)
 	b, err := sbroker.Open(sbroker.Options{Config: cfg, FS: rb.fs, Clock: w.clk, Controller: n, Steps: true,
-		Transport: simTransport{w: w, from: rb.id}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Transport: simTransport{w: w, from: rb.id}, Knobs: &w.opts.knobs, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		OnFatal: func(err error) { w.fail("broker %d halted: %v", rb.id, err) }})
 	if err != nil {
 		w.fail("open broker %d: %v", rb.id, err)

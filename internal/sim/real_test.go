@@ -3,8 +3,11 @@ package sim
 import (
 	"flag"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	sbroker "github.com/sluice-io/sluice/internal/broker"
 )
 
 var (
@@ -73,5 +76,36 @@ func checkDeterministic(t *testing.T, seed uint64) {
 	}
 	if len(a.Trace) < 100 {
 		t.Fatalf("seed %d: a trace of %d lines", seed, len(a.Trace))
+	}
+}
+
+// TestRealOldBugsAreCaught: a bug of the real driver, put back behind its
+// knob, makes seeds of the real-broker world fail; the same seeds pass
+// without it.
+func TestRealOldBugsAreCaught(t *testing.T) {
+	for _, b := range []struct {
+		name  string
+		knobs sbroker.Knobs
+		want  string
+	}{
+		{"ISR proposal made while one is in flight dropped (1cf2b54)", sbroker.Knobs{DropQueuedISR: true}, "after settling"},
+	} {
+		t.Run(b.name, func(t *testing.T) {
+			for seed := uint64(1); seed <= 300; seed++ {
+				with := RunReal(RealOptions{Seed: seed, Steps: *flagRealSteps, knobs: b.knobs})
+				if with.Violation == "" {
+					continue
+				}
+				if !strings.Contains(with.Violation, b.want) {
+					t.Fatalf("seed %d fails with the bug, but not on %q: %s", seed, b.want, with.Violation)
+				}
+				if without := RunReal(RealOptions{Seed: seed, Steps: *flagRealSteps}); without.Violation != "" {
+					t.Fatalf("seed %d fails without the bug:\n%s", seed, without.Report())
+				}
+				t.Logf("first failing seed %d: %s", seed, with.Violation)
+				return
+			}
+			t.Fatal("no seed of 1..300 fails with the bug")
+		})
 	}
 }
