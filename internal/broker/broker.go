@@ -383,7 +383,7 @@ func (b *Broker) reconcile(im *metadata.Image) error {
 		return nil
 	}
 	self := b.cfg.NodeID
-	if !b.caughtUp.Load() {
+	if !b.caughtUp.Load() && !b.knobs.ActOnReplayedMetadata {
 		br, ok := im.Brokers[self]
 		if epoch := b.ctrl.BrokerEpoch(); !ok || epoch < 0 || br.Epoch != epoch {
 			return nil

@@ -23,6 +23,11 @@ type Knobs struct {
 	// is in flight, instead of sending it once that one is answered (the
 	// bug fixed in 1cf2b54: the ISR could stay short forever).
 	DropQueuedISR bool
+	// ActOnReplayedMetadata makes a restarting broker act on images
+	// before one holds this incarnation's registration: the replayed
+	// metadata of its previous life (the bug fixed in 3369e98: it led
+	// partitions another broker led in the same epoch).
+	ActOnReplayedMetadata bool
 }
 
 // StepTick is one round of the tick loop.

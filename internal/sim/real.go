@@ -102,6 +102,13 @@ type realBroker struct {
 	// hw is the last high watermark seen per partition as leader, with
 	// its leader epoch: it never goes back within an epoch.
 	hw map[string][2]int64
+	// last is the image the broker applied last before it crashed: what
+	// it replays on restart. pendingReg is its registration, committed at
+	// regAt.
+	last       *metadata.Image
+	pendingReg *rnode
+	self       metadata.Broker
+	regAt      time.Time
 }
 
 type ackedRec struct {
@@ -242,7 +249,7 @@ func (w *realWorld) startBroker(rb *realBroker) {
 		return
 	}
 	rb.up = true
-	n := w.ctrl.node(self)
+	n := w.ctrl.node(rb.id, rb.last)
 	b, err := sbroker.Open(sbroker.Options{Config: cfg, FS: rb.fs, Clock: w.clk, Controller: n, Steps: true,
 		Transport: simTransport{w: w, from: rb.id}, Knobs: &w.opts.knobs, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		OnFatal: func(err error) { w.fail("broker %d halted: %v", rb.id, err) }})
@@ -255,7 +262,23 @@ func (w *realWorld) startBroker(rb *realBroker) {
 	rb.reg = protocol.NewRegistry()
 	rb.h = handler.Register(rb.reg, b)
 	rb.hw = map[string][2]int64{}
-	w.tracef("broker %d started, epoch %d", rb.id, n.BrokerEpoch())
+	rb.pendingReg, rb.self = n, self
+	if rb.last == nil || w.settling {
+		w.register(rb)
+	} else {
+		// A restart: the broker replays its old metadata first; the
+		// registration commits a little later.
+		rb.regAt = w.clk.Now().Add(time.Duration(w.rng.IntN(100)) * time.Millisecond)
+		w.tracef("broker %d started, registering", rb.id)
+	}
+}
+
+// register commits rb's pending registration.
+func (w *realWorld) register(rb *realBroker) {
+	n := rb.pendingReg
+	rb.pendingReg = nil
+	w.ctrl.register(n, rb.self)
+	w.tracef("broker %d registered, epoch %d", rb.id, n.BrokerEpoch())
 }
 
 // crash stops rb as a power loss would: its file system keeps what was
@@ -263,6 +286,8 @@ func (w *realWorld) startBroker(rb *realBroker) {
 func (w *realWorld) crash(rb *realBroker) {
 	rb.up = false
 	rb.downAt = w.clk.Now()
+	rb.last = rb.b.Image()
+	rb.pendingReg = nil
 	rb.h.Close()
 	rb.b, rb.h, rb.reg = nil, nil, nil
 	rb.fs = rb.fs.Crash(mrand.New(mrand.NewSource(int64(w.rng.Uint64()))))
@@ -351,6 +376,11 @@ func (w *realWorld) step(nemesis bool) {
 // longer than the session timeout (a crashed broker's heartbeats stop).
 func (w *realWorld) expireSessions() {
 	now := w.clk.Now()
+	for _, rb := range w.brokers {
+		if rb.up && rb.pendingReg != nil && !now.Before(rb.regAt) {
+			w.register(rb)
+		}
+	}
 	im := w.ctrl.img
 	for _, rb := range w.brokers {
 		br, ok := im.Brokers[rb.id]
@@ -382,7 +412,7 @@ func (w *realWorld) produce() {
 		return
 	}
 	rb := w.brokers[leader-1]
-	p, err := rb.b.Leader(topic, 0)
+	p, err := rb.b.LeaderBy(topic, 0, time.Time{})
 	if err != nil {
 		return
 	}
@@ -419,11 +449,27 @@ func (w *realWorld) collect() {
 	w.pending = kept
 }
 
-// checkHW: a leader's high watermark never goes back within its epoch.
+// checkHW: a leader's high watermark never goes back within its epoch,
+// and no two brokers lead a partition in the same epoch.
 func (w *realWorld) checkHW() {
+	leaders := map[string]int32{}
 	for _, rb := range w.upBrokers() {
 		for _, topic := range w.topics {
-			p, err := rb.b.Partition(topic, 0)
+			p, err := rb.b.PartitionBy(topic, 0, time.Time{})
+			if err != nil || !p.IsLeader() {
+				continue
+			}
+			k := fmt.Sprintf("%s/%d", topic, p.LeaderEpoch())
+			if other, ok := leaders[k]; ok {
+				w.fail("brokers %d and %d both lead %s-0 in epoch %d", other, rb.id, topic, p.LeaderEpoch())
+				return
+			}
+			leaders[k] = rb.id
+		}
+	}
+	for _, rb := range w.upBrokers() {
+		for _, topic := range w.topics {
+			p, err := rb.b.PartitionBy(topic, 0, time.Time{})
 			if err != nil || !p.IsLeader() {
 				continue
 			}
@@ -444,7 +490,7 @@ func (w *realWorld) checkAcked() {
 		if leader < 1 || !w.brokers[leader-1].up {
 			continue
 		}
-		p, err := w.brokers[leader-1].b.Partition(topic, 0)
+		p, err := w.brokers[leader-1].b.PartitionBy(topic, 0, time.Time{})
 		if err != nil || !p.IsLeader() {
 			continue
 		}
@@ -492,7 +538,7 @@ func (w *realWorld) describe(topic string) string {
 			b.WriteString("down; ")
 			continue
 		}
-		p, err := rb.b.Partition(topic, 0)
+		p, err := rb.b.PartitionBy(topic, 0, time.Time{})
 		if err != nil {
 			fmt.Fprintf(&b, "%v; ", err)
 			continue
@@ -582,14 +628,14 @@ func (w *realWorld) settle() {
 			w.fail("after settling, %s-0 has ISR %v; %s", topic, part.ISR, w.describe(topic))
 			return
 		}
-		lp, err := w.brokers[part.Leader-1].b.Partition(topic, 0)
+		lp, err := w.brokers[part.Leader-1].b.PartitionBy(topic, 0, time.Time{})
 		if err != nil {
 			w.fail("leader %d of %s-0: %v", part.Leader, topic, err)
 			return
 		}
 		hw := lp.HighWatermark()
 		for _, rb := range w.brokers {
-			p, err := rb.b.Partition(topic, 0)
+			p, err := rb.b.PartitionBy(topic, 0, time.Time{})
 			if err != nil {
 				w.fail("broker %d: %s-0: %v", rb.id, topic, err)
 				return

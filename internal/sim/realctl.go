@@ -24,10 +24,15 @@ type rctl struct {
 	nodes map[int32]*rnode
 }
 
-// rnode is one broker's handle on the controller.
+// rnode is one broker incarnation's handle on the controller. Until its
+// registration commits (register), its image is the replay: the last one
+// the broker applied in its previous life, as a restarting broker reads
+// its metadata log back, and its broker epoch is unknown (-1).
 type rnode struct {
 	c        *rctl
 	id       int32
+	epoch    int64
+	replay   *metadata.Image
 	watchers []func(*metadata.Image)
 }
 
@@ -35,24 +40,34 @@ func newRctl(w *realWorld) *rctl {
 	return &rctl{w: w, img: metadata.NewImage(), nodes: map[int32]*rnode{}}
 }
 
-// node returns a fresh handle for broker self.ID (a start or restart: the
-// old incarnation's watchers are dropped) and registers it unfenced with a
-// new broker epoch, electing any leaderless partition it can lead. A
-// registered incarnation still unfenced is fenced first.
-func (c *rctl) node(self metadata.Broker) *rnode {
-	n := &rnode{c: c, id: self.ID}
-	c.nodes[self.ID] = n
+// node returns a fresh, unregistered handle for broker self.ID (a start
+// or restart: the old incarnation's watchers are dropped) whose image is
+// replay until register.
+func (c *rctl) node(id int32, replay *metadata.Image) *rnode {
+	if replay == nil {
+		replay = metadata.NewImage()
+	}
+	n := &rnode{c: c, id: id, epoch: -1, replay: replay}
+	c.nodes[id] = n
+	return n
+}
+
+// register commits n's registration: a registered incarnation still
+// unfenced is fenced first (KRaft fences the old one), then n is
+// registered unfenced with a new broker epoch, and any leaderless
+// partition it can lead gets it.
+func (c *rctl) register(n *rnode, self metadata.Broker) {
 	if old, ok := c.img.Brokers[self.ID]; ok && !old.Fenced {
-		c.fence(self.ID) // the old incarnation is gone (KRaft fences it first)
+		c.fence(self.ID)
 	}
 	c.update(func(im *metadata.Image) error {
 		self.Epoch = im.Offset + 1
 		self.Fenced = false
 		im.Brokers[self.ID] = self
+		n.epoch, n.replay = self.Epoch, nil
 		c.electLeaderless(im)
 		return nil
 	})
-	return n
 }
 
 // update applies fn to a copy of the image and delivers the result.
@@ -65,8 +80,10 @@ func (c *rctl) update(fn func(*metadata.Image) error) error {
 	c.img = next
 	c.w.tracef("metadata %d: %s", next.Offset, c.describe(next))
 	ids := make([]int32, 0, len(c.nodes))
-	for id := range c.nodes {
-		ids = append(ids, id)
+	for id, n := range c.nodes {
+		if n.replay == nil {
+			ids = append(ids, id)
+		}
 	}
 	slices.Sort(ids)
 	for _, id := range ids {
@@ -156,11 +173,16 @@ func (c *rctl) electLeaderless(im *metadata.Image) {
 	}
 }
 
-func (n *rnode) Image() *metadata.Image { return n.c.img }
+func (n *rnode) Image() *metadata.Image {
+	if n.replay != nil {
+		return n.replay
+	}
+	return n.c.img
+}
 
 func (n *rnode) Watch(fn func(*metadata.Image)) { n.watchers = append(n.watchers, fn) }
 
-func (n *rnode) BrokerEpoch() int64 { return n.c.img.Brokers[n.id].Epoch }
+func (n *rnode) BrokerEpoch() int64 { return n.epoch }
 
 // CreateTopic creates a topic with replicas assigned round-robin from the
 // lowest broker id, every replica in the ISR, the first one leading.
