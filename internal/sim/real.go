@@ -58,6 +58,18 @@ type RealStats struct {
 	Crashes, Restarts, Fences, Cuts, ISRChanges, Produced, Acked, Failed int
 }
 
+// add adds o's counts to s.
+func (s *RealStats) add(o RealStats) {
+	s.Crashes += o.Crashes
+	s.Restarts += o.Restarts
+	s.Fences += o.Fences
+	s.Cuts += o.Cuts
+	s.ISRChanges += o.ISRChanges
+	s.Produced += o.Produced
+	s.Acked += o.Acked
+	s.Failed += o.Failed
+}
+
 // RealResult is the outcome of RunReal.
 type RealResult struct {
 	Seed      uint64

@@ -37,15 +37,7 @@ func TestRealSeeds(t *testing.T) {
 		if res.Violation != "" {
 			t.Fatal(res.Report())
 		}
-		s := res.Stats
-		total.Crashes += s.Crashes
-		total.Restarts += s.Restarts
-		total.Fences += s.Fences
-		total.Cuts += s.Cuts
-		total.ISRChanges += s.ISRChanges
-		total.Produced += s.Produced
-		total.Acked += s.Acked
-		total.Failed += s.Failed
+		total.add(res.Stats)
 	}
 	el := time.Since(start)
 	t.Logf("%d seeds in %v (%.1f seeds/s); totals %+v", *flagRealSeeds, el.Round(time.Millisecond),
@@ -109,4 +101,30 @@ func TestRealOldBugsAreCaught(t *testing.T) {
 			t.Fatal("no seed of 1..300 fails with the bug")
 		})
 	}
+}
+
+var flagRealSoak = flag.Duration("real.soak", 0, "TestRealSoak: run fresh seeds of the real-broker world for this long")
+
+// TestRealSoak runs fresh seeds of the real-broker world for -real.soak
+// (e.g. go test ./internal/sim -run TestRealSoak -real.soak=30m -v
+// -timeout 0). It is skipped without the flag.
+func TestRealSoak(t *testing.T) {
+	if *flagRealSoak == 0 {
+		t.Skip("run with -real.soak=DURATION")
+	}
+	start := time.Now()
+	base := uint64(start.UnixNano())
+	t.Logf("soak: seeds from %d", base)
+	var total RealStats
+	n := 0
+	for time.Since(start) < *flagRealSoak {
+		seed := base + uint64(n)
+		res := RunReal(RealOptions{Seed: seed, Steps: *flagRealSteps})
+		n++
+		if res.Violation != "" {
+			t.Fatal(res.Report())
+		}
+		total.add(res.Stats)
+	}
+	t.Logf("soak: %d seeds in %v; totals %+v", n, time.Since(start).Round(time.Second), total)
 }
