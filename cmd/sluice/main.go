@@ -4,6 +4,10 @@
 //	             [--voters ID@HOST:PORT,...] [--data-dir DIR] [--http HOST:PORT]
 //	             [--config server.properties]
 //	sluice dev --brokers N [--base-port 9092] [--data-dir DIR] [--config FILE]
+//	sluice topic|cluster ...
+//
+// The admin commands (admin*.go) are Kafka clients built on franz-go's kadm;
+// they take --bootstrap, --command-config, --json and --timeout.
 //
 // The flags are a contract (README.md, "Commands"): scripts outside the project
 // rely on their names.
@@ -28,6 +32,10 @@ func main() {
 		err = serve(os.Args[2:])
 	case "dev":
 		err = dev(os.Args[2:])
+	case "topic":
+		err = topicCmd(os.Args[2:])
+	case "cluster":
+		err = clusterCmd(os.Args[2:])
 	case "version", "--version", "-v":
 		fmt.Println("sluice", buildVersion())
 	case "help", "-h", "--help":
@@ -35,6 +43,11 @@ func main() {
 	default:
 		fmt.Fprintf(os.Stderr, "sluice: unknown command %q\n\n", os.Args[1])
 		usage()
+		os.Exit(2)
+	}
+	var ue *usageError
+	if errors.As(err, &ue) {
+		fmt.Fprintf(os.Stderr, "sluice: %s\n\n%s\n%s", ue.msg, ue.usage, commonUsage)
 		os.Exit(2)
 	}
 	if errors.Is(err, flag.ErrHelp) {
@@ -95,6 +108,11 @@ func usage() {
   sluice dev --brokers N [--base-port 9092] [--data-dir DIR] [--config FILE]
   sluice version
 
-  sluice serve --help and sluice dev --help describe every flag.
+admin commands (Kafka clients; docs/operations.md):
+  sluice topic create|list|describe|alter|add-partitions|delete ...
+  sluice cluster status
+  each takes [--bootstrap HOST:PORT,...] [--command-config FILE] [--json] [--timeout 30s]
+
+  sluice serve --help, sluice dev --help and sluice COMMAND --help describe every flag.
 `)
 }
