@@ -4,7 +4,7 @@
 //	             [--voters ID@HOST:PORT,...] [--data-dir DIR] [--http HOST:PORT]
 //	             [--config server.properties]
 //	sluice dev --brokers N [--base-port 9092] [--data-dir DIR] [--config FILE]
-//	sluice topic|cluster ...
+//	sluice topic|group|cluster|produce|consume ...
 //
 // The admin commands (admin*.go) are Kafka clients built on franz-go's kadm;
 // they take --bootstrap, --command-config, --json and --timeout.
@@ -34,6 +34,12 @@ func main() {
 		err = dev(os.Args[2:])
 	case "topic":
 		err = topicCmd(os.Args[2:])
+	case "group":
+		err = groupCmd(os.Args[2:])
+	case "produce":
+		err = produceCmd(os.Args[2:])
+	case "consume":
+		err = consumeCmd(os.Args[2:])
 	case "cluster":
 		err = clusterCmd(os.Args[2:])
 	case "version", "--version", "-v":
@@ -110,7 +116,10 @@ func usage() {
 
 admin commands (Kafka clients; docs/operations.md):
   sluice topic create|list|describe|alter|add-partitions|delete ...
+  sluice group list|describe|reset-offsets|delete ...
   sluice cluster status
+  sluice produce --topic T [--key-separator SEP] [--acks all|1|0]
+  sluice consume --topic T [--from-beginning] [--group G] [--max-messages N] [--print-key]
   each takes [--bootstrap HOST:PORT,...] [--command-config FILE] [--json] [--timeout 30s]
 
   sluice serve --help, sluice dev --help and sluice COMMAND --help describe every flag.
