@@ -208,7 +208,7 @@ func topicDescribe(args []string) error {
 	if err != nil {
 		return err
 	}
-	cfgs, err := dynamicTopicConfigs(ctx, adm, pos...)
+	cfgs, err := nonDefaultTopicConfigs(ctx, adm, pos...)
 	if err != nil {
 		return err
 	}
@@ -243,10 +243,12 @@ func topicDescribe(args []string) error {
 	})
 }
 
-// dynamicTopicConfigs returns, per topic, the configs set on the topic
-// itself (source DYNAMIC_TOPIC_CONFIG: what kafka-topics --describe lists
-// as "Configs"). Sensitive values are shown as "[hidden]".
-func dynamicTopicConfigs(ctx context.Context, adm *kadm.Client, topics ...string) (map[string]map[string]string, error) {
+// nonDefaultTopicConfigs returns, per topic, the configs that are not at
+// Kafka's default: set on the topic (DYNAMIC_TOPIC_CONFIG, what
+// kafka-topics --describe lists as "Configs") or through the broker's
+// server.properties (STATIC_BROKER_CONFIG). Sensitive values are shown as
+// "[hidden]".
+func nonDefaultTopicConfigs(ctx context.Context, adm *kadm.Client, topics ...string) (map[string]map[string]string, error) {
 	rcs, err := adm.DescribeTopicConfigs(ctx, topics...)
 	if err != nil {
 		return nil, err
@@ -258,7 +260,7 @@ func dynamicTopicConfigs(ctx context.Context, adm *kadm.Client, topics ...string
 		}
 		m := map[string]string{}
 		for _, c := range rc.Configs {
-			if c.Source != kmsg.ConfigSourceDynamicTopicConfig {
+			if c.Source == kmsg.ConfigSourceDefaultConfig {
 				continue
 			}
 			m[c.Key] = configValue(c)

@@ -4,7 +4,7 @@
 //	             [--voters ID@HOST:PORT,...] [--data-dir DIR] [--http HOST:PORT]
 //	             [--config server.properties]
 //	sluice dev --brokers N [--base-port 9092] [--data-dir DIR] [--config FILE]
-//	sluice topic|group|cluster|produce|consume ...
+//	sluice topic|group|config|cluster|produce|consume ...
 //
 // The admin commands (admin*.go) are Kafka clients built on franz-go's kadm;
 // they take --bootstrap, --command-config, --json and --timeout.
@@ -40,6 +40,8 @@ func main() {
 		err = produceCmd(os.Args[2:])
 	case "consume":
 		err = consumeCmd(os.Args[2:])
+	case "config":
+		err = configCmd(os.Args[2:])
 	case "cluster":
 		err = clusterCmd(os.Args[2:])
 	case "version", "--version", "-v":
@@ -117,6 +119,7 @@ func usage() {
 admin commands (Kafka clients; docs/operations.md):
   sluice topic create|list|describe|alter|add-partitions|delete ...
   sluice group list|describe|reset-offsets|delete ...
+  sluice config get|set ...
   sluice cluster status
   sluice produce --topic T [--key-separator SEP] [--acks all|1|0]
   sluice consume --topic T [--from-beginning] [--group G] [--max-messages N] [--print-key]
