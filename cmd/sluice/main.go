@@ -4,7 +4,7 @@
 //	             [--voters ID@HOST:PORT,...] [--data-dir DIR] [--http HOST:PORT]
 //	             [--config server.properties]
 //	sluice dev --brokers N [--base-port 9092] [--data-dir DIR] [--config FILE]
-//	sluice topic|group|config|cluster|produce|consume ...
+//	sluice topic|group|config|cluster|produce|consume|elect|reassign ...
 //
 // The admin commands (admin*.go) are Kafka clients built on franz-go's kadm;
 // they take --bootstrap, --command-config, --json and --timeout.
@@ -42,6 +42,10 @@ func main() {
 		err = consumeCmd(os.Args[2:])
 	case "config":
 		err = configCmd(os.Args[2:])
+	case "elect":
+		err = electCmd(os.Args[2:])
+	case "reassign":
+		err = reassignCmd(os.Args[2:])
 	case "cluster":
 		err = clusterCmd(os.Args[2:])
 	case "version", "--version", "-v":
@@ -123,6 +127,8 @@ admin commands (Kafka clients; docs/operations.md):
   sluice cluster status
   sluice produce --topic T [--key-separator SEP] [--acks all|1|0]
   sluice consume --topic T [--from-beginning] [--group G] [--max-messages N] [--print-key]
+  sluice elect --topic T [--partition P] [--type preferred|unclean]
+  sluice reassign plan|execute|status|cancel ...
   each takes [--bootstrap HOST:PORT,...] [--command-config FILE] [--json] [--timeout 30s]
 
   sluice serve --help, sluice dev --help and sluice COMMAND --help describe every flag.

@@ -1,7 +1,10 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -90,6 +93,8 @@ func TestThreeNodes(t *testing.T) {
 		}
 	}
 
+	electAndReassign(t, b)
+
 	c.Node(3).Kill()
 	testWait(t, 30*time.Second, "broker 3's partitions reported under-replicated and offline", func() bool {
 		st = clusterJSON{}
@@ -106,4 +111,84 @@ func TestThreeNodes(t *testing.T) {
 	if !strings.Contains(r.stdout, "3 under-replicated, 1 offline") || !strings.Contains(r.stdout, "Offline partitions:") || row(r.stdout, "on3", "0") == nil {
 		t.Errorf("cluster status after the kill:\n%s", r)
 	}
+}
+
+// servedOr checks a command of an API the broker may not serve yet: either
+// it exits 1 with "this broker does not serve API yet", or it exits 0 and
+// check accepts its output.
+func servedOr(t *testing.T, api string, check func(r result), args ...string) {
+	t.Helper()
+	r := cli(t, "", args...)
+	switch {
+	case r.code == 1 && strings.Contains(r.stderr, "this broker does not serve "+api+" yet"):
+	case r.code == 0:
+		check(r)
+	default:
+		t.Errorf("expected exit 1 with %q, or success:\n%s", "this broker does not serve "+api+" yet", r)
+	}
+}
+
+// electAndReassign: elect and reassign execute/status/cancel either work
+// or say the broker does not serve them; reassign plan gives a valid,
+// balanced plan of the cluster's topics.
+func electAndReassign(t *testing.T, b string) {
+	servedOr(t, "ElectLeaders", func(r result) {
+		for p := range 3 {
+			if row(r.stdout, "rf3", fmt.Sprint(p)) == nil {
+				t.Errorf("elect: no result for rf3-%d:\n%s", p, r)
+			}
+		}
+	}, "elect", "--topic", "rf3", b)
+
+	r := ok(t, "", "reassign", "plan", "--brokers", "1,2,3", "--topics", "rf3,on3", b)
+	var plan struct {
+		Version    int `json:"version"`
+		Partitions []struct {
+			Topic     string  `json:"topic"`
+			Partition int32   `json:"partition"`
+			Replicas  []int32 `json:"replicas"`
+		} `json:"partitions"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &plan); err != nil || plan.Version != 1 || len(plan.Partitions) != 4 {
+		t.Fatalf("reassign plan: %v\n%s", err, r)
+	}
+	replicas, leaders := map[int32]int{}, map[int32]int{}
+	for _, p := range plan.Partitions {
+		want := 3
+		if p.Topic == "on3" {
+			want = 1
+		}
+		if rs := slices.Compact(slices.Sorted(slices.Values(p.Replicas))); len(rs) != want || len(p.Replicas) != want || rs[0] < 1 || rs[len(rs)-1] > 3 {
+			t.Errorf("planned %s-%d on %v", p.Topic, p.Partition, p.Replicas)
+		}
+		leaders[p.Replicas[0]]++
+		for _, id := range p.Replicas {
+			replicas[id]++
+		}
+	}
+	// 10 replicas, 4 leaders on 3 brokers.
+	for id := int32(1); id <= 3; id++ {
+		if replicas[id] < 3 || replicas[id] > 4 || leaders[id] < 1 || leaders[id] > 2 {
+			t.Errorf("plan not balanced: replicas %v leaders %v", replicas, leaders)
+		}
+	}
+	if !strings.Contains(r.stderr, "BROKER  REPLICAS  LEADERS") {
+		t.Errorf("plan summary:\n%s", r)
+	}
+	file := filepath.Join(t.TempDir(), "plan.json")
+	if err := os.WriteFile(file, []byte(r.stdout), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	servedOr(t, "AlterPartitionAssignments", func(r result) {
+		if !strings.Contains(r.stdout, "reassignment started") {
+			t.Errorf("reassign execute:\n%s", r)
+		}
+	}, "reassign", "execute", file, b)
+	servedOr(t, "ListPartitionReassignments", func(r result) {}, "reassign", "status", b)
+	servedOr(t, "AlterPartitionAssignments", func(r result) {}, "reassign", "cancel", file, b)
+
+	fails(t, 1, "broker 9 is not in the cluster", "reassign", "plan", "--brokers", "1,9", "--topics", "rf3", b)
+	fails(t, 1, "replication factor 3 with 2 brokers", "reassign", "plan", "--brokers", "1,2", "--topics", "rf3", b)
+	fails(t, 2, "sluice reassign plan --brokers", "reassign", "plan", "--topics", "rf3", b)
+	fails(t, 2, "sluice elect --topic T", "elect", "--topic", "rf3", "--type", "dirty", b)
 }
