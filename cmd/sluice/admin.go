@@ -178,8 +178,7 @@ func (o *adminOpts) emit(v any, table func(w *tabwriter.Writer)) error {
 	return tw.Flush()
 }
 
-// stringList is a repeatable flag (--config k=v --config k2=v2); a value
-// may also hold several comma-separated items when split is set.
+// stringList is a repeatable flag (--config k=v --config k2=v2).
 type stringList []string
 
 func (l *stringList) String() string { return strings.Join(*l, ",") }
