@@ -4,6 +4,10 @@
 //	             [--voters ID@HOST:PORT,...] [--data-dir DIR] [--http HOST:PORT]
 //	             [--config server.properties]
 //	sluice dev --brokers N [--base-port 9092] [--data-dir DIR] [--config FILE]
+//	sluice topic|group|config|cluster|produce|consume|elect|reassign ...
+//
+// The admin commands (admin*.go) are Kafka clients built on franz-go's kadm;
+// they take --bootstrap, --command-config, --json and --timeout.
 //
 // The flags are a contract (README.md, "Commands"): scripts outside the project
 // rely on their names.
@@ -28,6 +32,22 @@ func main() {
 		err = serve(os.Args[2:])
 	case "dev":
 		err = dev(os.Args[2:])
+	case "topic":
+		err = topicCmd(os.Args[2:])
+	case "group":
+		err = groupCmd(os.Args[2:])
+	case "produce":
+		err = produceCmd(os.Args[2:])
+	case "consume":
+		err = consumeCmd(os.Args[2:])
+	case "config":
+		err = configCmd(os.Args[2:])
+	case "elect":
+		err = electCmd(os.Args[2:])
+	case "reassign":
+		err = reassignCmd(os.Args[2:])
+	case "cluster":
+		err = clusterCmd(os.Args[2:])
 	case "version", "--version", "-v":
 		fmt.Println("sluice", buildVersion())
 	case "help", "-h", "--help":
@@ -35,6 +55,11 @@ func main() {
 	default:
 		fmt.Fprintf(os.Stderr, "sluice: unknown command %q\n\n", os.Args[1])
 		usage()
+		os.Exit(2)
+	}
+	var ue *usageError
+	if errors.As(err, &ue) {
+		fmt.Fprintf(os.Stderr, "sluice: %s\n\n%s\n%s", ue.msg, ue.usage, commonUsage)
 		os.Exit(2)
 	}
 	if errors.Is(err, flag.ErrHelp) {
@@ -95,6 +120,17 @@ func usage() {
   sluice dev --brokers N [--base-port 9092] [--data-dir DIR] [--config FILE]
   sluice version
 
-  sluice serve --help and sluice dev --help describe every flag.
+admin commands (Kafka clients; docs/operations.md):
+  sluice topic create|list|describe|alter|add-partitions|delete ...
+  sluice group list|describe|reset-offsets|delete ...
+  sluice config get|set ...
+  sluice cluster status
+  sluice produce --topic T [--key-separator SEP] [--acks all|1|0]
+  sluice consume --topic T [--from-beginning] [--group G] [--max-messages N] [--print-key]
+  sluice elect --topic T [--partition P] [--type preferred|unclean]
+  sluice reassign plan|execute|status|cancel ...
+  each takes [--bootstrap HOST:PORT,...] [--command-config FILE] [--json] [--timeout 30s]
+
+  sluice serve --help, sluice dev --help and sluice COMMAND --help describe every flag.
 `)
 }
