@@ -17,6 +17,7 @@ import (
 	"path"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -669,8 +670,21 @@ func (b *Broker) partitionList() []*Partition {
 		for _, p := range b.parts {
 			b.partList = append(b.partList, p)
 		}
+		sortPartitions(b.partList)
 	}
 	return b.partList
+}
+
+// sortPartitions orders by topic, then partition: every loop over the
+// partitions runs in the same order each time (a replayed simulation seed
+// does the same thing).
+func sortPartitions(ps []*Partition) {
+	slices.SortFunc(ps, func(a, b *Partition) int {
+		if c := strings.Compare(a.Topic, b.Topic); c != 0 {
+			return c
+		}
+		return int(a.Partition) - int(b.Partition)
+	})
 }
 
 // Partitions returns every local replica.
@@ -681,6 +695,7 @@ func (b *Broker) Partitions() []*Partition {
 	for _, p := range b.parts {
 		out = append(out, p)
 	}
+	sortPartitions(out)
 	return out
 }
 

@@ -134,8 +134,11 @@ func (b *Broker) workers() int {
 
 // parallel calls fn(0..n-1) on b.workers() goroutines and waits.
 func (b *Broker) parallel(n int, fn func(i int)) {
-	if n == 1 {
-		fn(0)
+	if n == 1 || b.steps {
+		// Step mode: in order, on the caller's goroutine.
+		for i := range n {
+			fn(i)
+		}
 		return
 	}
 	var next atomic.Int64

@@ -10,7 +10,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/sluice-io/sluice/internal/batch"
-	"github.com/sluice-io/sluice/internal/clock"
 	"github.com/sluice-io/sluice/internal/epoch"
 	"github.com/sluice-io/sluice/internal/metadata"
 	"github.com/sluice-io/sluice/internal/replica"
@@ -41,13 +40,6 @@ type Partition struct {
 	nextID  uint64
 	waiters map[uint64]chan replica.ProduceResult
 	closed  bool
-	// isrInflight is set while an AlterPartition is with the controller;
-	// isrNext holds the machine's newest proposal made meanwhile (the
-	// committed change often reaches this node's metadata, and the machine
-	// proposes again, before the controller's reply does). It is sent when
-	// the in-flight call returns.
-	isrInflight bool
-	isrNext     *replica.AlterPartitionRequest
 
 	// busy is set while the machine has something time may complete or
 	// expire (produce requests waiting, an ISR change in flight, or it
@@ -92,6 +84,7 @@ func newPartition(b *Broker, tp TP, log *storage.Log, minISR int) *Partition {
 		// which expires its snapshots' producers the same way.
 		ProducerIDExpirationMs:      b.cfg.Int("producer.id.expiration.ms", 86400000),
 		ProducerIDExpirationCheckMs: b.cfg.Int("producer.id.expiration.check.interval.ms", 600000),
+		DropQueuedProposal:          b.knobs.DropQueuedISR,
 	}, replica.LogState{
 		LogStart:  log.LogStartOffset(),
 		LEO:       log.LogEndOffset(),
@@ -293,17 +286,12 @@ func (p *Partition) processReady() {
 			}
 		}
 		if prop := rd.ISRProposal; prop != nil {
+			// The machine keeps at most one with the controller and
+			// retries after a pause itself.
 			req := *prop
 			req.NewISR = append([]int32(nil), prop.NewISR...)
 			req.BrokerEpochs = append([]int64(nil), prop.BrokerEpochs...)
-			if p.isrInflight {
-				if !p.b.knobs.DropQueuedISR {
-					p.isrNext = &req
-				}
-			} else {
-				p.isrInflight = true
-				p.b.sendAlter(p, req, 0)
-			}
+			p.b.sendAlter(p, req)
 		}
 		p.r.Advance()
 		if resync >= 0 {
@@ -314,7 +302,7 @@ func (p *Partition) processReady() {
 	if p.r.LEO() > p.r.FlushedOffset() {
 		p.b.flusher.kick(p)
 	}
-	p.busy.Store(len(p.waiters) > 0 || p.isrInflight || p.isrNext != nil || p.r.LeadsFollowers())
+	p.busy.Store(len(p.waiters) > 0 || p.r.InflightISR() != 0 || p.r.PendingISR() != nil || p.r.LeadsFollowers())
 }
 
 // publish copies the machine's HW, LEO, epoch, leader and role into the
@@ -343,19 +331,9 @@ func (p *Partition) publish() {
 	}
 }
 
-// alterPartition sends an ISR proposal to the controller (after delay, a
-// backoff following a failed call) and feeds the answer back to the machine.
-func (p *Partition) alterPartition(req replica.AlterPartitionRequest, delay time.Duration) {
-	if delay > 0 {
-		select {
-		case <-p.done:
-			p.mu.Lock()
-			p.isrInflight = false
-			p.mu.Unlock()
-			return
-		case <-clock.After(p.b.clock, delay):
-		}
-	}
+// alterPartition sends an ISR proposal to the controller and feeds the
+// answer (or the failure to get one) back to the machine.
+func (p *Partition) alterPartition(req replica.AlterPartitionRequest) {
 	ctx, cancel := p.b.context(30 * time.Second)
 	resp, err := p.b.ctrl.AlterPartition(ctx, metadata.AlterPartitionRequest{
 		Topic: p.Topic, Partition: p.Partition, BrokerID: p.b.cfg.NodeID, BrokerEpoch: p.b.ctrl.BrokerEpoch(),
@@ -377,34 +355,11 @@ func (p *Partition) alterPartition(req replica.AlterPartitionRequest, delay time
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.isrInflight = false
 	if p.closed {
 		return
 	}
-	if err != nil {
-		// The controller was unreachable: the machine asks to retry; hold
-		// the retry back for a pause instead of hammering.
-		p.isrInflight = true
-	}
 	p.r.ISRChangeResult(res)
-	if err != nil && p.isrNext == nil {
-		if pend := p.r.PendingISR(); pend != nil && pend.Seq == req.Seq {
-			p.isrNext = &req
-		}
-	}
 	p.processReady()
-	p.isrInflight = false
-	if next := p.isrNext; next != nil {
-		p.isrNext = nil
-		if pend := p.r.PendingISR(); pend != nil && pend.Seq == next.Seq {
-			p.isrInflight = true
-			var delay time.Duration
-			if err != nil {
-				delay = 500 * time.Millisecond
-			}
-			p.b.sendAlter(p, *next, delay)
-		}
-	}
 }
 
 // Produce appends one validated client batch (leader only) and returns a

@@ -3,7 +3,6 @@ package broker
 import (
 	"slices"
 	"sync"
-	"time"
 
 	"github.com/sluice-io/sluice/internal/replica"
 )
@@ -21,7 +20,9 @@ import (
 type Knobs struct {
 	// DropQueuedISR drops an ISR proposal the machine makes while another
 	// is in flight, instead of sending it once that one is answered (the
-	// bug fixed in 1cf2b54: the ISR could stay short forever).
+	// bug fixed in 1cf2b54, then in the driver, now in the machine:
+	// replica.Config.DropQueuedProposal; the ISR could stay short
+	// forever).
 	DropQueuedISR bool
 	// ActOnReplayedMetadata makes a restarting broker act on images
 	// before one holds this incarnation's registration: the replayed
@@ -41,8 +42,8 @@ func (b *Broker) StepTick() {
 // StepAlter sends every ISR proposal whose time has come to the controller
 // and applies its answer.
 func (b *Broker) StepAlter() {
-	for _, a := range b.alters.due(b.now()) {
-		a.p.alterPartition(a.req, 0)
+	for _, a := range b.alters.take() {
+		a.p.alterPartition(a.req)
 	}
 }
 
@@ -92,14 +93,14 @@ func (b *Broker) stopFetcher(f *fetcher) {
 	go f.stop()
 }
 
-// sendAlter sends an ISR proposal to the controller after delay: in a
-// goroutine normally, by StepAlter in step mode.
-func (b *Broker) sendAlter(p *Partition, req replica.AlterPartitionRequest, delay time.Duration) {
+// sendAlter sends an ISR proposal to the controller: in a goroutine
+// normally, by StepAlter in step mode.
+func (b *Broker) sendAlter(p *Partition, req replica.AlterPartitionRequest) {
 	if !b.steps {
-		go p.alterPartition(req, delay)
+		go p.alterPartition(req)
 		return
 	}
-	b.alters.add(pendingAlter{p: p, req: req, due: b.now().Add(delay)})
+	b.alters.add(pendingAlter{p: p, req: req})
 }
 
 // alterQueue holds step mode's ISR proposals until StepAlter.
@@ -111,7 +112,6 @@ type alterQueue struct {
 type pendingAlter struct {
 	p   *Partition
 	req replica.AlterPartitionRequest
-	due time.Time
 }
 
 func (q *alterQueue) add(a pendingAlter) {
@@ -120,19 +120,11 @@ func (q *alterQueue) add(a pendingAlter) {
 	q.mu.Unlock()
 }
 
-// due removes and returns the proposals due at now, in the order queued.
-func (q *alterQueue) due(now time.Time) []pendingAlter {
+// take removes and returns the queued proposals, in the order queued.
+func (q *alterQueue) take() []pendingAlter {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	var out []pendingAlter
-	rest := q.items[:0]
-	for _, a := range q.items {
-		if a.due.After(now) {
-			rest = append(rest, a)
-		} else {
-			out = append(out, a)
-		}
-	}
-	q.items = rest
+	out := q.items
+	q.items = nil
 	return out
 }

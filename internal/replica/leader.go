@@ -314,13 +314,43 @@ func (r *Replica) propose(newISR []int32) {
 		}
 	}
 	r.pending = p
-	r.rd.ISRProposal = p
+	r.sendPending = true
+	r.maybeSendProposal()
 	r.refreshMembership()
 }
+
+// isrRetryBackoffMs is the pause before a proposal the controller could not
+// answer is sent again (Kafka's AlterPartitionManager retries after a
+// backoff too).
+const isrRetryBackoffMs = 500
+
+// maybeSendProposal puts the pending proposal in Ready when it wants
+// sending, none is with the controller, and its retry pause is over: the
+// machine keeps at most one AlterPartition in flight, and a proposal made
+// meanwhile goes once the answer arrives (§2.4).
+func (r *Replica) maybeSendProposal() {
+	if r.cfg.DropQueuedProposal && r.inflight != 0 {
+		r.sendPending = false
+	}
+	if r.role != RoleLeader || r.pending == nil || !r.sendPending || r.inflight != 0 || r.now < r.retryAt {
+		return
+	}
+	r.rd.ISRProposal = r.pending
+	r.inflight = r.pending.Seq
+	r.sendPending = false
+}
+
+// InflightISR returns the Seq of the proposal with the controller, 0 if
+// none.
+func (r *Replica) InflightISR() uint64 { return r.inflight }
 
 // ISRChangeResult applies the controller's answer to an ISR proposal
 // (Partition.submitAlterPartition, §2.4).
 func (r *Replica) ISRChangeResult(res AlterPartitionResult) {
+	if res.Seq == r.inflight {
+		r.inflight = 0
+	}
+	defer r.maybeSendProposal() // one made while this was in flight
 	p := r.pending
 	if r.role != RoleLeader || p == nil || p.Seq != res.Seq ||
 		p.LeaderEpoch != r.leaderEpoch || p.PartitionEpoch != r.partitionEpoch {
@@ -344,6 +374,8 @@ func (r *Replica) ISRChangeResult(res AlterPartitionResult) {
 	case ErrFencedLeaderEpoch, ErrInvalidUpdateVersion, ErrInvalidRequest, ErrNewLeaderElected:
 		// Stay pending until new metadata arrives.
 	default:
-		r.rd.ISRProposal = p // retry
+		// The controller could not answer: send it again after a pause.
+		r.sendPending = true
+		r.retryAt = r.now + isrRetryBackoffMs
 	}
 }

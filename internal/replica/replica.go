@@ -62,9 +62,14 @@ type Replica struct {
 	followers  []follower
 	isr        []int32 // committed ISR
 	pending    *AlterPartitionRequest
-	seq        uint64
-	acks       []pendingAck // ordered by required
-	lastShrink int64
+	// inflight is the Seq of the proposal with the controller (0: none);
+	// sendPending says pending still wants sending, not before retryAt.
+	inflight    uint64
+	sendPending bool
+	retryAt     int64
+	seq         uint64
+	acks        []pendingAck // ordered by required
+	lastShrink  int64
 
 	lastProducerExpiry int64 // Tick time of the last expiry pass
 
@@ -137,6 +142,7 @@ func (r *Replica) Tick(nowMs int64) {
 	if r.role != RoleLeader {
 		return
 	}
+	r.maybeSendProposal()
 	r.expireAcks()
 	if r.now-r.lastShrink >= r.cfg.LagTimeMaxMs/2 {
 		r.lastShrink = r.now

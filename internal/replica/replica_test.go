@@ -424,11 +424,19 @@ func TestISRChangeResults(t *testing.T) {
 	if r.PendingISR() != nil || len(r.MaximalISR()) != 2 {
 		t.Fatal("not reverted")
 	}
-	// Other errors retry the same proposal.
+	// Other errors retry the same proposal after a pause.
 	fetch(r, 3, 2)
 	p = r.Ready().ISRProposal
 	r.Advance()
 	r.ISRChangeResult(AlterPartitionResult{Seq: p.Seq, Error: ErrNotController})
+	if rd := r.Ready(); rd.ISRProposal != nil {
+		t.Fatal("retried at once")
+	}
+	r.Tick(10_000 + isrRetryBackoffMs - 1)
+	if rd := r.Ready(); rd.ISRProposal != nil {
+		t.Fatal("retried before the pause ended")
+	}
+	r.Tick(10_000 + isrRetryBackoffMs)
 	if rd := r.Ready(); rd.ISRProposal != p {
 		t.Fatal("no retry")
 	}
@@ -560,5 +568,35 @@ func TestProducerExpiry(t *testing.T) {
 	}
 	if !slices.Equal(got, []int16{ErrNone, ErrOutOfOrderSequence}) {
 		t.Fatalf("errors of the two batches %v, want [0 %d]: the expired producer starts over, the live one is checked", got, ErrOutOfOrderSequence)
+	}
+}
+
+// TestOneISRProposalInFlight: a proposal the machine makes while another is
+// with the controller is not sent until that one is answered, then goes
+// (the driver once dropped it: the ISR stayed short).
+func TestOneISRProposalInFlight(t *testing.T) {
+	r := newLeader(t, 1, []int32{1, 2}, 1, 2)
+	fetch(r, 2, 2)
+	fetch(r, 3, 2) // proposes {1,2,3}
+	p1 := r.Ready().ISRProposal
+	r.Advance()
+	if p1 == nil || r.InflightISR() != p1.Seq {
+		t.Fatalf("first proposal %v, in flight %d", p1, r.InflightISR())
+	}
+	// New metadata (another partition epoch) drops the pending proposal;
+	// the machine proposes again while the first is still out.
+	r.ApplyMetadata(PartitionState{Leader: 1, LeaderEpoch: 1, PartitionEpoch: 2, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2}})
+	r.Advance()
+	fetch(r, 3, 2)
+	if rd := r.Ready(); rd.ISRProposal != nil {
+		t.Fatalf("second proposal sent while the first is in flight: %+v", rd.ISRProposal)
+	}
+	p2 := r.PendingISR()
+	if p2 == nil || p2.Seq == p1.Seq {
+		t.Fatalf("no second proposal pending: %v", p2)
+	}
+	r.ISRChangeResult(AlterPartitionResult{Seq: p1.Seq, Error: ErrInvalidUpdateVersion})
+	if rd := r.Ready(); rd.ISRProposal != p2 {
+		t.Fatalf("the second proposal did not go once the first was answered: %+v", rd.ISRProposal)
 	}
 }

@@ -82,6 +82,10 @@ type Config struct {
 	// producer.id.expiration.check.interval.ms: how often Tick looks for
 	// expired producers. Zero means 600000.
 	ProducerIDExpirationCheckMs int64
+	// DropQueuedProposal puts a fixed bug back, for the simulator's tests
+	// only (broker.Knobs.DropQueuedISR): a proposal made while another is
+	// with the controller is dropped instead of sent after it.
+	DropQueuedProposal bool
 }
 
 // LogState is the recovered state of the local log that New starts from.

@@ -18,11 +18,11 @@ var oldBugs = []struct {
 	want  string // in the violation
 }{
 	{"controlled shutdown granted before the survivors applied it (1cf2b54)",
-		bugs{earlyShutdownGrant: true}, []uint64{1, 2, 3}, "when its controlled shutdown completes"},
+		bugs{earlyShutdownGrant: true}, []uint64{1, 2, 4}, "when its controlled shutdown completes"},
 	{"restarting broker acts on replayed metadata (3369e98)",
 		bugs{actOnReplayedMetadata: true}, []uint64{1, 2, 3}, "two leaders in epoch"},
 	{"ISR proposal made while one is in flight dropped (1cf2b54)",
-		bugs{dropQueuedISR: true}, []uint64{20, 28, 35}, "liveness:"},
+		bugs{dropQueuedISR: true}, []uint64{20, 28, 48}, "liveness:"},
 }
 
 func TestOldBugsAreCaught(t *testing.T) {

@@ -123,7 +123,8 @@ func (b *broker) recover(bp *bpart) {
 		be = -1
 	}
 	t := &w.topics[bp.p]
-	bp.r = replica.New(replica.Config{ID: b.id, BrokerEpoch: be, Partition: t.name, MinISR: t.minISR, LagTimeMaxMs: lagTimeMs},
+	bp.r = replica.New(replica.Config{ID: b.id, BrokerEpoch: be, Partition: t.name, MinISR: t.minISR, LagTimeMaxMs: lagTimeMs,
+		DropQueuedProposal: w.opts.bugs.dropQueuedISR},
 		replica.LogState{LEO: d.leo(), HW: d.hw, Epochs: c, Producers: ps})
 	bp.r.Tick(w.now)
 	w.check.started(b.id, bp.p, bp.r)
