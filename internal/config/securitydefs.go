@@ -14,9 +14,16 @@ import (
 var securityDefs = []Def{
 	{Name: "authorizer.class.name", Type: TypeClass, Default: "", NoEffect: true, Doc: "ACLs are not implemented: every authenticated principal may do everything."},
 	{Name: "super.users", Type: TypeList, Default: "", NoEffect: true},
-	{Name: "sasl.enabled.mechanisms", Type: TypeList, Default: "GSSAPI", NoEffect: true},
-	{Name: "sasl.mechanism.inter.broker.protocol", Type: TypeString, Default: "GSSAPI", NoEffect: true},
-	{Name: "sasl.mechanism.controller.protocol", Type: TypeString, Default: "GSSAPI", NoEffect: true},
+	{Name: "principal.builder.class", Type: TypeClass, Default: "", NoEffect: true, Doc: "The principal is User:<SASL user>, else User:<client certificate subject DN>, else User:ANONYMOUS."},
+
+	// SASL (SASL_PLAINTEXT and SASL_SSL listeners).
+	{Name: "sasl.enabled.mechanisms", Type: TypeList, Default: "GSSAPI", Doc: "The SASL mechanisms of a SASL listener. sluice serves PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512; Kafka's default, GSSAPI, is refused at start, so a SASL listener must name its mechanisms. A client asking for another gets UNSUPPORTED_SASL_MECHANISM with this list."},
+	{Name: "sasl.mechanism.inter.broker.protocol", Type: TypeString, Default: "GSSAPI", Doc: "The mechanism followers authenticate with when the inter-broker listener is SASL_PLAINTEXT or SASL_SSL (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512), with the username and password of listener.name.<listener>.<mechanism>.sasl.jaas.config."},
+	{Name: "sasl.mechanism.controller.protocol", Type: TypeString, Default: "GSSAPI", NoEffect: true, Doc: "The controller listener is PLAINTEXT only."},
+	{Name: "sasl.jaas.config", Type: TypePassword, Default: "", Doc: "JAAS login module configuration, normally given per listener and mechanism as listener.name.<listener>.<mechanism>.sasl.jaas.config (then <mechanism>.sasl.jaas.config and sasl.jaas.config are the fallbacks). PLAIN: org.apache.kafka.common.security.plain.PlainLoginModule required username=\"admin\" password=\"...\" user_admin=\"...\" user_alice=\"...\"; (user_<name> are the accepted users; username and password are this broker's own, for the inter-broker client). SCRAM: org.apache.kafka.common.security.scram.ScramLoginModule required username=\"admin\" password=\"...\"; (the inter-broker client's credentials; users are stored with AlterUserScramCredentials)."},
+	{Name: "connection.failed.authentication.delay.ms", Type: TypeInt, Default: "100", Min: 0, Max: 10000, Doc: "Delay, in milliseconds, before the answer to a failed SASL authentication (the connection is then closed), to slow down password guessing."},
+	{Name: "sasl.server.max.receive.size", Type: TypeInt, Default: "524288", NoEffect: true, Doc: "Requests before authentication are bounded at 512 KiB."},
+	{Name: "connections.max.reauth.ms", Type: TypeLong, Default: "0", NoEffect: true, Doc: "Re-authentication (KIP-368) is not implemented: a session does not expire."},
 
 	// TLS (SSL and SASL_SSL listeners, and the inter-broker client on one).
 	{Name: "ssl.keystore.type", Type: TypeString, Default: "JKS", Doc: "Format of the key store. sluice reads PEM only: an SSL or SASL_SSL listener needs ssl.keystore.type=PEM (JKS and PKCS12 stores are refused at start)."},
