@@ -236,6 +236,7 @@ func serve(args []string) error {
 	stopWatch := make(chan struct{})
 	defer close(stopWatch)
 	go watchQuorum(ctrl, cfg, logger, stopWatch)
+	go bootstrapScram(cfg, b, logger, stopWatch)
 	closeNow := false
 	sig := make(chan os.Signal, 3)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)

@@ -1,6 +1,7 @@
 package metadata
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -85,4 +86,43 @@ func ApplyScramOp(im *Image, op ScramOp) {
 		next[op.User] = user
 	}
 	im.Scram = next
+}
+
+// ScramAlterer is a Controller that stores SCRAM credentials
+// (AlterUserScramCredentials). Local and the Raft controller are.
+type ScramAlterer interface {
+	// AlterScramCredentials checks each op against the committed image
+	// (CheckScramOp), commits the valid ones together, and returns one
+	// error per op (nil: applied). The error return is for the call as a
+	// whole (no controller).
+	AlterScramCredentials(ctx context.Context, ops []ScramOp) ([]error, error)
+}
+
+// CheckScramOps checks ops in order on a scratch copy of im (a deletion
+// may follow an upsert of the same request), applying each valid one to
+// it. It returns the per-op errors.
+func CheckScramOps(im *Image, ops []ScramOp) []error {
+	scratch := *im
+	errs := make([]error, len(ops))
+	for i, op := range ops {
+		if errs[i] = CheckScramOp(&scratch, op); errs[i] == nil {
+			ApplyScramOp(&scratch, op)
+		}
+	}
+	return errs
+}
+
+// AlterScramCredentials implements ScramAlterer.
+func (l *Local) AlterScramCredentials(_ context.Context, ops []ScramOp) ([]error, error) {
+	var errs []error
+	err := l.store.Update(func(im *Image) error {
+		errs = CheckScramOps(im, ops)
+		for i, op := range ops {
+			if errs[i] == nil {
+				ApplyScramOp(im, op)
+			}
+		}
+		return nil
+	})
+	return errs, err
 }

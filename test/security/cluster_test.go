@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/sluice-io/sluice/internal/testcerts"
@@ -44,7 +45,7 @@ func TestClusterInterBrokerSASLSSL(t *testing.T) {
 		props := writeProps(t, map[string]string{
 			"listeners":                                     "PLAINTEXT://" + addr(plainP(i)) + ",SASL_SSL://" + addr(secureP(i)),
 			"inter.broker.listener.name":                    "SASL_SSL",
-			"sasl.enabled.mechanisms":                       "PLAIN",
+			"sasl.enabled.mechanisms":                       "PLAIN,SCRAM-SHA-256",
 			"sasl.mechanism.inter.broker.protocol":          "PLAIN",
 			"listener.name.sasl_ssl.plain.sasl.jaas.config": plainJAAS,
 			"ssl.keystore.type":                             "PEM",
@@ -94,6 +95,27 @@ func TestClusterInterBrokerSASLSSL(t *testing.T) {
 	}
 	// produceConsume creates the topic only if missing.
 	produceConsumeExisting(t, "replicated", values, client(t, append(opts, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordDeliveryTimeout(30*time.Second), kgo.DisableIdempotentWrite())...), opts...)
+	// A SCRAM user created through one node is committed by the Raft
+	// controller and authenticates on every node.
+	res, err := adm.AlterUserSCRAMs(c, nil, []kadm.UpsertSCRAM{{User: "carol", Mechanism: kadm.ScramSha256, Password: "carol-scram"}})
+	if err != nil || res.Error() != nil {
+		t.Fatalf("AlterUserSCRAMs: %v %v", err, res.Error())
+	}
+	for _, seed := range seeds {
+		carol := append(opts[1:2:2], kgo.SeedBrokers(seed), kgo.SASL(scram256("carol", "carol-scram")), kgo.RequestRetries(0))
+		var err error
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+			cl := client(t, carol...)
+			_, err = kmsg.NewPtrMetadataRequest().RequestWith(ctx(t, 5*time.Second), cl)
+			cl.Close()
+			if err == nil {
+				break
+			}
+		}
+		if err != nil {
+			t.Errorf("SCRAM user on %s: %v", seed, err)
+		}
+	}
 	total := 0.0
 	for _, p := range nodes {
 		total += metric(t, p, "sluice_successful_authentication_total")
