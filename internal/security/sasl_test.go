@@ -2,6 +2,9 @@ package security
 
 import (
 	"context"
+	"crypto/pbkdf2"
+	"crypto/sha256"
+	"encoding/base64"
 	"strings"
 	"testing"
 
@@ -146,4 +149,41 @@ func FuzzScramServer(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestScramLibrdkafkaNonce: librdkafka's client-final repeats its own
+// nonce in front of the combined one; Kafka (endsWith) and sluice accept
+// it when the proof, computed over that message, is right.
+func TestScramLibrdkafkaNonce(t *testing.T) {
+	cred, _ := NewScramCredential(MechScramSHA256, "pw", 4096)
+	srv := newScramServer(MechScramSHA256, func(string, string) (ScramCredential, bool) { return cred, true })
+	first := "n=alice,r=cnonce"
+	sf, done, err := srv.Step([]byte("n,," + first))
+	if err != nil || done {
+		t.Fatal(err)
+	}
+	attrs := strings.Split(string(sf), ",")
+	nonce := strings.TrimPrefix(attrs[0], "r=")
+	final := func(r, pass string) string {
+		salted, _ := pbkdf2.Key(sha256.New, pass, cred.Salt, 4096, 32)
+		clientKey := hmacOf(sha256.New, salted, []byte("Client Key"))
+		stored := sha256.Sum256(clientKey)
+		without := "c=biws,r=" + r
+		sig := hmacOf(sha256.New, stored[:], []byte(first+","+string(sf)+","+without))
+		for i := range clientKey {
+			clientKey[i] ^= sig[i]
+		}
+		return without + ",p=" + base64.StdEncoding.EncodeToString(clientKey)
+	}
+	if v, done, err := srv.Step([]byte(final("cnonce"+nonce, "pw"))); err != nil || !done || !strings.HasPrefix(string(v), "v=") || srv.User() != "alice" {
+		t.Fatalf("doubled nonce: %q %v %v", v, done, err)
+	}
+	for _, c := range [][2]string{{"other" + nonce[3:], "pw"}, {"cnonce" + nonce, "wrong"}} {
+		srv := newScramServer(MechScramSHA256, func(string, string) (ScramCredential, bool) { return cred, true })
+		srv.Step([]byte("n,," + first))
+		// The server nonce differs per exchange: a stale one must fail.
+		if _, _, err := srv.Step([]byte(final(c[0], c[1]))); err == nil {
+			t.Errorf("%v accepted", c)
+		}
+	}
 }
