@@ -20,7 +20,7 @@ type boundListener struct {
 // listenKafka binds every Kafka listener (config.KafkaListeners) and
 // prepares what the protocol layer needs to serve it. On error, the
 // listeners already bound are closed.
-func listenKafka(cfg *config.Broker) ([]boundListener, error) {
+func listenKafka(cfg *config.Broker, scram security.ScramLookup) ([]boundListener, error) {
 	ls, err := cfg.KafkaListeners()
 	if err != nil {
 		return nil, err
@@ -33,7 +33,7 @@ func listenKafka(cfg *config.Broker) ([]boundListener, error) {
 		return nil, err
 	}
 	for _, l := range ls {
-		pl, err := protocolListener(cfg, l)
+		pl, err := protocolListener(cfg, l, scram)
 		if err != nil {
 			return fail(err)
 		}
@@ -46,11 +46,17 @@ func listenKafka(cfg *config.Broker) ([]boundListener, error) {
 	return out, nil
 }
 
-// protocolListener is the protocol layer's view of a listener.
-func protocolListener(cfg *config.Broker, l config.Listener) (protocol.Listener, error) {
+// protocolListener is the protocol layer's view of a listener: its TLS
+// configuration (SSL, SASL_SSL) and SASL mechanisms (SASL_*), SCRAM
+// credentials coming from scram.
+func protocolListener(cfg *config.Broker, l config.Listener, scram security.ScramLookup) (protocol.Listener, error) {
 	pl := protocol.Listener{Name: l.Name}
 	if l.SASL() {
-		return protocol.Listener{}, fmt.Errorf("listener %s: security protocol %s is not supported yet", l.Name, l.Protocol)
+		sc, err := security.ListenerSASL(cfg, l.Name, scram)
+		if err != nil {
+			return protocol.Listener{}, err
+		}
+		pl.SASL = sc
 	}
 	if l.TLS() {
 		tc, err := security.ServerTLS(cfg, l.Name)

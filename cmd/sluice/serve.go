@@ -22,6 +22,7 @@ import (
 	"github.com/sluice-io/sluice/internal/logging"
 	"github.com/sluice-io/sluice/internal/metadata"
 	"github.com/sluice-io/sluice/internal/protocol"
+	"github.com/sluice-io/sluice/internal/security"
 	"github.com/sluice-io/sluice/internal/status"
 	"github.com/sluice-io/sluice/internal/vfs"
 )
@@ -205,7 +206,9 @@ func serve(args []string) error {
 		MaxConnections:  int(cfg.Int("max.connections", 10000)),
 		Logger:          logger,
 	}, reg)
-	bls, err := listenKafka(cfg)
+	bls, err := listenKafka(cfg, func(mech, user string) (security.ScramCredential, bool) {
+		return b.Image().ScramCredentialOf(user, mech)
+	})
 	if err != nil {
 		return err
 	}
@@ -233,6 +236,7 @@ func serve(args []string) error {
 	stopWatch := make(chan struct{})
 	defer close(stopWatch)
 	go watchQuorum(ctrl, cfg, logger, stopWatch)
+	go bootstrapScram(cfg, b, logger, stopWatch)
 	closeNow := false
 	sig := make(chan os.Signal, 3)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)

@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-io/sluice/internal/clock"
 	"github.com/sluice-io/sluice/internal/fetchsession"
 	"github.com/sluice-io/sluice/internal/metadata"
+	"github.com/sluice-io/sluice/internal/protocol"
 	"github.com/sluice-io/sluice/internal/replica"
 )
 
@@ -205,6 +206,12 @@ func (f *fetcher) run() {
 			maxWait = 0
 		}
 		if err := f.fetchOnce(reqs, parts, maxWait); err != nil {
+			if ae := (*protocol.AuthError)(nil); errors.As(err, &ae) {
+				// The inter-broker listener's TLS or SASL settings are
+				// wrong (or the leader's): say so (rate-limited by the
+				// serve logger).
+				f.b.log.Warn("follower cannot authenticate to the leader", "leader", f.leader, "addr", f.addr, "err", err)
+			}
 			select {
 			case <-f.done:
 				return

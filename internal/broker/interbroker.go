@@ -11,6 +11,8 @@ import (
 	"net"
 	"strconv"
 
+	"github.com/twmb/franz-go/pkg/sasl"
+
 	"github.com/sluice-io/sluice/internal/config"
 	"github.com/sluice-io/sluice/internal/metadata"
 	"github.com/sluice-io/sluice/internal/protocol"
@@ -25,6 +27,10 @@ type interBroker struct {
 	// key store as client certificate, its trust store for the leader's
 	// (security.ClientTLS).
 	tls *tls.Config
+	// sasl is set when that listener is SASL_PLAINTEXT or SASL_SSL:
+	// sasl.mechanism.inter.broker.protocol with the listener's JAAS
+	// username and password (security.InterBrokerSASL).
+	sasl sasl.Mechanism
 }
 
 func newInterBroker(cfg *config.Broker) (*interBroker, error) {
@@ -35,6 +41,11 @@ func newInterBroker(cfg *config.Broker) (*interBroker, error) {
 	ib := &interBroker{listener: l.Name}
 	if l.TLS() {
 		if ib.tls, err = security.ClientTLS(cfg, l.Name); err != nil {
+			return nil, fmt.Errorf("inter-broker listener: %w", err)
+		}
+	}
+	if l.SASL() {
+		if ib.sasl, err = security.InterBrokerSASL(cfg, l.Name); err != nil {
 			return nil, fmt.Errorf("inter-broker listener: %w", err)
 		}
 	}
@@ -58,5 +69,6 @@ func (ib *interBroker) client(addr, clientID string) *protocol.Client {
 	if ib.tls != nil {
 		cl.TLS = security.ForHost(ib.tls, addr)
 	}
+	cl.SASL = ib.sasl
 	return cl
 }

@@ -184,10 +184,12 @@ func AllBrokerDefs() []*Def {
 }
 
 // knownBrokerPrefix reports whether name belongs to a family of Kafka
-// settings that take a variable part (per-listener overrides, KIP-226
-// dynamic configs): they are accepted without a definition.
+// settings that take a variable part (per-listener and per-mechanism
+// overrides): they are accepted without a definition (a per-listener
+// override of a known setting is validated by its rule).
 func knownBrokerPrefix(name string) bool {
-	return strings.HasPrefix(name, "listener.name.")
+	// <mechanism>.sasl.jaas.config: a mechanism's JAAS configuration.
+	return strings.HasPrefix(name, "listener.name.") || strings.HasSuffix(name, ".sasl.jaas.config")
 }
 
 // ValidateBrokerProps checks every known setting of props against its

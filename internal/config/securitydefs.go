@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -14,9 +15,17 @@ import (
 var securityDefs = []Def{
 	{Name: "authorizer.class.name", Type: TypeClass, Default: "", NoEffect: true, Doc: "ACLs are not implemented: every authenticated principal may do everything."},
 	{Name: "super.users", Type: TypeList, Default: "", NoEffect: true},
-	{Name: "sasl.enabled.mechanisms", Type: TypeList, Default: "GSSAPI", NoEffect: true},
-	{Name: "sasl.mechanism.inter.broker.protocol", Type: TypeString, Default: "GSSAPI", NoEffect: true},
-	{Name: "sasl.mechanism.controller.protocol", Type: TypeString, Default: "GSSAPI", NoEffect: true},
+	{Name: "principal.builder.class", Type: TypeClass, Default: "", NoEffect: true, Doc: "The principal is User:<SASL user>, else User:<client certificate subject DN>, else User:ANONYMOUS."},
+
+	// SASL (SASL_PLAINTEXT and SASL_SSL listeners).
+	{Name: "sasl.enabled.mechanisms", Type: TypeList, Default: "GSSAPI", Doc: "The SASL mechanisms of a SASL listener. sluice serves PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512; Kafka's default, GSSAPI, is refused at start, so a SASL listener must name its mechanisms. A client asking for another gets UNSUPPORTED_SASL_MECHANISM with this list."},
+	{Name: "sasl.mechanism.inter.broker.protocol", Type: TypeString, Default: "GSSAPI", Doc: "The mechanism followers authenticate with when the inter-broker listener is SASL_PLAINTEXT or SASL_SSL (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512), with the username and password of listener.name.<listener>.<mechanism>.sasl.jaas.config."},
+	{Name: "sasl.mechanism.controller.protocol", Type: TypeString, Default: "GSSAPI", NoEffect: true, Doc: "The controller listener is PLAINTEXT only."},
+	{Name: "sasl.jaas.config", Type: TypePassword, Default: "", Doc: "JAAS login module configuration, normally given per listener and mechanism as listener.name.<listener>.<mechanism>.sasl.jaas.config (then <mechanism>.sasl.jaas.config and sasl.jaas.config are the fallbacks). PLAIN: org.apache.kafka.common.security.plain.PlainLoginModule required username=\"admin\" password=\"...\" user_admin=\"...\" user_alice=\"...\"; (user_<name> are the accepted users; username and password are this broker's own, for the inter-broker client). SCRAM: org.apache.kafka.common.security.scram.ScramLoginModule required username=\"admin\" password=\"...\"; (the inter-broker client's credentials; users are stored with AlterUserScramCredentials)."},
+	{Name: "connection.failed.authentication.delay.ms", Type: TypeInt, Default: "100", Min: 0, Max: 10000, Doc: "Delay, in milliseconds, before the answer to a failed SASL authentication (the connection is then closed), to slow down password guessing."},
+	{Name: "sasl.server.max.receive.size", Type: TypeInt, Default: "524288", NoEffect: true, Doc: "Requests before authentication are bounded at 512 KiB."},
+	{Name: "sluice.scram.bootstrap.credentials", Type: TypePassword, Default: "", Check: checkScramBootstrap, Form: "SCRAM-SHA-256=[name=USER,password=PASSWORD];...", Doc: "sluice only (Kafka bootstraps SCRAM users with kafka-storage format --add-scram, whose entry syntax this takes): SCRAM credentials created through the controller at start when the user has none for that mechanism, so the first admin can log in before any AlterUserScramCredentials. Entries MECHANISM=[name=USER,password=PASSWORD(,iterations=N)] separated by ';'; quote a password holding ',', ']' or ';'. Remove it once the cluster runs: a node started with it re-creates a deleted user (docs/security.md)."},
+	{Name: "connections.max.reauth.ms", Type: TypeLong, Default: "0", NoEffect: true, Doc: "Re-authentication (KIP-368) is not implemented: a session does not expire."},
 
 	// TLS (SSL and SASL_SSL listeners, and the inter-broker client on one).
 	{Name: "ssl.keystore.type", Type: TypeString, Default: "JKS", Doc: "Format of the key store. sluice reads PEM only: an SSL or SASL_SSL listener needs ssl.keystore.type=PEM (JKS and PKCS12 stores are refused at start)."},
@@ -109,4 +118,109 @@ func (b *Broker) Setting(listener, name string) string {
 		return d.Default
 	}
 	return ""
+}
+
+// ScramBootstrap is one credential of sluice.scram.bootstrap.credentials.
+type ScramBootstrap struct {
+	Mechanism, User, Password string
+	Iterations                int32
+}
+
+// maxScramBootstrap bounds the bootstrap credentials.
+const maxScramBootstrap = 100
+
+// ParseScramBootstrap parses sluice.scram.bootstrap.credentials: entries
+// in the form of kafka-storage format --add-scram,
+// MECHANISM=[name=USER,password=PASSWORD(,iterations=N)], separated by
+// ';'. A password with ',', ']' or ';' is double-quoted (\" and \\ escape
+// inside). Iterations default to 4096, within [4096, 16384]. Errors never
+// quote the value.
+func ParseScramBootstrap(v string) ([]ScramBootstrap, error) {
+	var out []ScramBootstrap
+	rest := strings.TrimSpace(v)
+	for rest != "" {
+		if len(out) == maxScramBootstrap {
+			return nil, fmt.Errorf("at most %d credentials", maxScramBootstrap)
+		}
+		mech, after, ok := strings.Cut(rest, "=[")
+		mech = strings.ToUpper(strings.TrimSpace(mech))
+		if !ok || (mech != "SCRAM-SHA-256" && mech != "SCRAM-SHA-512") {
+			return nil, fmt.Errorf("expected SCRAM-SHA-256=[name=...,password=...] or SCRAM-SHA-512=[...] entries separated by ';'")
+		}
+		b := ScramBootstrap{Mechanism: mech, Iterations: 4096}
+		rest = after
+		for {
+			key, after, ok := strings.Cut(rest, "=")
+			if !ok {
+				return nil, fmt.Errorf("%s entry: expected key=value", mech)
+			}
+			key, rest = strings.TrimSpace(key), after
+			var val string
+			if strings.HasPrefix(rest, `"`) {
+				var sb strings.Builder
+				i, closed := 1, false
+				for ; i < len(rest); i++ {
+					if rest[i] == '\\' && i+1 < len(rest) {
+						i++
+						sb.WriteByte(rest[i])
+					} else if rest[i] == '"' {
+						closed = true
+						break
+					} else {
+						sb.WriteByte(rest[i])
+					}
+				}
+				if !closed {
+					return nil, fmt.Errorf("%s entry: unterminated quoted value", mech)
+				}
+				val, rest = sb.String(), rest[i+1:]
+			} else {
+				j := strings.IndexAny(rest, ",]")
+				if j < 0 {
+					return nil, fmt.Errorf("%s entry: missing ']'", mech)
+				}
+				val, rest = strings.TrimSpace(rest[:j]), rest[j:]
+			}
+			switch key {
+			case "name":
+				b.User = val
+			case "password":
+				b.Password = val
+			case "iterations":
+				n, err := strconv.Atoi(val)
+				if err != nil || n < 4096 || n > 16384 {
+					return nil, fmt.Errorf("%s entry: iterations must be in [4096, 16384]", mech)
+				}
+				b.Iterations = int32(n)
+			default:
+				return nil, fmt.Errorf("%s entry: unknown key %q (name, password, iterations)", mech, key)
+			}
+			rest = strings.TrimSpace(rest)
+			if strings.HasPrefix(rest, ",") {
+				rest = rest[1:]
+				continue
+			}
+			if !strings.HasPrefix(rest, "]") {
+				return nil, fmt.Errorf("%s entry: expected ',' or ']'", mech)
+			}
+			rest = strings.TrimSpace(rest[1:])
+			break
+		}
+		if b.User == "" || b.Password == "" {
+			return nil, fmt.Errorf("%s entry: name and password are required", mech)
+		}
+		out = append(out, b)
+		if rest != "" {
+			if !strings.HasPrefix(rest, ";") {
+				return nil, fmt.Errorf("expected ';' between entries")
+			}
+			rest = strings.TrimSpace(rest[1:])
+		}
+	}
+	return out, nil
+}
+
+func checkScramBootstrap(v string) error {
+	_, err := ParseScramBootstrap(v)
+	return err
 }

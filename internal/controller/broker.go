@@ -22,6 +22,7 @@ const (
 	opCreatePartitions = "CreatePartitions"
 	opAlterConfigs     = "IncrementalAlterConfigs"
 	opAllocatePIDs     = "AllocateProducerIDs"
+	opAlterScram       = "AlterUserScramCredentials"
 	opFetch            = "FetchMetadata"
 )
 
@@ -62,6 +63,16 @@ type topicReq struct {
 	Count        int32               `json:"count,omitempty"`
 	Ops          []metadata.ConfigOp `json:"ops,omitempty"`
 	ValidateOnly bool                `json:"validateOnly,omitempty"`
+}
+
+type scramReq struct {
+	Ops []metadata.ScramOp `json:"ops"`
+}
+
+// scramResp carries one error code and message per op (0: applied).
+type scramResp struct {
+	Codes    []int16  `json:"codes"`
+	Messages []string `json:"messages"`
 }
 
 type pidResp struct {

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/sluice-io/sluice/internal/config"
 	"github.com/sluice-io/sluice/internal/metadata"
@@ -418,6 +419,25 @@ func (n *Node) CreatePartitions(ctx context.Context, name string, count int32, v
 // AlterTopicConfigs implements metadata.Controller.
 func (n *Node) AlterTopicConfigs(ctx context.Context, name string, ops []metadata.ConfigOp, validateOnly bool) error {
 	return n.write(ctx, opAlterConfigs, topicReq{Name: name, Ops: ops, ValidateOnly: validateOnly}, nil)
+}
+
+// AlterScramCredentials implements metadata.ScramAlterer through the
+// active controller.
+func (n *Node) AlterScramCredentials(ctx context.Context, ops []metadata.ScramOp) ([]error, error) {
+	var resp scramResp
+	if err := n.write(ctx, opAlterScram, scramReq{Ops: ops}, &resp); err != nil {
+		return nil, err
+	}
+	if len(resp.Codes) != len(ops) || len(resp.Messages) != len(ops) {
+		return nil, fmt.Errorf("%w: AlterUserScramCredentials: %d results for %d changes", kerr.UnknownServerError, len(resp.Codes), len(ops))
+	}
+	errs := make([]error, len(ops))
+	for i, c := range resp.Codes {
+		if c != 0 {
+			errs[i] = fmt.Errorf("%w: %s", kerr.ErrorForCode(c), resp.Messages[i])
+		}
+	}
+	return errs, nil
 }
 
 // AllocateProducerID implements metadata.Controller: ids come from blocks

@@ -28,6 +28,7 @@ const (
 	recConfigChange      recType = "ConfigChange"
 	recPartitionChange   recType = "PartitionChange"
 	recProducerIDs       recType = "ProducerIDs"
+	recScram             recType = "UserScramCredential"
 	maxEntryRecords              = 1 << 20
 	producerIDBlock      int64   = 1000
 	initialNextProducer  int64   = 1000
@@ -62,6 +63,10 @@ type record struct {
 	Part *partChange `json:"part,omitempty"`
 	// NextProducerID: recProducerIDs advances the counter to it.
 	NextProducerID int64 `json:"nextProducerId,omitempty"`
+	// Scram: recScram upserts or deletes one user's credential for one
+	// mechanism (Kafka's UserScramCredentialRecord and
+	// RemoveUserScramCredentialRecord).
+	Scram *metadata.ScramOp `json:"scram,omitempty"`
 }
 
 // partChange is the new leader/ISR of one partition. Applying it bumps the
@@ -194,6 +199,12 @@ func (tx *txn) apply(r *record, idx int64) {
 	case recProducerIDs:
 		if r.NextProducerID > im.NextProducerID {
 			im.NextProducerID = r.NextProducerID
+		}
+	case recScram:
+		// Checked by the active controller; a record that no longer
+		// applies (a deletion of a credential gone) changes nothing.
+		if r.Scram != nil && metadata.CheckScramOp(im, *r.Scram) == nil {
+			metadata.ApplyScramOp(im, *r.Scram)
 		}
 	}
 }

@@ -24,6 +24,7 @@ var handlers = map[string]handler{
 	opCreatePartitions: (*active).createPartitions,
 	opAlterConfigs:     (*active).alterConfigs,
 	opAllocatePIDs:     (*active).allocatePIDs,
+	opAlterScram:       (*active).alterScram,
 }
 
 func decode(body []byte, v any) error {
@@ -391,6 +392,32 @@ func (a *active) allocatePIDs(ctx context.Context, _ []byte) (any, int64, error)
 	off, err := a.decide(ctx, func(im *metadata.Image, b *batch) error {
 		resp = pidResp{Start: im.NextProducerID, Count: producerIDBlock}
 		b.add(record{Type: recProducerIDs, NextProducerID: im.NextProducerID + producerIDBlock})
+		return nil
+	})
+	return resp, off, err
+}
+
+// alterScram is AlterUserScramCredentials: each op is checked against the
+// image as changed by the ops before it; the valid ones are written as
+// UserScramCredential records in one entry.
+func (a *active) alterScram(ctx context.Context, body []byte) (any, int64, error) {
+	var in scramReq
+	if err := decode(body, &in); err != nil {
+		return nil, 0, err
+	}
+	if len(in.Ops) > metadata.MaxScramUsers {
+		return nil, 0, kerr.InvalidRequest
+	}
+	resp := scramResp{Codes: make([]int16, len(in.Ops)), Messages: make([]string, len(in.Ops))}
+	off, err := a.decideAdmin(ctx, decideOpts{}, func(im *metadata.Image, b *batch) error {
+		for i, op := range in.Ops {
+			if err := metadata.CheckScramOp(im, op); err != nil {
+				resp.Codes[i], resp.Messages[i] = errResponse(err).Code, err.Error()
+				continue
+			}
+			resp.Codes[i], resp.Messages[i] = 0, ""
+			b.add(record{Type: recScram, Scram: &op})
+		}
 		return nil
 	})
 	return resp, off, err

@@ -84,6 +84,8 @@ func RegisterWith(reg *protocol.Registry, b *broker.Broker, opts Options) *Handl
 		{Key: 35, MinVersion: 0, MaxVersion: 4, Serve: h.describeLogDirs},
 		{Key: 37, MinVersion: 0, MaxVersion: 3, Serve: h.createPartitions},
 		{Key: 44, MinVersion: 0, MaxVersion: 1, Serve: h.incrementalAlterConfigs},
+		{Key: 50, MinVersion: 0, MaxVersion: 0, Serve: h.describeUserScramCredentials},
+		{Key: 51, MinVersion: 0, MaxVersion: 0, Serve: h.alterUserScramCredentials},
 		{Key: 60, MinVersion: 0, MaxVersion: 1, Serve: h.describeCluster},
 	} {
 		reg.Register(api)

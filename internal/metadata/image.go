@@ -133,6 +133,10 @@ type Image struct {
 	NextProducerID int64 `json:"nextProducerId"`
 	// Offset counts applied changes (the metadata offset).
 	Offset int64 `json:"offset"`
+	// Scram holds the SCRAM credentials by user, then mechanism
+	// (AlterUserScramCredentials; scram.go). Replaced, never changed in
+	// place (ApplyScramOp), so clones share it.
+	Scram map[string]map[string]ScramCredential `json:"scram,omitempty"`
 }
 
 // NewImage returns an empty image with a fresh cluster id.

@@ -13,7 +13,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl"
 )
 
 // Client is a minimal Kafka-protocol client for broker-to-broker calls
@@ -29,6 +31,10 @@ type Client struct {
 	// listener); its ServerName is the name the peer's certificate must
 	// carry. Set before the first Request.
 	TLS *tls.Config
+	// SASL, if set, authenticates every new connection with this
+	// mechanism (SaslHandshake v1, then SaslAuthenticate v1; a SASL_*
+	// listener). Set before the first Request.
+	SASL sasl.Mechanism
 
 	mu     sync.Mutex
 	nc     net.Conn
@@ -91,11 +97,17 @@ func (c *Client) Request(ctx context.Context, req kmsg.Request) (kmsg.Response, 
 			cancel()
 			if err != nil {
 				nc.Close()
-				return nil, fmt.Errorf("TLS handshake with %s: %w", c.addr, err)
+				return nil, &AuthError{fmt.Errorf("TLS handshake with %s: %w", c.addr, err)}
 			}
 			nc = tc
 		}
 		c.nc, c.br = nc, bufio.NewReaderSize(nc, 64<<10)
+		if c.SASL != nil {
+			if err := c.authenticate(ctx); err != nil {
+				c.closeLocked()
+				return nil, &AuthError{fmt.Errorf("SASL %s with %s: %w", c.SASL.Name(), c.addr, err)}
+			}
+		}
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		c.nc.SetDeadline(dl)
@@ -168,3 +180,65 @@ func (c *Client) roundTrip(req kmsg.Request) (kmsg.Response, error) {
 	}
 	return resp, nil
 }
+
+// authenticate runs the SASL exchange on a new connection (franz-go's
+// own flow): SaslHandshake v1 naming the mechanism, then SaslAuthenticate
+// v1 requests carrying the mechanism's messages until it is done.
+func (c *Client) authenticate(ctx context.Context) error {
+	c.nc.SetDeadline(time.Now().Add(TLSHandshakeTimeout))
+	if dl, ok := ctx.Deadline(); ok {
+		c.nc.SetDeadline(dl)
+	}
+	hs := kmsg.NewPtrSASLHandshakeRequest()
+	hs.SetVersion(1)
+	hs.Mechanism = c.SASL.Name()
+	r, err := c.roundTrip(hs)
+	if err != nil {
+		return err
+	}
+	if err := kerr.ErrorForCode(r.(*kmsg.SASLHandshakeResponse).ErrorCode); err != nil {
+		return err
+	}
+	host, _, _ := net.SplitHostPort(c.addr)
+	session, msg, err := c.SASL.Authenticate(ctx, host)
+	if err != nil {
+		return err
+	}
+	for step := 0; ; step++ {
+		if step == maxSASLSteps {
+			return errors.New("too many SASL messages")
+		}
+		req := kmsg.NewPtrSASLAuthenticateRequest()
+		req.SetVersion(1)
+		req.SASLAuthBytes = msg
+		r, err := c.roundTrip(req)
+		if err != nil {
+			return err
+		}
+		resp := r.(*kmsg.SASLAuthenticateResponse)
+		if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+			if resp.ErrorMessage != nil {
+				return fmt.Errorf("%w: %s", err, *resp.ErrorMessage)
+			}
+			return err
+		}
+		done, next, err := session.Challenge(resp.SASLAuthBytes)
+		if err != nil {
+			return err
+		}
+		if done {
+			return nil
+		}
+		msg = next
+	}
+}
+
+// AuthError is a failed TLS handshake or SASL authentication of a new
+// connection: a configuration problem worth a warning, unlike a peer
+// that is down.
+type AuthError struct{ Err error }
+
+func (e *AuthError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the cause.
+func (e *AuthError) Unwrap() error { return e.Err }

@@ -39,6 +39,8 @@ type Conn struct {
 	// principal is who the connection authenticated as (Principal); set
 	// before the reader starts (TLS) or by the reader (SASL).
 	principal string
+	// sasl is the authentication state on a SASL listener (sasl.go).
+	sasl saslConn
 }
 
 type pending struct {
@@ -47,6 +49,8 @@ type pending struct {
 	reply        Reply
 	size         int64
 	start        time.Time
+	// raw is a raw SASL token frame to write (after SaslHandshake v0).
+	raw []byte
 }
 
 func newConn(s *Server, nc net.Conn, l *Listener) *Conn {
@@ -121,7 +125,16 @@ func (c *Conn) readLoop() (err error) {
 			return err
 		}
 		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
-		if size < 8 || size > c.srv.cfg.MaxRequestBytes {
+		lo, hi := int32(8), c.srv.cfg.MaxRequestBytes
+		raw := c.saslPending() && c.sasl.raw
+		if c.saslPending() {
+			// Before authentication, Kafka's sasl.server.max.receive.size.
+			hi = min(hi, MaxSASLReceiveBytes)
+			if raw {
+				lo = 0
+			}
+		}
+		if size < lo || size > hi {
 			return errClose{fmt.Sprintf("request size %d out of bounds", size)}
 		}
 		c.srv.inflight.acquire(int64(size))
@@ -130,7 +143,12 @@ func (c *Conn) readLoop() (err error) {
 			c.srv.inflight.release(int64(size))
 			return err
 		}
-		p, err := c.handle(frame)
+		var p pending
+		if raw {
+			p = c.rawToken(frame)
+		} else {
+			p, err = c.handle(frame)
+		}
 		if err != nil {
 			c.srv.inflight.release(int64(size))
 			return err
@@ -154,6 +172,11 @@ func (c *Conn) handle(frame []byte) (p pending, err error) {
 	version := int16(binary.BigEndian.Uint16(frame[2:]))
 	corrID := int32(binary.BigEndian.Uint32(frame[4:]))
 	p = pending{key: key, version: version, corrID: corrID, start: time.Now()}
+	if c.saslPending() && !preAuthAllowed(key) {
+		// Kafka: "Unexpected Kafka request of type X during SASL
+		// handshake": the connection is closed.
+		return p, errClose{fmt.Sprintf("api key %d before SASL authentication", key)}
+	}
 	h, ok := c.srv.reg.Lookup(key)
 	if !ok {
 		return p, errClose{fmt.Sprintf("unknown api key %d", key)}
@@ -196,6 +219,10 @@ func (c *Conn) handle(frame []byte) (p pending, err error) {
 		return p, errClose{fmt.Sprintf("malformed %s v%d: %v", kmsg.NameForKey(key), version, err)}
 	}
 	req := &Request{Key: key, Version: version, CorrelationID: corrID, ClientID: clientID, Body: body, Conn: c}
+	if c.saslPending() && key != apiVersionsKey {
+		p.reply = c.serveSASL(req)
+		return p, nil
+	}
 	p.reply, err = c.serveSafely(h, req)
 	return p, err
 }
@@ -265,6 +292,12 @@ func (c *Conn) writeLoop() {
 			resp = c.await(p)
 		}
 		c.srv.inflight.release(p.size)
+		if p.raw != nil {
+			if _, err := bw.Write(p.raw); err != nil {
+				fail()
+				continue
+			}
+		}
 		if p.reply.NoResponse || resp == nil {
 			metrics.ObserveRequest(p.key, time.Since(p.start))
 			if len(c.pending) == 0 {

@@ -21,6 +21,9 @@ type Listener struct {
 	// connection starts with a TLS handshake bounded by
 	// Config.TLSHandshakeTimeout.
 	TLS *tls.Config
+	// SASL, if set, makes this a SASL_PLAINTEXT or SASL_SSL listener:
+	// connections must authenticate first (sasl.go).
+	SASL *SASL
 }
 
 // TLSHandshakeTimeout is the default bound of a TLS handshake, server
@@ -78,6 +81,9 @@ func (c *Conn) handshakeTLS() error {
 	tc.SetDeadline(time.Time{})
 	if certs := tc.ConnectionState().PeerCertificates; len(certs) > 0 {
 		c.principal = "User:" + certs[0].Subject.String()
+	}
+	if c.l.SASL == nil {
+		metrics.AuthSuccesses.WithLabelValues(c.l.Name).Inc()
 	}
 	return nil
 }

@@ -60,10 +60,12 @@ type Registry struct {
 	handlers map[int16]Handler
 }
 
-// NewRegistry returns an empty registry with ApiVersions registered.
+// NewRegistry returns a registry with ApiVersions, SaslHandshake and
+// SaslAuthenticate registered (sasl.go).
 func NewRegistry() *Registry {
 	r := &Registry{handlers: make(map[int16]Handler)}
 	r.Register(Handler{Key: apiVersionsKey, MinVersion: 0, MaxVersion: 3, Serve: r.serveAPIVersions})
+	r.registerSASL()
 	return r
 }
 

@@ -87,14 +87,20 @@ func client(t *testing.T, opts ...kgo.Opt) *kgo.Client {
 	return cl
 }
 
-// produceConsume produces values to topic with acks=all through pc and
-// reads them back from the start through cc's options.
+// produceConsume creates topic, produces values to it through pc and
+// reads them back from the start with a client of consumeOpts.
 func produceConsume(t *testing.T, topic string, values [][]byte, pc *kgo.Client, consumeOpts ...kgo.Opt) {
 	t.Helper()
-	c := ctx(t, 60*time.Second)
-	if _, err := kadm.NewClient(pc).CreateTopic(c, 1, -1, nil, topic); err != nil {
+	if _, err := kadm.NewClient(pc).CreateTopic(ctx(t, 30*time.Second), 1, -1, nil, topic); err != nil {
 		t.Fatalf("create %s: %v", topic, err)
 	}
+	produceConsumeExisting(t, topic, values, pc, consumeOpts...)
+}
+
+// produceConsumeExisting is produceConsume on an existing topic.
+func produceConsumeExisting(t *testing.T, topic string, values [][]byte, pc *kgo.Client, consumeOpts ...kgo.Opt) {
+	t.Helper()
+	c := ctx(t, 60*time.Second)
 	for _, v := range values {
 		if err := pc.ProduceSync(c, &kgo.Record{Topic: topic, Value: v}).FirstErr(); err != nil {
 			t.Fatalf("produce to %s: %v", topic, err)
