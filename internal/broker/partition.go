@@ -363,9 +363,9 @@ func (p *Partition) alterPartition(req replica.AlterPartitionRequest) {
 }
 
 // Produce appends one validated client batch (leader only) and returns a
-// channel that receives its result: for acks=1 once appended, for acks=all
-// once the HW covers it (or an error). acks=1 callers must still wait for
-// the local flush (Durable) before acknowledging.
+// channel that receives its result: for acks=1 once the leader's log is
+// durable past it, for acks=all once the HW covers it (or an error); the
+// replica machine decides both.
 func (p *Partition) Produce(data []byte, h batch.Header, acks int16, deadline time.Time) <-chan replica.ProduceResult {
 	ch := make(chan replica.ProduceResult, 1)
 	p.mu.Lock()
@@ -398,46 +398,15 @@ func (p *Partition) Produce(data []byte, h batch.Header, acks int16, deadline ti
 	return ch
 }
 
-// Durable waits until the local log is flushed up to end (an acks=1
-// acknowledgement). The fsync is the flush workers' (kicked at append):
-// a request over 1,000 partitions waits for their rounds running side by
-// side instead of fsyncing them one after another itself. A truncation of
-// the log meanwhile fails it with NOT_LEADER_OR_FOLLOWER (the offsets may
-// hold other data now); after a failed fsync it fails with
-// KAFKA_STORAGE_ERROR, and the broker halts.
-func (p *Partition) Durable(end int64) error {
-	gen := p.log.Generation()
-	for {
-		if p.b.dirFailed.Load() {
-			return kerr.KafkaStorageError
-		}
-		ch := p.Changed()
-		if p.log.FlushedOffset() >= end {
-			if p.log.Generation() != gen {
-				return kerr.NotLeaderForPartition
-			}
-			return nil
-		}
-		if p.log.Generation() != gen || p.log.LogEndOffset() < end {
-			return kerr.NotLeaderForPartition
-		}
-		p.b.flusher.kick(p)
-		select {
-		case <-ch:
-		case <-p.done:
-			return kerr.NotLeaderForPartition
-		}
-	}
-}
-
-// Append appends a batch as leader with acks=1 semantics and returns its
-// offsets (used by the group coordinator, which then calls Commit).
+// Append appends a batch as leader and returns its offsets at once,
+// durable or not (replica.AcksAppended): the group coordinator waits for
+// what it needs with Commit.
 func (p *Partition) Append(data []byte, now time.Time) (storage.AppendInfo, error) {
 	h, err := batch.ParseHeader(data)
 	if err != nil {
 		return storage.AppendInfo{}, kerr.CorruptMessage
 	}
-	res := <-p.Produce(data, h, replica.AcksLeader, time.Time{})
+	res := <-p.Produce(data, h, replica.AcksAppended, time.Time{})
 	if res.Error != 0 {
 		return storage.AppendInfo{}, kerr.ErrorForCode(res.Error)
 	}

@@ -252,7 +252,6 @@ func (h *Handlers) produce(r *protocol.Request) protocol.Reply {
 	for i := range commits {
 		commits[i].slot = &resp.Topics[commits[i].ti].Partitions[commits[i].pi]
 	}
-	acks := req.Acks
 	return protocol.Reply{Await: func() kmsg.Response {
 		timer := h.b.Clock().NewTimer(clock.Until(h.b.Clock(), deadline) + time.Second)
 		defer timer.Stop()
@@ -274,12 +273,6 @@ func (h *Handlers) produce(r *protocol.Request) protocol.Reply {
 					// time (its producer state's timestamp).
 					if ts, ok := storedMaxTimestamp(c.p, res.BaseOffset); ok {
 						c.slot.LogAppendTime = ts
-					}
-				}
-				if acks == 1 {
-					// acks=1 is acknowledged once durable on the leader.
-					if err := c.p.Durable(res.LastOffset + 1); err != nil {
-						c.slot.ErrorCode, c.slot.BaseOffset, c.slot.LogAppendTime = code(err), -1, -1
 					}
 				}
 			case <-timer.C():

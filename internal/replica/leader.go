@@ -54,6 +54,12 @@ func (r *Replica) Append(req ProduceRequest) {
 
 // ack completes or parks an appended (or duplicate) produce request.
 func (r *Replica) ack(req ProduceRequest, base, last int64, dup bool) {
+	if req.Acks == AcksLeader && r.flushed <= last {
+		// acks=1 answers once the leader's own log is durable there (the
+		// durability rule): parked until Flushed covers it.
+		r.localAcks = append(r.localAcks, pendingAck{id: req.ID, required: last + 1, base: base, last: last, deadline: req.DeadlineMs, dup: dup})
+		return
+	}
 	if req.Acks != AcksAll {
 		r.rd.Completed = append(r.rd.Completed, ProduceResult{ID: req.ID, Acks: req.Acks, BaseOffset: base, LastOffset: last, Duplicate: dup})
 		return
@@ -100,6 +106,37 @@ func (r *Replica) failAcks(code int16) {
 		r.rd.Completed = append(r.rd.Completed, ProduceResult{ID: p.id, Acks: AcksAll, Error: code, BaseOffset: -1, LastOffset: -1})
 	}
 	r.acks = r.acks[:0]
+	r.failLocalAcks(code, -1)
+}
+
+// completeLocalAcks answers the acks=1 requests the flushed offset now
+// covers (they are parked in offset order).
+func (r *Replica) completeLocalAcks() {
+	n := 0
+	for n < len(r.localAcks) && r.localAcks[n].required <= r.flushed {
+		p := r.localAcks[n]
+		r.rd.Completed = append(r.rd.Completed, ProduceResult{ID: p.id, Acks: AcksLeader, BaseOffset: p.base, LastOffset: p.last, Duplicate: p.dup})
+		n++
+	}
+	if n > 0 {
+		r.localAcks = append(r.localAcks[:0], r.localAcks[n:]...)
+	}
+}
+
+// failLocalAcks fails the parked acks=1 requests that need offsets at or
+// above from (-1: all of them): the log was cut below them, or the
+// replica stopped leading, before they became durable.
+func (r *Replica) failLocalAcks(code int16, from int64) {
+	n := 0
+	for _, p := range r.localAcks {
+		if from < 0 || p.required > from {
+			r.rd.Completed = append(r.rd.Completed, ProduceResult{ID: p.id, Acks: AcksLeader, Error: code, BaseOffset: -1, LastOffset: -1})
+			continue
+		}
+		r.localAcks[n] = p
+		n++
+	}
+	r.localAcks = r.localAcks[:n]
 }
 
 func (r *Replica) expireAcks() {
@@ -114,6 +151,16 @@ func (r *Replica) expireAcks() {
 		n++
 	}
 	r.acks = r.acks[:n]
+	n = 0
+	for _, p := range r.localAcks {
+		if p.deadline > 0 && r.now >= p.deadline {
+			r.rd.Completed = append(r.rd.Completed, ProduceResult{ID: p.id, Acks: AcksLeader, Error: ErrRequestTimedOut, BaseOffset: -1, LastOffset: -1})
+			continue
+		}
+		r.localAcks[n] = p
+		n++
+	}
+	r.localAcks = r.localAcks[:n]
 }
 
 // HandleFetch answers a Fetch for this partition (Partition.fetchRecords,

@@ -69,6 +69,7 @@ type Replica struct {
 	retryAt     int64
 	seq         uint64
 	acks        []pendingAck // ordered by required
+	localAcks   []pendingAck // acks=1 waiting for the flush, by required
 	lastShrink  int64
 
 	lastProducerExpiry int64 // Tick time of the last expiry pass
@@ -164,6 +165,7 @@ func (r *Replica) Flushed(offset int64, logGen uint64) {
 		return
 	}
 	r.flushed = offset
+	r.completeLocalAcks()
 	if r.role == RoleLeader {
 		r.maybeIncrementHW()
 	}
@@ -430,6 +432,7 @@ func (r *Replica) truncateTo(offset int64) {
 	}
 	r.leo = offset
 	r.flushed = min(r.flushed, offset)
+	r.failLocalAcks(ErrNotLeaderOrFollower, offset)
 	r.producers.TruncateFrom(offset) // §7: roll producer state back
 	r.logGen++
 	if r.hw > offset {

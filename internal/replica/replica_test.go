@@ -380,11 +380,12 @@ func TestIdempotentRollback(t *testing.T) {
 	f.Append(ProduceRequest{ID: 1, Acks: AcksLeader, Batch: Batch{NumRecords: 2, ProducerID: 7, BaseSeq: 2}})
 	f.Append(ProduceRequest{ID: 2, Acks: AcksLeader, Batch: Batch{NumRecords: 2, ProducerID: 7, BaseSeq: 0}})
 	f.Append(ProduceRequest{ID: 3, Acks: AcksLeader, Batch: Batch{NumRecords: 1, ProducerID: 7, BaseSeq: 9}})
+	f.Flushed(f.LEO(), f.LogGen()) // acks=1 answers once durable
 	rd := f.Ready()
 	want := []ProduceResult{
-		{ID: 1, Acks: AcksLeader, BaseOffset: 2, LastOffset: 3},
 		{ID: 2, Acks: AcksLeader, BaseOffset: 0, LastOffset: 1, Duplicate: true},
 		{ID: 3, Acks: AcksLeader, Error: ErrOutOfOrderSequence, BaseOffset: -1, LastOffset: -1},
+		{ID: 1, Acks: AcksLeader, BaseOffset: 2, LastOffset: 3},
 	}
 	if !slices.Equal(rd.Completed, want) {
 		t.Fatalf("got %+v\nwant %+v", rd.Completed, want)
@@ -559,11 +560,12 @@ func TestProducerExpiry(t *testing.T) {
 	}
 	r.Append(ProduceRequest{ID: 4, Acks: AcksLeader, Batch: Batch{NumRecords: 1, ProducerID: 7, BaseSeq: 5, MaxTimestamp: 11_500}})
 	r.Append(ProduceRequest{ID: 5, Acks: AcksLeader, Batch: Batch{NumRecords: 1, ProducerID: 8, BaseSeq: 5, MaxTimestamp: 11_500}})
+	r.Flushed(r.LEO(), r.LogGen())
 	rd := r.Ready()
-	var got []int16
+	got := make([]int16, 2)
 	for _, c := range rd.Completed {
 		if c.ID >= 4 {
-			got = append(got, c.Error)
+			got[c.ID-4] = c.Error
 		}
 	}
 	if !slices.Equal(got, []int16{ErrNone, ErrOutOfOrderSequence}) {
@@ -598,5 +600,35 @@ func TestOneISRProposalInFlight(t *testing.T) {
 	r.ISRChangeResult(AlterPartitionResult{Seq: p1.Seq, Error: ErrInvalidUpdateVersion})
 	if rd := r.Ready(); rd.ISRProposal != p2 {
 		t.Fatalf("the second proposal did not go once the first was answered: %+v", rd.ISRProposal)
+	}
+}
+
+// TestAcksOneWaitsForTheFlush: an acks=1 answer goes only once the
+// leader's log is durable past the batch; a truncation below it first, or
+// losing the leadership, fails it; a duplicate of a durable batch answers
+// at once.
+func TestAcksOneWaitsForTheFlush(t *testing.T) {
+	r := newLeader(t, 1, []int32{1}, 1, 2) // offsets 0, 1 durable
+	r.Append(ProduceRequest{ID: 10, Acks: AcksLeader, Batch: Batch{NumRecords: 2, ProducerID: NoProducer}})
+	if rd := r.Ready(); len(rd.Completed) != 0 {
+		t.Fatalf("acks=1 answered before the flush: %+v", rd.Completed)
+	}
+	r.Advance()
+	r.Flushed(3, r.LogGen()) // covers offset 2, not 3
+	if rd := r.Ready(); len(rd.Completed) != 0 {
+		t.Fatalf("answered with the batch half durable: %+v", rd.Completed)
+	}
+	r.Flushed(4, r.LogGen())
+	rd := r.Ready()
+	if len(rd.Completed) != 1 || rd.Completed[0].Error != ErrNone || rd.Completed[0].BaseOffset != 2 {
+		t.Fatalf("after the flush: %+v", rd.Completed)
+	}
+	r.Advance()
+	r.Append(ProduceRequest{ID: 11, Acks: AcksLeader, Batch: Batch{NumRecords: 1, ProducerID: NoProducer}})
+	r.Advance()
+	r.ApplyMetadata(PartitionState{Leader: 2, LeaderEpoch: 2, PartitionEpoch: 2, Replicas: []int32{1, 2, 3}, ISR: []int32{2}})
+	rd = r.Ready()
+	if len(rd.Completed) != 1 || rd.Completed[0].ID != 11 || rd.Completed[0].Error != ErrNotLeaderOrFollower {
+		t.Fatalf("after losing the leadership unflushed: %+v", rd.Completed)
 	}
 }

@@ -30,8 +30,12 @@ const (
 // Acks values of a produce request.
 const (
 	AcksNone   int16 = 0  // no response is sent (the driver drops the result)
-	AcksLeader int16 = 1  // acknowledged after the local append
+	AcksLeader int16 = 1  // acknowledged once the local log is durable past the batch
 	AcksAll    int16 = -1 // acknowledged once the HW covers the batch (§2.5)
+	// AcksAppended answers at once with the batch's offsets, durable or
+	// not: for the broker's own writes that wait for durability their own
+	// way (the group coordinator's). Never a client's acks value.
+	AcksAppended int16 = 2
 )
 
 // NoProducer is the producer id of a non-idempotent batch.
@@ -127,7 +131,7 @@ func (b *Batch) LastSeq() int32 { return b.BaseSeq + b.NumRecords - 1 }
 type ProduceRequest struct {
 	// ID is an opaque handle returned in the ProduceResult.
 	ID uint64
-	// Acks is AcksNone, AcksLeader or AcksAll.
+	// Acks is AcksNone, AcksLeader, AcksAll or AcksAppended.
 	Acks int16
 	// Batch is the client's batch; its BaseOffset and Epoch are overwritten.
 	Batch Batch
