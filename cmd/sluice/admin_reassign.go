@@ -378,6 +378,15 @@ func reassignStatus(args []string) error {
 		for _, t := range topics {
 			set.Add(t, tds[t].Partitions.Numbers()...)
 		}
+	} else {
+		// kadm sends no request for an empty set: name every topic.
+		tds, err := adm.ListTopics(ctx)
+		if err != nil {
+			return apiErr(err, "Metadata")
+		}
+		for _, td := range tds.Sorted() {
+			set.Add(td.Topic, td.Partitions.Numbers()...)
+		}
 	}
 	resps, err := adm.ListPartitionReassignments(ctx, set)
 	if err != nil {

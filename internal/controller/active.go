@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -266,12 +267,27 @@ func (a *active) electLeader(im *metadata.Image, t *metadata.Topic, p *metadata.
 	return noLeader, isr, p.Recovering
 }
 
-// change adds a PartitionChange if the state differs.
+// change adds a PartitionChange if the state differs. Like every
+// PartitionChangeBuilder.build, it completes a reassignment in progress
+// once the new ISR holds every target replica (reassign.go).
 func (b *batch) change(t *metadata.Topic, p *metadata.Partition, leader int32, isr []int32, recovering bool) {
-	if leader == p.Leader && recovering == p.Recovering && sameSet(isr, p.ISR) {
+	var asg *assignment
+	if p.Reassigning() {
+		leader, isr, asg = completeReassignment(b.tx.im, p, leader, isr)
+	}
+	b.changeAssign(t, p, leader, isr, recovering, asg)
+}
+
+// changeAssign adds a PartitionChange if the state differs, with a new
+// replica set if asg is not nil.
+func (b *batch) changeAssign(t *metadata.Topic, p *metadata.Partition, leader int32, isr []int32, recovering bool, asg *assignment) {
+	if asg != nil && slices.Equal(asg.Replicas, p.Replicas) && slices.Equal(asg.Adding, p.AddingReplicas) && slices.Equal(asg.Removing, p.RemovingReplicas) {
+		asg = nil
+	}
+	if asg == nil && leader == p.Leader && recovering == p.Recovering && sameSet(isr, p.ISR) {
 		return
 	}
-	b.add(record{Type: recPartitionChange, Name: t.Name, Part: &partChange{Index: p.Index, Leader: leader, ISR: isr, Recovering: recovering}})
+	b.add(record{Type: recPartitionChange, Name: t.Name, Part: &partChange{Index: p.Index, Leader: leader, ISR: isr, Recovering: recovering, Assign: asg}})
 }
 
 // forEachPartition visits partitions in a deterministic order on the

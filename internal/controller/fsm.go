@@ -76,6 +76,18 @@ type partChange struct {
 	Leader     int32   `json:"leader"`
 	ISR        []int32 `json:"isr"`
 	Recovering bool    `json:"recovering,omitempty"`
+	// Assign, when set, replaces the replica set and the reassignment
+	// state (KIP-455; the replicas, addingReplicas and removingReplicas
+	// of Kafka's PartitionChangeRecord). Records without it (all records
+	// written before reassignment existed) leave them as they are.
+	Assign *assignment `json:"assign,omitempty"`
+}
+
+// assignment is a partition's replica set and reassignment state.
+type assignment struct {
+	Replicas []int32 `json:"replicas"`
+	Adding   []int32 `json:"adding,omitempty"`
+	Removing []int32 `json:"removing,omitempty"`
 }
 
 // emptyImage is the image before the first entry: deterministic on every
@@ -196,6 +208,17 @@ func (tx *txn) apply(r *record, idx int64) {
 		p.Leader = r.Part.Leader
 		p.ISR = append([]int32(nil), r.Part.ISR...)
 		p.Recovering = r.Part.Recovering
+		if a := r.Part.Assign; a != nil && len(a.Replicas) > 0 {
+			p.Replicas = append([]int32(nil), a.Replicas...)
+			p.AddingReplicas = append([]int32(nil), a.Adding...)
+			p.RemovingReplicas = append([]int32(nil), a.Removing...)
+			if len(p.AddingReplicas) == 0 {
+				p.AddingReplicas = nil
+			}
+			if len(p.RemovingReplicas) == 0 {
+				p.RemovingReplicas = nil
+			}
+		}
 	case recProducerIDs:
 		if r.NextProducerID > im.NextProducerID {
 			im.NextProducerID = r.NextProducerID

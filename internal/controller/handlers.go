@@ -228,6 +228,14 @@ func alterOne(b *batch, req *metadata.AlterPartitionRequest) metadata.AlterParti
 	b.change(t, p, p.Leader, append([]int32(nil), req.NewISR...), recovering)
 	if len(b.recs) > n {
 		resp = stateOf(&b.tx.im.Topics[req.Topic].Partitions[req.Partition])
+		if b.recs[len(b.recs)-1].Part.Assign != nil {
+			// The ISR change completed a reassignment (reassign.go). Kafka
+			// answers NEW_LEADER_ELECTED when that moves the leadership;
+			// here also when only the replica set changes, because the
+			// leader takes a replica set from metadata only: it keeps the
+			// proposal pending until the new state arrives.
+			resp.Error = kerr.NewLeaderElected.Code
+		}
 	}
 	return resp
 }

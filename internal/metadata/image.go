@@ -43,6 +43,15 @@ type Partition struct {
 	// Recovering is set after an unclean election (KIP-704): the ISR may
 	// not grow beyond the leader until the leader reports it recovered.
 	Recovering bool `json:"recovering,omitempty"`
+	// AddingReplicas and RemovingReplicas describe a reassignment in
+	// progress (KIP-455, Kafka's PartitionRecord addingReplicas /
+	// removingReplicas): Replicas is then the target followed by the
+	// replicas being removed, and the target is Replicas without
+	// RemovingReplicas. Both are empty when no reassignment is in
+	// progress; records and snapshots written before they existed decode
+	// to nil.
+	AddingReplicas   []int32 `json:"addingReplicas,omitempty"`
+	RemovingReplicas []int32 `json:"removingReplicas,omitempty"`
 }
 
 // HasReplica reports whether id is in the replica set.
@@ -166,6 +175,8 @@ func (t *Topic) Clone() *Topic {
 	for i, p := range t.Partitions {
 		p.Replicas = append([]int32(nil), p.Replicas...)
 		p.ISR = append([]int32(nil), p.ISR...)
+		p.AddingReplicas = slices.Clone(p.AddingReplicas)
+		p.RemovingReplicas = slices.Clone(p.RemovingReplicas)
 		c.Partitions[i] = p
 	}
 	if t.Configs != nil {

@@ -44,9 +44,10 @@ var clusterProps = map[string]string{
 // three replicas in the ISR, `cluster status` lists the three brokers and
 // the controller; after a SIGKILL of broker 3 it reports the RF-3
 // partitions as under-replicated and the RF-1 partition placed on broker
-// 3 as offline. elect and reassign, which the broker does not serve,
-// say so and exit 1; reassign plan's output is a valid, balanced plan
-// for the brokers given.
+// 3 as offline. reassign plan's output is a valid, balanced plan for the
+// brokers given; executing it for rf3 reorders the replicas at once (the
+// ISR holds them all), status then lists nothing and cancel has nothing
+// to cancel; elect moves leadership to the new preferred replicas.
 func TestThreeNodes(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{Nodes: 3, Props: clusterProps})
 	b := "--bootstrap=" + strings.Join(c.Addrs(false), ",")
@@ -113,33 +114,9 @@ func TestThreeNodes(t *testing.T) {
 	}
 }
 
-// servedOr checks a command of an API the broker may not serve yet: either
-// it exits 1 with "this broker does not serve API yet", or it exits 0 and
-// check accepts its output.
-func servedOr(t *testing.T, api string, check func(r result), args ...string) {
-	t.Helper()
-	r := cli(t, "", args...)
-	switch {
-	case r.code == 1 && strings.Contains(r.stderr, "this broker does not serve "+api+" yet"):
-	case r.code == 0:
-		check(r)
-	default:
-		t.Errorf("expected exit 1 with %q, or success:\n%s", "this broker does not serve "+api+" yet", r)
-	}
-}
-
-// electAndReassign: elect and reassign execute/status/cancel either work
-// or say the broker does not serve them; reassign plan gives a valid,
-// balanced plan of the cluster's topics.
+// electAndReassign: reassign plan gives a valid, balanced plan of the
+// cluster's topics; reassign execute/status/cancel and elect work.
 func electAndReassign(t *testing.T, b string) {
-	servedOr(t, "ElectLeaders", func(r result) {
-		for p := range 3 {
-			if row(r.stdout, "rf3", fmt.Sprint(p)) == nil {
-				t.Errorf("elect: no result for rf3-%d:\n%s", p, r)
-			}
-		}
-	}, "elect", "--topic", "rf3", b)
-
 	r := ok(t, "", "reassign", "plan", "--brokers", "1,2,3", "--topics", "rf3,on3", b)
 	var plan struct {
 		Version    int `json:"version"`
@@ -175,17 +152,56 @@ func electAndReassign(t *testing.T, b string) {
 	if !strings.Contains(r.stderr, "BROKER  REPLICAS  LEADERS") {
 		t.Errorf("plan summary:\n%s", r)
 	}
+	// Execute the plan for rf3 only (on3 must stay on broker 3 for the
+	// rest of the test).
+	var rf3 []any
+	for _, p := range plan.Partitions {
+		if p.Topic == "rf3" {
+			rf3 = append(rf3, p)
+		}
+	}
+	data, _ := json.Marshal(map[string]any{"version": 1, "partitions": rf3})
 	file := filepath.Join(t.TempDir(), "plan.json")
-	if err := os.WriteFile(file, []byte(r.stdout), 0o644); err != nil {
+	if err := os.WriteFile(file, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	servedOr(t, "AlterPartitionAssignments", func(r result) {
-		if !strings.Contains(r.stdout, "reassignment started") {
-			t.Errorf("reassign execute:\n%s", r)
+	r = ok(t, "", "reassign", "execute", file, b)
+	for p := range 3 {
+		if f := row(r.stdout, "rf3", fmt.Sprint(p)); f == nil || !strings.Contains(r.stdout, "reassignment started") {
+			t.Errorf("reassign execute: no result for rf3-%d:\n%s", p, r)
 		}
-	}, "reassign", "execute", file, b)
-	servedOr(t, "ListPartitionReassignments", func(r result) {}, "reassign", "status", b)
-	servedOr(t, "AlterPartitionAssignments", func(r result) {}, "reassign", "cancel", file, b)
+	}
+	testWait(t, 20*time.Second, "rf3 on the planned replicas", func() bool {
+		var desc topicJSON
+		jsonOut(t, &desc, "topic", "describe", "rf3", b)
+		for _, p := range desc.Topics[0].Partitions {
+			for _, q := range plan.Partitions {
+				if q.Topic == "rf3" && q.Partition == p.Partition && !slices.Equal(q.Replicas, p.Replicas) {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	r = ok(t, "", "reassign", "status", b)
+	if !strings.Contains(r.stdout, "No reassignment in progress.") {
+		t.Errorf("reassign status:\n%s", r)
+	}
+	fails(t, 1, "NO_REASSIGNMENT_IN_PROGRESS", "reassign", "cancel", file, b)
+	// Leadership follows the new preferred replicas on request.
+	r = ok(t, "", "elect", "--topic", "rf3", b)
+	for p := range 3 {
+		if row(r.stdout, "rf3", fmt.Sprint(p)) == nil {
+			t.Errorf("elect: no result for rf3-%d:\n%s", p, r)
+		}
+	}
+	var desc topicJSON
+	jsonOut(t, &desc, "topic", "describe", "rf3", b)
+	for _, p := range desc.Topics[0].Partitions {
+		if p.Leader != p.Replicas[0] {
+			t.Errorf("after elect: rf3-%d led by %d, replicas %v", p.Partition, p.Leader, p.Replicas)
+		}
+	}
 
 	fails(t, 1, "broker 9 is not in the cluster", "reassign", "plan", "--brokers", "1,9", "--topics", "rf3", b)
 	fails(t, 1, "replication factor 3 with 2 brokers", "reassign", "plan", "--brokers", "1,2", "--topics", "rf3", b)
