@@ -223,7 +223,8 @@ func serve(args []string) error {
 			srv.Close()
 			return err
 		}
-		st := status.New(status.Options{Broker: b, Groups: handlers.Groups().Summaries, Version: buildVersion()})
+		st := status.New(status.Options{Broker: b, Groups: handlers.Groups().Summaries, Version: buildVersion(),
+			Debug: cfg.Bool("sluice.http.debug.enable", false)})
 		defer st.Close()
 		hs = &http.Server{Handler: status.WithDiskFaults(st.Handler(), disk)}
 		go func() {

@@ -68,6 +68,9 @@ func TestValidateBrokerValues(t *testing.T) {
 		// class, password, string
 		{"authorizer.class.name", "org.apache.kafka.metadata.authorizer.StandardAuthorizer", ""},
 		{"authorizer.class.name", "not a class", "expected a class name"},
+		{"authorizer.class.name", "kafka.security.authorizer.AclAuthorizer", ""},
+		{"authorizer.class.name", "com.example.MyAuthorizer", "StandardAuthorizer"},
+		{"allow.everyone.if.no.acl.found", "maybe", "expected"},
 		{"ssl.keystore.password", "s3cret", ""},
 		{"inter.broker.listener.name", "PLAINTEXT", ""},
 	}

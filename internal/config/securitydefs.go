@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/sluice-io/sluice/internal/acl"
 )
 
 // securityDefs are the security settings (Kafka's BrokerSecurityConfigs
@@ -13,8 +15,9 @@ import (
 // one for that listener; a SASL setting may also be given per mechanism,
 // listener.name.<listener>.<mechanism>.<setting>.
 var securityDefs = []Def{
-	{Name: "authorizer.class.name", Type: TypeClass, Default: "", NoEffect: true, Doc: "ACLs are not implemented: every authenticated principal may do everything."},
-	{Name: "super.users", Type: TypeList, Default: "", NoEffect: true},
+	{Name: "authorizer.class.name", Type: TypeClass, Default: "", Check: checkAuthorizerClass, Form: "org.apache.kafka.metadata.authorizer.StandardAuthorizer", Doc: "org.apache.kafka.metadata.authorizer.StandardAuthorizer (or kafka.security.authorizer.AclAuthorizer, decided the same way) enables ACLs: every request is authorized as Kafka's StandardAuthorizer does, against the ACLs stored with CreateAcls. Empty: no authorization (every principal may do everything) and CreateAcls, DescribeAcls and DeleteAcls answer SECURITY_DISABLED. Other classes are refused at start."},
+	{Name: "super.users", Type: TypeString, Default: "", Form: "User:admin;User:broker", Doc: "Principals, separated by ';', allowed everything whatever the ACLs. Include the brokers' own inter-broker principal (User:ANONYMOUS on a PLAINTEXT or SSL inter-broker listener without client certificates), or followers are refused CLUSTER_ACTION."},
+	{Name: "allow.everyone.if.no.acl.found", Type: TypeBoolean, Default: "false", Doc: "With an authorizer: a resource that no ACL names (literally, by prefix or by *) is open to every principal when true, closed to all but super users when false."},
 	{Name: "principal.builder.class", Type: TypeClass, Default: "", NoEffect: true, Doc: "The principal is User:<SASL user>, else User:<client certificate subject DN>, else User:ANONYMOUS."},
 
 	// SASL (SASL_PLAINTEXT and SASL_SSL listeners).
@@ -25,6 +28,7 @@ var securityDefs = []Def{
 	{Name: "connection.failed.authentication.delay.ms", Type: TypeInt, Default: "100", Min: 0, Max: 10000, Doc: "Delay, in milliseconds, before the answer to a failed SASL authentication (the connection is then closed), to slow down password guessing."},
 	{Name: "sasl.server.max.receive.size", Type: TypeInt, Default: "524288", NoEffect: true, Doc: "Requests before authentication are bounded at 512 KiB."},
 	{Name: "sluice.scram.bootstrap.credentials", Type: TypePassword, Default: "", Check: checkScramBootstrap, Form: "SCRAM-SHA-256=[name=USER,password=PASSWORD];...", Doc: "sluice only (Kafka bootstraps SCRAM users with kafka-storage format --add-scram, whose entry syntax this takes): SCRAM credentials created through the controller at start when the user has none for that mechanism, so the first admin can log in before any AlterUserScramCredentials. Entries MECHANISM=[name=USER,password=PASSWORD(,iterations=N)] separated by ';'; quote a password holding ',', ']' or ';'. Remove it once the cluster runs: a node started with it re-creates a deleted user (docs/security.md)."},
+	{Name: "sluice.http.debug.enable", Type: TypeBoolean, Default: "false", Doc: "sluice only: serve the Go profiles (/debug/pprof/) on the --http listener, which has no authentication. Off by default; the console, /api/v1, /metrics stay served (docs/security.md)."},
 	{Name: "connections.max.reauth.ms", Type: TypeLong, Default: "0", NoEffect: true, Doc: "Re-authentication (KIP-368) is not implemented: a session does not expire."},
 
 	// TLS (SSL and SASL_SSL listeners, and the inter-broker client on one).
@@ -45,6 +49,9 @@ var securityDefs = []Def{
 	{Name: "ssl.endpoint.identification.algorithm", Type: TypeString, Default: "https", Doc: "https: the inter-broker client checks that the leader's certificate names the host it dials (a DNS name or IP address SAN); empty: the chain is verified, the name is not."},
 	{Name: "ssl.principal.mapping.rules", Type: TypeString, Default: "DEFAULT", NoEffect: true, Doc: "The principal of a client certificate is always its full subject DN."},
 }
+
+// checkAuthorizerClass accepts the authorizer classes sluice implements.
+func checkAuthorizerClass(v string) error { return acl.CheckClass(v) }
 
 // tlsVersions are the ssl.enabled.protocols sluice accepts.
 var tlsVersions = []string{"TLSv1.2", "TLSv1.3"}

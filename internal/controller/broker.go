@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/sluice-io/sluice/internal/acl"
 	"github.com/sluice-io/sluice/internal/metadata"
 )
 
@@ -23,6 +24,8 @@ const (
 	opAlterConfigs     = "IncrementalAlterConfigs"
 	opAllocatePIDs     = "AllocateProducerIDs"
 	opAlterScram       = "AlterUserScramCredentials"
+	opCreateAcls       = "CreateAcls"
+	opDeleteAcls       = "DeleteAcls"
 	opFetch            = "FetchMetadata"
 )
 
@@ -73,6 +76,22 @@ type scramReq struct {
 type scramResp struct {
 	Codes    []int16  `json:"codes"`
 	Messages []string `json:"messages"`
+}
+
+type createAclsReq struct {
+	Bindings []acl.Binding `json:"bindings"`
+}
+
+type deleteAclsReq struct {
+	Filters []acl.Filter `json:"filters"`
+}
+
+// aclResp carries one error code and message per binding or filter (0:
+// done) and, for DeleteAcls, the bindings each filter removed.
+type aclResp struct {
+	Codes    []int16         `json:"codes"`
+	Messages []string        `json:"messages"`
+	Deleted  [][]acl.Binding `json:"deleted,omitempty"`
 }
 
 type pidResp struct {

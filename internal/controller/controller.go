@@ -25,6 +25,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/sluice-io/sluice/internal/acl"
 	"github.com/sluice-io/sluice/internal/config"
 	"github.com/sluice-io/sluice/internal/metadata"
 )
@@ -438,6 +439,48 @@ func (n *Node) AlterScramCredentials(ctx context.Context, ops []metadata.ScramOp
 		}
 	}
 	return errs, nil
+}
+
+// CreateAcls implements metadata.AclAlterer through the active
+// controller.
+func (n *Node) CreateAcls(ctx context.Context, bindings []acl.Binding) ([]error, error) {
+	var resp aclResp
+	if err := n.write(ctx, opCreateAcls, createAclsReq{Bindings: bindings}, &resp); err != nil {
+		return nil, err
+	}
+	if len(resp.Codes) != len(bindings) || len(resp.Messages) != len(bindings) {
+		return nil, fmt.Errorf("%w: CreateAcls: %d results for %d bindings", kerr.UnknownServerError, len(resp.Codes), len(bindings))
+	}
+	return codeErrors(resp.Codes, resp.Messages), nil
+}
+
+// DeleteAcls implements metadata.AclAlterer through the active
+// controller.
+func (n *Node) DeleteAcls(ctx context.Context, filters []acl.Filter) ([]metadata.AclDeletion, error) {
+	var resp aclResp
+	if err := n.write(ctx, opDeleteAcls, deleteAclsReq{Filters: filters}, &resp); err != nil {
+		return nil, err
+	}
+	if len(resp.Codes) != len(filters) || len(resp.Messages) != len(filters) || len(resp.Deleted) != len(filters) {
+		return nil, fmt.Errorf("%w: DeleteAcls: %d results for %d filters", kerr.UnknownServerError, len(resp.Codes), len(filters))
+	}
+	out := make([]metadata.AclDeletion, len(filters))
+	for i, err := range codeErrors(resp.Codes, resp.Messages) {
+		out[i] = metadata.AclDeletion{Err: err, Deleted: resp.Deleted[i]}
+	}
+	return out, nil
+}
+
+// codeErrors turns per-item error codes and messages into errors (nil
+// for 0).
+func codeErrors(codes []int16, msgs []string) []error {
+	errs := make([]error, len(codes))
+	for i, c := range codes {
+		if c != 0 {
+			errs[i] = fmt.Errorf("%w: %s", kerr.ErrorForCode(c), msgs[i])
+		}
+	}
+	return errs
 }
 
 // AllocateProducerID implements metadata.Controller: ids come from blocks

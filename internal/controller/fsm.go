@@ -7,6 +7,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/sluice-io/sluice/internal/acl"
 	"github.com/sluice-io/sluice/internal/metadata"
 )
 
@@ -29,6 +30,8 @@ const (
 	recPartitionChange   recType = "PartitionChange"
 	recProducerIDs       recType = "ProducerIDs"
 	recScram             recType = "UserScramCredential"
+	recAclAdd            recType = "AccessControlEntry"
+	recAclRemove         recType = "RemoveAccessControlEntry"
 	maxEntryRecords              = 1 << 20
 	producerIDBlock      int64   = 1000
 	initialNextProducer  int64   = 1000
@@ -67,6 +70,10 @@ type record struct {
 	// mechanism (Kafka's UserScramCredentialRecord and
 	// RemoveUserScramCredentialRecord).
 	Scram *metadata.ScramOp `json:"scram,omitempty"`
+	// Acls: recAclAdd stores these ACL bindings, recAclRemove removes
+	// them (Kafka's AccessControlEntryRecord and
+	// RemoveAccessControlEntryRecord, one record per request here).
+	Acls []acl.Binding `json:"acls,omitempty"`
 }
 
 // partChange is the new leader/ISR of one partition. Applying it bumps the
@@ -229,6 +236,12 @@ func (tx *txn) apply(r *record, idx int64) {
 		if r.Scram != nil && metadata.CheckScramOp(im, *r.Scram) == nil {
 			metadata.ApplyScramOp(im, *r.Scram)
 		}
+	case recAclAdd:
+		// Checked by the active controller; adding a binding present
+		// or removing one absent changes nothing.
+		metadata.AddAcls(im, r.Acls)
+	case recAclRemove:
+		metadata.RemoveAcls(im, r.Acls)
 	}
 }
 

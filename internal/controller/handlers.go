@@ -7,6 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/sluice-io/sluice/internal/acl"
 	"github.com/sluice-io/sluice/internal/metadata"
 )
 
@@ -25,6 +26,8 @@ var handlers = map[string]handler{
 	opAlterConfigs:     (*active).alterConfigs,
 	opAllocatePIDs:     (*active).allocatePIDs,
 	opAlterScram:       (*active).alterScram,
+	opCreateAcls:       (*active).createAcls,
+	opDeleteAcls:       (*active).deleteAcls,
 }
 
 func decode(body []byte, v any) error {
@@ -425,6 +428,60 @@ func (a *active) alterScram(ctx context.Context, body []byte) (any, int64, error
 			}
 			resp.Codes[i], resp.Messages[i] = 0, ""
 			b.add(record{Type: recScram, Scram: &op})
+		}
+		return nil
+	})
+	return resp, off, err
+}
+
+// createAcls is CreateAcls: the bindings are checked against the image
+// (metadata.PlanCreateAcls, Kafka's AclControlManager.validateNewAcl) and
+// the new valid ones written as one AccessControlEntry record.
+func (a *active) createAcls(ctx context.Context, body []byte) (any, int64, error) {
+	var in createAclsReq
+	if err := decode(body, &in); err != nil {
+		return nil, 0, err
+	}
+	if len(in.Bindings) > acl.MaxBindings {
+		return nil, 0, kerr.InvalidRequest
+	}
+	resp := aclResp{Codes: make([]int16, len(in.Bindings)), Messages: make([]string, len(in.Bindings))}
+	off, err := a.decideAdmin(ctx, decideOpts{}, func(im *metadata.Image, b *batch) error {
+		errs, add := metadata.PlanCreateAcls(im, in.Bindings)
+		for i, e := range errs {
+			resp.Codes[i], resp.Messages[i] = 0, ""
+			if e != nil {
+				resp.Codes[i], resp.Messages[i] = errResponse(e).Code, e.Error()
+			}
+		}
+		if len(add) > 0 {
+			b.add(record{Type: recAclAdd, Acls: add})
+		}
+		return nil
+	})
+	return resp, off, err
+}
+
+// deleteAcls is DeleteAcls: the bindings the filters match in the image
+// are removed by one RemoveAccessControlEntry record.
+func (a *active) deleteAcls(ctx context.Context, body []byte) (any, int64, error) {
+	var in deleteAclsReq
+	if err := decode(body, &in); err != nil {
+		return nil, 0, err
+	}
+	n := len(in.Filters)
+	resp := aclResp{Codes: make([]int16, n), Messages: make([]string, n), Deleted: make([][]acl.Binding, n)}
+	off, err := a.decideAdmin(ctx, decideOpts{}, func(im *metadata.Image, b *batch) error {
+		var remove []acl.Binding
+		for i, d := range metadata.PlanDeleteAcls(im, in.Filters) {
+			resp.Codes[i], resp.Messages[i], resp.Deleted[i] = 0, "", d.Deleted
+			if d.Err != nil {
+				resp.Codes[i], resp.Messages[i] = errResponse(d.Err).Code, d.Err.Error()
+			}
+			remove = append(remove, d.Deleted...)
+		}
+		if len(remove) > 0 {
+			b.add(record{Type: recAclRemove, Acls: remove})
 		}
 		return nil
 	})

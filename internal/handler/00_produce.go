@@ -57,6 +57,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-io/sluice/internal/acl"
 	"github.com/sluice-io/sluice/internal/batch"
 	"github.com/sluice-io/sluice/internal/broker"
 	"github.com/sluice-io/sluice/internal/clock"
@@ -188,6 +189,9 @@ func (h *Handlers) produce(r *protocol.Request) protocol.Reply {
 		if t != nil {
 			pc = produceConfigOf(h.b.TopicConfig(t))
 		}
+		// WRITE on the topic (KafkaApis.handleProduceRequest), before
+		// anything about it is looked up.
+		writable := h.allowedTopic(r, rt.Topic, acl.OpWrite)
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewProduceResponseTopicPartition()
 			sp.Partition = rp.Partition
@@ -196,6 +200,8 @@ func (h *Handlers) produce(r *protocol.Request) protocol.Reply {
 			var err error
 			var p *broker.Partition
 			switch {
+			case !writable:
+				err = kerr.TopicAuthorizationFailed
 			case t == nil:
 				// Not in this node's metadata: Leader waits briefly for a
 				// topic still propagating, and answers NOT_LEADER_OR_FOLLOWER

@@ -43,6 +43,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-io/sluice/internal/acl"
 	"github.com/sluice-io/sluice/internal/batch"
 	"github.com/sluice-io/sluice/internal/broker"
 	"github.com/sluice-io/sluice/internal/clock"
@@ -67,6 +68,7 @@ func (h *Handlers) fetch(r *protocol.Request) protocol.Reply {
 	if plan.resp != nil {
 		return protocol.Reply{Resp: plan.resp}
 	}
+	h.authorizeFetch(r, req, plan.items)
 	splice := h.splice && r.Conn.Spliceable()
 	read := h.readFetch(req, plan.items, h.b.LookupDeadline(), splice)
 	wait := time.Duration(req.MaxWaitMillis) * time.Millisecond
@@ -93,6 +95,39 @@ func (h *Handlers) fetch(r *protocol.Request) protocol.Reply {
 			}
 		}
 	}}
+}
+
+// authorizeFetch marks the items r's principal may not read
+// TOPIC_AUTHORIZATION_FAILED (KafkaApis.handleFetchRequest): a follower
+// (replica id >= 0) needs CLUSTER_ACTION on the cluster for every
+// partition, a consumer READ on each topic.
+func (h *Handlers) authorizeFetch(r *protocol.Request, req *kmsg.FetchRequest, items []fetchItem) {
+	if h.auth == nil {
+		return
+	}
+	if id, _ := replicaOf(req); id >= 0 {
+		if !h.allowedCluster(r, acl.OpClusterAction) {
+			for i := range items {
+				items[i].err = kerr.TopicAuthorizationFailed.Code
+			}
+		}
+		return
+	}
+	decided := map[string]bool{}
+	for i := range items {
+		it := &items[i]
+		if it.err != 0 {
+			continue
+		}
+		ok, seen := decided[it.topic]
+		if !seen {
+			ok = h.allowedTopic(r, it.topic, acl.OpRead)
+			decided[it.topic] = ok
+		}
+		if !ok {
+			it.err = kerr.TopicAuthorizationFailed.Code
+		}
+	}
 }
 
 // replicaOf returns the fetching replica's id (-1: a consumer) and broker

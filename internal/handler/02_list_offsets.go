@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-io/sluice/internal/acl"
 	"github.com/sluice-io/sluice/internal/broker"
 	"github.com/sluice-io/sluice/internal/epoch"
 	"github.com/sluice-io/sluice/internal/protocol"
@@ -24,9 +25,16 @@ func (h *Handlers) listOffsets(r *protocol.Request) protocol.Reply {
 	for _, rt := range req.Topics {
 		st := kmsg.NewListOffsetsResponseTopic()
 		st.Topic = rt.Topic
+		// DESCRIBE on the topic (KafkaApis.handleListOffsetRequest).
+		describable := h.allowedTopic(r, rt.Topic, acl.OpDescribe)
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
 			sp.Partition = rp.Partition
+			if !describable {
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
 			p, err := h.b.LeaderBy(rt.Topic, rp.Partition, lookup)
 			if err != nil {
 				sp.ErrorCode = code(err)

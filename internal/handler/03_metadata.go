@@ -11,11 +11,18 @@ package handler
 // Brokers are given by their endpoints on the listener the request came
 // in on (advertised.listeners); a broker without that listener is left out
 // and a partition it leads is LISTENER_NOT_FOUND, as in Kafka.
+//
+// With an authorizer (KafkaApis.handleTopicMetadataRequest): the list of
+// every topic holds only those the principal may DESCRIBE; a topic named
+// without DESCRIBE is TOPIC_AUTHORIZATION_FAILED (UNKNOWN_TOPIC_ID when
+// named by id, revealing nothing); auto-creation needs CREATE on the
+// cluster or the topic, else TOPIC_AUTHORIZATION_FAILED.
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-io/sluice/internal/acl"
 	"github.com/sluice-io/sluice/internal/broker"
 	"github.com/sluice-io/sluice/internal/metadata"
 	"github.com/sluice-io/sluice/internal/protocol"
@@ -31,13 +38,25 @@ func (h *Handlers) metadata(r *protocol.Request) protocol.Reply {
 	// fails records on after a few tries). Kafka does not serve at all then.
 	current := h.b.CaughtUp()
 	autoCreate := current && h.b.Config().Bool("auto.create.topics.enable", true) && (req.Version < 4 || req.AllowAutoTopicCreation)
+	describable := map[string]bool{}
+	canDescribe := func(name string) bool {
+		ok, seen := describable[name]
+		if !seen {
+			ok = h.allowedTopic(r, name, acl.OpDescribe)
+			describable[name] = ok
+		}
+		return ok
+	}
+	canCreate := func(name string) bool {
+		return h.allowedCluster(r, acl.OpCreate) || h.allowedTopic(r, name, acl.OpCreate)
+	}
 	if !all {
 		img := h.b.Image()
 		for _, rt := range req.Topics {
-			if rt.Topic == nil || !autoCreate {
+			if rt.Topic == nil || !autoCreate || !canDescribe(*rt.Topic) {
 				continue
 			}
-			if _, ok := img.Topics[*rt.Topic]; !ok && broker.ValidateTopicName(*rt.Topic) == nil {
+			if _, ok := img.Topics[*rt.Topic]; !ok && broker.ValidateTopicName(*rt.Topic) == nil && canCreate(*rt.Topic) {
 				if err := h.b.CreateTopic(*rt.Topic, -1, -1, nil, false); err != nil && err != kerr.TopicAlreadyExists {
 					h.b.Logger().Warn("auto-create topic", "topic", *rt.Topic, "err", err)
 				}
@@ -63,6 +82,9 @@ func (h *Handlers) metadata(r *protocol.Request) protocol.Reply {
 	resp.ControllerID = h.b.NodeID()
 	if all {
 		for _, name := range img.TopicNames() {
+			if !canDescribe(name) {
+				continue
+			}
 			resp.Topics = append(resp.Topics, topicMetadata(img, img.Topics[name], r.Conn.Listener()))
 		}
 		return protocol.Reply{Resp: resp}
@@ -73,6 +95,19 @@ func (h *Handlers) metadata(r *protocol.Request) protocol.Reply {
 			t = img.Topics[*rt.Topic]
 		} else {
 			t = img.TopicByID(metadata.UUID(rt.TopicID))
+		}
+		denied := rt.Topic != nil && !canDescribe(*rt.Topic)
+		if rt.Topic != nil && t == nil && autoCreate && !denied && broker.ValidateTopicName(*rt.Topic) == nil && !canCreate(*rt.Topic) {
+			denied = true
+		}
+		if denied {
+			mt := kmsg.NewMetadataResponseTopic()
+			mt.Topic, mt.TopicID, mt.ErrorCode = rt.Topic, rt.TopicID, kerr.TopicAuthorizationFailed.Code
+			resp.Topics = append(resp.Topics, mt)
+			continue
+		}
+		if t != nil && rt.Topic == nil && !canDescribe(t.Name) {
+			t = nil // by id: UNKNOWN_TOPIC_ID, as if it did not exist
 		}
 		if t == nil {
 			mt := kmsg.NewMetadataResponseTopic()

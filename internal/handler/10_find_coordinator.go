@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-io/sluice/internal/acl"
 	"github.com/sluice-io/sluice/internal/protocol"
 )
 
@@ -31,9 +32,16 @@ func (g *groupAPI) findCoordinator(r *protocol.Request) protocol.Reply {
 		rc := kmsg.NewFindCoordinatorResponseCoordinator()
 		rc.Key = key
 		var err *kerr.Error
-		if req.CoordinatorType != 0 && req.CoordinatorType != 1 {
+		switch {
+		case req.CoordinatorType != 0 && req.CoordinatorType != 1:
 			err = kerr.InvalidRequest
-		} else {
+		case req.CoordinatorType == 0 && !g.h.allowedGroup(r, key, acl.OpDescribe):
+			// DESCRIBE on the group, or on the transactional id
+			// (KafkaApis.handleFindCoordinatorRequest).
+			err = kerr.GroupAuthorizationFailed
+		case req.CoordinatorType == 1 && !g.h.allowed(r, acl.ResourceTransactionalID, key, acl.OpDescribe):
+			err = kerr.TransactionalIDAuthorizationFailed
+		default:
 			rc.NodeID, rc.Host, rc.Port, err = g.c.Coordinator(key)
 			if err == nil {
 				// The coordinator's endpoint on this request's listener.

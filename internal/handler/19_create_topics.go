@@ -22,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-io/sluice/internal/acl"
 	"github.com/sluice-io/sluice/internal/metadata"
 	"github.com/sluice-io/sluice/internal/protocol"
 )
@@ -46,7 +47,13 @@ func (h *Handlers) createTopics(r *protocol.Request) protocol.Reply {
 	for _, rt := range req.Topics {
 		st := kmsg.NewCreateTopicsResponseTopic()
 		st.Topic = rt.Topic
-		err := h.createTopic(&rt, seen[rt.Topic] > 1, req.ValidateOnly)
+		var err error
+		if !h.allowedCluster(r, acl.OpCreate) && !h.allowedTopic(r, rt.Topic, acl.OpCreate) {
+			// CREATE on the cluster or the topic (KafkaApis.handleCreateTopicsRequest).
+			err = kerr.TopicAuthorizationFailed
+		} else {
+			err = h.createTopic(&rt, seen[rt.Topic] > 1, req.ValidateOnly)
+		}
 		st.ErrorCode = code(err)
 		st.ErrorMessage = message(err)
 		if err == nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-io/sluice/internal/acl"
 	"github.com/sluice-io/sluice/internal/metadata"
 	"github.com/sluice-io/sluice/internal/protocol"
 )
@@ -33,13 +34,20 @@ func (h *Handlers) deleteTopics(r *protocol.Request) protocol.Reply {
 		st := kmsg.NewDeleteTopicsResponseTopic()
 		st.Topic, st.TopicID = tg.name, tg.id
 		var err error
+		// DELETE on the topic (KafkaApis.handleDeleteTopicsRequest).
 		switch {
+		case tg.name != nil && !h.allowedTopic(r, *tg.name, acl.OpDelete):
+			err = kerr.TopicAuthorizationFailed
 		case tg.name != nil:
 			err = h.b.DeleteTopic(*tg.name)
 		default:
 			t := h.b.Image().TopicByID(metadata.UUID(tg.id))
 			if t == nil {
 				err = kerr.UnknownTopicID
+				break
+			}
+			if !h.allowedTopic(r, t.Name, acl.OpDelete) {
+				err = kerr.TopicAuthorizationFailed // the name is not revealed
 				break
 			}
 			name := t.Name

@@ -8,6 +8,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-io/sluice/internal/acl"
+	"github.com/sluice-io/sluice/internal/broker"
 	"github.com/sluice-io/sluice/internal/protocol"
 )
 
@@ -18,11 +20,17 @@ func (h *Handlers) deleteRecords(r *protocol.Request) protocol.Reply {
 	for _, rt := range req.Topics {
 		st := kmsg.NewDeleteRecordsResponseTopic()
 		st.Topic = rt.Topic
+		// DELETE on the topic (KafkaApis.handleDeleteRecordsRequest).
+		deletable := h.allowedTopic(r, rt.Topic, acl.OpDelete)
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewDeleteRecordsResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.LowWatermark = -1
-			p, err := h.b.LeaderBy(rt.Topic, rp.Partition, lookup)
+			var p *broker.Partition
+			err := error(kerr.TopicAuthorizationFailed)
+			if deletable {
+				p, err = h.b.LeaderBy(rt.Topic, rp.Partition, lookup)
+			}
 			if err == nil {
 				off := rp.Offset
 				hw := p.HighWatermark()

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-io/sluice/internal/acl"
 	"github.com/sluice-io/sluice/internal/protocol"
 )
 
@@ -25,6 +26,12 @@ func (h *Handlers) initProducerID(r *protocol.Request) protocol.Reply {
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if req.TransactionalID != nil {
 		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+		return protocol.Reply{Resp: resp}
+	}
+	// An idempotent producer needs IDEMPOTENT_WRITE on the cluster, or
+	// WRITE on some topic (KafkaApis.handleInitProducerIdRequest, KIP-679).
+	if !h.allowedCluster(r, acl.OpIdempotentWrite) && !h.allowedAnyTopic(r, acl.OpWrite) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
 		return protocol.Reply{Resp: resp}
 	}
 	if req.ProducerID >= 0 && req.ProducerEpoch >= 0 && req.ProducerEpoch < math.MaxInt16-1 {

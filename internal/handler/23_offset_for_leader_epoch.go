@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-io/sluice/internal/acl"
 	"github.com/sluice-io/sluice/internal/protocol"
 )
 
@@ -17,13 +18,29 @@ func (h *Handlers) offsetForLeaderEpoch(r *protocol.Request) protocol.Reply {
 	lookup := h.b.LookupDeadline()
 	req := r.Body.(*kmsg.OffsetForLeaderEpochRequest)
 	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
+	// A follower needs CLUSTER_ACTION on the cluster, a consumer DESCRIBE
+	// on each topic (KafkaApis.handleOffsetForLeaderEpochRequest).
+	follower := req.ReplicaID >= 0
+	clusterOK := !follower || h.allowedCluster(r, acl.OpClusterAction)
 	for _, rt := range req.Topics {
 		st := kmsg.NewOffsetForLeaderEpochResponseTopic()
 		st.Topic = rt.Topic
+		var denied error
+		switch {
+		case !clusterOK:
+			denied = kerr.ClusterAuthorizationFailed
+		case !follower && !h.allowedTopic(r, rt.Topic, acl.OpDescribe):
+			denied = kerr.TopicAuthorizationFailed
+		}
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.LeaderEpoch, sp.EndOffset = -1, -1
+			if denied != nil {
+				sp.ErrorCode = code(denied)
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
 			p, err := h.b.PartitionBy(rt.Topic, rp.Partition, lookup)
 			if err == nil && req.ReplicaID < 0 && !p.IsLeader() {
 				err = kerr.NotLeaderForPartition

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-io/sluice/internal/acl"
 	"github.com/sluice-io/sluice/internal/broker"
 	"github.com/sluice-io/sluice/internal/config"
 	"github.com/sluice-io/sluice/internal/metadata"
@@ -34,8 +35,14 @@ func (h *Handlers) describeConfigs(r *protocol.Request) protocol.Reply {
 	for _, rr := range req.Resources {
 		sr := kmsg.NewDescribeConfigsResponseResource()
 		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
+		// DESCRIBE_CONFIGS on the topic or the cluster
+		// (KafkaApis.handleDescribeConfigsRequest).
 		switch rr.ResourceType {
 		case resourceTopic:
+			if !h.allowedTopic(r, rr.ResourceName, acl.OpDescribeConfigs) {
+				sr.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				break
+			}
 			t := img.Topics[rr.ResourceName]
 			if t == nil {
 				sr.ErrorCode = kerr.UnknownTopicOrPartition.Code
@@ -43,6 +50,10 @@ func (h *Handlers) describeConfigs(r *protocol.Request) protocol.Reply {
 			}
 			sr.Configs = describeTopicConfigsD(h.b, t, rr.ConfigNames, req.IncludeSynonyms)
 		case resourceBroker:
+			if !h.allowedCluster(r, acl.OpDescribeConfigs) {
+				sr.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+				break
+			}
 			if rr.ResourceName != "" && rr.ResourceName != strconv.Itoa(int(h.b.NodeID())) {
 				sr.ErrorCode = kerr.InvalidRequest.Code
 				break

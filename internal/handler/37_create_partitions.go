@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-io/sluice/internal/acl"
 	"github.com/sluice-io/sluice/internal/metadata"
 	"github.com/sluice-io/sluice/internal/protocol"
 )
@@ -42,9 +43,13 @@ func (h *Handlers) createPartitions(r *protocol.Request) protocol.Reply {
 		st := kmsg.NewCreatePartitionsResponseTopic()
 		st.Topic = rt.Topic
 		var err error
+		if !h.allowedTopic(r, rt.Topic, acl.OpAlter) {
+			// ALTER on the topic (KafkaApis.handleCreatePartitionsRequest).
+			err = kerr.TopicAuthorizationFailed
+		}
 		for _, a := range rt.Assignment {
 			for _, id := range a.Replicas {
-				if _, ok := img.Brokers[id]; !ok {
+				if _, ok := img.Brokers[id]; !ok && err == nil {
 					err = kerr.InvalidReplicaAssignment
 				}
 			}

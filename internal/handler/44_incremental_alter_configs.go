@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-io/sluice/internal/acl"
 	"github.com/sluice-io/sluice/internal/broker"
 	"github.com/sluice-io/sluice/internal/protocol"
 )
@@ -19,9 +20,16 @@ func (h *Handlers) incrementalAlterConfigs(r *protocol.Request) protocol.Reply {
 		sr := kmsg.NewIncrementalAlterConfigsResponseResource()
 		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
 		var err error
-		if rr.ResourceType != resourceTopic {
+		// ALTER_CONFIGS on the topic or the cluster
+		// (KafkaApis.handleAlterConfigsRequest).
+		switch {
+		case rr.ResourceType == resourceBroker && !h.allowedCluster(r, acl.OpAlterConfigs):
+			err = kerr.ClusterAuthorizationFailed
+		case rr.ResourceType != resourceTopic:
 			err = kerr.InvalidRequest
-		} else {
+		case !h.allowedTopic(r, rr.ResourceName, acl.OpAlterConfigs):
+			err = kerr.TopicAuthorizationFailed
+		default:
 			var ops []broker.ConfigOp
 			for _, c := range rr.Configs {
 				op := broker.ConfigOp{Name: c.Name, Op: int8(c.Op)}

@@ -4,7 +4,8 @@ package handler
 // iteration counts of users' SCRAM credentials (never the salts or keys).
 // A null user list describes every user with a credential; a named user
 // without one is RESOURCE_NOT_FOUND, a user named twice DUPLICATE_RESOURCE.
-// No ACLs yet: any authenticated principal may describe (docs/security.md).
+// With an authorizer the caller needs DESCRIBE on the cluster
+// (CLUSTER_AUTHORIZATION_FAILED).
 
 import (
 	"slices"
@@ -13,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-io/sluice/internal/acl"
 	"github.com/sluice-io/sluice/internal/protocol"
 )
 
@@ -31,6 +33,10 @@ func scramMechanismCode(name string) int8 {
 func (h *Handlers) describeUserScramCredentials(r *protocol.Request) protocol.Reply {
 	req := r.Body.(*kmsg.DescribeUserSCRAMCredentialsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeUserSCRAMCredentialsResponse)
+	if !h.allowedCluster(r, acl.OpDescribe) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return protocol.Reply{Resp: resp}
+	}
 	img := h.b.Image()
 	var users []string
 	if req.Users == nil {

@@ -10,8 +10,8 @@ package handler
 // credential RESOURCE_NOT_FOUND; a user altered twice in one request
 // DUPLICATE_RESOURCE (Kafka's rules). The stored credential is Kafka's:
 // StoredKey and ServerKey derived from the salted password, never the
-// password. No ACLs yet: any authenticated principal may alter
-// (docs/security.md).
+// password. With an authorizer the caller needs ALTER on the cluster
+// (CLUSTER_AUTHORIZATION_FAILED for every user).
 
 import (
 	"context"
@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-io/sluice/internal/acl"
 	"github.com/sluice-io/sluice/internal/metadata"
 	"github.com/sluice-io/sluice/internal/protocol"
 	"github.com/sluice-io/sluice/internal/security"
@@ -46,8 +47,12 @@ func (h *Handlers) alterUserScramCredentials(r *protocol.Request) protocol.Reply
 		count[u.Name]++
 	}
 	var ops []metadata.ScramOp
+	clusterOK := h.allowedCluster(r, acl.OpAlter)
 	add := func(user string, op metadata.ScramOp, bad *kerr.Error, msg string) {
 		it := item{user: user, err: bad, msg: msg, op: -1}
+		if !clusterOK {
+			it.err, it.msg = kerr.ClusterAuthorizationFailed, "ALTER on the cluster is needed"
+		}
 		if bad == nil && count[user] > 1 {
 			it.err, it.msg = kerr.DuplicateResource, "A user credential cannot be altered twice in the same request"
 		}

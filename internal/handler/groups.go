@@ -39,17 +39,17 @@ func (h *Handlers) registerGroupAPIs(reg *protocol.Registry) {
 	})
 	g := &groupAPI{h: h, c: c}
 	for _, api := range []protocol.Handler{
-		{Key: 8, MinVersion: 0, MaxVersion: 8, Serve: g.offsetCommit},
-		{Key: 9, MinVersion: 0, MaxVersion: 8, Serve: g.offsetFetch},
+		{Key: 8, MinVersion: 0, MaxVersion: 8, Serve: g.offsetCommitAuthz},
+		{Key: 9, MinVersion: 0, MaxVersion: 8, Serve: g.offsetFetchAuthz},
 		{Key: 10, MinVersion: 0, MaxVersion: 4, Serve: g.findCoordinator},
-		{Key: 11, MinVersion: 0, MaxVersion: 7, Serve: g.joinGroup},
-		{Key: 12, MinVersion: 0, MaxVersion: 4, Serve: g.heartbeat},
-		{Key: 13, MinVersion: 0, MaxVersion: 4, Serve: g.leaveGroup},
-		{Key: 14, MinVersion: 0, MaxVersion: 5, Serve: g.syncGroup},
-		{Key: 15, MinVersion: 0, MaxVersion: 5, Serve: g.describeGroups},
-		{Key: 16, MinVersion: 0, MaxVersion: 4, Serve: g.listGroups},
-		{Key: 42, MinVersion: 0, MaxVersion: 2, Serve: g.deleteGroups},
-		{Key: 47, MinVersion: 0, MaxVersion: 0, Serve: g.offsetDelete},
+		{Key: 11, MinVersion: 0, MaxVersion: 7, Serve: g.joinGroupAuthz},
+		{Key: 12, MinVersion: 0, MaxVersion: 4, Serve: g.heartbeatAuthz},
+		{Key: 13, MinVersion: 0, MaxVersion: 4, Serve: g.leaveGroupAuthz},
+		{Key: 14, MinVersion: 0, MaxVersion: 5, Serve: g.syncGroupAuthz},
+		{Key: 15, MinVersion: 0, MaxVersion: 5, Serve: g.describeGroupsAuthz},
+		{Key: 16, MinVersion: 0, MaxVersion: 4, Serve: g.listGroupsAuthz},
+		{Key: 42, MinVersion: 0, MaxVersion: 2, Serve: g.deleteGroupsAuthz},
+		{Key: 47, MinVersion: 0, MaxVersion: 0, Serve: g.offsetDeleteAuthz},
 	} {
 		reg.Register(api)
 	}

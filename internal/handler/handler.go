@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/sluice-io/sluice/internal/acl"
 	"github.com/sluice-io/sluice/internal/broker"
 	"github.com/sluice-io/sluice/internal/config"
 	"github.com/sluice-io/sluice/internal/fetchsession"
@@ -23,6 +24,9 @@ type Handlers struct {
 	groups   *group.Coordinator
 	sessions *fetchsession.Cache
 	splice   bool // zero-copy fetch responses (fetch_splice.go)
+	// auth decides requests when authorizer.class.name is set; nil
+	// allows everything (authz.go).
+	auth *acl.Authorizer
 }
 
 // Options tune the handlers.
@@ -68,7 +72,7 @@ func Register(reg *protocol.Registry, b *broker.Broker) *Handlers {
 func RegisterWith(reg *protocol.Registry, b *broker.Broker, opts Options) *Handlers {
 	h := &Handlers{b: b, sessions: fetchsession.New(fetchsession.Config{
 		Slots: opts.FetchSessionCacheSlots, MaxPartitions: opts.FetchSessionMaxPartitions, Now: b.Now,
-	}), splice: !opts.NoSplice}
+	}), splice: !opts.NoSplice, auth: authorizerFromConfig(b.Config())}
 	for _, api := range []protocol.Handler{
 		{Key: 0, MinVersion: 0, MaxVersion: 9, Serve: h.produce},
 		{Key: 1, MinVersion: 4, MaxVersion: fetchMaxVersion, Serve: h.fetch},
@@ -79,6 +83,9 @@ func RegisterWith(reg *protocol.Registry, b *broker.Broker, opts Options) *Handl
 		{Key: 21, MinVersion: 0, MaxVersion: 2, Serve: h.deleteRecords},
 		{Key: 22, MinVersion: 0, MaxVersion: 4, Serve: h.initProducerID},
 		{Key: 23, MinVersion: 0, MaxVersion: 4, Serve: h.offsetForLeaderEpoch},
+		{Key: 29, MinVersion: 0, MaxVersion: 3, Serve: h.describeAcls},
+		{Key: 30, MinVersion: 0, MaxVersion: 3, Serve: h.createAcls},
+		{Key: 31, MinVersion: 0, MaxVersion: 3, Serve: h.deleteAcls},
 		{Key: 32, MinVersion: 0, MaxVersion: 4, Serve: h.describeConfigs},
 		{Key: 33, MinVersion: 0, MaxVersion: 2, Serve: h.alterConfigs},
 		{Key: 35, MinVersion: 0, MaxVersion: 4, Serve: h.describeLogDirs},

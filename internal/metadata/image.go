@@ -11,6 +11,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/sluice-io/sluice/internal/acl"
 )
 
 // UUID is a Kafka topic id.
@@ -146,6 +148,9 @@ type Image struct {
 	// (AlterUserScramCredentials; scram.go). Replaced, never changed in
 	// place (ApplyScramOp), so clones share it.
 	Scram map[string]map[string]ScramCredential `json:"scram,omitempty"`
+	// Acls holds the ACL bindings (CreateAcls; acl.go), nil for none.
+	// Immutable (AddAcls and RemoveAcls replace it), so clones share it.
+	Acls *acl.Set `json:"acls,omitempty"`
 }
 
 // NewImage returns an empty image with a fresh cluster id.

@@ -85,6 +85,23 @@ func (c *Conn) Gone() <-chan struct{} {
 // RemoteAddr is the peer address.
 func (c *Conn) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }
 
+// ClientHost is the peer's IP address as text, what ACL hosts are
+// compared with (Kafka's RequestContext.clientAddress), "" for an
+// in-process connection.
+func (c *Conn) ClientHost() string {
+	if c == nil || c.nc == nil {
+		return ""
+	}
+	if ta, ok := c.nc.RemoteAddr().(*net.TCPAddr); ok {
+		return ta.IP.String()
+	}
+	host, _, err := net.SplitHostPort(c.nc.RemoteAddr().String())
+	if err != nil {
+		return ""
+	}
+	return host
+}
+
 // errClose ends a connection without a response, as Kafka does for a
 // malformed or unsupported request.
 type errClose struct{ reason string }

@@ -28,11 +28,15 @@ type Options struct {
 	// PeerTimeout bounds each fetch of another broker's view (default
 	// 800 ms): a broker that does not answer within it is unreachable.
 	PeerTimeout time.Duration
+	// Debug serves the Go profiles at /debug/pprof/
+	// (sluice.http.debug.enable); off, they do not exist.
+	Debug bool
 }
 
 // Server is a node's HTTP side: the cluster console, its JSON API and
 // /metrics. Close stops its rate sampler.
 type Server struct {
+	debug       bool
 	b           *broker.Broker
 	groups      func() []group.Summary
 	version     string
@@ -58,7 +62,7 @@ func New(o Options) *Server {
 	if o.Version == "" {
 		o.Version = "dev"
 	}
-	s := &Server{b: o.Broker, groups: o.Groups, version: o.Version, started: time.Now(), peerTimeout: o.PeerTimeout,
+	s := &Server{b: o.Broker, groups: o.Groups, debug: o.Debug, version: o.Version, started: time.Now(), peerTimeout: o.PeerTimeout,
 		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4, IdleConnTimeout: 30 * time.Second}},
 		rates:  &sampler{b: o.Broker}, stop: make(chan struct{})}
 	s.wg.Add(1)
@@ -87,15 +91,17 @@ func (s *Server) Close() error {
 //	/api/v1/groups        ClusterView.Groups
 //	/api/v1/node          this node's own NodeView (what the others fetch)
 //	/metrics              Prometheus
-//	/debug/pprof/         Go profiles
+//	/debug/pprof/         Go profiles, only with Options.Debug
 func (s *Server) Handler() http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(newCollector(s.b))
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(prometheus.Gatherers{metrics.Registry, reg}, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	if s.debug {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	mux.HandleFunc("/api/v1/node", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, s.nodeView()) })
 	view := func(pick func(*ClusterView) any) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) { writeJSON(w, pick(s.Cluster(r.Context()))) }

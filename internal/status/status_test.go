@@ -3,6 +3,7 @@ package status_test
 import (
 	"encoding/json"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -205,5 +206,31 @@ func TestDirtyRatio(t *testing.T) {
 	}
 	if r := got["plain"]; r != nil {
 		t.Fatalf("plain topic has a dirty ratio %v", *r)
+	}
+}
+
+// The Go profiles are served only with Options.Debug
+// (sluice.http.debug.enable); /metrics and the console always.
+func TestDebugEndpointsOff(t *testing.T) {
+	b := openBroker(t)
+	for _, debug := range []bool{false, true} {
+		st := status.New(status.Options{Broker: b, Debug: debug})
+		srv := httptest.NewServer(st.Handler())
+		want := map[string]int{"/debug/pprof/": http.StatusNotFound, "/metrics": http.StatusOK, "/status": http.StatusOK}
+		if debug {
+			want["/debug/pprof/"] = http.StatusOK
+		}
+		for path, code := range want {
+			resp, err := srv.Client().Get(srv.URL + path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != code {
+				t.Errorf("debug=%v GET %s: %d, want %d", debug, path, resp.StatusCode, code)
+			}
+		}
+		srv.Close()
+		st.Close()
 	}
 }
