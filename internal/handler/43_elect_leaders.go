@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-io/sluice/internal/acl"
 	"github.com/sluice-io/sluice/internal/metadata"
 	"github.com/sluice-io/sluice/internal/protocol"
 )
@@ -50,10 +51,13 @@ func (h *Handlers) electLeaders(r *protocol.Request) protocol.Reply {
 		typ = metadata.ElectPreferred
 	}
 	el, ok := h.b.Controller().(metadata.LeaderElector)
+	authorized := h.allowedCluster(r, acl.OpAlter) // Kafka: ALTER on the cluster
 	return protocol.Reply{Await: func() kmsg.Response {
 		var results []metadata.PartitionResult
 		var err error
-		if !ok {
+		if !authorized {
+			err = kerr.ClusterAuthorizationFailed
+		} else if !ok {
 			err = kerr.UnsupportedVersion
 		} else if typ != metadata.ElectPreferred && typ != metadata.ElectUnclean {
 			err = kerr.InvalidRequest

@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-io/sluice/internal/acl"
 	"github.com/sluice-io/sluice/internal/metadata"
 	"github.com/sluice-io/sluice/internal/protocol"
 )
@@ -33,10 +34,13 @@ func (h *Handlers) alterPartitionReassignments(r *protocol.Request) protocol.Rep
 		}
 	}
 	ra, ok := h.b.Controller().(metadata.Reassigner)
+	authorized := h.allowedCluster(r, acl.OpAlter) // Kafka: ALTER on the cluster
 	return protocol.Reply{Await: func() kmsg.Response {
 		var results []metadata.PartitionResult
 		var err error
-		if !ok {
+		if !authorized {
+			err = kerr.ClusterAuthorizationFailed
+		} else if !ok {
 			err = kerr.UnsupportedVersion
 		} else if len(items) > 0 {
 			ctx, cancel := context.WithTimeout(context.Background(), adminTimeout(req.TimeoutMillis))

@@ -9,8 +9,10 @@ package handler
 // does.
 
 import (
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-io/sluice/internal/acl"
 	"github.com/sluice-io/sluice/internal/metadata"
 	"github.com/sluice-io/sluice/internal/protocol"
 )
@@ -18,6 +20,10 @@ import (
 func (h *Handlers) listPartitionReassignments(r *protocol.Request) protocol.Reply {
 	req := r.Body.(*kmsg.ListPartitionReassignmentsRequest)
 	resp := req.ResponseKind().(*kmsg.ListPartitionReassignmentsResponse)
+	if !h.allowedCluster(r, acl.OpDescribe) { // Kafka: DESCRIBE on the cluster
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return protocol.Reply{Resp: resp}
+	}
 	im := h.b.Image()
 	add := func(t *metadata.Topic, parts []int32) {
 		st := kmsg.NewListPartitionReassignmentsResponseTopic()

@@ -104,6 +104,17 @@ func TestACLs(t *testing.T) {
 	if err := describeErr(c, kadm.NewClient(bob)); !errors.Is(err, kerr.ClusterAuthorizationFailed) {
 		t.Fatalf("bob DescribeAcls: %v, want CLUSTER_AUTHORIZATION_FAILED", err)
 	}
+	// Operations need ALTER / DESCRIBE on the cluster (KafkaApis).
+	bobAdm := kadm.NewClient(bob)
+	if _, err := bobAdm.ElectLeaders(c, kadm.ElectPreferredReplica, kadm.TopicsSet{"orders-1": {0: {}}}); !errors.Is(err, kerr.ClusterAuthorizationFailed) {
+		if res, err2 := bobAdm.ElectLeaders(c, kadm.ElectPreferredReplica, kadm.TopicsSet{"orders-1": {0: {}}}); err2 != nil || res["orders-1"][0].Err == nil ||
+			!errors.Is(res["orders-1"][0].Err, kerr.ClusterAuthorizationFailed) {
+			t.Fatalf("bob ElectLeaders: %v / %+v, want CLUSTER_AUTHORIZATION_FAILED", err, res)
+		}
+	}
+	if _, err := bobAdm.ListPartitionReassignments(c, kadm.TopicsSet{"orders-1": {0: {}}}); !errors.Is(err, kerr.ClusterAuthorizationFailed) {
+		t.Fatalf("bob ListPartitionReassignments: %v, want CLUSTER_AUTHORIZATION_FAILED", err)
+	}
 
 	// A consumer group as alice: refused without READ on the topic, then
 	// consumes once it is granted.
