@@ -195,13 +195,19 @@ func electAndReassign(t *testing.T, b string) {
 			t.Errorf("elect: no result for rf3-%d:\n%s", p, r)
 		}
 	}
-	var desc topicJSON
-	jsonOut(t, &desc, "topic", "describe", "rf3", b)
-	for _, p := range desc.Topics[0].Partitions {
-		if p.Leader != p.Replicas[0] {
-			t.Errorf("after elect: rf3-%d led by %d, replicas %v", p.Partition, p.Leader, p.Replicas)
+	// The broker answering describe may apply the new leaders a moment
+	// after the controller committed them.
+	testWait(t, 10*time.Second, "rf3 led by its preferred replicas after elect", func() bool {
+		var desc topicJSON
+		jsonOut(t, &desc, "topic", "describe", "rf3", b)
+		for _, p := range desc.Topics[0].Partitions {
+			if p.Leader != p.Replicas[0] {
+				t.Logf("after elect: rf3-%d led by %d, replicas %v", p.Partition, p.Leader, p.Replicas)
+				return false
+			}
 		}
-	}
+		return true
+	})
 
 	fails(t, 1, "broker 9 is not in the cluster", "reassign", "plan", "--brokers", "1,9", "--topics", "rf3", b)
 	fails(t, 1, "replication factor 3 with 2 brokers", "reassign", "plan", "--brokers", "1,2", "--topics", "rf3", b)
