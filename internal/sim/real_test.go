@@ -12,7 +12,7 @@ import (
 
 var (
 	flagRealSeed  = flag.Uint64("real.seed", 0, "TestRealSeeds: replay one seed of the real-broker world with a full trace")
-	flagRealSeeds = flag.Int("real.seeds", 300, "number of seeds TestRealSeeds runs")
+	flagRealSeeds = flag.Int("real.seeds", 2000, "number of seeds TestRealSeeds runs")
 	flagRealSteps = flag.Int("real.steps", 3000, "steps per real-broker seed before settling")
 )
 
