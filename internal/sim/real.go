@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-io/sluice/internal/batch"
@@ -133,6 +134,19 @@ type pendingProduce struct {
 	topic  string
 	value  string
 	ch     <-chan replica.ProduceResult
+	idem   *idemProducer // nil for the plain producer
+}
+
+// idemProducer is an idempotent producer of one topic with one batch in
+// flight: a batch that fails in a retriable way (or whose leader crashed
+// before answering) is sent again with the same sequence; OUT_OF_ORDER or
+// INVALID_PRODUCER_EPOCH bump the epoch and abandon it, as a client does.
+type idemProducer struct {
+	pid      int64
+	epoch    int16
+	seq      int32
+	value    string // the batch being sent, "" if none
+	inflight bool
 }
 
 type realWorld struct {
@@ -152,6 +166,7 @@ type realWorld struct {
 	seq     int
 	acked   map[string][]ackedRec
 	pending []pendingProduce
+	idem    map[string]*idemProducer
 
 	settling bool // the final phase: no faults, no losses
 
@@ -172,7 +187,7 @@ func RunReal(opts RealOptions) *RealResult {
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	w := &realWorld{opts: opts, rng: rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x5851f42d4c957f2d)),
 		clk: clock.NewManual(start), start: start, cutFromController: map[int32]bool{}, cut: map[[2]int32]bool{},
-		conns: map[[2]int32]*protocol.Local{}, acked: map[string][]ackedRec{}}
+		conns: map[[2]int32]*protocol.Local{}, acked: map[string][]ackedRec{}, idem: map[string]*idemProducer{}}
 	w.ctrl = newRctl(w)
 	w.setup()
 	for i := 0; i < opts.Steps && w.failed == ""; i++ {
@@ -232,6 +247,7 @@ func (w *realWorld) setup() {
 	for i := 0; i < 2; i++ {
 		name := fmt.Sprintf("t%d", i)
 		w.topics = append(w.topics, name)
+		w.idem[name] = &idemProducer{pid: 1000 + int64(i)}
 		if err := w.brokers[0].b.CreateTopic(name, 1, realBrokers, map[string]string{"min.insync.replicas": "2"}, false); err != nil {
 			w.fail("create topic %s: %v", name, err)
 		}
@@ -313,6 +329,8 @@ func (w *realWorld) crash(rb *realBroker) {
 	for _, pp := range w.pending {
 		if pp.broker != rb.id {
 			kept = append(kept, pp)
+		} else if pp.idem != nil {
+			w.idemDone(pp.idem, -1) // no answer: send the batch again
 		}
 	}
 	w.pending = kept
@@ -428,17 +446,53 @@ func (w *realWorld) produce() {
 	if err != nil {
 		return
 	}
-	w.seq++
-	value := fmt.Sprintf("%s-%d", topic, w.seq)
-	data := batchtest.Build(batchtest.Options{BaseTimestamp: w.clk.Now().UnixMilli()}, batchtest.Values(value))
+	opts := batchtest.Options{BaseTimestamp: w.clk.Now().UnixMilli()}
+	var value string
+	ip := w.idem[topic]
+	if w.rng.IntN(2) == 0 {
+		if ip.inflight {
+			return
+		}
+		if ip.value == "" {
+			w.seq++
+			ip.value = fmt.Sprintf("%s-i%d", topic, w.seq)
+		}
+		value = ip.value
+		opts.Idempotent, opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence = true, ip.pid, ip.epoch, ip.seq
+		ip.inflight = true
+	} else {
+		ip = nil
+		w.seq++
+		value = fmt.Sprintf("%s-%d", topic, w.seq)
+	}
+	data := batchtest.Build(opts, batchtest.Values(value))
 	h, err := batch.ParseHeader(data)
 	if err != nil {
 		w.fail("batch: %v", err)
 		return
 	}
 	w.stats.Produced++
-	w.pending = append(w.pending, pendingProduce{broker: leader, topic: topic, value: value,
+	w.pending = append(w.pending, pendingProduce{broker: leader, topic: topic, value: value, idem: ip,
 		ch: p.Produce(data, h, -1, w.clk.Now().Add(realProduceDeadline))})
+}
+
+// idemDone applies an answer (or a lost one: code -1) to the idempotent
+// producer's batch.
+func (w *realWorld) idemDone(ip *idemProducer, code int16) {
+	ip.inflight = false
+	switch code {
+	case 0:
+		ip.value = ""
+		ip.seq++
+	case kerr.OutOfOrderSequenceNumber.Code, kerr.InvalidProducerEpoch.Code, kerr.UnknownProducerID.Code:
+		// Fatal for the batch: a new epoch starts at sequence 0; the batch
+		// is abandoned (it may still be in the log once: it must not be
+		// twice).
+		ip.epoch++
+		ip.seq = 0
+		ip.value = ""
+		w.tracef("producer %d bumps its epoch to %d (%s)", ip.pid, ip.epoch, kerr.ErrorForCode(code))
+	}
 }
 
 // collect takes the answers that arrived.
@@ -447,6 +501,9 @@ func (w *realWorld) collect() {
 	for _, pp := range w.pending {
 		select {
 		case res := <-pp.ch:
+			if pp.idem != nil {
+				w.idemDone(pp.idem, res.Error)
+			}
 			if res.Error != 0 {
 				w.stats.Failed++
 				continue
@@ -518,7 +575,13 @@ func (w *realWorld) checkLog(id int32, topic string, l *storage.Log, end int64) 
 		want[a.off] = a.value
 	}
 	found := map[int64]bool{}
+	seen := map[string]int64{}
 	err := readRecords(l, end, func(off int64, value []byte) bool {
+		if first, ok := seen[string(value)]; ok {
+			w.fail("broker %d: %s-0 holds %q twice, at %d and %d", id, topic, value, first, off)
+			return false
+		}
+		seen[string(value)] = off
 		if v, ok := want[off]; ok {
 			if v != string(value) {
 				w.fail("broker %d: %s-0@%d holds %q, acknowledged %q", id, topic, off, value, v)
