@@ -255,8 +255,12 @@ func topicID(id kadm.TopicID) string {
 }
 
 // kafkaErr describes a per-resource error: the error and the broker's
-// message, if any.
+// message, if any (a message that already starts with the error, as
+// sluice's controller errors do, is printed alone).
 func kafkaErr(err error, msg string) string {
+	if msg != "" && strings.HasPrefix(msg, err.Error()) {
+		return msg
+	}
 	if msg != "" && !strings.Contains(err.Error(), msg) {
 		return err.Error() + ": " + msg
 	}

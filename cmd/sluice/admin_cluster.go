@@ -1,6 +1,7 @@
 package main
 
-// sluice cluster status: the brokers (kafka-broker-api-versions.sh lists
+// sluice cluster status (decommission and unregister are in
+// admin_decommission.go): the brokers (kafka-broker-api-versions.sh lists
 // them; kafka-metadata-quorum.sh names the controller) and the partitions
 // kafka-topics.sh --describe --under-replicated-partitions and
 // --unavailable-partitions would print, from one Metadata request.
@@ -13,15 +14,28 @@ import (
 // clusterUsage is the usage text of `sluice cluster`.
 const clusterUsage = `usage:
   sluice cluster status
+  sluice cluster decommission --broker ID [--wait] [--wait-timeout 1h] [--dry-run]
+  sluice cluster unregister --broker ID
 
-Lists the brokers (id, host:port, rack, controller), the number of topics
-and partitions, the under-replicated partitions (ISR smaller than the
-replicas) and the offline partitions (no leader).
+status lists the brokers (id, host:port, rack, controller), the number of
+topics and partitions, the under-replicated partitions (ISR smaller than
+the replicas) and the offline partitions (no leader).
+
+decommission moves every replica of the broker (internal topics too) to
+the other live brokers, balanced, and only those replicas
+(AlterPartitionAssignments); --wait returns once no partition lists the
+broker and no reassignment is in progress. It refuses while another
+reassignment is in progress. Then stop the broker and unregister it.
+
+unregister removes a stopped broker's registration (UnregisterBroker):
+refused while the broker is running or still hosts a replica.
 `
 
 func clusterCmd(args []string) error {
 	return subcommand("cluster", clusterUsage, args, map[string]func([]string) error{
-		"status": clusterStatus,
+		"status":       clusterStatus,
+		"decommission": clusterDecommission,
+		"unregister":   clusterUnregister,
 	})
 }
 

@@ -115,6 +115,11 @@ func TestACLs(t *testing.T) {
 	if _, err := bobAdm.ListPartitionReassignments(c, kadm.TopicsSet{"orders-1": {0: {}}}); !errors.Is(err, kerr.ClusterAuthorizationFailed) {
 		t.Fatalf("bob ListPartitionReassignments: %v, want CLUSTER_AUTHORIZATION_FAILED", err)
 	}
+	unreg := kmsg.NewPtrUnregisterBrokerRequest()
+	unreg.BrokerID = 99
+	if resp, err := unreg.RequestWith(c, bob); err != nil || !errors.Is(kerr.ErrorForCode(resp.ErrorCode), kerr.ClusterAuthorizationFailed) {
+		t.Fatalf("bob UnregisterBroker: %v / %+v, want CLUSTER_AUTHORIZATION_FAILED", err, resp)
+	}
 
 	// A consumer group as alice: refused without READ on the topic, then
 	// consumes once it is granted.
