@@ -71,6 +71,8 @@ var BrokerDefaults = map[string]string{
 	"max.connections.per.ip":                  "2147483647",
 	"max.connections.per.ip.overrides":        "",
 	"max.connection.creation.rate":            "2147483647",
+	"quota.window.num":                        "11",
+	"quota.window.size.seconds":               "1",
 	"connections.max.idle.ms":                 "600000",
 	"transactional.id.expiration.ms":          "604800000",
 	"producer.id.expiration.ms":               "86400000",
