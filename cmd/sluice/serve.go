@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -201,10 +202,18 @@ func serve(args []string) error {
 	defer b.Close()
 	reg := protocol.NewRegistry()
 	handlers := handler.RegisterWith(reg, b, handler.OptionsFromConfig(cfg))
+	overrides, _ := cfg.Get("max.connections.per.ip.overrides")
+	perIPOverrides, err := protocol.ParsePerIPOverrides(overrides)
+	if err != nil {
+		return err
+	}
 	srv := protocol.NewServer(protocol.Config{
-		MaxRequestBytes: int32(cfg.Int("socket.request.max.bytes", 100<<20)),
-		MaxConnections:  int(cfg.Int("max.connections", 10000)),
-		Logger:          logger,
+		MaxRequestBytes:              int32(cfg.Int("socket.request.max.bytes", 100<<20)),
+		MaxConnections:               int(cfg.Int("max.connections", 10000)),
+		MaxConnectionsPerIP:          int(cfg.Int("max.connections.per.ip", math.MaxInt32)),
+		MaxConnectionsPerIPOverrides: perIPOverrides,
+		MaxConnectionCreationRate:    float64(cfg.Int("max.connection.creation.rate", math.MaxInt32)),
+		Logger:                       logger,
 	}, reg)
 	bls, err := listenKafka(cfg, func(mech, user string) (security.ScramCredential, bool) {
 		return b.Image().ScramCredentialOf(user, mech)

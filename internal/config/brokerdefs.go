@@ -54,7 +54,11 @@ var coreBrokerDefs = []Def{
 	{Name: "socket.request.max.bytes", Type: TypeInt, Default: "104857600", Min: 1, Max: math.MaxInt32, Doc: "Largest request accepted, in bytes; a larger frame closes the connection."},
 	{Name: "socket.listen.backlog.size", Type: TypeInt, Default: "50", Min: 1, Max: math.MaxInt32, NoEffect: true},
 	{Name: "max.connections", Type: TypeInt, Default: "10000", Min: 0, Max: math.MaxInt32, Doc: "Most client connections at once. Kafka's default is 2147483647; sluice's is 10000."},
-	{Name: "max.connections.per.ip", Type: TypeInt, Default: "2147483647", Min: 0, Max: math.MaxInt32, NoEffect: true},
+	{Name: "max.connections.per.ip", Type: TypeInt, Default: "2147483647", Min: 0, Max: math.MaxInt32, Doc: "Most connections from one IP address at once; a further one is closed at accept (Kafka's ConnectionQuotas). Counted per remote IP across all listeners (docs/security.md)."},
+	{Name: "max.connections.per.ip.overrides", Type: TypeString, Default: "", Check: checkConnOverrides, Form: "host:count,...", Doc: "Per-host exceptions to max.connections.per.ip, host:count,... A host name is resolved once at start."},
+	{Name: "max.connection.creation.rate", Type: TypeInt, Default: "2147483647", Min: 0, Max: math.MaxInt32, Doc: "Most new connections per second across the listeners (KIP-612); over it the acceptors wait before accepting more, so clients queue in the listen backlog."},
+	{Name: "quota.window.num", Type: TypeInt, Default: "11", Min: 1, Max: 1000, Doc: "Samples the client quota rates are measured over (ClientQuotaManager); sluice uses at least 2."},
+	{Name: "quota.window.size.seconds", Type: TypeInt, Default: "1", Min: 1, Max: 3600, Doc: "Length of one client quota sample, in seconds."},
 	{Name: "connections.max.idle.ms", Type: TypeLong, Default: "600000", Doc: "Idle connections are closed after this many milliseconds."},
 	{Name: "fetch.max.bytes", Type: TypeInt, Default: "57671680", Min: 1024, Max: math.MaxInt32, NoEffect: true},
 	{Name: "max.incremental.fetch.session.cache.slots", Type: TypeInt, Default: "1000", Min: 0, Max: math.MaxInt32, Doc: "Most incremental fetch sessions (KIP-227) the broker keeps at once, for consumers and followers together; 0 disables them (every fetch is then a full one). A full cache evicts by Kafka's rules: a session unused for 120 s, else a consumer's session for a follower's, else one older than 120 s with fewer partitions (docs/fetch-sessions.md)."},
@@ -273,6 +277,24 @@ func listElems(v string) []string {
 func checkVoters(v string) error {
 	if _, err := ParseVoters(v); err != nil {
 		return fmt.Errorf("expected a list of id@host:port (%v)", err)
+	}
+	return nil
+}
+
+// checkConnOverrides checks max.connections.per.ip.overrides:
+// host:count,... with a non-negative count.
+func checkConnOverrides(v string) error {
+	for _, e := range strings.Split(v, ",") {
+		if e = strings.TrimSpace(e); e == "" {
+			continue
+		}
+		i := strings.LastIndexByte(e, ':')
+		if i <= 0 {
+			return fmt.Errorf("%q is not host:count", e)
+		}
+		if n, err := strconv.Atoi(e[i+1:]); err != nil || n < 0 {
+			return fmt.Errorf("%q: count must be a non-negative integer", e)
+		}
 	}
 	return nil
 }

@@ -26,6 +26,7 @@ const (
 	opAlterScram       = "AlterUserScramCredentials"
 	opCreateAcls       = "CreateAcls"
 	opDeleteAcls       = "DeleteAcls"
+	opAlterQuotas      = "AlterClientQuotas"
 	opFetch            = "FetchMetadata"
 )
 
@@ -92,6 +93,10 @@ type aclResp struct {
 	Codes    []int16         `json:"codes"`
 	Messages []string        `json:"messages"`
 	Deleted  [][]acl.Binding `json:"deleted,omitempty"`
+}
+
+type alterQuotasReq struct {
+	Entries []metadata.QuotaAlteration `json:"entries"`
 }
 
 type pidResp struct {

@@ -471,6 +471,19 @@ func (n *Node) DeleteAcls(ctx context.Context, filters []acl.Filter) ([]metadata
 	return out, nil
 }
 
+// AlterClientQuotas implements metadata.QuotaAlterer through the active
+// controller.
+func (n *Node) AlterClientQuotas(ctx context.Context, entries []metadata.QuotaAlteration) ([]error, error) {
+	var resp aclResp
+	if err := n.write(ctx, opAlterQuotas, alterQuotasReq{Entries: entries}, &resp); err != nil {
+		return nil, err
+	}
+	if len(resp.Codes) != len(entries) || len(resp.Messages) != len(entries) {
+		return nil, fmt.Errorf("%w: AlterClientQuotas: %d results for %d entries", kerr.UnknownServerError, len(resp.Codes), len(entries))
+	}
+	return codeErrors(resp.Codes, resp.Messages), nil
+}
+
 // codeErrors turns per-item error codes and messages into errors (nil
 // for 0).
 func codeErrors(codes []int16, msgs []string) []error {

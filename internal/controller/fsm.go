@@ -32,6 +32,7 @@ const (
 	recScram             recType = "UserScramCredential"
 	recAclAdd            recType = "AccessControlEntry"
 	recAclRemove         recType = "RemoveAccessControlEntry"
+	recClientQuota       recType = "ClientQuota"
 	maxEntryRecords              = 1 << 20
 	producerIDBlock      int64   = 1000
 	initialNextProducer  int64   = 1000
@@ -74,6 +75,9 @@ type record struct {
 	// them (Kafka's AccessControlEntryRecord and
 	// RemoveAccessControlEntryRecord, one record per request here).
 	Acls []acl.Binding `json:"acls,omitempty"`
+	// Quotas: recClientQuota sets and removes client quota keys (Kafka's
+	// ClientQuotaRecord, one record per request here).
+	Quotas []metadata.QuotaAlteration `json:"quotas,omitempty"`
 }
 
 // partChange is the new leader/ISR of one partition. Applying it bumps the
@@ -242,6 +246,9 @@ func (tx *txn) apply(r *record, idx int64) {
 		metadata.AddAcls(im, r.Acls)
 	case recAclRemove:
 		metadata.RemoveAcls(im, r.Acls)
+	case recClientQuota:
+		// Checked by the active controller.
+		metadata.ApplyQuotas(im, r.Quotas)
 	}
 }
 

@@ -28,6 +28,7 @@ var handlers = map[string]handler{
 	opAlterScram:       (*active).alterScram,
 	opCreateAcls:       (*active).createAcls,
 	opDeleteAcls:       (*active).deleteAcls,
+	opAlterQuotas:      (*active).alterQuotas,
 }
 
 func decode(body []byte, v any) error {
@@ -482,6 +483,34 @@ func (a *active) deleteAcls(ctx context.Context, body []byte) (any, int64, error
 		}
 		if len(remove) > 0 {
 			b.add(record{Type: recAclRemove, Acls: remove})
+		}
+		return nil
+	})
+	return resp, off, err
+}
+
+// alterQuotas is AlterClientQuotas: the entries are checked against the
+// image (metadata.PlanAlterQuotas, Kafka's ClientQuotaControlManager) and
+// the valid ones written as one ClientQuota record.
+func (a *active) alterQuotas(ctx context.Context, body []byte) (any, int64, error) {
+	var in alterQuotasReq
+	if err := decode(body, &in); err != nil {
+		return nil, 0, err
+	}
+	if len(in.Entries) > metadata.MaxQuotaEntities {
+		return nil, 0, kerr.InvalidRequest
+	}
+	resp := aclResp{Codes: make([]int16, len(in.Entries)), Messages: make([]string, len(in.Entries))}
+	off, err := a.decideAdmin(ctx, decideOpts{}, func(im *metadata.Image, b *batch) error {
+		errs, ok := metadata.PlanAlterQuotas(im, in.Entries)
+		for i, e := range errs {
+			resp.Codes[i], resp.Messages[i] = 0, ""
+			if e != nil {
+				resp.Codes[i], resp.Messages[i] = errResponse(e).Code, e.Error()
+			}
+		}
+		if len(ok) > 0 {
+			b.add(record{Type: recClientQuota, Quotas: ok})
 		}
 		return nil
 	})

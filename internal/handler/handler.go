@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-io/sluice/internal/group"
 	"github.com/sluice-io/sluice/internal/metadata"
 	"github.com/sluice-io/sluice/internal/protocol"
+	"github.com/sluice-io/sluice/internal/quota"
 )
 
 // Handlers serves requests against one broker.
@@ -27,6 +28,8 @@ type Handlers struct {
 	// auth decides requests when authorizer.class.name is set; nil
 	// allows everything (authz.go).
 	auth *acl.Authorizer
+	// produceQuota and fetchQuota keep the client byte rates (quota.go).
+	produceQuota, fetchQuota *quota.Manager
 }
 
 // Options tune the handlers.
@@ -72,10 +75,12 @@ func Register(reg *protocol.Registry, b *broker.Broker) *Handlers {
 func RegisterWith(reg *protocol.Registry, b *broker.Broker, opts Options) *Handlers {
 	h := &Handlers{b: b, sessions: fetchsession.New(fetchsession.Config{
 		Slots: opts.FetchSessionCacheSlots, MaxPartitions: opts.FetchSessionMaxPartitions, Now: b.Now,
-	}), splice: !opts.NoSplice, auth: authorizerFromConfig(b.Config())}
+	}), splice: !opts.NoSplice, auth: authorizerFromConfig(b.Config()),
+		produceQuota: quota.New(metadata.QuotaProducerByteRate, quotaConfig(b.Config())),
+		fetchQuota:   quota.New(metadata.QuotaConsumerByteRate, quotaConfig(b.Config()))}
 	for _, api := range []protocol.Handler{
-		{Key: 0, MinVersion: 0, MaxVersion: 9, Serve: h.produce},
-		{Key: 1, MinVersion: 4, MaxVersion: fetchMaxVersion, Serve: h.fetch},
+		{Key: 0, MinVersion: 0, MaxVersion: 9, Serve: h.withProduceQuota(h.produce)},
+		{Key: 1, MinVersion: 4, MaxVersion: fetchMaxVersion, Serve: h.withFetchQuota(h.fetch)},
 		{Key: 2, MinVersion: 1, MaxVersion: 7, Serve: h.listOffsets},
 		{Key: 3, MinVersion: 0, MaxVersion: 11, Serve: h.metadata},
 		{Key: 19, MinVersion: 0, MaxVersion: 7, Serve: h.createTopics},
@@ -94,6 +99,8 @@ func RegisterWith(reg *protocol.Registry, b *broker.Broker, opts Options) *Handl
 		{Key: 44, MinVersion: 0, MaxVersion: 1, Serve: h.incrementalAlterConfigs},
 		{Key: 45, MinVersion: 0, MaxVersion: 0, Serve: h.alterPartitionReassignments},
 		{Key: 46, MinVersion: 0, MaxVersion: 0, Serve: h.listPartitionReassignments},
+		{Key: 48, MinVersion: 0, MaxVersion: 1, Serve: h.describeClientQuotas},
+		{Key: 49, MinVersion: 0, MaxVersion: 1, Serve: h.alterClientQuotas},
 		{Key: 50, MinVersion: 0, MaxVersion: 0, Serve: h.describeUserScramCredentials},
 		{Key: 51, MinVersion: 0, MaxVersion: 0, Serve: h.alterUserScramCredentials},
 		{Key: 60, MinVersion: 0, MaxVersion: 1, Serve: h.describeCluster},

@@ -151,6 +151,10 @@ type Image struct {
 	// Acls holds the ACL bindings (CreateAcls; acl.go), nil for none.
 	// Immutable (AddAcls and RemoveAcls replace it), so clones share it.
 	Acls *acl.Set `json:"acls,omitempty"`
+	// Quotas holds the client quotas by entity, sorted by
+	// user then client id (AlterClientQuotas; quota.go). Replaced, never
+	// changed in place (ApplyQuotas), so clones share it.
+	Quotas []ClientQuota `json:"quotas,omitempty"`
 }
 
 // NewImage returns an empty image with a fresh cluster id.

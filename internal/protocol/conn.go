@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -41,6 +42,9 @@ type Conn struct {
 	principal string
 	// sasl is the authentication state on a SASL listener (sasl.go).
 	sasl saslConn
+	// mutedUntil is when the reader may read the next request, in Unix
+	// nanoseconds (Throttle).
+	mutedUntil atomic.Int64
 }
 
 type pending struct {
@@ -102,6 +106,42 @@ func (c *Conn) ClientHost() string {
 	return host
 }
 
+// MaxThrottle bounds one Throttle call.
+const MaxThrottle = time.Minute
+
+// Throttle stops the connection's reader from reading another request for
+// d (at most MaxThrottle) from now: a client over its quota is muted
+// after its response, as Kafka's SocketServer mutes a throttled channel
+// (KIP-219). Safe from any goroutine; a longer earlier mute is kept.
+func (c *Conn) Throttle(d time.Duration) {
+	if c == nil || d <= 0 {
+		return
+	}
+	until := time.Now().Add(min(d, MaxThrottle)).UnixNano()
+	for {
+		cur := c.mutedUntil.Load()
+		if cur >= until || c.mutedUntil.CompareAndSwap(cur, until) {
+			return
+		}
+	}
+}
+
+// waitMuted waits out a Throttle, or until the server closes.
+func (c *Conn) waitMuted() bool {
+	d := time.Until(time.Unix(0, c.mutedUntil.Load()))
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-c.srv.done:
+		return false
+	}
+}
+
 // errClose ends a connection without a response, as Kafka does for a
 // malformed or unsupported request.
 type errClose struct{ reason string }
@@ -137,6 +177,9 @@ func (c *Conn) readLoop() (err error) {
 	br := bufio.NewReaderSize(c.nc, 64<<10)
 	var sizeBuf [4]byte
 	for {
+		if !c.waitMuted() {
+			return net.ErrClosed
+		}
 		c.nc.SetReadDeadline(time.Now().Add(c.srv.cfg.IdleTimeout))
 		if _, err := io.ReadFull(br, sizeBuf[:]); err != nil {
 			return err
@@ -159,6 +202,12 @@ func (c *Conn) readLoop() (err error) {
 		if _, err := io.ReadFull(br, frame); err != nil {
 			c.srv.inflight.release(int64(size))
 			return err
+		}
+		// A mute set while this frame was awaited (a fetch's quota is
+		// recorded by the writer) holds the request until it ends.
+		if !c.waitMuted() {
+			c.srv.inflight.release(int64(size))
+			return net.ErrClosed
 		}
 		var p pending
 		if raw {
@@ -235,7 +284,7 @@ func (c *Conn) handle(frame []byte) (p pending, err error) {
 	if err := body.ReadFrom(rest); err != nil {
 		return p, errClose{fmt.Sprintf("malformed %s v%d: %v", kmsg.NameForKey(key), version, err)}
 	}
-	req := &Request{Key: key, Version: version, CorrelationID: corrID, ClientID: clientID, Body: body, Conn: c}
+	req := &Request{Key: key, Version: version, CorrelationID: corrID, ClientID: clientID, Size: len(frame), Body: body, Conn: c}
 	if c.saslPending() && key != apiVersionsKey {
 		p.reply = c.serveSASL(req)
 		return p, nil

@@ -35,7 +35,10 @@ type Request struct {
 	Version       int16
 	CorrelationID int32
 	ClientID      string
-	Body          kmsg.Request
+	// Size is the request's length on the wire, without its size
+	// prefix (what produce quotas record).
+	Size int
+	Body kmsg.Request
 	// Conn identifies the connection (for fetch sessions and logs).
 	Conn *Conn
 }

@@ -3,9 +3,12 @@ package protocol
 import (
 	"errors"
 	"log/slog"
+	"math"
 	"net"
 	"sync"
 	"time"
+
+	"github.com/sluice-io/sluice/internal/metrics"
 )
 
 // Config bounds the protocol layer. Zero fields take the defaults noted.
@@ -21,8 +24,21 @@ type Config struct {
 	// responses are not yet written. Default 100.
 	MaxInFlightPerConn int
 	// MaxConnections is max.connections; further connections are closed at
-	// once. Default 10000.
+	// once (Kafka's acceptor waits for a slot instead). Default 10000.
 	MaxConnections int
+	// MaxConnectionsPerIP is max.connections.per.ip: a connection from
+	// an IP address that already has this many is closed at once
+	// (ConnectionQuotas). Zero or less: unlimited (Kafka's default,
+	// Integer.MAX_VALUE).
+	MaxConnectionsPerIP int
+	// MaxConnectionsPerIPOverrides are the per-IP limits of
+	// max.connections.per.ip.overrides (ParsePerIPOverrides), by IP
+	// address; they win over MaxConnectionsPerIP.
+	MaxConnectionsPerIPOverrides map[string]int
+	// MaxConnectionCreationRate is max.connection.creation.rate (KIP-612),
+	// connections per second across the server's listeners: the acceptor
+	// waits before accepting more. Zero or less: unlimited.
+	MaxConnectionCreationRate float64
 	// IdleTimeout is connections.max.idle.ms: a connection with no request
 	// for this long is closed. Default 10 minutes.
 	IdleTimeout time.Duration
@@ -47,6 +63,9 @@ func (c *Config) fill() {
 	if c.MaxConnections <= 0 {
 		c.MaxConnections = 10000
 	}
+	if c.MaxConnectionsPerIP <= 0 {
+		c.MaxConnectionsPerIP = math.MaxInt32
+	}
 	if c.IdleTimeout <= 0 {
 		c.IdleTimeout = 10 * time.Minute
 	}
@@ -63,6 +82,9 @@ type Server struct {
 	cfg      Config
 	reg      *Registry
 	inflight *byteSem
+	quotas   *connQuotas
+	// done is closed by Close (ends acceptor and throttle waits).
+	done chan struct{}
 
 	mu     sync.Mutex
 	lns    map[net.Listener]struct{}
@@ -74,7 +96,8 @@ type Server struct {
 // NewServer returns a server for reg.
 func NewServer(cfg Config, reg *Registry) *Server {
 	cfg.fill()
-	return &Server{cfg: cfg, reg: reg, inflight: newByteSem(cfg.MaxInFlightBytes), conns: make(map[*Conn]struct{}), lns: make(map[net.Listener]struct{})}
+	return &Server{cfg: cfg, reg: reg, inflight: newByteSem(cfg.MaxInFlightBytes), quotas: newConnQuotas(&cfg),
+		done: make(chan struct{}), conns: make(map[*Conn]struct{}), lns: make(map[net.Listener]struct{})}
 }
 
 // Serve accepts connections on ln, an unnamed PLAINTEXT listener, until
@@ -96,6 +119,15 @@ func (s *Server) ServeListener(ln net.Listener, l Listener) error {
 	lp := &l
 	var backoff time.Duration
 	for {
+		if d := s.quotas.delay(time.Now()); d > 0 {
+			// max.connection.creation.rate: wait before accepting.
+			metrics.ConnectionAcceptThrottle.Add(d.Seconds())
+			select {
+			case <-time.After(d):
+			case <-s.done:
+				return nil
+			}
+		}
 		nc, err := ln.Accept()
 		if err != nil {
 			s.mu.Lock()
@@ -113,22 +145,32 @@ func (s *Server) ServeListener(ln net.Listener, l Listener) error {
 			continue
 		}
 		backoff = 0
+		ip := ipOf(nc)
 		s.mu.Lock()
-		if s.closed || len(s.conns) >= s.cfg.MaxConnections {
+		if s.closed || len(s.conns) >= s.cfg.MaxConnections || !s.quotas.inc(ip) {
+			limit := "max.connections.per.ip"
+			if len(s.conns) >= s.cfg.MaxConnections {
+				limit = "max.connections"
+			}
 			s.mu.Unlock()
 			nc.Close()
+			metrics.ConnectionsRejected.WithLabelValues(limit).Inc()
 			continue
 		}
 		c := newConn(s, nc, lp)
 		s.conns[c] = struct{}{}
 		s.wg.Add(1)
 		s.mu.Unlock()
+		metrics.Connections.Inc()
+		metrics.ConnectionsAccepted.WithLabelValues(l.Name).Inc()
 		go func() {
 			defer s.wg.Done()
 			c.serve()
 			s.mu.Lock()
 			delete(s.conns, c)
+			s.quotas.dec(ip)
 			s.mu.Unlock()
+			metrics.Connections.Dec()
 		}()
 	}
 }
@@ -144,6 +186,9 @@ func (s *Server) NumConns() int {
 // goroutines to finish.
 func (s *Server) Close() error {
 	s.mu.Lock()
+	if !s.closed {
+		close(s.done)
+	}
 	s.closed = true
 	for ln := range s.lns {
 		ln.Close()
