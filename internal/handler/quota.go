@@ -45,7 +45,7 @@ func (h *Handlers) withProduceQuota(serve protocol.HandlerFunc) protocol.Handler
 			return reply
 		}
 		metrics.QuotaBytes.WithLabelValues("produce").Add(float64(r.Size))
-		d := h.produceQuota.Record(im.Quotas, quota.User(r.Conn.Principal()), r.ClientID, int64(r.Size), time.Now())
+		d := h.produceQuota.Record(im.Quotas, quota.User(r.Conn.Principal()), r.ClientID, int64(r.Size), h.b.Now())
 		if d <= 0 {
 			return reply
 		}
@@ -93,7 +93,7 @@ func (h *Handlers) withFetchQuota(serve protocol.HandlerFunc) protocol.HandlerFu
 			}
 			n := fetchBytes(resp, fr)
 			metrics.QuotaBytes.WithLabelValues("fetch").Add(float64(n))
-			d := h.fetchQuota.Record(h.b.Image().Quotas, user, clientID, n, time.Now())
+			d := h.fetchQuota.Record(h.b.Image().Quotas, user, clientID, n, h.b.Now())
 			if d > 0 {
 				metrics.QuotaThrottle.WithLabelValues("fetch").Add(d.Seconds())
 				fr.ThrottleMillis = throttleMillis(d)
