@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -29,7 +30,7 @@ var securityDefs = []Def{
 	{Name: "sasl.server.max.receive.size", Type: TypeInt, Default: "524288", NoEffect: true, Doc: "Requests before authentication are bounded at 512 KiB."},
 	{Name: "sluice.scram.bootstrap.credentials", Type: TypePassword, Default: "", Check: checkScramBootstrap, Form: "SCRAM-SHA-256=[name=USER,password=PASSWORD];...", Doc: "sluice only (Kafka bootstraps SCRAM users with kafka-storage format --add-scram, whose entry syntax this takes): SCRAM credentials created through the controller at start when the user has none for that mechanism, so the first admin can log in before any AlterUserScramCredentials. Entries MECHANISM=[name=USER,password=PASSWORD(,iterations=N)] separated by ';'; quote a password holding ',', ']' or ';'. Remove it once the cluster runs: a node started with it re-creates a deleted user (docs/security.md)."},
 	{Name: "sluice.http.debug.enable", Type: TypeBoolean, Default: "false", Doc: "sluice only: serve the Go profiles (/debug/pprof/) on the --http listener, which has no authentication. Off by default; the console, /api/v1, /metrics stay served (docs/security.md)."},
-	{Name: "connections.max.reauth.ms", Type: TypeLong, Default: "0", NoEffect: true, Doc: "Re-authentication (KIP-368) is not implemented: a session does not expire."},
+	{Name: "connections.max.reauth.ms", Type: TypeLong, Default: "0", Min: 0, Max: math.MaxInt64, Doc: "KIP-368: when positive, a SASL session lasts at most this many milliseconds (for OAUTHBEARER, no longer than the token): SaslAuthenticate v1+ answers carry SessionLifetimeMillis, the client must re-authenticate on the same connection (SaslHandshake v1 and SaslAuthenticate, same mechanism and principal) before it ends, and an expired connection sending any other request is closed. Per mechanism as listener.name.<listener>.<mechanism>.connections.max.reauth.ms. 0: sessions never expire."},
 
 	// TLS (SSL and SASL_SSL listeners, and the inter-broker client on one).
 	{Name: "ssl.keystore.type", Type: TypeString, Default: "JKS", Doc: "Format of the key store. sluice reads PEM only: an SSL or SASL_SSL listener needs ssl.keystore.type=PEM (JKS and PKCS12 stores are refused at start)."},

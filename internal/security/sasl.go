@@ -4,6 +4,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -23,7 +24,9 @@ const (
 )
 
 // supported reports whether sluice serves a mechanism.
-func supported(m string) bool { return m == MechPlain || m == MechScramSHA256 || m == MechScramSHA512 }
+func supported(m string) bool {
+	return m == MechPlain || m == MechScramSHA256 || m == MechScramSHA512
+}
 
 // EnabledMechanisms returns a listener's sasl.enabled.mechanisms
 // (listener.name.<l>.sasl.enabled.mechanisms overriding it). Kafka's
@@ -76,14 +79,22 @@ type ScramLookup func(mech, user string) (ScramCredential, bool)
 // ListenerSASL builds the SASL side of a SASL_PLAINTEXT or SASL_SSL
 // listener: its enabled mechanisms, PLAIN's users from the listener's
 // PlainLoginModule JAAS options user_<name>="<password>", SCRAM's
-// credentials through lookup, and connection.failed.authentication.delay.ms.
+// credentials through lookup, connection.failed.authentication.delay.ms and
+// connections.max.reauth.ms (KIP-368; per mechanism as
+// listener.name.<l>.<mechanism>.connections.max.reauth.ms).
 func ListenerSASL(cfg *config.Broker, listener string, lookup ScramLookup) (*protocol.SASL, error) {
 	mechs, err := EnabledMechanisms(cfg, listener)
 	if err != nil {
 		return nil, err
 	}
 	var users map[string]string
+	reauth := map[string]time.Duration{}
 	for _, m := range mechs {
+		if ms, err := reauthMillis(cfg, listener, m); err != nil {
+			return nil, err
+		} else if ms > 0 {
+			reauth[m] = time.Duration(ms) * time.Millisecond
+		}
 		if m != MechPlain {
 			continue
 		}
@@ -108,7 +119,7 @@ func ListenerSASL(cfg *config.Broker, listener string, lookup ScramLookup) (*pro
 		}
 	}
 	delay := time.Duration(cfg.Int("connection.failed.authentication.delay.ms", 100)) * time.Millisecond
-	return &protocol.SASL{Mechanisms: mechs, FailureDelay: delay, Server: func(m string) protocol.SASLServer {
+	return &protocol.SASL{Mechanisms: mechs, FailureDelay: delay, MaxReauth: reauth, Server: func(m string) protocol.SASLServer {
 		switch m {
 		case MechPlain:
 			return &plainServer{users: users}
@@ -116,6 +127,21 @@ func ListenerSASL(cfg *config.Broker, listener string, lookup ScramLookup) (*pro
 			return newScramServer(m, lookup)
 		}
 	}}, nil
+}
+
+// reauthMillis is connections.max.reauth.ms for a mechanism on a
+// listener: listener.name.<l>.<mechanism>.connections.max.reauth.ms, else
+// the listener's or broker's value (0: sessions do not expire).
+func reauthMillis(cfg *config.Broker, listener, mech string) (int64, error) {
+	v, ok := cfg.Props["listener.name."+strings.ToLower(listener)+"."+strings.ToLower(mech)+".connections.max.reauth.ms"]
+	if !ok {
+		v = cfg.Setting(listener, "connections.max.reauth.ms")
+	}
+	ms, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if err != nil || ms < 0 {
+		return 0, fmt.Errorf("listener %s: connections.max.reauth.ms must be a non-negative integer", listener)
+	}
+	return ms, nil
 }
 
 // errBadCredentials is Kafka's message for a wrong user or password.
