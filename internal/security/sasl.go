@@ -25,7 +25,7 @@ const (
 
 // supported reports whether sluice serves a mechanism.
 func supported(m string) bool {
-	return m == MechPlain || m == MechScramSHA256 || m == MechScramSHA512
+	return m == MechPlain || m == MechScramSHA256 || m == MechScramSHA512 || m == MechOAuthBearer
 }
 
 // EnabledMechanisms returns a listener's sasl.enabled.mechanisms
@@ -40,7 +40,7 @@ func EnabledMechanisms(cfg *config.Broker, listener string) ([]string, error) {
 			continue
 		}
 		if !supported(m) {
-			return nil, fmt.Errorf("listener %s: sasl.enabled.mechanisms: %s is not supported (sluice serves PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512)", listener, m)
+			return nil, fmt.Errorf("listener %s: sasl.enabled.mechanisms: %s is not supported (sluice serves PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER)", listener, m)
 		}
 		out = append(out, m)
 	}
@@ -79,7 +79,8 @@ type ScramLookup func(mech, user string) (ScramCredential, bool)
 // ListenerSASL builds the SASL side of a SASL_PLAINTEXT or SASL_SSL
 // listener: its enabled mechanisms, PLAIN's users from the listener's
 // PlainLoginModule JAAS options user_<name>="<password>", SCRAM's
-// credentials through lookup, connection.failed.authentication.delay.ms and
+// credentials through lookup, OAUTHBEARER's token validation
+// (NewOAuthValidator), connection.failed.authentication.delay.ms and
 // connections.max.reauth.ms (KIP-368; per mechanism as
 // listener.name.<l>.<mechanism>.connections.max.reauth.ms).
 func ListenerSASL(cfg *config.Broker, listener string, lookup ScramLookup) (*protocol.SASL, error) {
@@ -88,12 +89,19 @@ func ListenerSASL(cfg *config.Broker, listener string, lookup ScramLookup) (*pro
 		return nil, err
 	}
 	var users map[string]string
+	var oauth *OAuthValidator
 	reauth := map[string]time.Duration{}
 	for _, m := range mechs {
 		if ms, err := reauthMillis(cfg, listener, m); err != nil {
 			return nil, err
 		} else if ms > 0 {
 			reauth[m] = time.Duration(ms) * time.Millisecond
+		}
+		if m == MechOAuthBearer {
+			if oauth, err = NewOAuthValidator(cfg, listener); err != nil {
+				return nil, err
+			}
+			continue
 		}
 		if m != MechPlain {
 			continue
@@ -123,6 +131,8 @@ func ListenerSASL(cfg *config.Broker, listener string, lookup ScramLookup) (*pro
 		switch m {
 		case MechPlain:
 			return &plainServer{users: users}
+		case MechOAuthBearer:
+			return &oauthServer{v: oauth}
 		default:
 			return newScramServer(m, lookup)
 		}
@@ -189,7 +199,7 @@ func (s *plainServer) User() string { return s.user }
 // reads its own credentials there too).
 func InterBrokerSASL(cfg *config.Broker, listener string) (sasl.Mechanism, error) {
 	mech := strings.ToUpper(strings.TrimSpace(cfg.Setting(listener, "sasl.mechanism.inter.broker.protocol")))
-	if !supported(mech) {
+	if !supported(mech) || mech == MechOAuthBearer {
 		return nil, fmt.Errorf("sasl.mechanism.inter.broker.protocol=%s: the SASL inter-broker listener %s needs PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", mech, listener)
 	}
 	j, ok, err := JAASFor(cfg, listener, mech)
