@@ -103,6 +103,9 @@ func TestSASLReauthentication(t *testing.T) {
 	if r.ErrorCode != kerr.SaslAuthenticationFailed.Code || r.ErrorMessage == nil || !strings.Contains(*r.ErrorMessage, "Cannot change principals") {
 		t.Errorf("re-authentication as another principal: %+v", r)
 	}
+	if n := testutil.ToFloat64(metrics.FailedReauthentications.WithLabelValues("SASL_REAUTH")); n != 1 {
+		t.Errorf("sluice_failed_reauthentication_total = %v, want 1", n)
+	}
 	closed(other, "after a refused re-authentication")
 
 	// The mechanism may not change; SaslHandshake v0 may not re-authenticate.

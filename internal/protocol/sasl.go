@@ -245,11 +245,11 @@ func (c *Conn) saslStep(msg []byte) (reply []byte, lifetime time.Duration, err e
 	return reply, lifetime, nil
 }
 
-// saslFailed counts and logs a failed exchange. An error with a
+// saslFailed counts and logs a failed exchange, a re-authentication
+// apart from a first authentication as Kafka counts them. An error with a
 // LogDetail method (OAUTHBEARER) logs that detail, which the client is
 // not told.
 func (c *Conn) saslFailed(err error) error {
-	metrics.AuthFailures.WithLabelValues(c.l.Name, c.sasl.mech).Inc()
 	args := []any{"listener", c.l.Name, "remote", c.nc.RemoteAddr(), "mechanism", c.sasl.mech, "err", err}
 	if d, ok := err.(interface{ LogDetail() string }); ok {
 		args = append(args, "reason", d.LogDetail())
@@ -258,6 +258,7 @@ func (c *Conn) saslFailed(err error) error {
 		metrics.FailedReauthentications.WithLabelValues(c.l.Name).Inc()
 		c.srv.cfg.Logger.Info("failed re-authentication", args...)
 	} else {
+		metrics.AuthFailures.WithLabelValues(c.l.Name, c.sasl.mech).Inc()
 		c.srv.cfg.Logger.Info("failed authentication", args...)
 	}
 	return err
