@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -21,7 +22,7 @@ var securityDefs = []Def{
 	{Name: "principal.builder.class", Type: TypeClass, Default: "", NoEffect: true, Doc: "The principal is User:<SASL user>, else User:<client certificate subject DN>, else User:ANONYMOUS."},
 
 	// SASL (SASL_PLAINTEXT and SASL_SSL listeners).
-	{Name: "sasl.enabled.mechanisms", Type: TypeList, Default: "GSSAPI", Doc: "The SASL mechanisms of a SASL listener. sluice serves PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512; Kafka's default, GSSAPI, is refused at start, so a SASL listener must name its mechanisms. A client asking for another gets UNSUPPORTED_SASL_MECHANISM with this list."},
+	{Name: "sasl.enabled.mechanisms", Type: TypeList, Default: "GSSAPI", Doc: "The SASL mechanisms of a SASL listener. sluice serves PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER (JWTs verified with sasl.oauthbearer.jwks.endpoint.url); Kafka's default, GSSAPI, is refused at start, so a SASL listener must name its mechanisms. A client asking for another gets UNSUPPORTED_SASL_MECHANISM with this list."},
 	{Name: "sasl.mechanism.inter.broker.protocol", Type: TypeString, Default: "GSSAPI", Doc: "The mechanism followers authenticate with when the inter-broker listener is SASL_PLAINTEXT or SASL_SSL (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512), with the username and password of listener.name.<listener>.<mechanism>.sasl.jaas.config."},
 	{Name: "sasl.mechanism.controller.protocol", Type: TypeString, Default: "GSSAPI", NoEffect: true, Doc: "The controller listener is PLAINTEXT only."},
 	{Name: "sasl.jaas.config", Type: TypePassword, Default: "", Doc: "JAAS login module configuration, normally given per listener and mechanism as listener.name.<listener>.<mechanism>.sasl.jaas.config (then <mechanism>.sasl.jaas.config and sasl.jaas.config are the fallbacks). PLAIN: org.apache.kafka.common.security.plain.PlainLoginModule required username=\"admin\" password=\"...\" user_admin=\"...\" user_alice=\"...\"; (user_<name> are the accepted users; username and password are this broker's own, for the inter-broker client). SCRAM: org.apache.kafka.common.security.scram.ScramLoginModule required username=\"admin\" password=\"...\"; (the inter-broker client's credentials; users are stored with AlterUserScramCredentials)."},
@@ -29,7 +30,17 @@ var securityDefs = []Def{
 	{Name: "sasl.server.max.receive.size", Type: TypeInt, Default: "524288", NoEffect: true, Doc: "Requests before authentication are bounded at 512 KiB."},
 	{Name: "sluice.scram.bootstrap.credentials", Type: TypePassword, Default: "", Check: checkScramBootstrap, Form: "SCRAM-SHA-256=[name=USER,password=PASSWORD];...", Doc: "sluice only (Kafka bootstraps SCRAM users with kafka-storage format --add-scram, whose entry syntax this takes): SCRAM credentials created through the controller at start when the user has none for that mechanism, so the first admin can log in before any AlterUserScramCredentials. Entries MECHANISM=[name=USER,password=PASSWORD(,iterations=N)] separated by ';'; quote a password holding ',', ']' or ';'. Remove it once the cluster runs: a node started with it re-creates a deleted user (docs/security.md)."},
 	{Name: "sluice.http.debug.enable", Type: TypeBoolean, Default: "false", Doc: "sluice only: serve the Go profiles (/debug/pprof/) on the --http listener, which has no authentication. Off by default; the console, /api/v1, /metrics stay served (docs/security.md)."},
-	{Name: "connections.max.reauth.ms", Type: TypeLong, Default: "0", NoEffect: true, Doc: "Re-authentication (KIP-368) is not implemented: a session does not expire."},
+	{Name: "connections.max.reauth.ms", Type: TypeLong, Default: "0", Min: 0, Max: math.MaxInt64, Doc: "KIP-368: when positive, a SASL session lasts at most this many milliseconds (for OAUTHBEARER, no longer than the token): SaslAuthenticate v1+ answers carry SessionLifetimeMillis, the client must re-authenticate on the same connection (SaslHandshake v1 and SaslAuthenticate, same mechanism and principal) before it ends, and an expired connection sending any other request is closed. Per mechanism as listener.name.<listener>.<mechanism>.connections.max.reauth.ms. 0: sessions never expire."},
+
+	// OAUTHBEARER (KIP-255) token validation, Kafka's KIP-768 names; each
+	// may be given per listener as listener.name.<l>.oauthbearer.<name>.
+	{Name: "sasl.oauthbearer.jwks.endpoint.url", Type: TypeString, Default: "", Form: "file:///etc/sluice/jwks.json", Doc: "Where the JSON Web Key Set verifying OAUTHBEARER tokens is read: a file:// URL (a JWKS JSON file) or an http(s):// URL, read at start and again when a token names an unknown kid (at most once a second). Required when OAUTHBEARER is enabled; other schemes are refused at start. Keys: RSA and EC P-256/384/521 (RS256/384/512, ES256/384/512)."},
+	{Name: "sasl.oauthbearer.clock.skew.seconds", Type: TypeInt, Default: "30", Min: 0, Max: math.MaxInt32, Doc: "Leeway, in seconds, when checking an OAUTHBEARER token's exp and nbf."},
+	{Name: "sasl.oauthbearer.expected.audience", Type: TypeList, Default: "", Doc: "When set, an OAUTHBEARER token's aud must name one of these audiences."},
+	{Name: "sasl.oauthbearer.expected.issuer", Type: TypeString, Default: "", Doc: "When set, an OAUTHBEARER token's iss must be this issuer."},
+	{Name: "sasl.oauthbearer.sub.claim.name", Type: TypeString, Default: "sub", Doc: "The claim naming an OAUTHBEARER token's principal: User:<claim value>."},
+	{Name: "sasl.oauthbearer.scope.claim.name", Type: TypeString, Default: "scope", NoEffect: true, Doc: "Scopes are not checked."},
+	{Name: "sasl.oauthbearer.jwks.endpoint.refresh.ms", Type: TypeLong, Default: "3600000", NoEffect: true, Doc: "The key set is re-read when a token names an unknown kid, not periodically."},
 
 	// TLS (SSL and SASL_SSL listeners, and the inter-broker client on one).
 	{Name: "ssl.keystore.type", Type: TypeString, Default: "JKS", Doc: "Format of the key store. sluice reads PEM only: an SSL or SASL_SSL listener needs ssl.keystore.type=PEM (JKS and PKCS12 stores are refused at start)."},

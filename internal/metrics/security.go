@@ -22,8 +22,23 @@ var (
 	AuthFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_failed_authentication_total", Help: "Failed SASL authentications, by listener and mechanism (failed-authentication-total).",
 	}, []string{"listener", "mechanism"})
+	// Reauthentications counts successful KIP-368 re-authentications, by
+	// listener (Kafka's successful-reauthentication-total).
+	Reauthentications = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_successful_reauthentication_total", Help: "Successful SASL re-authentications (KIP-368), by listener (successful-reauthentication-total).",
+	}, []string{"listener"})
+	// FailedReauthentications counts failed re-authentications, by
+	// listener (failed-reauthentication-total).
+	FailedReauthentications = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_failed_reauthentication_total", Help: "Failed SASL re-authentications (KIP-368), by listener (failed-reauthentication-total).",
+	}, []string{"listener"})
+	// ExpiredSessionsClosed counts connections closed for a request after
+	// their SASL session expired (expired-connections-killed-count).
+	ExpiredSessionsClosed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_expired_connections_killed_total", Help: "Connections closed because they sent a request after their SASL session expired (KIP-368, expired-connections-killed-count), by listener.",
+	}, []string{"listener"})
 )
 
 func init() {
-	Registry.MustRegister(TLSHandshakeFailures, AuthSuccesses, AuthFailures)
+	Registry.MustRegister(TLSHandshakeFailures, AuthSuccesses, AuthFailures, Reauthentications, FailedReauthentications, ExpiredSessionsClosed)
 }

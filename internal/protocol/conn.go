@@ -238,6 +238,11 @@ func (c *Conn) handle(frame []byte) (p pending, err error) {
 	version := int16(binary.BigEndian.Uint16(frame[2:]))
 	corrID := int32(binary.BigEndian.Uint32(frame[4:]))
 	p = pending{key: key, version: version, corrID: corrID, start: time.Now()}
+	if c.saslExpired(key) {
+		// KIP-368: Kafka closes a connection whose session expired.
+		metrics.ExpiredSessionsClosed.WithLabelValues(c.l.Name).Inc()
+		return p, errClose{fmt.Sprintf("api key %d after the SASL session expired or during re-authentication", key)}
+	}
 	if c.saslPending() && !preAuthAllowed(key) {
 		// Kafka: "Unexpected Kafka request of type X during SASL
 		// handshake": the connection is closed.
@@ -285,7 +290,7 @@ func (c *Conn) handle(frame []byte) (p pending, err error) {
 		return p, errClose{fmt.Sprintf("malformed %s v%d: %v", kmsg.NameForKey(key), version, err)}
 	}
 	req := &Request{Key: key, Version: version, CorrelationID: corrID, ClientID: clientID, Size: len(frame), Body: body, Conn: c}
-	if c.saslPending() && key != apiVersionsKey {
+	if (c.saslPending() && key != apiVersionsKey) || c.saslReauth(key) {
 		p.reply = c.serveSASL(req)
 		return p, nil
 	}

@@ -10,9 +10,21 @@ package protocol
 // are SaslAuthenticate requests (KIP-152). A failed exchange gets
 // SASL_AUTHENTICATION_FAILED with a message after
 // connection.failed.authentication.delay.ms, then the connection is
-// closed. Re-authentication (KIP-368, connections.max.reauth.ms) is not
-// served: SessionLifetimeMillis is 0, and a Sasl* request after
-// authentication gets ILLEGAL_SASL_STATE, as on a listener without SASL.
+// closed.
+//
+// Re-authentication (KIP-368): with connections.max.reauth.ms set for the
+// mechanism (SASL.MaxReauth), a successful SaslAuthenticate carries
+// SessionLifetimeMillis, the smaller of that setting and the credential's
+// remaining lifetime (an OAUTHBEARER token's exp), and the session ends
+// then. An authenticated connection with an expiring session may
+// re-authenticate in place: SaslHandshake v1 with the same mechanism,
+// then SaslAuthenticate, as Kafka's KafkaChannel.maybeBeginServerReauthentication
+// allows; the new principal must be the old one ("Cannot change
+// principals during re-authentication"), else the connection is failed
+// and closed. Any other request once the session has expired, or during
+// a re-authentication, closes the connection, as Kafka does. Without an
+// expiring session a Sasl* request after authentication gets
+// ILLEGAL_SASL_STATE, as on a listener without SASL.
 
 import (
 	"encoding/binary"
@@ -52,6 +64,15 @@ type SASL struct {
 	// FailureDelay delays the answer to a failed authentication
 	// (connection.failed.authentication.delay.ms, capped at 10 s).
 	FailureDelay time.Duration
+	// MaxReauth is connections.max.reauth.ms by mechanism (KIP-368); a
+	// mechanism missing or 0 has sessions that never expire.
+	MaxReauth map[string]time.Duration
+}
+
+// CredentialExpirer is a SASLServer whose credential expires (an
+// OAUTHBEARER token): a session never outlives it (KIP-368).
+type CredentialExpirer interface {
+	CredentialExpiry() time.Time
 }
 
 // SASLServer is the server side of one SASL exchange.
@@ -73,6 +94,30 @@ type saslConn struct {
 	steps  int
 	raw    bool // SaslHandshake v0: raw token frames follow
 	done   bool
+	// expiry ends the session (KIP-368); zero: never.
+	expiry time.Time
+	// reauth is set while a re-authentication exchange runs.
+	reauth bool
+}
+
+// saslReauth reports whether a Sasl* request on an authenticated
+// connection is a KIP-368 re-authentication (the session expires, or one
+// is under way) rather than an illegal one.
+func (c *Conn) saslReauth(key int16) bool {
+	return c.l != nil && c.l.SASL != nil && c.sasl.done &&
+		(key == saslHandshakeKey || key == saslAuthenticateKey) &&
+		(c.sasl.reauth || !c.sasl.expiry.IsZero())
+}
+
+// saslExpired reports whether a request other than SaslHandshake and
+// SaslAuthenticate must close the connection: its session has expired,
+// or it re-authenticates (Kafka's "Unexpected Kafka request ... during
+// SASL handshake").
+func (c *Conn) saslExpired(key int16) bool {
+	if c.l == nil || c.l.SASL == nil || !c.sasl.done || key == saslHandshakeKey || key == saslAuthenticateKey {
+		return false
+	}
+	return c.sasl.reauth || (!c.sasl.expiry.IsZero() && time.Now().After(c.sasl.expiry))
 }
 
 // saslPending reports whether the connection must still authenticate.
@@ -112,11 +157,21 @@ func (c *Conn) serveSASL(req *Request) Reply {
 			resp.ErrorCode = kerr.IllegalSaslState.Code
 			return Reply{Resp: resp, Close: true}
 		}
+		if c.sasl.done {
+			// KIP-368: re-authentication needs v1 and the same mechanism.
+			if req.Version < 1 || body.Mechanism != c.sasl.mech {
+				c.srv.cfg.Logger.Info("re-authentication refused: SaslHandshake v0 or a changed mechanism", "listener", c.l.Name, "remote", c.nc.RemoteAddr(), "mechanism", body.Mechanism)
+				resp.ErrorCode = kerr.IllegalSaslState.Code
+				return Reply{Resp: resp, Close: true}
+			}
+			c.sasl.reauth = true
+		}
 		if !slices.Contains(cfg.Mechanisms, body.Mechanism) {
 			resp.ErrorCode = kerr.UnsupportedSaslMechanism.Code
 			return Reply{Resp: resp, Close: true}
 		}
 		c.sasl.mech, c.sasl.server = body.Mechanism, cfg.Server(body.Mechanism)
+		c.sasl.steps = 0
 		c.sasl.raw = req.Version == 0
 		return Reply{Resp: resp}
 	case *kmsg.SASLAuthenticateRequest:
@@ -127,7 +182,7 @@ func (c *Conn) serveSASL(req *Request) Reply {
 			resp.ErrorMessage = &msg
 			return Reply{Resp: resp, Close: true}
 		}
-		reply, err := c.saslStep(body.SASLAuthBytes)
+		reply, lifetime, err := c.saslStep(body.SASLAuthBytes)
 		if err != nil {
 			resp.ErrorCode = kerr.SaslAuthenticationFailed.Code
 			msg := err.Error()
@@ -135,40 +190,77 @@ func (c *Conn) serveSASL(req *Request) Reply {
 			return c.failLater(resp)
 		}
 		resp.SASLAuthBytes = reply
+		resp.SessionLifetimeMillis = lifetime.Milliseconds()
 		return Reply{Resp: resp}
 	}
 	return Reply{Close: true}
 }
 
-// saslStep runs one message of the exchange. A panicking mechanism fails
-// the authentication, never the broker.
-func (c *Conn) saslStep(msg []byte) (reply []byte, err error) {
+// saslStep runs one message of the exchange; once it completes, lifetime
+// is the session's (KIP-368 SessionLifetimeMillis, 0 if it never
+// expires). A panicking mechanism fails the authentication, never the
+// broker.
+func (c *Conn) saslStep(msg []byte) (reply []byte, lifetime time.Duration, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			c.srv.cfg.Logger.Error("SASL mechanism panic", "mechanism", c.sasl.mech, "panic", v)
-			reply, err = nil, c.saslFailed(fmt.Errorf("authentication failed: internal error"))
+			reply, lifetime, err = nil, 0, c.saslFailed(fmt.Errorf("authentication failed: internal error"))
 		}
 	}()
 	c.sasl.steps++
 	if c.sasl.steps > maxSASLSteps {
-		return nil, c.saslFailed(fmt.Errorf("authentication failed: too many SASL messages"))
+		return nil, 0, c.saslFailed(fmt.Errorf("authentication failed: too many SASL messages"))
 	}
 	reply, done, err := c.sasl.server.Step(msg)
 	if err != nil {
-		return nil, c.saslFailed(err)
+		return nil, 0, c.saslFailed(err)
 	}
-	if done {
-		c.sasl.done = true
-		c.principal = "User:" + c.sasl.server.User()
+	if !done {
+		return reply, 0, nil
+	}
+	principal := "User:" + c.sasl.server.User()
+	if c.sasl.reauth {
+		if principal != c.principal {
+			return nil, 0, c.saslFailed(fmt.Errorf("Cannot change principals during re-authentication from %s: %s", c.principal, principal))
+		}
+		metrics.Reauthentications.WithLabelValues(c.l.Name).Inc()
+		c.srv.cfg.Logger.Debug("SASL re-authenticated", "listener", c.l.Name, "remote", c.nc.RemoteAddr(), "principal", principal, "mechanism", c.sasl.mech)
+	} else {
+		c.principal = principal
 		metrics.AuthSuccesses.WithLabelValues(c.l.Name).Inc()
-		c.srv.cfg.Logger.Debug("SASL authenticated", "listener", c.l.Name, "remote", c.nc.RemoteAddr(), "principal", c.principal, "mechanism", c.sasl.mech)
+		c.srv.cfg.Logger.Debug("SASL authenticated", "listener", c.l.Name, "remote", c.nc.RemoteAddr(), "principal", principal, "mechanism", c.sasl.mech)
 	}
-	return reply, nil
+	now := time.Now()
+	lifetime = c.l.SASL.MaxReauth[c.sasl.mech]
+	c.sasl.expiry = time.Time{}
+	if lifetime > 0 {
+		if ce, ok := c.sasl.server.(CredentialExpirer); ok {
+			if exp := ce.CredentialExpiry(); !exp.IsZero() {
+				lifetime = min(lifetime, max(exp.Sub(now), time.Millisecond))
+			}
+		}
+		c.sasl.expiry = now.Add(lifetime)
+	}
+	c.sasl.done, c.sasl.reauth, c.sasl.server = true, false, nil
+	return reply, lifetime, nil
 }
 
+// saslFailed counts and logs a failed exchange, a re-authentication
+// apart from a first authentication as Kafka counts them. An error with a
+// LogDetail method (OAUTHBEARER) logs that detail, which the client is
+// not told.
 func (c *Conn) saslFailed(err error) error {
-	metrics.AuthFailures.WithLabelValues(c.l.Name, c.sasl.mech).Inc()
-	c.srv.cfg.Logger.Info("failed authentication", "listener", c.l.Name, "remote", c.nc.RemoteAddr(), "mechanism", c.sasl.mech, "err", err)
+	args := []any{"listener", c.l.Name, "remote", c.nc.RemoteAddr(), "mechanism", c.sasl.mech, "err", err}
+	if d, ok := err.(interface{ LogDetail() string }); ok {
+		args = append(args, "reason", d.LogDetail())
+	}
+	if c.sasl.reauth {
+		metrics.FailedReauthentications.WithLabelValues(c.l.Name).Inc()
+		c.srv.cfg.Logger.Info("failed re-authentication", args...)
+	} else {
+		metrics.AuthFailures.WithLabelValues(c.l.Name, c.sasl.mech).Inc()
+		c.srv.cfg.Logger.Info("failed authentication", args...)
+	}
 	return err
 }
 
@@ -188,7 +280,7 @@ func (c *Conn) failLater(resp kmsg.Response) Reply {
 // delay, with no response (the raw protocol has no error field).
 func (c *Conn) rawToken(frame []byte) pending {
 	p := pending{key: saslAuthenticateKey, start: time.Now()}
-	reply, err := c.saslStep(frame)
+	reply, _, err := c.saslStep(frame)
 	if err != nil {
 		d := min(c.l.SASL.FailureDelay, maxFailureDelay)
 		p.reply = Reply{Await: func() kmsg.Response { time.Sleep(d); return nil }, Close: true}

@@ -4,6 +4,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -23,7 +24,9 @@ const (
 )
 
 // supported reports whether sluice serves a mechanism.
-func supported(m string) bool { return m == MechPlain || m == MechScramSHA256 || m == MechScramSHA512 }
+func supported(m string) bool {
+	return m == MechPlain || m == MechScramSHA256 || m == MechScramSHA512 || m == MechOAuthBearer
+}
 
 // EnabledMechanisms returns a listener's sasl.enabled.mechanisms
 // (listener.name.<l>.sasl.enabled.mechanisms overriding it). Kafka's
@@ -37,7 +40,7 @@ func EnabledMechanisms(cfg *config.Broker, listener string) ([]string, error) {
 			continue
 		}
 		if !supported(m) {
-			return nil, fmt.Errorf("listener %s: sasl.enabled.mechanisms: %s is not supported (sluice serves PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512)", listener, m)
+			return nil, fmt.Errorf("listener %s: sasl.enabled.mechanisms: %s is not supported (sluice serves PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER)", listener, m)
 		}
 		out = append(out, m)
 	}
@@ -76,14 +79,30 @@ type ScramLookup func(mech, user string) (ScramCredential, bool)
 // ListenerSASL builds the SASL side of a SASL_PLAINTEXT or SASL_SSL
 // listener: its enabled mechanisms, PLAIN's users from the listener's
 // PlainLoginModule JAAS options user_<name>="<password>", SCRAM's
-// credentials through lookup, and connection.failed.authentication.delay.ms.
+// credentials through lookup, OAUTHBEARER's token validation
+// (NewOAuthValidator), connection.failed.authentication.delay.ms and
+// connections.max.reauth.ms (KIP-368; per mechanism as
+// listener.name.<l>.<mechanism>.connections.max.reauth.ms).
 func ListenerSASL(cfg *config.Broker, listener string, lookup ScramLookup) (*protocol.SASL, error) {
 	mechs, err := EnabledMechanisms(cfg, listener)
 	if err != nil {
 		return nil, err
 	}
 	var users map[string]string
+	var oauth *OAuthValidator
+	reauth := map[string]time.Duration{}
 	for _, m := range mechs {
+		if ms, err := reauthMillis(cfg, listener, m); err != nil {
+			return nil, err
+		} else if ms > 0 {
+			reauth[m] = time.Duration(ms) * time.Millisecond
+		}
+		if m == MechOAuthBearer {
+			if oauth, err = NewOAuthValidator(cfg, listener); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		if m != MechPlain {
 			continue
 		}
@@ -108,14 +127,31 @@ func ListenerSASL(cfg *config.Broker, listener string, lookup ScramLookup) (*pro
 		}
 	}
 	delay := time.Duration(cfg.Int("connection.failed.authentication.delay.ms", 100)) * time.Millisecond
-	return &protocol.SASL{Mechanisms: mechs, FailureDelay: delay, Server: func(m string) protocol.SASLServer {
+	return &protocol.SASL{Mechanisms: mechs, FailureDelay: delay, MaxReauth: reauth, Server: func(m string) protocol.SASLServer {
 		switch m {
 		case MechPlain:
 			return &plainServer{users: users}
+		case MechOAuthBearer:
+			return &oauthServer{v: oauth}
 		default:
 			return newScramServer(m, lookup)
 		}
 	}}, nil
+}
+
+// reauthMillis is connections.max.reauth.ms for a mechanism on a
+// listener: listener.name.<l>.<mechanism>.connections.max.reauth.ms, else
+// the listener's or broker's value (0: sessions do not expire).
+func reauthMillis(cfg *config.Broker, listener, mech string) (int64, error) {
+	v, ok := cfg.Props["listener.name."+strings.ToLower(listener)+"."+strings.ToLower(mech)+".connections.max.reauth.ms"]
+	if !ok {
+		v = cfg.Setting(listener, "connections.max.reauth.ms")
+	}
+	ms, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if err != nil || ms < 0 {
+		return 0, fmt.Errorf("listener %s: connections.max.reauth.ms must be a non-negative integer", listener)
+	}
+	return ms, nil
 }
 
 // errBadCredentials is Kafka's message for a wrong user or password.
@@ -163,7 +199,7 @@ func (s *plainServer) User() string { return s.user }
 // reads its own credentials there too).
 func InterBrokerSASL(cfg *config.Broker, listener string) (sasl.Mechanism, error) {
 	mech := strings.ToUpper(strings.TrimSpace(cfg.Setting(listener, "sasl.mechanism.inter.broker.protocol")))
-	if !supported(mech) {
+	if !supported(mech) || mech == MechOAuthBearer {
 		return nil, fmt.Errorf("sasl.mechanism.inter.broker.protocol=%s: the SASL inter-broker listener %s needs PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", mech, listener)
 	}
 	j, ok, err := JAASFor(cfg, listener, mech)

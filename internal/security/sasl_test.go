@@ -7,8 +7,11 @@ import (
 	"encoding/base64"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/sluice-io/sluice/internal/config"
 )
 
 // TestParseJAAS: Kafka's forms parse; malformed ones are errors that do
@@ -185,5 +188,27 @@ func TestScramLibrdkafkaNonce(t *testing.T) {
 		if _, _, err := srv.Step([]byte(final(c[0], c[1]))); err == nil {
 			t.Errorf("%v accepted", c)
 		}
+	}
+}
+
+// TestListenerSASLReauth: connections.max.reauth.ms per listener and per
+// mechanism (KIP-368), 0 meaning sessions that do not expire, and bad
+// values refused.
+func TestListenerSASLReauth(t *testing.T) {
+	cfg := &config.Broker{Props: map[string]string{
+		"sasl.enabled.mechanisms":   "SCRAM-SHA-256,SCRAM-SHA-512",
+		"connections.max.reauth.ms": "1500",
+		"listener.name.sasl_plaintext.scram-sha-512.connections.max.reauth.ms": "0",
+	}}
+	sc, err := ListenerSASL(cfg, "SASL_PLAINTEXT", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc.MaxReauth["SCRAM-SHA-256"] != 1500*time.Millisecond || sc.MaxReauth["SCRAM-SHA-512"] != 0 {
+		t.Errorf("MaxReauth %v", sc.MaxReauth)
+	}
+	cfg.Props["connections.max.reauth.ms"] = "-1"
+	if _, err := ListenerSASL(cfg, "SASL_PLAINTEXT", nil); err == nil {
+		t.Error("connections.max.reauth.ms=-1 accepted")
 	}
 }
