@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-io/sluice/internal/clock"
 	"github.com/sluice-io/sluice/internal/fetchsession"
 	"github.com/sluice-io/sluice/internal/metadata"
+	"github.com/sluice-io/sluice/internal/metrics"
 	"github.com/sluice-io/sluice/internal/protocol"
 	"github.com/sluice-io/sluice/internal/replica"
 )
@@ -230,8 +231,16 @@ func (f *fetcher) collect() (map[TP]replica.FetchRequest, map[TP]*Partition, boo
 	reqs := map[TP]replica.FetchRequest{}
 	parts := map[TP]*Partition{}
 	flushing := false
+	// Over follower.replication.throttled.rate, throttled partitions
+	// are left out (Kafka's ReplicaFetcherThread.shouldFollowerThrottle).
+	exceeded := f.b.followerQuota.exceeded()
+	skipped := 0
 	for tp, p := range f.parts {
 		if until, ok := f.backoff[tp]; ok && now.Before(until) {
+			continue
+		}
+		if exceeded && f.b.followerThrottled(p) {
+			skipped++
 			continue
 		}
 		if req, ok := p.followerFetchRequest(); ok && req.Leader == f.leader {
@@ -240,6 +249,9 @@ func (f *fetcher) collect() (map[TP]replica.FetchRequest, map[TP]*Partition, boo
 		} else if ok := p.awaitingFlush(); ok {
 			flushing = true
 		}
+	}
+	if skipped > 0 {
+		metrics.ReplicationThrottledSkips.WithLabelValues("follower").Add(float64(skipped))
 	}
 	return reqs, parts, flushing
 }
@@ -346,6 +358,8 @@ func (f *fetcher) fetchOnce(reqs map[TP]replica.FetchRequest, parts map[TP]*Part
 	default:
 		return kerr.ErrorForCode(resp.ErrorCode)
 	}
+	var throttled int64
+	defer func() { f.b.followerQuota.record(throttled) }()
 	for _, rt := range resp.Topics {
 		name, ok := names[rt.TopicID]
 		if !ok {
@@ -357,6 +371,9 @@ func (f *fetcher) fetchOnce(reqs map[TP]replica.FetchRequest, parts map[TP]*Part
 			p := parts[tp]
 			if !ok || p == nil {
 				continue
+			}
+			if len(sp.RecordBatches) > 0 && f.b.followerThrottled(p) {
+				throttled += int64(len(sp.RecordBatches))
 			}
 			f.handle(ctx, p, req, &sp)
 		}
@@ -406,6 +423,13 @@ func (f *fetcher) handle(ctx context.Context, p *Partition, req replica.FetchReq
 		res.To = batches[len(batches)-1].LastOffset() + 1
 	}
 	p.handleFetchResponse(replica.FetchResponse{Request: req, FetchResult: res, Batches: batches})
+}
+
+// followerThrottled reports whether this node's replica of p is throttled
+// on the follower side: follower.replication.throttled.replicas names it
+// and it is out of the ISR.
+func (b *Broker) followerThrottled(p *Partition) bool {
+	return b.throttled(b.followerQuota, "follower.replication.throttled.replicas", p, b.cfg.NodeID)
 }
 
 func (f *fetcher) backoffPartition(tp TP) {
