@@ -185,7 +185,7 @@ func (f *fetcher) run() {
 			return
 		default:
 		}
-		reqs, parts, flushing := f.collect()
+		reqs, parts, flushing, held := f.collect()
 		if flushing {
 			// Give the flushes a moment so their acknowledgements go out
 			// with this request; then fetch without a long poll.
@@ -198,13 +198,26 @@ func (f *fetcher) run() {
 			}
 		}
 		flushSince = time.Time{}
+		// With throttled partitions held back (KIP-73), come back for
+		// them once the follower's throttled rate is at its bound.
+		var heldFor time.Duration
+		if held {
+			heldFor = max(f.b.followerQuota.delay(), time.Millisecond)
+		}
 		if len(reqs) == 0 {
-			f.wait(250 * time.Millisecond)
+			d := 250 * time.Millisecond
+			if held {
+				d = min(d, heldFor)
+			}
+			f.wait(d)
 			continue
 		}
 		maxWait := f.set.waitMs
 		if flushing {
 			maxWait = 0
+		}
+		if held {
+			maxWait = min(maxWait, int32(heldFor.Milliseconds()))
 		}
 		if err := f.fetchOnce(reqs, parts, maxWait); err != nil {
 			if ae := (*protocol.AuthError)(nil); errors.As(err, &ae) {
@@ -223,8 +236,9 @@ func (f *fetcher) run() {
 }
 
 // collect asks each partition's machine for its next fetch. flushing
-// reports partitions that will want one once their flush completes.
-func (f *fetcher) collect() (map[TP]replica.FetchRequest, map[TP]*Partition, bool) {
+// reports partitions that will want one once their flush completes, held
+// throttled partitions left out (follower.replication.throttled.rate).
+func (f *fetcher) collect() (map[TP]replica.FetchRequest, map[TP]*Partition, bool, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	now := f.b.now()
@@ -253,7 +267,7 @@ func (f *fetcher) collect() (map[TP]replica.FetchRequest, map[TP]*Partition, boo
 	if skipped > 0 {
 		metrics.ReplicationThrottledSkips.WithLabelValues("follower").Add(float64(skipped))
 	}
-	return reqs, parts, flushing
+	return reqs, parts, flushing, skipped > 0
 }
 
 // wait waits up to d for a change in one of the fetcher's partitions

@@ -135,6 +135,29 @@ func (q *replQuota) exceeded() bool {
 	return r > q.bound
 }
 
+// delay is how long until the rate is back at the bound if nothing more
+// is recorded (0 if it is not over it): a throttled fetch waits that long
+// rather than a whole long poll, so the rate does not undershoot.
+func (q *replQuota) delay() time.Duration {
+	if !q.enabled() {
+		return 0
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	now := q.clock.Now()
+	q.purge(now)
+	if len(q.samples) == 0 {
+		return 0
+	}
+	var sum float64
+	for _, s := range q.samples {
+		sum += s.bytes
+	}
+	// sum / (now + d - start) <= bound, with the span at least a window.
+	need := time.Duration(sum / q.bound * float64(time.Second))
+	return max(q.samples[0].start.Add(max(need, q.window)).Sub(now), 0)
+}
+
 // throttledList is a parsed *.replication.throttled.replicas value.
 type throttledList struct {
 	all     bool
@@ -202,6 +225,11 @@ func (b *Broker) LeaderThrottled(p *Partition, replica int32) bool {
 // LeaderQuotaExceeded reports whether leader.replication.throttled.rate
 // is exceeded: throttled partitions then get no records.
 func (b *Broker) LeaderQuotaExceeded() bool { return b.leaderQuota.exceeded() }
+
+// LeaderQuotaDelay is how long until leader.replication.throttled.rate
+// is no longer exceeded (0 if it is not): a follower fetch whose
+// throttled partitions were held re-reads them then.
+func (b *Broker) LeaderQuotaDelay() time.Duration { return b.leaderQuota.delay() }
 
 // RecordLeaderThrottled records n bytes sent to followers for throttled
 // partitions; skipped counts the throttled partitions sent none.

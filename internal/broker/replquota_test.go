@@ -65,3 +65,28 @@ func TestThrottledList(t *testing.T) {
 		}
 	}
 }
+
+// TestReplQuotaDelay checks that delay names the moment the rate is back
+// at the bound.
+func TestReplQuotaDelay(t *testing.T) {
+	cfg := config.Defaults()
+	cfg.Props["follower.replication.throttled.rate"] = "1000000"
+	c := clock.NewManual(time.Unix(1000, 0))
+	q := newReplQuota(cfg, c, "follower", "follower.replication.throttled.rate")
+	if d := q.delay(); d != 0 {
+		t.Fatalf("idle quota delay %v", d)
+	}
+	q.record(3000000)
+	d := q.delay()
+	if d != 3*time.Second {
+		t.Fatalf("delay after 3 MB at 1 MB/s: %v, want 3s", d)
+	}
+	c.Advance(d - time.Millisecond)
+	if !q.exceeded() {
+		t.Error("not exceeded just before the delay")
+	}
+	c.Advance(time.Millisecond)
+	if q.exceeded() || q.delay() != 0 {
+		t.Errorf("exceeded at the delay (%v left)", q.delay())
+	}
+}
