@@ -83,7 +83,16 @@ func (h *Handlers) fetch(r *protocol.Request) protocol.Reply {
 		w := h.b.NewWatcher(read.watch)
 		defer w.Close()
 		for {
-			if !w.Wait(read.waitOn, clock.Until(h.b.Clock(), deadline), r.Conn.Gone()) {
+			d := clock.Until(h.b.Clock(), deadline)
+			// Throttled partitions held back (KIP-73) are read again
+			// once the leader's throttled rate is back at its bound.
+			held := false
+			if read.held > 0 {
+				if q := max(h.b.LeaderQuotaDelay(), time.Millisecond); q < d {
+					d, held = q, true
+				}
+			}
+			if !w.Wait(read.waitOn, d, r.Conn.Gone()) && (!held || connGone(r)) {
 				// Only the read whose response is sent is committed to
 				// the session (plan.finish).
 				read = h.readFetch(req, plan.items, time.Time{}, splice)
@@ -105,6 +114,16 @@ func (h *Handlers) sendFetch(r *protocol.Request, req *kmsg.FetchRequest, plan f
 		h.b.RecordLeaderThrottled(read.throttled, read.held)
 	}
 	return h.respond(r, req, plan.finish(read), read.holes)
+}
+
+// connGone reports whether r's connection went away.
+func connGone(r *protocol.Request) bool {
+	select {
+	case <-r.Conn.Gone():
+		return true
+	default:
+		return false
+	}
 }
 
 // authorizeFetch marks the items r's principal may not read
