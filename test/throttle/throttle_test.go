@@ -1,8 +1,10 @@
 // Package throttle tests the replication throttles (KIP-73) on real
 // `sluice serve` processes: a follower that has fallen ~10 MB behind
 // catches up at leader.replication.throttled.rate on a topic whose
-// leader.replication.throttled.replicas is *, and much faster on a topic
-// with no throttled replicas, at the same time on the same brokers.
+// leader.replication.throttled.replicas is * (and at
+// follower.replication.throttled.rate on a topic whose
+// follower.replication.throttled.replicas names it), and much faster on a
+// topic with no throttled replicas, at the same time on the same brokers.
 package throttle
 
 import (
@@ -31,17 +33,31 @@ const (
 	records    = 1000 // ~10 MB per topic
 )
 
+// TestLeaderThrottle throttles on the leader (broker 1) every replica of
+// the throttled topic.
 func TestLeaderThrottle(t *testing.T) {
+	catchUp(t, "leader.replication.throttled.rate", map[string]string{"leader.replication.throttled.replicas": "*"}, "leader")
+}
+
+// TestFollowerThrottle throttles on the follower (broker 2) its replica
+// of the throttled topic, named as partition:broker.
+func TestFollowerThrottle(t *testing.T) {
+	catchUp(t, "follower.replication.throttled.rate", map[string]string{"follower.replication.throttled.replicas": "0:2"}, "follower")
+}
+
+// catchUp runs the scenario with rateKey set to rate on both brokers and
+// the throttled topic's configs, and checks the metrics of side's broker.
+func catchUp(t *testing.T, rateKey string, configs map[string]string, side string) {
 	// Node 1 is the only controller voter, so the metadata quorum keeps
 	// working while broker 2 is down.
 	c := testcluster.Start(t, testcluster.Options{Nodes: 2, Voters: 1, Props: map[string]string{
-		"broker.session.timeout.ms":         "2000",
-		"broker.heartbeat.interval.ms":      "300",
-		"auto.leader.rebalance.enable":      "false",
-		"leader.replication.throttled.rate": fmt.Sprint(rate),
+		"broker.session.timeout.ms":    "2000",
+		"broker.heartbeat.interval.ms": "300",
+		"auto.leader.rebalance.enable": "false",
+		rateKey:                        fmt.Sprint(rate),
 	}})
 	const slow, fast = "throttled", "free"
-	c.CreateTopic(slow, 1, -1, map[string]string{"leader.replication.throttled.replicas": "*"}, [][]int32{{1, 2}})
+	c.CreateTopic(slow, 1, -1, configs, [][]int32{{1, 2}})
 	c.CreateTopic(fast, 1, -1, nil, [][]int32{{1, 2}})
 
 	// Broker 2 falls behind by ~10 MB on each topic.
@@ -111,15 +127,19 @@ func TestLeaderThrottle(t *testing.T) {
 		return start, done
 	}
 	// The throttled topic's rate after its first second, up to 90% of
-	// the way (before the tail).
+	// the way (before the tail). Records arrive in fetch-sized steps, so
+	// both ends are taken at a step (the first sample showing it): the
+	// steps in between, and the one at the end, took that time.
 	start, done := progress(slow)
 	var from, to *sample
-	for i := range samples {
+	for i := 1; i < len(samples); i++ {
 		s := &samples[i]
-		if from == nil && !s.at.Before(start.Add(time.Second)) {
-			from = s
+		if s.leo[slow] == samples[i-1].leo[slow] || s.at.Before(start.Add(time.Second)) {
+			continue
 		}
-		if from != nil && s.leo[slow] <= records*9/10 {
+		if from == nil {
+			from = s
+		} else if to == nil || to.leo[slow] < records*9/10 {
 			to = s
 		}
 	}
@@ -140,12 +160,16 @@ func TestLeaderThrottle(t *testing.T) {
 		t.Errorf("unthrottled catch-up at %.0f B/s, not much faster than throttled %.0f B/s", free, got)
 	}
 
-	// The leader's metrics count the throttled bytes.
-	m := metricsText(t, c.Node(1))
-	if !strings.Contains(m, `sluice_replication_throttled_bytes_total{side="leader"}`) {
-		t.Errorf("no leader throttled-bytes metric:\n%s", grep(m, "replication_throttled"))
+	// The throttling broker's metrics count the throttled bytes.
+	node := c.Node(1)
+	if side == "follower" {
+		node = c.Node(2)
 	}
-	t.Logf("leader metrics:\n%s", grep(m, "replication_throttled"))
+	m := metricsText(t, node)
+	if !strings.Contains(m, `sluice_replication_throttled_bytes_total{side="`+side+`"}`) {
+		t.Errorf("no %s throttled-bytes metric:\n%s", side, grep(m, "replication_throttled"))
+	}
+	t.Logf("%s metrics:\n%s", side, grep(m, "replication_throttled"))
 }
 
 // logBytes is the size of topic's partition 0 log segments on p.
