@@ -118,6 +118,10 @@ type Broker struct {
 	alters alterQueue
 	tickSt tickState
 
+	// leaderQuota and followerQuota are the replication throttles
+	// (replquota.go, KIP-73).
+	leaderQuota, followerQuota *replQuota
+
 	closing chan struct{}
 	wg      sync.WaitGroup
 }
@@ -233,6 +237,8 @@ func Open(opts Options) (*Broker, error) {
 	b := &Broker{cfg: cfg, fs: opts.FS, log: opts.Logger, clock: opts.Clock, ctrl: opts.Controller, onFatal: opts.OnFatal,
 		parts: map[TP]*Partition{}, fetchers: map[int32]*fetcher{}, closing: make(chan struct{}), flusher: newFlusher(opts.Steps), inter: inter, transport: opts.Transport,
 		steps: opts.Steps}
+	b.leaderQuota = newReplQuota(cfg, b.clock, "leader", "leader.replication.throttled.rate")
+	b.followerQuota = newReplQuota(cfg, b.clock, "follower", "follower.replication.throttled.rate")
 	if opts.Knobs != nil {
 		b.knobs = *opts.Knobs
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-io/sluice/internal/clock"
 	"github.com/sluice-io/sluice/internal/fetchsession"
 	"github.com/sluice-io/sluice/internal/metadata"
+	"github.com/sluice-io/sluice/internal/metrics"
 	"github.com/sluice-io/sluice/internal/protocol"
 	"github.com/sluice-io/sluice/internal/replica"
 )
@@ -184,7 +185,7 @@ func (f *fetcher) run() {
 			return
 		default:
 		}
-		reqs, parts, flushing := f.collect()
+		reqs, parts, flushing, held := f.collect()
 		if flushing {
 			// Give the flushes a moment so their acknowledgements go out
 			// with this request; then fetch without a long poll.
@@ -197,13 +198,26 @@ func (f *fetcher) run() {
 			}
 		}
 		flushSince = time.Time{}
+		// With throttled partitions held back (KIP-73), come back for
+		// them once the follower's throttled rate is at its bound.
+		var heldFor time.Duration
+		if held {
+			heldFor = max(f.b.followerQuota.delay(), time.Millisecond)
+		}
 		if len(reqs) == 0 {
-			f.wait(250 * time.Millisecond)
+			d := 250 * time.Millisecond
+			if held {
+				d = min(d, heldFor)
+			}
+			f.wait(d)
 			continue
 		}
 		maxWait := f.set.waitMs
 		if flushing {
 			maxWait = 0
+		}
+		if held {
+			maxWait = min(maxWait, int32(heldFor.Milliseconds()))
 		}
 		if err := f.fetchOnce(reqs, parts, maxWait); err != nil {
 			if ae := (*protocol.AuthError)(nil); errors.As(err, &ae) {
@@ -222,16 +236,25 @@ func (f *fetcher) run() {
 }
 
 // collect asks each partition's machine for its next fetch. flushing
-// reports partitions that will want one once their flush completes.
-func (f *fetcher) collect() (map[TP]replica.FetchRequest, map[TP]*Partition, bool) {
+// reports partitions that will want one once their flush completes, held
+// throttled partitions left out (follower.replication.throttled.rate).
+func (f *fetcher) collect() (map[TP]replica.FetchRequest, map[TP]*Partition, bool, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	now := f.b.now()
 	reqs := map[TP]replica.FetchRequest{}
 	parts := map[TP]*Partition{}
 	flushing := false
+	// Over follower.replication.throttled.rate, throttled partitions
+	// are left out (Kafka's ReplicaFetcherThread.shouldFollowerThrottle).
+	exceeded := f.b.followerQuota.exceeded()
+	skipped := 0
 	for tp, p := range f.parts {
 		if until, ok := f.backoff[tp]; ok && now.Before(until) {
+			continue
+		}
+		if exceeded && f.b.followerThrottled(p) {
+			skipped++
 			continue
 		}
 		if req, ok := p.followerFetchRequest(); ok && req.Leader == f.leader {
@@ -241,7 +264,10 @@ func (f *fetcher) collect() (map[TP]replica.FetchRequest, map[TP]*Partition, boo
 			flushing = true
 		}
 	}
-	return reqs, parts, flushing
+	if skipped > 0 {
+		metrics.ReplicationThrottledSkips.WithLabelValues("follower").Add(float64(skipped))
+	}
+	return reqs, parts, flushing, skipped > 0
 }
 
 // wait waits up to d for a change in one of the fetcher's partitions
@@ -346,6 +372,8 @@ func (f *fetcher) fetchOnce(reqs map[TP]replica.FetchRequest, parts map[TP]*Part
 	default:
 		return kerr.ErrorForCode(resp.ErrorCode)
 	}
+	var throttled int64
+	defer func() { f.b.followerQuota.record(throttled) }()
 	for _, rt := range resp.Topics {
 		name, ok := names[rt.TopicID]
 		if !ok {
@@ -357,6 +385,9 @@ func (f *fetcher) fetchOnce(reqs map[TP]replica.FetchRequest, parts map[TP]*Part
 			p := parts[tp]
 			if !ok || p == nil {
 				continue
+			}
+			if len(sp.RecordBatches) > 0 && f.b.followerThrottled(p) {
+				throttled += int64(len(sp.RecordBatches))
 			}
 			f.handle(ctx, p, req, &sp)
 		}
@@ -406,6 +437,13 @@ func (f *fetcher) handle(ctx context.Context, p *Partition, req replica.FetchReq
 		res.To = batches[len(batches)-1].LastOffset() + 1
 	}
 	p.handleFetchResponse(replica.FetchResponse{Request: req, FetchResult: res, Batches: batches})
+}
+
+// followerThrottled reports whether this node's replica of p is throttled
+// on the follower side: follower.replication.throttled.replicas names it
+// and it is out of the ISR.
+func (b *Broker) followerThrottled(p *Partition) bool {
+	return b.throttled(b.followerQuota, "follower.replication.throttled.replicas", p, b.cfg.NodeID)
 }
 
 func (f *fetcher) backoffPartition(tp TP) {

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"errors"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -563,4 +564,12 @@ func (p *Partition) close(remove bool) error {
 		return p.log.Delete()
 	}
 	return p.log.Close()
+}
+
+// inISR reports whether replica is in the partition's ISR as the replica
+// machine knows it (the leader's own, or the metadata's on a follower).
+func (p *Partition) inISR(replica int32) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Contains(p.r.ISR(), replica)
 }

@@ -77,7 +77,7 @@ func (f *fetcher) step() {
 		return
 	default:
 	}
-	reqs, parts, _ := f.collect()
+	reqs, parts, _, _ := f.collect()
 	if len(reqs) > 0 {
 		f.fetchOnce(reqs, parts, 0)
 	}

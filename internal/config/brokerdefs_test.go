@@ -245,3 +245,13 @@ func TestExampleServerProperties(t *testing.T) {
 		t.Errorf("listen %q controller %q data %q", b.Listen, b.ControllerListen, b.DataDir)
 	}
 }
+
+func TestThrottledReplicasValidation(t *testing.T) {
+	for v, ok := range map[string]bool{"": true, "*": true, "0:1": true, "0:1,1:2": true, " 0:1 , 3:4 ": true,
+		"0": false, "a:1": false, "0:1,*": false, "0:-1": false, "0:1,": false} {
+		err := checkThrottledReplicas(v)
+		if (err == nil) != ok {
+			t.Errorf("%q: %v", v, err)
+		}
+	}
+}

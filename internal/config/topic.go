@@ -96,9 +96,9 @@ var TopicDefs = []Def{
 	{Name: "file.delete.delay.ms", Type: TypeLong, Default: "60000", BrokerName: "log.segment.delete.delay.ms", Min: 0, Max: math.MaxInt64},
 	{Name: "flush.messages", Type: TypeLong, Default: maxLong, BrokerName: "log.flush.interval.messages", Min: 1, Max: math.MaxInt64},
 	{Name: "flush.ms", Type: TypeLong, Default: maxLong, BrokerName: "log.flush.interval.ms", Min: 0, Max: math.MaxInt64},
-	{Name: "follower.replication.throttled.replicas", Type: TypeList, Default: ""},
+	{Name: "follower.replication.throttled.replicas", Type: TypeList, Default: "", Check: checkThrottledReplicas, Form: "partition:broker,... or *", Doc: "KIP-73: the replicas throttled by follower.replication.throttled.rate (on the follower) while out of the ISR: partition:broker pairs, or * for every replica."},
 	{Name: "index.interval.bytes", Type: TypeInt, Default: "4096", BrokerName: "log.index.interval.bytes", Min: 0, Max: math.MaxInt32},
-	{Name: "leader.replication.throttled.replicas", Type: TypeList, Default: ""},
+	{Name: "leader.replication.throttled.replicas", Type: TypeList, Default: "", Check: checkThrottledReplicas, Form: "partition:broker,... or *", Doc: "KIP-73: the replicas throttled by leader.replication.throttled.rate (on the leader) while out of the ISR: partition:broker pairs, or * for every replica."},
 	{Name: "local.retention.bytes", Type: TypeLong, Default: "-2", BrokerName: "log.local.retention.bytes", Min: -2, Max: math.MaxInt64},
 	{Name: "local.retention.ms", Type: TypeLong, Default: "-2", BrokerName: "log.local.retention.ms", Min: -2, Max: math.MaxInt64},
 	{Name: "max.compaction.lag.ms", Type: TypeLong, Default: maxLong, BrokerName: "log.cleaner.max.compaction.lag.ms", Min: 1, Max: math.MaxInt64},
@@ -297,6 +297,28 @@ func (t TopicConfig) Float64(name string) float64 {
 		}
 	}
 	return f
+}
+
+// checkThrottledReplicas checks a *.replication.throttled.replicas value
+// as Kafka's ThrottledReplicaListValidator does: empty, "*", or
+// partition:broker pairs.
+func checkThrottledReplicas(v string) error {
+	v = strings.TrimSpace(v)
+	if v == "" || v == "*" {
+		return nil
+	}
+	for _, e := range strings.Split(v, ",") {
+		p, b, ok := strings.Cut(strings.TrimSpace(e), ":")
+		if ok {
+			_, err1 := strconv.ParseUint(strings.TrimSpace(p), 10, 31)
+			_, err2 := strconv.ParseUint(strings.TrimSpace(b), 10, 31)
+			ok = err1 == nil && err2 == nil
+		}
+		if !ok {
+			return fmt.Errorf("must be the literal '*' or a list of replicas in the following format: [partitionId]:[brokerId],[partitionId]:[brokerId],...")
+		}
+	}
+	return nil
 }
 
 // CheckTopicConfigs applies the rules between topic configs that Kafka's

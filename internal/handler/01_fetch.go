@@ -76,25 +76,54 @@ func (h *Handlers) fetch(r *protocol.Request) protocol.Reply {
 		wait = maxFetchWait
 	}
 	if read.bytes >= int64(req.MinBytes) || wait <= 0 || read.waitOn == nil {
-		return protocol.Reply{Resp: h.respond(r, req, plan.finish(read), read.holes)}
+		return protocol.Reply{Resp: h.sendFetch(r, req, plan, read)}
 	}
 	deadline := h.b.Now().Add(wait)
 	return protocol.Reply{Await: func() kmsg.Response {
 		w := h.b.NewWatcher(read.watch)
 		defer w.Close()
 		for {
-			if !w.Wait(read.waitOn, clock.Until(h.b.Clock(), deadline), r.Conn.Gone()) {
+			d := clock.Until(h.b.Clock(), deadline)
+			// Throttled partitions held back (KIP-73) are read again
+			// once the leader's throttled rate is back at its bound.
+			held := false
+			if read.held > 0 {
+				if q := max(h.b.LeaderQuotaDelay(), time.Millisecond); q < d {
+					d, held = q, true
+				}
+			}
+			if !w.Wait(read.waitOn, d, r.Conn.Gone()) && (!held || connGone(r)) {
 				// Only the read whose response is sent is committed to
 				// the session (plan.finish).
 				read = h.readFetch(req, plan.items, time.Time{}, splice)
-				return h.respond(r, req, plan.finish(read), read.holes)
+				return h.sendFetch(r, req, plan, read)
 			}
 			read = h.readFetch(req, plan.items, time.Time{}, splice)
 			if read.bytes >= int64(req.MinBytes) || read.waitOn == nil || h.b.Now().After(deadline) {
-				return h.respond(r, req, plan.finish(read), read.holes)
+				return h.sendFetch(r, req, plan, read)
 			}
 		}
 	}}
+}
+
+// sendFetch records the throttled partitions' bytes of the read being
+// sent (KafkaApis records them against the leader's replication quota once
+// the response is built) and responds.
+func (h *Handlers) sendFetch(r *protocol.Request, req *kmsg.FetchRequest, plan fetchPlan, read fetchRead) kmsg.Response {
+	if read.throttled > 0 || read.held > 0 {
+		h.b.RecordLeaderThrottled(read.throttled, read.held)
+	}
+	return h.respond(r, req, plan.finish(read), read.holes)
+}
+
+// connGone reports whether r's connection went away.
+func connGone(r *protocol.Request) bool {
+	select {
+	case <-r.Conn.Gone():
+		return true
+	default:
+		return false
+	}
 }
 
 // authorizeFetch marks the items r's principal may not read
@@ -207,6 +236,11 @@ type fetchRead struct {
 	watch  []*broker.Partition
 	// holes are the partitions whose records are spliced (fetch_splice.go).
 	holes []fetchHole
+	// throttled is the record bytes of replication-throttled partitions
+	// (KIP-73); held counts those sent no records because the leader's
+	// throttled rate was exceeded.
+	throttled int64
+	held      int
 }
 
 // readFetch reads every item as it is now.
@@ -222,6 +256,11 @@ func (h *Handlers) readFetch(req *kmsg.FetchRequest, items []fetchItem, lookup t
 	rd := fetchRead{parts: make([]kmsg.FetchResponseTopicPartition, len(items)), results: make([]fetchsession.Result, len(items))}
 	immediate := false
 	first := true
+	// Leader replication throttle (KIP-73, ReplicaManager.readFromLog's
+	// shouldLeaderThrottle): over leader.replication.throttled.rate, a
+	// follower's throttled partitions are read for their position only.
+	replicaID, _ := replicaOf(req)
+	exceeded := 0 // 1: no, 2: yes; asked once per read
 	for i := range items {
 		it := &items[i]
 		sp := &rd.parts[i]
@@ -246,7 +285,24 @@ func (h *Handlers) readFetch(req *kmsg.FetchRequest, items []fetchItem, lookup t
 			if !splice {
 				holes = nil
 			}
-			n, stop := h.readPartition(p, req, &it.req, sp, budget-rd.bytes, first, holes)
+			room, firstHere := budget-rd.bytes, first
+			throttled := replicaID >= 0 && h.b.LeaderThrottled(p, replicaID)
+			if throttled {
+				if exceeded == 0 {
+					exceeded = 1
+					if h.b.LeaderQuotaExceeded() {
+						exceeded = 2
+					}
+				}
+				if exceeded == 2 {
+					room, firstHere = 0, false
+					rd.held++
+				}
+			}
+			n, stop := h.readPartition(p, req, &it.req, sp, room, firstHere, holes)
+			if throttled {
+				rd.throttled += n
+			}
 			if stop {
 				immediate = true
 			}

@@ -36,8 +36,26 @@ var (
 	QuotaBytes = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_quota_bytes_total", Help: "Bytes recorded against client quotas (byte-rate), by type (produce, fetch).",
 	}, []string{"type"})
+	// ReplicationThrottledBytes counts the bytes of throttled replicas
+	// (KIP-73) recorded against leader.replication.throttled.rate or
+	// follower.replication.throttled.rate, by side (leader, follower).
+	ReplicationThrottledBytes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_replication_throttled_bytes_total", Help: "Bytes of throttled replicas recorded against the replication throttle, by side (leader, follower).",
+	}, []string{"side"})
+	// ReplicationThrottledRate is the measured rate of those bytes
+	// (Kafka's LeaderReplication / FollowerReplication byte-rate).
+	ReplicationThrottledRate = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "sluice_replication_throttled_rate_bytes", Help: "Measured byte rate of throttled replicas over the replication quota window, by side (leader, follower).",
+	}, []string{"side"})
+	// ReplicationThrottledSkips counts throttled partitions held back
+	// while the rate was over the bound: left without records in a
+	// follower's fetch (leader), or out of a fetch request (follower).
+	ReplicationThrottledSkips = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_replication_throttled_partitions_total", Help: "Throttled partitions held back by the replication throttle, by side (leader, follower).",
+	}, []string{"side"})
 )
 
 func init() {
-	Registry.MustRegister(Connections, ConnectionsAccepted, ConnectionsRejected, ConnectionAcceptThrottle, QuotaThrottle, QuotaBytes)
+	Registry.MustRegister(Connections, ConnectionsAccepted, ConnectionsRejected, ConnectionAcceptThrottle, QuotaThrottle, QuotaBytes,
+		ReplicationThrottledBytes, ReplicationThrottledRate, ReplicationThrottledSkips)
 }
