@@ -66,6 +66,13 @@ func (w *Watcher) Wait(since []<-chan struct{}, d time.Duration, gone <-chan str
 	}
 }
 
+// Watchers is the number of long-poll fetches parked on p.
+func (p *Partition) Watchers() int {
+	p.notifyMu.Lock()
+	defer p.notifyMu.Unlock()
+	return len(p.watchers)
+}
+
 // notifyWatchers wakes p's watchers (notifyMu held).
 func (p *Partition) notifyWatchers() {
 	for w := range p.watchers {

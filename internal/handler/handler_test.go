@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-io/sluice/internal/broker"
+	"github.com/sluice-io/sluice/internal/clock"
 	"github.com/sluice-io/sluice/internal/config"
 	"github.com/sluice-io/sluice/internal/handler"
 	"github.com/sluice-io/sluice/internal/protocol"
@@ -29,6 +30,12 @@ type node struct {
 // broker properties.
 func startNode(t *testing.T, dir string, props map[string]string) *node {
 	t.Helper()
+	return startNodeClock(t, dir, props, nil)
+}
+
+// startNodeClock is startNode on clk (nil: the real clock).
+func startNodeClock(t *testing.T, dir string, props map[string]string, clk clock.Clock) *node {
+	t.Helper()
 	if dir == "" {
 		dir = t.TempDir()
 	}
@@ -42,7 +49,7 @@ func startNode(t *testing.T, dir string, props map[string]string) *node {
 	for k, v := range props {
 		cfg.Props[k] = v
 	}
-	b, err := broker.Open(broker.Options{Config: cfg})
+	b, err := broker.Open(broker.Options{Config: cfg, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
