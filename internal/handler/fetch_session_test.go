@@ -15,6 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/sluice-io/sluice/internal/batch"
+	"github.com/sluice-io/sluice/internal/broker"
+	"github.com/sluice-io/sluice/internal/clock"
 )
 
 // topicID returns a topic's id (Fetch v13+ names topics by id, KIP-516;
@@ -94,7 +96,8 @@ func manualClient(n *node) *kgo.Client {
 }
 
 func TestFetchSessionIncremental(t *testing.T) {
-	n := startNode(t, "", nil)
+	clk := clock.NewManual(time.Now()) // long polls end only when told
+	n := startNodeClock(t, "", nil, clk)
 	cl := manualClient(n)
 	createTopic(t, cl, "s", 4, nil)
 	id := topicID(t, cl, "s")
@@ -132,38 +135,77 @@ func TestFetchSessionIncremental(t *testing.T) {
 	}
 
 	// Long poll: nothing changed, the fetch parks until partition 1 gets
-	// a record, and answers only partition 1.
-	done := make(chan *kmsg.FetchResponse, 1)
+	// a record, and answers only partition 1. The clock does not move,
+	// so it cannot time out meanwhile.
+	parts := make([]*broker.Partition, 4)
+	for i := range parts {
+		p, err := n.b.Partition("s", int32(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts[i] = p
+	}
+	parked := func(done chan *kmsg.FetchResponse) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for parts[1].Watchers() == 0 {
+			select {
+			case r := <-done:
+				t.Fatalf("idle incremental long poll returned at once: %v", answered(r))
+			default:
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the long poll never parked")
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	longPoll := func(req *kmsg.FetchRequest) chan *kmsg.FetchResponse {
+		done := make(chan *kmsg.FetchResponse, 1)
+		go func() {
+			resp, err := req.RequestWith(context.Background(), cl)
+			if err != nil {
+				t.Error(err)
+			}
+			done <- resp
+		}()
+		return done
+	}
 	poll := fetchReq(id, "s", sid, 4, nil)
 	poll.MaxWaitMillis, poll.MinBytes = 10000, 1
-	start := time.Now()
-	go func() {
-		resp, err := poll.RequestWith(context.Background(), cl)
-		if err != nil {
-			t.Error(err)
-		}
-		done <- resp
-	}()
-	time.Sleep(300 * time.Millisecond)
-	select {
-	case r := <-done:
-		t.Fatalf("idle incremental long poll returned at once: %v", answered(r))
-	default:
-	}
+	done := longPoll(poll)
+	parked(done)
 	produceTo(t, cl, "s", 1, "d")
 	r := <-done
-	if got := answered(r); len(got) != 1 || got[1].bytes == 0 || time.Since(start) < 300*time.Millisecond {
-		t.Fatalf("long poll answers %v after %v", got, time.Since(start))
+	if got := answered(r); len(got) != 1 || got[1].bytes == 0 {
+		t.Fatalf("long poll answers %v", got)
 	}
 
 	// A long poll that expires answers nothing and still advances the
-	// session.
+	// session: parked, then the clock passes its 200 ms.
+	for deadline := time.Now().Add(10 * time.Second); parts[1].Watchers() != 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the answered long poll never left")
+		}
+	}
 	poll = fetchReq(id, "s", sid, 5, map[int32]int64{1: 1})
 	poll.MaxWaitMillis, poll.MinBytes = 200, 1
-	start = time.Now()
-	r = request[*kmsg.FetchResponse](t, cl, poll)
-	if got := answered(r); len(got) != 0 || r.ErrorCode != 0 || time.Since(start) < 200*time.Millisecond {
-		t.Fatalf("expired long poll: %v error %d after %v", got, r.ErrorCode, time.Since(start))
+	done = longPoll(poll)
+	parked(done)
+	clk.Advance(199 * time.Millisecond)
+	select {
+	case r := <-done:
+		t.Fatalf("long poll of 200 ms answered after 199: %v", answered(r))
+	default:
+	}
+	clk.Advance(time.Millisecond)
+	select {
+	case r = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the expired long poll never answered")
+	}
+	if got := answered(r); len(got) != 0 || r.ErrorCode != 0 {
+		t.Fatalf("expired long poll: %v error %d", got, r.ErrorCode)
 	}
 	if r = request[*kmsg.FetchResponse](t, cl, fetchReq(id, "s", sid, 6, nil)); r.ErrorCode != 0 {
 		t.Fatalf("epoch after expired poll: %v", kerr.ErrorForCode(r.ErrorCode))
