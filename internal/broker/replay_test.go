@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/sluice-io/sluice/internal/broker"
+	"github.com/sluice-io/sluice/internal/clock"
 	"github.com/sluice-io/sluice/internal/config"
 	"github.com/sluice-io/sluice/internal/metadata"
 )
@@ -46,22 +47,26 @@ func TestReplayedMetadataIsNotActedOn(t *testing.T) {
 	}
 	n := &restartingNode{fakeNode: fn}
 	n.epoch.Store(-1)
-	b, err := broker.Open(broker.Options{Config: cfg, Controller: n})
+	// Step mode on a manual clock: the fake quorum delivers each image on
+	// this goroutine, so when update returns the broker has applied it (or
+	// decided not to); nothing needs a sleep.
+	b, err := broker.Open(broker.Options{Config: cfg, Controller: n, Steps: true, Clock: clock.NewManual(time.Now())})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.Close()
+	now := time.Time{} // look partitions up without waiting for metadata
 	// History says this node leads "old"; it has not registered yet.
 	q.update(func(im *metadata.Image) error { return nil })
-	time.Sleep(300 * time.Millisecond)
-	if p, err := b.Partition("old", 0); err == nil && p.IsLeader() {
+	b.StepTick()
+	if p, err := b.PartitionBy("old", 0, now); err == nil && p.IsLeader() {
 		t.Fatal("acted as leader on replayed metadata before registering")
 	}
 	// Nor may it deny that a topic exists: its image is history.
 	if b.CaughtUp() {
 		t.Fatal("caught up before its registration is in the image")
 	}
-	if _, err := b.Leader("created-since", 0); !errors.Is(err, kerr.NotLeaderForPartition) {
+	if _, err := b.LeaderBy("created-since", 0, now); !errors.Is(err, kerr.NotLeaderForPartition) {
 		t.Fatalf("unknown topic before catching up: %v, want NOT_LEADER_OR_FOLLOWER (retriable)", err)
 	}
 	// The new incarnation registers: from now on metadata is current.
@@ -72,17 +77,10 @@ func TestReplayedMetadataIsNotActedOn(t *testing.T) {
 		n.epoch.Store(br.Epoch)
 		return nil
 	})
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if p, err := b.Partition("old", 0); err == nil && p.IsLeader() {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("did not act on current metadata after registering")
-		}
-		time.Sleep(10 * time.Millisecond)
+	if p, err := b.PartitionBy("old", 0, now); err != nil || !p.IsLeader() {
+		t.Fatalf("did not act on current metadata after registering: %v", err)
 	}
-	if _, err := b.Leader("created-since", 0); !errors.Is(err, kerr.UnknownTopicOrPartition) {
+	if _, err := b.LeaderBy("created-since", 0, now); !errors.Is(err, kerr.UnknownTopicOrPartition) {
 		t.Fatalf("unknown topic once caught up: %v, want UNKNOWN_TOPIC_OR_PARTITION", err)
 	}
 }
