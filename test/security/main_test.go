@@ -1,6 +1,7 @@
 // Package security runs real `sluice serve` processes with TLS and SASL
 // listeners and drives them with franz-go (and kcat when installed), as
-// docs/security.md describes.
+// docs/security.md describes; clients_test.go also drives sarama, kafka-go
+// and KafkaJS.
 package security
 
 import (
