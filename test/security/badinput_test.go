@@ -394,7 +394,7 @@ func TestBadInputSecurity(t *testing.T) {
 				t0 := time.Now()
 				c.Write(b)
 				expectClosedWithin(t, c, "SASL_SSL, "+name, bound)
-				t.Logf("SASL_SSL, %s: closed after %v", name, time.Since(t0).Round(time.Millisecond))
+				t.Logf("SASL_SSL, %s: read ended after %v", name, time.Since(t0).Round(time.Millisecond))
 			}()
 		}
 		// TLS to the plaintext listener: the record header reads as a
