@@ -213,6 +213,7 @@ func serve(args []string) error {
 		MaxConnectionsPerIP:          int(cfg.Int("max.connections.per.ip", math.MaxInt32)),
 		MaxConnectionsPerIPOverrides: perIPOverrides,
 		MaxConnectionCreationRate:    float64(cfg.Int("max.connection.creation.rate", math.MaxInt32)),
+		IdleTimeout:                  time.Duration(cfg.Int("connections.max.idle.ms", 600000)) * time.Millisecond,
 		Logger:                       logger,
 	}, reg)
 	bls, err := listenKafka(cfg, func(mech, user string) (security.ScramCredential, bool) {

@@ -59,7 +59,7 @@ var coreBrokerDefs = []Def{
 	{Name: "max.connection.creation.rate", Type: TypeInt, Default: "2147483647", Min: 0, Max: math.MaxInt32, Doc: "Most new connections per second across the listeners (KIP-612); over it the acceptors wait before accepting more, so clients queue in the listen backlog."},
 	{Name: "quota.window.num", Type: TypeInt, Default: "11", Min: 1, Max: 1000, Doc: "Samples the client quota rates are measured over (ClientQuotaManager); sluice uses at least 2."},
 	{Name: "quota.window.size.seconds", Type: TypeInt, Default: "1", Min: 1, Max: 3600, Doc: "Length of one client quota sample, in seconds."},
-	{Name: "connections.max.idle.ms", Type: TypeLong, Default: "600000", Doc: "Idle connections are closed after this many milliseconds."},
+	{Name: "connections.max.idle.ms", Type: TypeLong, Default: "600000", Doc: "Idle connections are closed after this many milliseconds, authenticated or not; it also bounds a TLS handshake when shorter than 10 s (docs/security.md)."},
 	{Name: "fetch.max.bytes", Type: TypeInt, Default: "57671680", Min: 1024, Max: math.MaxInt32, NoEffect: true},
 	{Name: "max.incremental.fetch.session.cache.slots", Type: TypeInt, Default: "1000", Min: 0, Max: math.MaxInt32, Doc: "Most incremental fetch sessions (KIP-227) the broker keeps at once, for consumers and followers together; 0 disables them (every fetch is then a full one). A full cache evicts by Kafka's rules: a session unused for 120 s, else a consumer's session for a follower's, else one older than 120 s with fewer partitions (docs/fetch-sessions.md)."},
 

@@ -66,14 +66,16 @@ func (c *Conn) Spliceable() bool {
 }
 
 // handshakeTLS runs the TLS handshake of a TLS listener's connection
-// within Config.TLSHandshakeTimeout and takes the client certificate's
+// within Config.TLSHandshakeTimeout (or IdleTimeout if shorter) and takes the client certificate's
 // subject as the principal.
 func (c *Conn) handshakeTLS() error {
 	tc, ok := c.nc.(*tls.Conn)
 	if !ok {
 		return nil
 	}
-	tc.SetDeadline(time.Now().Add(c.srv.cfg.TLSHandshakeTimeout))
+	// Kafka's idle expiry (connections.max.idle.ms) covers a channel
+	// still in its handshake too: the shorter bound wins.
+	tc.SetDeadline(time.Now().Add(min(c.srv.cfg.TLSHandshakeTimeout, c.srv.cfg.IdleTimeout)))
 	if err := tc.Handshake(); err != nil {
 		metrics.TLSHandshakeFailures.WithLabelValues(c.l.Name).Inc()
 		return err

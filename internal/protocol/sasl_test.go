@@ -167,3 +167,59 @@ func TestSASLHandshakeV0RawTokens(t *testing.T) {
 		t.Errorf("principal %q", got.principal)
 	}
 }
+
+// FuzzSASLRequest drives the SASL state machine of an unauthenticated
+// connection with up to three arbitrary frames in a row (as readLoop
+// dispatches them: raw tokens after SaslHandshake v0, requests
+// otherwise): every frame is answered, fails the exchange or closes the
+// connection, never panics, and no request but ApiVersions and the SASL
+// ones reaches a handler before authentication completes.
+func FuzzSASLRequest(f *testing.F) {
+	reg := NewRegistry()
+	reg.Register(Handler{Key: 3, MinVersion: 0, MaxVersion: 12, Serve: func(r *Request) Reply {
+		if r.Conn.saslPending() {
+			panic("Metadata served before authentication")
+		}
+		return Reply{Resp: r.Body.ResponseKind()}
+	}})
+	srv := NewServer(Config{}, reg)
+	l := saslListener()
+	l.SASL.FailureDelay = 0
+	body := func(b []byte) []byte { return b[4:] }
+	f.Add(body(frame(handshake("PLAIN", 1), 1, 1)), body(frame(authenticate("good"), 2, 2)), body(frame(metadataReq(), 9, 3)))
+	f.Add(body(frame(handshake("PLAIN", 0), 0, 1)), []byte("two"), []byte("good"))
+	f.Add(body(frame(authenticate("good"), 2, 1)), body(frame(handshake("PLAIN", 1), 1, 2)), []byte{})
+	f.Add(body(frame(handshake("PLAIN", 1), 1, 1)), body(frame(handshake("PLAIN", 1), 1, 2)), body(frame(authenticate("x"), 2, 3)))
+	f.Add(body(frame(kmsg.NewPtrApiVersionsRequest(), 3, 1)), body(frame(metadataReq(), 9, 2)), []byte{})
+	f.Fuzz(func(t *testing.T, f1, f2, f3 []byte) {
+		a, b := net.Pipe()
+		defer a.Close()
+		defer b.Close()
+		c := &Conn{srv: srv, nc: a, l: &l, Values: map[string]any{}}
+		for _, fr := range [][]byte{f1, f2, f3} {
+			var p pending
+			if c.saslPending() && c.sasl.raw {
+				p = c.rawToken(fr)
+			} else {
+				if len(fr) < 8 {
+					return
+				}
+				var err error
+				if p, err = c.handle(fr); err != nil {
+					return
+				}
+			}
+			resp := p.reply.Resp
+			if p.reply.Await != nil {
+				resp = p.reply.Await()
+			}
+			if resp != nil {
+				resp.SetVersion(p.version)
+				resp.AppendTo(nil)
+			}
+			if p.reply.Close {
+				return
+			}
+		}
+	})
+}

@@ -40,11 +40,13 @@ type Config struct {
 	// waits before accepting more. Zero or less: unlimited.
 	MaxConnectionCreationRate float64
 	// IdleTimeout is connections.max.idle.ms: a connection with no request
-	// for this long is closed. Default 10 minutes.
+	// for this long is closed, authenticated or not (a connection that
+	// never sends SaslHandshake is closed after it, as in Kafka). Default
+	// 10 minutes.
 	IdleTimeout time.Duration
 	// TLSHandshakeTimeout bounds the TLS handshake of a connection to a
 	// TLS listener, so a client that connects and stalls cannot hold a
-	// connection. Default 10 s.
+	// connection. Default 10 s; IdleTimeout bounds it too if shorter.
 	TLSHandshakeTimeout time.Duration
 	// Logger receives connection-level errors. Default slog.Default().
 	Logger *slog.Logger
