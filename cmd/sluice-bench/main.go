@@ -53,6 +53,7 @@ func main() {
 
 func run() {
 	brokers := flag.String("brokers", "127.0.0.1:9092", "bootstrap brokers, comma separated")
+	tlsCA := flag.String("tls-ca", "", "PEM CA file: connect over TLS (an SSL listener) trusting these certificates")
 	topic := flag.String("topic", "", "topic (default: a new sluice-bench-<time> topic)")
 	partitions := flag.Int("partitions", 3, "partitions of a created topic")
 	rf := flag.Int("replication-factor", 1, "replication factor of a created topic")
@@ -76,9 +77,15 @@ func run() {
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 	seeds := strings.Split(*brokers, ",")
+	if *tlsCA != "" {
+		cfg, err := tlsConfig(*tlsCA)
+		check(err)
+		clientTLS = cfg
+		dialOpts = append(dialOpts, kgo.DialTLSConfig(cfg))
+	}
 	if *topic == "" {
 		*topic = fmt.Sprintf("sluice-bench-%d", time.Now().UnixNano())
-		adm, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+		adm, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, dialOpts...)...)
 		check(err)
 		resp, err := kadm.NewClient(adm).CreateTopics(ctx, int32(*partitions), int16(*rf), nil, *topic)
 		check(err)
@@ -108,7 +115,7 @@ func run() {
 	default:
 		check(fmt.Errorf("bad --acks %q", *acks))
 	}
-	cl, err := kgo.NewClient(opts...)
+	cl, err := kgo.NewClient(append(opts, dialOpts...)...)
 	check(err)
 	defer cl.Close()
 
@@ -167,8 +174,8 @@ func run() {
 		res.ConsumeRecPerSec = float64(got) / secs
 		res.ConsumeMBPerSec = float64(bytes) / secs / 1e6
 	} else if *consume {
-		cons, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(*topic),
-			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxBytes(64<<20), kgo.FetchMaxPartitionBytes(16<<20))
+		cons, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(*topic),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxBytes(64 << 20), kgo.FetchMaxPartitionBytes(16 << 20)}, dialOpts...)...)
 		check(err)
 		want := *warmup + *records - int(errs)
 		got := 0
@@ -229,7 +236,7 @@ var exitCode int
 
 // deleteTopic removes the topic a run created (best effort).
 func deleteTopic(seeds []string, topic string) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, dialOpts...)...)
 	if err != nil {
 		return
 	}

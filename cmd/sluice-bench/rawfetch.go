@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -27,7 +28,7 @@ const rawFetchVersion = 13
 // per-response allocation, on the same cores, are otherwise the ceiling).
 // It returns the records and bytes read and the seconds taken.
 func rawConsume(ctx context.Context, seeds []string, topic string, want int) (int, int64, float64, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, dialOpts...)...)
 	if err != nil {
 		return 0, 0, 0, err
 	}
@@ -57,8 +58,14 @@ func rawConsume(ctx context.Context, seeds []string, topic string, want int) (in
 			addr = net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port)))
 		}
 	}
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
+	var conn net.Conn
+	if clientTLS != nil {
+		d := tls.Dialer{Config: clientTLS}
+		conn, err = d.DialContext(ctx, "tcp", addr)
+	} else {
+		var d net.Dialer
+		conn, err = d.DialContext(ctx, "tcp", addr)
+	}
 	if err != nil {
 		return 0, 0, 0, err
 	}
