@@ -167,6 +167,10 @@ type realWorld struct {
 	acked   map[string][]ackedRec
 	pending []pendingProduce
 	idem    map[string]*idemProducer
+	// consumed is what consumers read below a leader's HW, per topic:
+	// offset → value; next is where each topic's consumer goes on.
+	consumed map[string]map[int64]string
+	next     map[string]int64
 
 	settling bool // the final phase: no faults, no losses
 
@@ -187,7 +191,8 @@ func RunReal(opts RealOptions) *RealResult {
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	w := &realWorld{opts: opts, rng: rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x5851f42d4c957f2d)),
 		clk: clock.NewManual(start), start: start, cutFromController: map[int32]bool{}, cut: map[[2]int32]bool{},
-		conns: map[[2]int32]*protocol.Local{}, acked: map[string][]ackedRec{}, idem: map[string]*idemProducer{}}
+		conns: map[[2]int32]*protocol.Local{}, acked: map[string][]ackedRec{}, idem: map[string]*idemProducer{},
+		consumed: map[string]map[int64]string{}, next: map[string]int64{}}
 	w.ctrl = newRctl(w)
 	w.setup()
 	for i := 0; i < opts.Steps && w.failed == ""; i++ {
@@ -368,8 +373,10 @@ func (w *realWorld) step(nemesis bool) {
 		default:
 			rb.b.StepAlter()
 		}
-	case r < 90:
+	case r < 86:
 		w.produce()
+	case r < 90:
+		w.consume()
 	case !nemesis:
 	case r < 93 && len(up) > realBrokers-realMaxDown:
 		w.crash(up[w.rng.IntN(len(up))])
@@ -492,6 +499,56 @@ func (w *realWorld) idemDone(ip *idemProducer, code int16) {
 		ip.seq = 0
 		ip.value = ""
 		w.tracef("producer %d bumps its epoch to %d (%s)", ip.pid, ip.epoch, kerr.ErrorForCode(code))
+	}
+}
+
+// consume reads a topic from the current leader as a consumer does (a
+// fetch with no replica id, up to the HW) and remembers every record: a
+// consumer must only ever see committed records, so each must be in the
+// final log at its offset (checked after settling).
+func (w *realWorld) consume() {
+	topic := w.topics[w.rng.IntN(len(w.topics))]
+	leader := w.ctrl.img.Topics[topic].Partitions[0].Leader
+	if leader < 1 || !w.brokers[leader-1].up {
+		return
+	}
+	p, err := w.brokers[leader-1].b.PartitionBy(topic, 0, time.Time{})
+	if err != nil {
+		return
+	}
+	res, sl, err := p.Fetch(replica.FetchRequest{ReplicaID: -1, BrokerEpoch: -1, CurrentLeaderEpoch: -1,
+		FetchOffset: w.next[topic], LastFetchedEpoch: -1, LogStartOffset: -1}, 1<<16, true)
+	if err != nil || res.Error != 0 || sl.Size == 0 {
+		return
+	}
+	b, err := sl.AppendTo(nil)
+	if err != nil {
+		return
+	}
+	if w.consumed[topic] == nil {
+		w.consumed[topic] = map[int64]string{}
+	}
+	for len(b) > 0 {
+		h, one, rest, err := batch.Next(b)
+		if err != nil {
+			w.fail("consumer of %s-0: a bad batch from broker %d: %v", topic, leader, err)
+			return
+		}
+		batch.Records(one, func(r batch.Record) bool {
+			off := h.BaseOffset + int64(r.OffsetDelta)
+			if off >= res.HW {
+				w.fail("consumer of %s-0 got offset %d at or above broker %d's HW %d", topic, off, leader, res.HW)
+				return false
+			}
+			if v, ok := w.consumed[topic][off]; ok && v != string(r.Value) {
+				w.fail("consumer of %s-0 read %q at %d, earlier %q", topic, r.Value, off, v)
+				return false
+			}
+			w.consumed[topic][off] = string(r.Value)
+			return true
+		})
+		w.next[topic] = h.NextOffset()
+		b = rest
 	}
 }
 
@@ -709,6 +766,20 @@ func (w *realWorld) settle() {
 			return
 		}
 		hw := lp.HighWatermark()
+		final := map[int64]string{}
+		if err := readRecords(lp.Log(), hw, func(off int64, value []byte) bool {
+			final[off] = string(value)
+			return true
+		}); err != nil {
+			w.fail("reading %s-0 on its leader: %v", topic, err)
+			return
+		}
+		for off, v := range w.consumed[topic] {
+			if got, ok := final[off]; !ok || got != v {
+				w.fail("a consumer read %q at %s-0@%d, the committed log holds %q (present %v)", v, topic, off, got, ok)
+				return
+			}
+		}
 		for _, rb := range w.brokers {
 			p, err := rb.b.PartitionBy(topic, 0, time.Time{})
 			if err != nil {
