@@ -7,7 +7,6 @@ package handler
 // is SECURITY_DISABLED, which tools such as MirrorMaker 2 rely on.
 
 import (
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-io/sluice/internal/acl"
@@ -21,12 +20,8 @@ func (h *Handlers) describeAcls(r *protocol.Request) protocol.Reply {
 		resp.ErrorCode, resp.ErrorMessage = code(err), message(err)
 		return protocol.Reply{Resp: resp}
 	}
-	switch {
-	case h.auth == nil:
-		resp.ErrorCode, resp.ErrorMessage = kerr.SecurityDisabled.Code, kmsg.StringPtr(noAuthorizer)
-		return protocol.Reply{Resp: resp}
-	case !h.allowedCluster(r, acl.OpDescribe):
-		resp.ErrorCode, resp.ErrorMessage = kerr.ClusterAuthorizationFailed.Code, kmsg.StringPtr("DESCRIBE on the cluster is needed to describe ACLs")
+	if err, msg := h.aclAPIGate(r, acl.OpDescribe, "describe ACLs"); err != nil {
+		resp.ErrorCode, resp.ErrorMessage = err.Code, kmsg.StringPtr(msg)
 		return protocol.Reply{Resp: resp}
 	}
 	f := acl.Filter{

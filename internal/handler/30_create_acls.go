@@ -31,6 +31,19 @@ const aclTimeout = 30 * time.Second
 // noAuthorizer is the message of SECURITY_DISABLED (Kafka's).
 const noAuthorizer = "No Authorizer is configured on the broker"
 
+// aclAPIGate is what CreateAcls, DescribeAcls and DeleteAcls check first:
+// an authorizer is configured (else SECURITY_DISABLED) and the principal
+// may op the cluster. It returns the error and its message, or nil.
+func (h *Handlers) aclAPIGate(r *protocol.Request, op acl.Operation, what string) (*kerr.Error, string) {
+	switch {
+	case h.auth == nil:
+		return kerr.SecurityDisabled, noAuthorizer
+	case !h.allowedCluster(r, op):
+		return kerr.ClusterAuthorizationFailed, op.String() + " on the cluster is needed to " + what
+	}
+	return nil, ""
+}
+
 // patternOf is the pattern type of a request: LITERAL before v1, which
 // has no such field.
 func patternOf(version int16, p kmsg.ACLResourcePatternType) acl.PatternType {
@@ -51,11 +64,8 @@ func (h *Handlers) createAcls(r *protocol.Request) protocol.Reply {
 		}
 		return protocol.Reply{Resp: resp}
 	}
-	switch {
-	case h.auth == nil:
-		return fail(kerr.SecurityDisabled, noAuthorizer)
-	case !h.allowedCluster(r, acl.OpAlter):
-		return fail(kerr.ClusterAuthorizationFailed, "ALTER on the cluster is needed to create ACLs")
+	if err, msg := h.aclAPIGate(r, acl.OpAlter, "create ACLs"); err != nil {
+		return fail(err, msg)
 	}
 	bindings := make([]acl.Binding, len(req.Creations))
 	for i, c := range req.Creations {

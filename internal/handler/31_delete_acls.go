@@ -31,11 +31,8 @@ func (h *Handlers) deleteAcls(r *protocol.Request) protocol.Reply {
 		}
 		return protocol.Reply{Resp: resp}
 	}
-	switch {
-	case h.auth == nil:
-		return fail(kerr.SecurityDisabled, noAuthorizer)
-	case !h.allowedCluster(r, acl.OpAlter):
-		return fail(kerr.ClusterAuthorizationFailed, "ALTER on the cluster is needed to delete ACLs")
+	if err, msg := h.aclAPIGate(r, acl.OpAlter, "delete ACLs"); err != nil {
+		return fail(err, msg)
 	}
 	filters := make([]acl.Filter, len(req.Filters))
 	for i, f := range req.Filters {
