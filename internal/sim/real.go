@@ -811,9 +811,9 @@ func (t simTransport) Dial(addr, clientID string) sbroker.PeerClient {
 }
 
 type simPeer struct {
-	w          *realWorld
-	from, to   int32
-	clientID   string
+	w        *realWorld
+	from, to int32
+	clientID string
 }
 
 func (p *simPeer) Request(_ context.Context, req kmsg.Request) (kmsg.Response, error) {
