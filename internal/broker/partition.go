@@ -51,6 +51,7 @@ type Partition struct {
 	tickSlot uint8
 
 	hw          atomic.Int64
+	lso         atomic.Int64 // last stable offset (replica.Replica.LastStable)
 	leo         atomic.Int64
 	leaderEpoch atomic.Int32
 	leader      atomic.Int32
@@ -127,6 +128,20 @@ func (p *Partition) EpochStart() int64 {
 
 // HighWatermark is the first offset not yet committed: consumers read below it.
 func (p *Partition) HighWatermark() int64 { return p.hw.Load() }
+
+// LastStableOffset returns the last published last stable offset
+// (replica.Replica.LastStable): read_committed consumers read below it.
+func (p *Partition) LastStableOffset() int64 { return p.lso.Load() }
+
+// OpenTransactions returns the partition's ongoing transactions: producer
+// id to the offset of its first batch in the transaction.
+func (p *Partition) OpenTransactions() map[int64]int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := map[int64]int64{}
+	p.r.Producers().EachOpenTxn(func(pid, first int64) { out[pid] = first })
+	return out
+}
 
 // LogStartOffset is the first readable offset.
 func (p *Partition) LogStartOffset() int64 { return p.log.LogStartOffset() }
@@ -314,6 +329,9 @@ func (p *Partition) publish() {
 	if hw := p.r.HW(); p.hw.Swap(hw) != hw {
 		changed = true
 	}
+	if lso := p.r.LastStable(); p.lso.Swap(lso) != lso {
+		changed = true
+	}
 	if leo := p.r.LEO(); p.leo.Swap(leo) != leo {
 		changed = true
 	}
@@ -368,7 +386,24 @@ func (p *Partition) alterPartition(req replica.AlterPartitionRequest) {
 // durable past it, for acks=all once the HW covers it (or an error); the
 // replica machine decides both.
 func (p *Partition) Produce(data []byte, h batch.Header, acks int16, deadline time.Time) <-chan replica.ProduceResult {
+	return p.produce(data, h, acks, deadline, replica.OriginClient)
+}
+
+func (p *Partition) produce(data []byte, h batch.Header, acks int16, deadline time.Time, origin replica.Origin) <-chan replica.ProduceResult {
 	ch := make(chan replica.ProduceResult, 1)
+	b := replica.Batch{
+		NumRecords: h.LastOffsetDelta + 1, ProducerID: h.ProducerID, ProducerEpoch: h.ProducerEpoch,
+		BaseSeq: h.BaseSequence, MaxTimestamp: h.MaxTimestamp, Data: data,
+		Transactional: h.IsTransactional(), Control: h.IsControl(),
+	}
+	if b.Control {
+		m, err := batch.ParseMarker(data)
+		if err != nil {
+			ch <- replica.ProduceResult{Acks: acks, Error: kerr.CorruptMessage.Code, BaseOffset: -1, LastOffset: -1}
+			return ch
+		}
+		b.Aborted, b.CoordinatorEpoch = !m.Commit, m.CoordinatorEpoch
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -388,10 +423,7 @@ func (p *Partition) Produce(data []byte, h batch.Header, acks int16, deadline ti
 	if !deadline.IsZero() {
 		dl = deadline.UnixMilli()
 	}
-	p.r.Append(replica.ProduceRequest{ID: id, Acks: acks, DeadlineMs: dl, Batch: replica.Batch{
-		NumRecords: h.LastOffsetDelta + 1, ProducerID: h.ProducerID, ProducerEpoch: h.ProducerEpoch,
-		BaseSeq: h.BaseSequence, MaxTimestamp: h.MaxTimestamp, Data: data,
-	}})
+	p.r.Append(replica.ProduceRequest{ID: id, Acks: acks, DeadlineMs: dl, Batch: b, Origin: origin})
 	p.processReady()
 	if acks == 0 {
 		ch <- replica.ProduceResult{Acks: 0}
@@ -399,15 +431,31 @@ func (p *Partition) Produce(data []byte, h batch.Header, acks int16, deadline ti
 	return ch
 }
 
+// WriteMarker appends a transaction marker (batch.EncodeMarker) as leader
+// for the transaction coordinator and returns a channel that receives its
+// result once the HW covers it (acks=all), as Kafka's
+// handleWriteTxnMarkersRequest appends with required acks -1.
+func (p *Partition) WriteMarker(data []byte, deadline time.Time) <-chan replica.ProduceResult {
+	h, err := batch.ParseHeader(data)
+	if err != nil || !h.IsControl() {
+		ch := make(chan replica.ProduceResult, 1)
+		ch <- replica.ProduceResult{Error: kerr.CorruptMessage.Code, BaseOffset: -1, LastOffset: -1}
+		return ch
+	}
+	return p.produce(data, h, replica.AcksAll, deadline, replica.OriginCoordinator)
+}
+
 // Append appends a batch as leader and returns its offsets at once,
 // durable or not (replica.AcksAppended): the group coordinator waits for
-// what it needs with Commit.
+// what it needs with Commit. A batch with a producer id is the
+// coordinator's own (transactional offsets): its producer epoch is checked,
+// its sequence numbers are not.
 func (p *Partition) Append(data []byte, now time.Time) (storage.AppendInfo, error) {
 	h, err := batch.ParseHeader(data)
 	if err != nil {
 		return storage.AppendInfo{}, kerr.CorruptMessage
 	}
-	res := <-p.Produce(data, h, replica.AcksAppended, time.Time{})
+	res := <-p.produce(data, h, replica.AcksAppended, time.Time{}, replica.OriginCoordinator)
 	if res.Error != 0 {
 		return storage.AppendInfo{}, kerr.ErrorForCode(res.Error)
 	}

@@ -41,6 +41,10 @@ type Entry struct {
 	Epoch      int16
 	Batches    []Batch // oldest first, at most BatchesToRetain
 	LastTime   int64   // last append timestamp, ms, for expiry
+	// CoordinatorEpoch is the transaction coordinator epoch of the last
+	// marker written for this producer, -1 if none: a marker from an older
+	// coordinator is fenced (TRANSACTION_COORDINATOR_FENCED).
+	CoordinatorEpoch int32
 }
 
 // Errors returned by Check.
@@ -56,10 +60,13 @@ var (
 // usable; call NewState.
 type State struct {
 	m map[int64]*Entry
+	// open maps each producer with an ongoing transaction to the offset of
+	// its first batch in it (Kafka's currentTxnFirstOffset).
+	open map[int64]int64
 }
 
 // NewState returns an empty state.
-func NewState() *State { return &State{m: make(map[int64]*Entry)} }
+func NewState() *State { return &State{m: make(map[int64]*Entry), open: make(map[int64]int64)} }
 
 // Len is the number of tracked producer ids.
 func (s *State) Len() int { return len(s.m) }
@@ -128,7 +135,7 @@ func (s *State) Update(pid int64, epoch int16, b Batch) {
 		if len(s.m) >= MaxProducers {
 			s.evictOldest()
 		}
-		e = &Entry{ProducerID: pid, Epoch: epoch}
+		e = &Entry{ProducerID: pid, Epoch: epoch, CoordinatorEpoch: -1}
 		s.m[pid] = e
 	}
 	if epoch != e.Epoch {
@@ -152,6 +159,9 @@ func (s *State) evictOldest() {
 	var victim int64 = -1
 	var oldest int64 = math.MaxInt64
 	for pid, e := range s.m {
+		if _, open := s.open[pid]; open {
+			continue
+		}
 		if e.LastTime < oldest {
 			oldest, victim = e.LastTime, pid
 		}
@@ -160,9 +170,13 @@ func (s *State) evictOldest() {
 }
 
 // ExpireBefore removes producers whose last append is older than ms
-// (producer.id.expiration.ms).
+// (producer.id.expiration.ms). A producer with an ongoing transaction is
+// kept (Kafka's ProducerStateManager.isProducerExpired).
 func (s *State) ExpireBefore(ms int64) {
 	for pid, e := range s.m {
+		if _, open := s.open[pid]; open {
+			continue
+		}
 		if e.LastTime < ms {
 			delete(s.m, pid)
 		}
@@ -172,8 +186,16 @@ func (s *State) ExpireBefore(ms int64) {
 // TruncateFrom drops every retained batch at or above offset. It is a
 // best-effort rollback used where no snapshot is available: producers left
 // with no batches are removed, which is the safe direction (a retry is then
-// appended again instead of being reported as a duplicate).
+// appended again instead of being reported as a duplicate). A transaction
+// that began at or above offset is no longer open; one that began below it
+// stays open, and so does its producer. Transactions whose marker was cut
+// are reopened by the caller (Reopen).
 func (s *State) TruncateFrom(offset int64) {
+	for pid, first := range s.open {
+		if first >= offset {
+			delete(s.open, pid)
+		}
+	}
 	for pid, e := range s.m {
 		n := 0
 		for _, b := range e.Batches {
@@ -183,7 +205,7 @@ func (s *State) TruncateFrom(offset int64) {
 			}
 		}
 		e.Batches = e.Batches[:n]
-		if n == 0 {
+		if _, open := s.open[pid]; n == 0 && !open {
 			delete(s.m, pid)
 		}
 	}
@@ -197,15 +219,28 @@ func (s *State) Clone() *State {
 		ce.Batches = append([]Batch(nil), e.Batches...)
 		c.m[pid] = &ce
 	}
+	for pid, first := range s.open {
+		c.open[pid] = first
+	}
 	return c
 }
 
-// snapshot format: magic "SPS1", u32 count, then per entry: i64 pid, i16
-// epoch, i64 lastTime, u8 nbatches, nbatches * (i32, i32, i64, i64, i64);
-// trailer u32 CRC32C of everything before it.
-var snapMagic = [4]byte{'S', 'P', 'S', '1'}
+// Snapshot format: magic "SPS2", u32 count, then per entry: i64 pid, i16
+// epoch, i64 lastTime, i32 coordinator epoch, i64 first offset of the
+// ongoing transaction (-1: none), u8 nbatches, nbatches * (i32, i32, i64,
+// i64, i64); trailer u32 CRC32C of everything before it. "SPS1" (written
+// before transactions were served) lacks the two transaction fields and is
+// still read.
+var (
+	snapMagicV1 = [4]byte{'S', 'P', 'S', '1'}
+	snapMagic   = [4]byte{'S', 'P', 'S', '2'}
+)
 
-const batchSize = 4 + 4 + 8 + 8 + 8
+const (
+	batchSize   = 4 + 4 + 8 + 8 + 8
+	entrySizeV1 = 8 + 2 + 8 + 1
+	entrySize   = entrySizeV1 + 4 + 8
+)
 
 // ErrCorrupt is returned by Decode for a malformed or checksum-failing
 // snapshot.
@@ -225,9 +260,15 @@ func (s *State) Encode() []byte {
 	b = binary.BigEndian.AppendUint32(b, uint32(len(pids)))
 	for _, pid := range pids {
 		e := s.m[pid]
+		first, open := s.open[pid]
+		if !open {
+			first = -1
+		}
 		b = binary.BigEndian.AppendUint64(b, uint64(pid))
 		b = binary.BigEndian.AppendUint16(b, uint16(e.Epoch))
 		b = binary.BigEndian.AppendUint64(b, uint64(e.LastTime))
+		b = binary.BigEndian.AppendUint32(b, uint32(e.CoordinatorEpoch))
+		b = binary.BigEndian.AppendUint64(b, uint64(first))
 		b = append(b, byte(len(e.Batches)))
 		for _, x := range e.Batches {
 			b = binary.BigEndian.AppendUint32(b, uint32(x.FirstSeq))
@@ -240,10 +281,18 @@ func (s *State) Encode() []byte {
 	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
 
-// Decode parses a snapshot written by Encode.
+// Decode parses a snapshot written by Encode (or an SPS1 one).
 func Decode(data []byte) (*State, error) {
-	if len(data) < 12 || [4]byte(data[:4]) != snapMagic {
+	if len(data) < 12 {
 		return nil, ErrCorrupt
+	}
+	v2 := [4]byte(data[:4]) == snapMagic
+	if !v2 && [4]byte(data[:4]) != snapMagicV1 {
+		return nil, ErrCorrupt
+	}
+	size := entrySizeV1
+	if v2 {
+		size = entrySize
 	}
 	body, sum := data[:len(data)-4], binary.BigEndian.Uint32(data[len(data)-4:])
 	if crc32.Checksum(body, castagnoli) != sum {
@@ -252,21 +301,32 @@ func Decode(data []byte) (*State, error) {
 	p := body[4:]
 	count := binary.BigEndian.Uint32(p)
 	p = p[4:]
-	if uint64(count)*19 > uint64(len(p)) {
+	if uint64(count)*uint64(size) > uint64(len(p)) {
 		return nil, ErrCorrupt
 	}
 	s := NewState()
 	for i := uint32(0); i < count; i++ {
-		if len(p) < 19 {
+		if len(p) < size {
 			return nil, ErrCorrupt
 		}
 		e := &Entry{
-			ProducerID: int64(binary.BigEndian.Uint64(p)),
-			Epoch:      int16(binary.BigEndian.Uint16(p[8:])),
-			LastTime:   int64(binary.BigEndian.Uint64(p[10:])),
+			ProducerID:       int64(binary.BigEndian.Uint64(p)),
+			Epoch:            int16(binary.BigEndian.Uint16(p[8:])),
+			LastTime:         int64(binary.BigEndian.Uint64(p[10:])),
+			CoordinatorEpoch: -1,
 		}
-		nb := int(p[18])
-		p = p[19:]
+		p = p[18:]
+		if v2 {
+			e.CoordinatorEpoch = int32(binary.BigEndian.Uint32(p))
+			if first := int64(binary.BigEndian.Uint64(p[4:])); first >= 0 {
+				s.open[e.ProducerID] = first
+			} else if first != -1 {
+				return nil, ErrCorrupt
+			}
+			p = p[12:]
+		}
+		nb := int(p[0])
+		p = p[1:]
 		if nb > BatchesToRetain || len(p) < nb*batchSize {
 			return nil, ErrCorrupt
 		}
@@ -279,6 +339,9 @@ func Decode(data []byte) (*State, error) {
 				MaxTime:     int64(binary.BigEndian.Uint64(p[24:])),
 			})
 			p = p[batchSize:]
+		}
+		if _, dup := s.m[e.ProducerID]; dup {
+			return nil, ErrCorrupt
 		}
 		s.m[e.ProducerID] = e
 	}

@@ -29,8 +29,28 @@ func (r *Replica) Append(req ProduceRequest) {
 		fail(ErrNotEnoughReplicas)
 		return
 	}
-	// §7 idempotence: duplicates answer with the original offsets.
-	if b.ProducerID >= 0 {
+	if b.Control {
+		// A transaction marker (Kafka's appendEndTxnMarker checks).
+		if req.Origin != OriginCoordinator || b.ProducerID < 0 {
+			fail(ErrInvalidRequest)
+			return
+		}
+		switch err := r.producers.CheckMarker(b.ProducerID, b.ProducerEpoch, b.CoordinatorEpoch); {
+		case errors.Is(err, producer.ErrCoordinatorFenced):
+			fail(ErrTransactionCoordinatorFenced)
+			return
+		case err != nil:
+			fail(ErrInvalidProducerEpoch)
+			return
+		}
+	} else if b.ProducerID >= 0 && req.Origin == OriginCoordinator {
+		// The group coordinator's transactional offsets: no sequence.
+		if e := r.producers.Get(b.ProducerID); e != nil && b.ProducerEpoch < e.Epoch {
+			fail(ErrInvalidProducerEpoch)
+			return
+		}
+	} else if b.ProducerID >= 0 {
+		// §7 idempotence: duplicates answer with the original offsets.
 		dup, err := r.producers.Check(b.ProducerID, b.ProducerEpoch, b.BaseSeq, b.LastSeq())
 		switch {
 		case errors.Is(err, producer.ErrInvalidProducerEpoch):
@@ -189,7 +209,11 @@ func (r *Replica) HandleFetch(req FetchRequest) FetchResult {
 			res.Error = ErrOffsetOutOfRange
 			return res
 		}
+		res.LSO = r.LastStable()
 		res.To = max(r.hw, req.FetchOffset)
+		if req.ReadCommitted {
+			res.To = max(res.LSO, req.FetchOffset)
+		}
 		return res
 	}
 	f := r.follower(req.ReplicaID)

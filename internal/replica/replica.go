@@ -49,6 +49,9 @@ type Replica struct {
 	logStart, leo, flushed, hw int64
 	epochs                     *epoch.Cache
 	producers                  *producer.State
+	// completed holds the transactions whose marker is at or above the HW,
+	// in marker order: still unstable (LastStable).
+	completed []producer.Completed
 	logGen                     uint64
 
 	role           Role
@@ -392,12 +395,22 @@ func (r *Replica) appendBatch(b *Batch) {
 	if r.epochs.Assign(b.Epoch, b.BaseOffset) {
 		r.epochsChanged = true
 	}
-	if b.ProducerID >= 0 {
+	switch {
+	case b.Control && b.ProducerID >= 0:
+		if c, ok := r.producers.EndTxn(b.ProducerID, b.ProducerEpoch, b.CoordinatorEpoch, b.BaseOffset, b.MaxTimestamp, b.Aborted); ok {
+			// Unstable until the HW passes its marker (Kafka's
+			// unreplicatedTxns): a lost marker reopens it.
+			r.completed = append(r.completed, c)
+		}
+	case b.ProducerID >= 0:
 		r.producers.Update(b.ProducerID, b.ProducerEpoch, producer.Batch{
 			FirstSeq: b.BaseSeq, LastSeq: b.LastSeq(),
 			FirstOffset: b.BaseOffset, LastOffset: b.LastOffset(),
 			MaxTime: b.MaxTimestamp,
 		})
+		if b.Transactional {
+			r.producers.BeginTxn(b.ProducerID, b.BaseOffset)
+		}
 	}
 	r.leo = b.LastOffset() + 1
 	r.rd.Append = append(r.rd.Append, *b)
@@ -434,6 +447,18 @@ func (r *Replica) truncateTo(offset int64) {
 	r.flushed = min(r.flushed, offset)
 	r.failLocalAcks(ErrNotLeaderOrFollower, offset)
 	r.producers.TruncateFrom(offset) // §7: roll producer state back
+	// A transaction whose marker is cut is open again.
+	n = 0
+	for _, c := range r.completed {
+		switch {
+		case c.LastOffset < offset:
+			r.completed[n] = c
+			n++
+		case c.FirstOffset < offset:
+			r.producers.Reopen(c.ProducerID, c.FirstOffset)
+		}
+	}
+	r.completed = r.completed[:n]
 	r.logGen++
 	if r.hw > offset {
 		r.setHW(offset)
@@ -448,6 +473,7 @@ func (r *Replica) truncateFullyAndStartAt(offset int64) {
 	r.epochs = &epoch.Cache{}
 	r.epochsChanged = true
 	r.producers = producer.NewState()
+	r.completed = r.completed[:0]
 	r.leo, r.flushed, r.logStart = offset, offset, offset
 	r.logGen++
 	r.rd.LogStart, r.rd.LogStartSet = offset, true
@@ -457,6 +483,29 @@ func (r *Replica) truncateFullyAndStartAt(offset int64) {
 func (r *Replica) setHW(hw int64) {
 	r.hw = hw
 	r.rd.HW, r.rd.HWChanged = hw, true
+	n := 0
+	for _, c := range r.completed {
+		if c.LastOffset >= hw {
+			r.completed[n] = c
+			n++
+		}
+	}
+	r.completed = r.completed[:n]
+}
+
+// LastStable returns the last stable offset (Kafka's
+// UnifiedLog.lastStableOffset): the first offset of the oldest transaction
+// that is open or whose marker is not yet below the HW, or the HW if there
+// is none. read_committed consumers read below it (docs/transactions.md).
+func (r *Replica) LastStable() int64 {
+	lso := r.hw
+	if first, ok := r.producers.FirstOpenTxn(); ok {
+		lso = min(lso, first)
+	}
+	for _, c := range r.completed {
+		lso = min(lso, c.FirstOffset)
+	}
+	return max(lso, r.logStart)
 }
 
 // AdvanceLogStart raises the log start offset on the leader (retention,

@@ -19,6 +19,7 @@ const (
 	ErrInvalidRequest               int16 = 42  // INVALID_REQUEST
 	ErrOutOfOrderSequence           int16 = 45  // OUT_OF_ORDER_SEQUENCE_NUMBER
 	ErrInvalidProducerEpoch         int16 = 47  // INVALID_PRODUCER_EPOCH
+	ErrTransactionCoordinatorFenced int16 = 52  // TRANSACTION_COORDINATOR_FENCED
 	ErrOperationNotAttempted        int16 = 55  // OPERATION_NOT_ATTEMPTED
 	ErrFencedLeaderEpoch            int16 = 74  // FENCED_LEADER_EPOCH
 	ErrUnknownLeaderEpoch           int16 = 75  // UNKNOWN_LEADER_EPOCH
@@ -116,6 +117,16 @@ type Batch struct {
 	ProducerEpoch int16
 	BaseSeq       int32
 	MaxTimestamp  int64
+	// Transactional is the batch's transactional attribute: it belongs to
+	// its producer's ongoing transaction (opening one if none is).
+	Transactional bool
+	// Control marks a transaction marker (control batch) written by a
+	// transaction coordinator: Aborted says ABORT or COMMIT, and
+	// CoordinatorEpoch is the coordinator's epoch. It ends its
+	// producer's transaction.
+	Control          bool
+	Aborted          bool
+	CoordinatorEpoch int32
 	// Data is the driver's payload (a Kafka v2 batch, or the simulator's
 	// record values). It is carried, never inspected or copied.
 	Data []byte
@@ -138,7 +149,21 @@ type ProduceRequest struct {
 	// DeadlineMs is when an acks=all request still waiting for the HW fails
 	// with REQUEST_TIMED_OUT (compared against Tick's clock). 0 = never.
 	DeadlineMs int64
+	// Origin is who writes the batch: a client's batches have their
+	// sequence numbers checked; a coordinator's (the group coordinator's
+	// transactional offsets, transaction markers) carry none and only
+	// have their producer epoch checked (Kafka's AppendOrigin).
+	Origin Origin
 }
+
+// Origin is the source of an appended batch (Kafka's AppendOrigin).
+type Origin int8
+
+// Origins.
+const (
+	OriginClient      Origin = iota // a producer
+	OriginCoordinator               // the broker's own coordinators
+)
 
 // ProduceResult completes a ProduceRequest.
 type ProduceResult struct {
@@ -174,6 +199,9 @@ type FetchRequest struct {
 	LastFetchedEpoch int32
 	// LogStartOffset is the follower's log start offset.
 	LogStartOffset int64
+	// ReadCommitted is a consumer's isolation level READ_COMMITTED: it
+	// reads up to the last stable offset instead of the HW.
+	ReadCommitted bool
 }
 
 // DivergingEpoch tells a follower where its log leaves the leader's (§3.4).
@@ -192,8 +220,11 @@ type FetchResult struct {
 	// (§3.5).
 	HW, LogStart, LEO int64
 	// From and To bound the records to return: From is the request's fetch
-	// offset, To is the LEO for followers and the HW for consumers.
+	// offset, To is the LEO for followers, the HW for read_uncommitted
+	// consumers and the LSO for read_committed ones.
 	From, To int64
+	// LSO is the last stable offset (Replica.LastStable), for consumers.
+	LSO int64
 	// Diverging is set when the follower's log diverged; no records are
 	// returned and the follower's state was not updated.
 	Diverging *DivergingEpoch
