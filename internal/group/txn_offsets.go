@@ -263,17 +263,22 @@ func (c *Coordinator) TxnOffsetCommit(req *kmsg.TxnOffsetCommitRequest) Result[*
 			}
 			c.numTxnOffsets.Add(int64(g.numTxnOffsets() - n0))
 		}
+		code := kerr.NotCoordinator.Code
+		if !s.gone {
+			code = txnAppendError(err)
+		}
 		for _, tc := range commits {
-			tc.slot.ErrorCode = kerr.CoordinatorNotAvailable.Code
+			tc.slot.ErrorCode = code
 		}
 		return resp
 	}}
 }
 
-// txnAppendError is the TxnOffsetCommit answer to a failed append: a
-// fenced producer epoch as it is, a lost leadership NOT_COORDINATOR, and
-// anything else COORDINATOR_NOT_AVAILABLE (clients find the coordinator
-// again and retry), as Kafka's GroupCoordinatorService maps append errors.
+// txnAppendError is the TxnOffsetCommit answer to a failed append or wait
+// for durability: a fenced producer epoch as it is, a lost leadership
+// NOT_COORDINATOR, and anything else COORDINATOR_NOT_AVAILABLE (clients
+// find the coordinator again and retry), as Kafka's GroupCoordinatorService
+// maps write errors.
 func txnAppendError(err error) int16 {
 	switch err {
 	case kerr.InvalidProducerEpoch, kerr.ProducerFenced, kerr.InvalidProducerIDMapping:

@@ -275,7 +275,7 @@ func TestTxnOffsetsRetentionAndDelete(t *testing.T) {
 
 	// DeleteGroups deletes an empty group with pending offsets, and
 	// them with it (Kafka's deleteAllOffsets).
-	if code := txnCommit(t, c, "g", 6, 0, -1, "", nil, 1, 9); code != 0 {
+	if code := txnCommit(t, c, "g", 6, 0, -1, "", nil, 0, 9); code != 0 {
 		t.Fatal(kerr.ErrorForCode(code))
 	}
 	del := kmsg.NewPtrDeleteGroupsRequest()
@@ -289,5 +289,21 @@ func TestTxnOffsetsRetentionAndDelete(t *testing.T) {
 	}
 	if n := c.numTxnOffsets.Load(); n != 0 {
 		t.Fatalf("%d pending transactional offsets counted", n)
+	}
+
+	// Replayed, the deletion's tombstone drops the pending offsets of both
+	// producers (no marker was written for either).
+	c.Close()
+	p, _ := b.Partition(OffsetsTopic, PartitionFor("g", 3))
+	if err := p.Commit(p.LogEndOffset()); err != nil {
+		t.Fatal(err)
+	}
+	c2 := testCoordinator(t, b, clk)
+	fetchOffset(t, c2, "g")
+	if o, code := stableFetch(t, c2, "g"); o != -1 || code != 0 {
+		t.Fatalf("after reload: %d %v", o, kerr.ErrorForCode(code))
+	}
+	if n := c2.numTxnOffsets.Load(); n != 0 {
+		t.Fatalf("%d pending transactional offsets after reload", n)
 	}
 }
