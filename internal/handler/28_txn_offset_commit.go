@@ -7,7 +7,8 @@ package handler
 // group's partition of __consumer_offsets as offset commit records in one
 // transactional batch with the request's producer id and epoch, and
 // answered once durable. They stay pending until the transaction's marker
-// is written there (group.Coordinator.CompleteTxn): OffsetFetch does not
+// is replicated there (WriteTxnMarkers' marker hook, registered in
+// groups.go, calls group.Coordinator.CompleteTxn): OffsetFetch does not
 // return them before, and with RequireStable answers
 // UNSTABLE_OFFSET_COMMIT for their partitions.
 //

@@ -37,6 +37,13 @@ func (h *Handlers) registerGroupAPIs(reg *protocol.Registry) {
 			c.Resign(tp.Partition)
 		}
 	})
+	// A transaction marker replicated on an offsets partition ends the
+	// producer's pending transactional offsets there (WriteTxnMarkers).
+	h.onMarker = append(h.onMarker, func(topic string, partition int32, producerID int64, commit bool) {
+		if topic == group.OffsetsTopic {
+			c.CompleteTxn(partition, producerID, commit)
+		}
+	})
 	g := &groupAPI{h: h, c: c}
 	for _, api := range []protocol.Handler{
 		{Key: 8, MinVersion: 0, MaxVersion: 8, Serve: g.offsetCommitAuthz},

@@ -102,9 +102,24 @@ func fetchStable(t *testing.T, n *node, grp string, v int16, stable bool) (int64
 	return p.Offset, p.ErrorCode
 }
 
+// offsetsMarker sends WriteTxnMarkers for pid to grp's partition of
+// __consumer_offsets (groupProps: 5 partitions).
+func offsetsMarker(t *testing.T, cl *kgo.Client, grp string, pid int64, epoch int16, commit bool) int16 {
+	t.Helper()
+	req := kmsg.NewPtrWriteTxnMarkersRequest()
+	m := kmsg.NewWriteTxnMarkersRequestMarker()
+	m.ProducerID, m.ProducerEpoch, m.Committed = pid, epoch, commit
+	mt := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
+	mt.Topic, mt.Partitions = group.OffsetsTopic, []int32{group.PartitionFor(grp, 5)}
+	m.Topics = append(m.Topics, mt)
+	req.Markers = append(req.Markers, m)
+	return request[*kmsg.WriteTxnMarkersResponse](t, cl, req).Markers[0].Topics[0].Partitions[0].ErrorCode
+}
+
 // TestTxnOffsetCommit drives TxnOffsetCommit over TCP: authorization,
 // per-partition errors, KIP-447 member checks, producer epoch fencing,
-// and OffsetFetch's RequireStable before and after the transaction ends.
+// and OffsetFetch's RequireStable before and after the transaction's
+// marker.
 func TestTxnOffsetCommit(t *testing.T) {
 	props := map[string]string{"authorizer.class.name": standardAuthorizer, "allow.everyone.if.no.acl.found": "true"}
 	for k, v := range groupProps {
@@ -150,7 +165,9 @@ func TestTxnOffsetCommit(t *testing.T) {
 			t.Errorf("v%d without RequireStable: %d %v", v, o, kerr.ErrorForCode(code))
 		}
 	}
-	n.h.Groups().CompleteTxn(group.PartitionFor("tg", 5), 1, true)
+	// The transaction coordinator's COMMIT marker on the group's offsets
+	// partition ends it (WriteTxnMarkers -> Coordinator.CompleteTxn).
+	wantCode(t, "commit marker", offsetsMarker(t, cl, "tg", 1, 0, true), nil)
 	for _, v := range []int16{7, 8} {
 		if o, code := fetchStable(t, n, "tg", v, true); o != 7 || code != 0 {
 			t.Errorf("v%d after the commit: %d %v", v, o, kerr.ErrorForCode(code))
@@ -171,7 +188,7 @@ func TestTxnOffsetCommit(t *testing.T) {
 	wantCode(t, "newer epoch", codes["t-0"], nil)
 	codes = txnCodes(t, n, cl, txnOffsetReq("tx", "tg", 1, 2, -1, "", nil, txnOffset{"t", 0, 11, ""}))
 	wantCode(t, "older epoch", codes["t-0"], kerr.InvalidProducerEpoch)
-	n.h.Groups().CompleteTxn(group.PartitionFor("tg", 5), 1, false)
+	wantCode(t, "abort marker", offsetsMarker(t, cl, "tg", 1, 3, false), nil)
 	if o, code := fetchStable(t, n, "tg", 7, true); o != 7 || code != 0 {
 		t.Errorf("after the abort: %d %v", o, kerr.ErrorForCode(code))
 	}
