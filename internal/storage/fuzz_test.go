@@ -131,6 +131,11 @@ func FuzzCheckpoint(f *testing.F) {
 	f.Add([]byte("0\n2\n1 0\n3 17\n"))
 	f.Add(producer.NewState().Encode())
 	f.Add([]byte("0\n"))
+	withTxn := producer.NewState()
+	withTxn.Update(7, 1, producer.Batch{FirstSeq: 0, LastSeq: 2, FirstOffset: 10, LastOffset: 12})
+	withTxn.BeginTxn(7, 10)
+	f.Add(withTxn.Encode())
+	f.Add(encodeTxnIndex([]AbortedTxn{{ProducerID: 7, FirstOffset: 10, LastOffset: 20, LastStable: 21}}))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if off, err := decodeOffsetFile(data); err == nil {
 			if !bytes.Equal(encodeOffsetFile(off), data) {
@@ -145,9 +150,16 @@ func FuzzCheckpoint(f *testing.F) {
 		}
 		if s, err := producer.Decode(data); err == nil {
 			s2, err := producer.Decode(s.Encode())
-			if err != nil || s2.Len() != s.Len() {
+			if err != nil || s2.Len() != s.Len() || s2.OpenTxns() != s.OpenTxns() {
 				t.Fatalf("producer snapshot does not round-trip: %v", err)
 			}
+		}
+		es := decodeTxnIndex(data)
+		if len(es) > len(data)/txnEntrySize {
+			t.Fatalf("%d aborted-index entries from %d bytes", len(es), len(data))
+		}
+		if !reflect.DeepEqual(decodeTxnIndex(encodeTxnIndex(es)), es) {
+			t.Fatal("aborted index does not round-trip")
 		}
 	})
 }
