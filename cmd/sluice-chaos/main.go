@@ -106,7 +106,7 @@ func run() int {
 	}
 	fmt.Printf("seed %d: %d nodes, %v, min ISR %d, unclean %v, %s\n", *seed, o.Nodes, o.Duration, o.MinISR, o.Unclean, res.Config.ReplayFlags)
 	fmt.Printf("sends ok=%d fail=%d info=%d, polled=%d, final read=%d, faults=%d\n", res.Stats.OK, res.Stats.Fail, res.Stats.Info, res.Stats.Reads, res.Stats.FinalRead, len(res.Timeline))
-	for _, k := range chaos.AnomalyNames {
+	for _, k := range res.Analysis.Kinds() {
 		fmt.Printf("  %-21s %d\n", k, res.Analysis.Counts[k])
 		for i, e := range res.Analysis.Examples[k] {
 			if i >= 3 {

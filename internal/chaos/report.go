@@ -284,7 +284,7 @@ func writeHTML(path string, r *Result) error {
 
 	sb.WriteString("<h2>Anomalies</h2><table><tr><th>anomaly</th><th>count</th><th>first examples</th></tr>\n")
 	if r.Analysis != nil {
-		for _, k := range AnomalyNames {
+		for _, k := range r.Analysis.Kinds() {
 			n := r.Analysis.Counts[k]
 			st := ""
 			if n > 0 {
