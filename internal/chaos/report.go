@@ -262,6 +262,10 @@ func writeHTML(path string, r *Result) error {
 	fmt.Fprintf(&sb, "<p>Replay: <code>go run ./cmd/sluice-chaos %s --out DIR</code></p>\n", esc(cfg.ReplayFlags))
 	fmt.Fprintf(&sb, "<p>Sends: %d (ok %d, fail %d, indeterminate %d); records polled by consumers: %d; final read: %d records. Kafka plane proxied: %v.</p>\n",
 		r.Stats.Sends, r.Stats.OK, r.Stats.Fail, r.Stats.Info, r.Stats.Reads, r.Stats.FinalRead, r.KafkaPlaneProxied)
+	if ts := r.TxnStats; ts != nil {
+		fmt.Fprintf(&sb, "<p>Transactional workload (read_committed; sends above are the transactions' values): %d transactions, %d committed, %d aborted (%d on purpose, %d after a produce or commit error), %d indeterminate.</p>\n",
+			ts.Txns, ts.Committed, ts.Aborted, ts.AbortIntended, ts.Aborted-ts.AbortIntended, ts.Info)
+	}
 	if len(r.Notes)+len(r.Crashes) > 0 {
 		sb.WriteString("<ul>")
 		for _, n := range r.Crashes {
