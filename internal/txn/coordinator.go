@@ -132,7 +132,7 @@ type Coordinator struct {
 	abortStop     func() bool
 	removeStop    func() bool
 	numIDs        atomic.Int64
-	work          sync.WaitGroup // loaders, durability waiters, marker senders
+	work          sync.WaitGroup // loaders and marker senders
 	waitingLogged atomic.Bool
 }
 

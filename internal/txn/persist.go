@@ -42,9 +42,9 @@ func (c *Coordinator) write(s *shard, m *Metadata, t *Transit, then func(err *ke
 		return
 	}
 	p, end := s.p, info.LastOffset+1
-	c.work.Add(1)
+	// Not counted in c.work: Close does not wait for replication (a
+	// waiter finds the shard gone and answers NOT_COORDINATOR).
 	go func() {
-		defer c.work.Done()
 		err := p.Commit(end)
 		s.mu.Lock()
 		defer s.mu.Unlock()
