@@ -86,7 +86,7 @@ func (c *cleaner) run() {
 		}
 		t0 := c.b.now()
 		metrics.CleanerRunning.Inc()
-		st, err := p.log.Clean(c.b.now(), p.HighWatermark(), m, c.throttle.wait)
+		st, err := p.log.Clean(c.b.now(), p.LastStableOffset(), m, c.throttle.wait)
 		metrics.CleanerRunning.Dec()
 		c.done(p)
 		metrics.CleanerBufferBytes.Set(float64(m.Bytes()))
@@ -128,7 +128,7 @@ func (c *cleaner) pick() *Partition {
 		if !p.log.Config().Compact || c.uncleanable[p] {
 			continue
 		}
-		ci := p.log.Cleanable(now, p.HighWatermark())
+		ci := p.log.Cleanable(now, p.LastStableOffset())
 		maxRatio = max(maxRatio, ci.DirtyRatio)
 		if !ci.Due {
 			continue

@@ -19,6 +19,12 @@ package handler
 // OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH). acks=0 gets no
 // response; an error then closes the connection, as Kafka does.
 //
+// A request with transactional batches needs its transactional id and
+// WRITE on it (TRANSACTIONAL_ID_AUTHORIZATION_FAILED); a transactional
+// batch opens its producer's transaction on the partition, which its
+// coordinator's marker (WriteTxnMarkers) ends; read_committed consumers
+// read below the first offset of the oldest one still open.
+//
 // Timestamps, as Kafka's leader applies them (LogValidator), in place in the
 // request's buffer before the append: on a message.timestamp.type=
 // LogAppendTime topic the batch gets the timestamp-type attribute bit and
@@ -166,9 +172,12 @@ func (h *Handlers) produce(r *protocol.Request) protocol.Reply {
 	lookup := h.b.LookupDeadline()
 	req := r.Body.(*kmsg.ProduceRequest)
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
-	if req.TransactionID != nil {
-		// Transactions are not served yet (no transaction coordinator).
-		return h.produceError(req, resp, kerr.TransactionalIDAuthorizationFailed)
+	if hasTransactionalBatch(req) {
+		// Transactional records need the transactional id and WRITE on
+		// it (KafkaApis.handleProduceRequest).
+		if req.TransactionID == nil || !h.allowed(r, acl.ResourceTransactionalID, *req.TransactionID, acl.OpWrite) {
+			return h.produceError(req, resp, kerr.TransactionalIDAuthorizationFailed)
+		}
 	}
 	if req.Acks != 0 && req.Acks != 1 && req.Acks != -1 {
 		return h.produceError(req, resp, kerr.InvalidRequiredAcks)
@@ -387,11 +396,12 @@ func rebuildBatch(b []byte, pc produceConfig, now int64) ([]byte, batch.Header, 
 	return out, hdr, logAppendTime, nil
 }
 
-// checkBatch refuses what a producer may not append (control and
-// transactional batches) and record timestamps the topic does not accept
-// (see checkTimestamps), for the validated batch with header hdr.
+// checkBatch refuses what a producer may not append (control batches,
+// transactional batches without a producer id) and record timestamps the
+// topic does not accept (see checkTimestamps), for the validated batch
+// with header hdr.
 func checkBatch(hdr batch.Header, ts batch.Timestamps, pc produceConfig, now int64) error {
-	if hdr.IsControl() || hdr.IsTransactional() {
+	if hdr.IsControl() || (hdr.IsTransactional() && hdr.ProducerID < 0) {
 		return kerr.InvalidRecord
 	}
 	return checkTimestamps(hdr, ts, pc, now)
@@ -515,6 +525,19 @@ func (h *Handlers) produceError(req *kmsg.ProduceRequest, resp *kmsg.ProduceResp
 		resp.Topics = append(resp.Topics, st)
 	}
 	return protocol.Reply{Resp: resp}
+}
+
+// hasTransactionalBatch reports whether any partition's records carry the
+// transactional attribute.
+func hasTransactionalBatch(req *kmsg.ProduceRequest) bool {
+	for _, rt := range req.Topics {
+		for _, rp := range rt.Partitions {
+			if h, err := batch.ParseHeader(rp.Records); err == nil && h.IsTransactional() {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // isInternal reports Kafka's internal topics.

@@ -2,8 +2,12 @@ package handler
 
 // Fetch, versions 4-16.
 //
-// Consumers read up to the high watermark (READ_UNCOMMITTED and, with no
-// transactions, READ_COMMITTED alike), never beyond it; followers (ReplicaID
+// READ_UNCOMMITTED consumers read up to the high watermark, READ_COMMITTED
+// ones up to the last stable offset (KIP-98: the first offset of the
+// oldest transaction not yet decided and replicated), with the aborted
+// transactions that overlap the records returned (AbortedTransactions,
+// from the aborted index; an empty list when there are none, null under
+// READ_UNCOMMITTED); LastStableOffset is the partition's. Followers (ReplicaID
 // set, ReplicaState.ID from v15) read up to the log end, and their fetch
 // offset is their acknowledgement (reference §1.3). Only the leader serves
 // fetches. MaxWaitMs/MinBytes long-poll: with fewer than MinBytes
@@ -347,6 +351,7 @@ func (h *Handlers) readPartition(p *broker.Partition, req *kmsg.FetchRequest, rp
 		limit = 0
 	}
 	replicaID, brokerEpoch := replicaOf(req)
+	readCommitted := replicaID < 0 && req.IsolationLevel == 1
 	lastFetched := rp.LastFetchedEpoch
 	if req.Version < 12 {
 		lastFetched = -1
@@ -354,9 +359,13 @@ func (h *Handlers) readPartition(p *broker.Partition, req *kmsg.FetchRequest, rp
 	res, slice, err := p.Fetch(replica.FetchRequest{
 		ReplicaID: replicaID, BrokerEpoch: brokerEpoch, CurrentLeaderEpoch: rp.CurrentLeaderEpoch,
 		FetchOffset: rp.FetchOffset, LastFetchedEpoch: lastFetched, LogStartOffset: rp.LogStartOffset,
+		ReadCommitted: readCommitted,
 	}, int(limit), first)
 	sp.HighWatermark = res.HW
 	sp.LastStableOffset = res.HW
+	if replicaID < 0 && req.Version >= 4 {
+		sp.LastStableOffset = res.LSO
+	}
 	sp.LogStartOffset = res.LogStart
 	if err != nil {
 		sp.ErrorCode = kerr.KafkaStorageError.Code
@@ -378,6 +387,14 @@ func (h *Handlers) readPartition(p *broker.Partition, req *kmsg.FetchRequest, rp
 	}
 	if slice.Size == 0 {
 		return 0, false
+	}
+	if readCommitted {
+		sp.AbortedTransactions = []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
+		for _, a := range p.Log().AbortedTxns(rp.FetchOffset, slice.NextOffset) {
+			at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
+			at.ProducerID, at.FirstOffset = a.ProducerID, a.FirstOffset
+			sp.AbortedTransactions = append(sp.AbortedTransactions, at)
+		}
 	}
 	if holes != nil && slice.Size >= spliceMin {
 		ho := fetchHole{marker: newMarker(), slice: slice, records: slice.NextOffset - rp.FetchOffset}

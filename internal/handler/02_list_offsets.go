@@ -2,7 +2,8 @@ package handler
 
 // ListOffsets, versions 1-7.
 //
-// Timestamp -1 (latest) is the high watermark for consumers (the LEO for a
+// Timestamp -1 (latest) is the high watermark for consumers (the last
+// stable offset under READ_COMMITTED, KIP-98; the LEO for a
 // replica), -2 (earliest) the log start offset, -3 (max timestamp, v7) the
 // first record holding the largest timestamp; any other value finds the
 // first record whose timestamp is at or above it, below the high watermark,
@@ -39,7 +40,7 @@ func (h *Handlers) listOffsets(r *protocol.Request) protocol.Reply {
 			if err != nil {
 				sp.ErrorCode = code(err)
 			} else {
-				h.listOffset(p, req.Version, req.ReplicaID, &rp, &sp)
+				h.listOffset(p, req.Version, req.ReplicaID, req.IsolationLevel == 1, &rp, &sp)
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}
@@ -48,7 +49,7 @@ func (h *Handlers) listOffsets(r *protocol.Request) protocol.Reply {
 	return protocol.Reply{Resp: resp}
 }
 
-func (h *Handlers) listOffset(p *broker.Partition, version int16, replicaID int32, rp *kmsg.ListOffsetsRequestTopicPartition, sp *kmsg.ListOffsetsResponseTopicPartition) {
+func (h *Handlers) listOffset(p *broker.Partition, version int16, replicaID int32, readCommitted bool, rp *kmsg.ListOffsetsRequestTopicPartition, sp *kmsg.ListOffsetsResponseTopicPartition) {
 	le := p.LeaderEpoch()
 	if rp.CurrentLeaderEpoch >= 0 && rp.CurrentLeaderEpoch != le {
 		if rp.CurrentLeaderEpoch < le {
@@ -60,8 +61,12 @@ func (h *Handlers) listOffset(p *broker.Partition, version int16, replicaID int3
 	}
 	log := p.Log()
 	limit := p.HighWatermark()
-	if replicaID >= 0 {
+	switch {
+	case replicaID >= 0:
 		limit = log.LogEndOffset()
+	case readCommitted:
+		// READ_COMMITTED sees up to the last stable offset (KIP-98).
+		limit = p.LastStableOffset()
 	}
 	epochOf := func(off int64) int32 {
 		return epoch.New(log.EpochEntries()).EpochFor(off)

@@ -221,7 +221,8 @@ func TestCompressionTypeWithTimestampsAndLimits(t *testing.T) {
 	txn[22] |= 0x10
 	crc := batch.ComputeCRC(txn)
 	txn[17], txn[18], txn[19], txn[20] = byte(crc>>24), byte(crc>>16), byte(crc>>8), byte(crc)
-	if r := produceRaw(t, cl, "bounded", 0, txn); r.ErrorCode != kerr.InvalidRecord.Code {
+	// Without a transactional id in the request (KafkaApis.handleProduceRequest).
+	if r := produceRaw(t, cl, "bounded", 0, txn); r.ErrorCode != kerr.TransactionalIDAuthorizationFailed.Code {
 		t.Fatalf("transactional: %+v", r)
 	}
 	bad := batchtest.Build(batchtest.Options{}, batchtest.Values("x"))

@@ -22,7 +22,10 @@ import (
 
 // Handlers serves requests against one broker.
 type Handlers struct {
-	b        *broker.Broker
+	b *broker.Broker
+	// onMarker is called after a transaction marker is replicated on a
+	// partition this node leads (WriteTxnMarkers).
+	onMarker []func(topic string, partition int32, producerID int64, commit bool)
 	groups   *group.Coordinator
 	txns     *txn.Coordinator
 	sessions *fetchsession.Cache
@@ -114,6 +117,7 @@ func RegisterWith(reg *protocol.Registry, b *broker.Broker, opts Options) *Handl
 		{Key: 51, MinVersion: 0, MaxVersion: 0, Serve: h.alterUserScramCredentials},
 		{Key: 60, MinVersion: 0, MaxVersion: 1, Serve: h.describeCluster},
 		{Key: 64, MinVersion: 0, MaxVersion: 0, Serve: h.unregisterBroker},
+		{Key: 27, MinVersion: 0, MaxVersion: 1, Serve: h.writeTxnMarkers},
 	} {
 		reg.Register(api)
 	}

@@ -52,7 +52,7 @@ type Replica struct {
 	// completed holds the transactions whose marker is at or above the HW,
 	// in marker order: still unstable (LastStable).
 	completed []producer.Completed
-	logGen                     uint64
+	logGen    uint64
 
 	role           Role
 	leader         int32

@@ -59,6 +59,7 @@ func (l *Log) TruncateTo(offset int64) error {
 	l.mu.Lock()
 	l.segs = append([]*segment(nil), l.segs[:i+1]...)
 	s.size, s.next, s.offsets, s.times, s.maxTs, s.maxTsAt = pos, newEnd, offsets, times, maxTs, maxTsAt
+	s.aborted = trimAborted(s.aborted, newEnd)
 	s.syncedSize, s.indexesSynced = -1, false
 	l.leo = newEnd
 	l.truncGen++
@@ -84,6 +85,9 @@ func (l *Log) TruncateTo(offset int64) error {
 		s.firstTs = -1
 	}
 	if err := s.writeIndexes(); err != nil {
+		return l.fail(err)
+	}
+	if err := s.writeTxnIndex(""); err != nil {
 		return l.fail(err)
 	}
 	l.scheduleDelete(removed)
@@ -448,6 +452,9 @@ func (l *Log) closeClean() error {
 	s.maybeTimeEntry()
 	l.mu.Unlock()
 	if err := s.writeIndexes(); err != nil {
+		return l.fail(err)
+	}
+	if err := s.writeTxnIndex(""); err != nil {
 		return l.fail(err)
 	}
 	if err := l.syncAll(); err != nil {

@@ -319,6 +319,13 @@ func (l *Log) cleanGroup(group []sealedSeg, r cleanRules, throttle func(int64), 
 	}
 	out.createdMs = group[0].createdMs
 	out.next = group[len(group)-1].end
+	// The aborted transactions of the group stay known: the cleaner keeps
+	// their records and markers (docs/transactions.md).
+	l.mu.RLock()
+	for _, s := range group {
+		out.aborted = append(out.aborted, s.aborted...)
+	}
+	l.mu.RUnlock()
 	w := &bufWriter{f: out.log}
 	horizon := int64(0)
 	for _, s := range group {
@@ -384,6 +391,9 @@ func (l *Log) cleanGroup(group []sealedSeg, r cleanRules, throttle func(int64), 
 	err = w.flush()
 	if err == nil {
 		err = out.writeIndexes()
+	}
+	if err == nil {
+		err = out.writeTxnIndex(cleanedSuffix)
 	}
 	for _, f := range append(out.openIndexFiles(), out.log) {
 		if err == nil {

@@ -286,23 +286,12 @@ func (l *Log) appendBatch(b []byte, h *batch.Header) error {
 			return err
 		}
 	}
-	updateProducer(l.producers, h)
-	return nil
-}
-
-// updateProducer records a batch in the producer state (leader, follower and
-// recovery alike). Control batches (transaction markers) carry no sequence.
-func updateProducer(ps *producer.State, h *batch.Header) {
-	if h.ProducerID < 0 || h.IsControl() {
-		return
+	if a, ok := applyProducer(l.producers, h, b); ok {
+		l.mu.Lock()
+		seg.aborted = append(seg.aborted, a)
+		l.mu.Unlock()
 	}
-	ps.Update(h.ProducerID, h.ProducerEpoch, producer.Batch{
-		FirstSeq:    h.BaseSequence,
-		LastSeq:     h.LastSequence(),
-		FirstOffset: h.BaseOffset,
-		LastOffset:  h.LastOffset(),
-		MaxTime:     h.MaxTimestamp,
-	})
+	return nil
 }
 
 // shouldRoll applies Kafka's roll conditions before appending h: the
@@ -333,6 +322,9 @@ func (l *Log) roll() (*segment, error) {
 	old.maybeTimeEntry()
 	l.mu.Unlock()
 	if err := old.writeIndexes(); err != nil {
+		return nil, l.fail(err)
+	}
+	if err := old.writeTxnIndex(""); err != nil {
 		return nil, l.fail(err)
 	}
 	seg, err := openSegmentFiles(l.fs, l.dir, l.leo, true)

@@ -124,6 +124,10 @@ func (l *Log) recover() error {
 		}
 		s.size = min(size, math.MaxInt32)
 		l.segs = append(l.segs, s)
+		if err := s.loadTxnIndex(); err != nil {
+			s.close()
+			return err
+		}
 	}
 
 	// scanFrom: first segment whose batches are checked one by one.
@@ -446,7 +450,7 @@ func (l *Log) dropSegmentsFrom(i int) error {
 }
 
 func (l *Log) removeSegmentNames(base int64) {
-	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix, txnIndexSuffix} {
 		l.fs.Remove(fileName(l.dir, base, suf))
 	}
 }
@@ -498,7 +502,9 @@ func (l *Log) loadProducers(snaps []int64, clean bool, scanFrom int) error {
 	return nil
 }
 
-// replayProducers applies the batches at offsets >= from to ps.
+// replayProducers applies the batches at offsets >= from to ps, and
+// rebuilds the aborted-transaction index entries of the markers there,
+// writing the index files of the sealed segments it went through.
 func (l *Log) replayProducers(ps *producer.State, from int64) error {
 	for i, s := range l.segs {
 		if s.next <= from || (i+1 < len(l.segs) && l.segs[i+1].base <= from) {
@@ -508,14 +514,38 @@ func (l *Log) replayProducers(ps *producer.State, from int64) error {
 		if from > s.base {
 			start = int64(floorOffset(s.offsets, uint32(from-s.base)).pos)
 		}
-		_, err := walk(s.log, start, s.size, -1, false, 64<<10, func(h *batch.Header, _ int64, _ []byte) error {
-			if h.BaseOffset >= from {
-				updateProducer(ps, h)
+		aborted := trimAborted(s.aborted, from)
+		var ctl []byte
+		_, err := walk(s.log, start, s.size, -1, false, 64<<10, func(h *batch.Header, pos int64, _ []byte) error {
+			if h.BaseOffset < from {
+				return nil
+			}
+			var b []byte
+			if h.IsControl() && h.ProducerID >= 0 {
+				// A marker: its type is in its record.
+				if cap(ctl) < h.Size() {
+					ctl = make([]byte, h.Size())
+				}
+				b = ctl[:h.Size()]
+				if _, err := s.log.ReadAt(b, pos); err != nil {
+					return ioErr(err)
+				}
+			}
+			if a, ok := applyProducer(ps, h, b); ok {
+				aborted = append(aborted, a)
 			}
 			return nil
 		})
 		if err != nil {
 			return err
+		}
+		l.mu.Lock()
+		s.aborted = aborted
+		l.mu.Unlock()
+		if i < len(l.segs)-1 {
+			if err := s.writeTxnIndex(""); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -35,6 +35,7 @@ type segment struct {
 	times   []timeEntry   // (mu) same
 	maxTs   int64         // (mu) newest batch max timestamp, -1 if none
 	maxTsAt int64         // (mu) base offset of the first batch with maxTs
+	aborted []AbortedTxn  // (mu) aborted transactions whose marker is here, in offset order; copy-on-truncate
 
 	firstTs         int64 // (append) first batch's max timestamp, -1 if none
 	createdMs       int64 // (append) creation/load time, for segment.ms and retention without timestamps
@@ -56,7 +57,7 @@ func openSegmentFiles(fsys vfs.FS, dir string, base int64, truncate bool) (*segm
 	open := fsys.OpenReadWrite
 	if truncate {
 		open = fsys.Create
-		for _, suf := range []string{indexSuffix, timeIndexSuffix} {
+		for _, suf := range []string{indexSuffix, timeIndexSuffix, txnIndexSuffix} {
 			if err := fsys.Remove(fileName(dir, base, suf)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return nil, err
 			}
@@ -118,7 +119,7 @@ func (s *segment) close() error {
 // Index files never written do not exist.
 func (s *segment) removeFiles(fsys vfs.FS) error {
 	var first error
-	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix, txnIndexSuffix} {
 		err := fsys.Remove(fileName(s.dir, s.base, suf))
 		if suf != logSuffix && errors.Is(err, fs.ErrNotExist) {
 			continue

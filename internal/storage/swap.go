@@ -48,7 +48,7 @@ func openCleaned(fsys vfs.FS, dir string, base int64) (*segment, error) {
 
 // removeCleaned removes the .cleaned files of base (an abandoned group).
 func (l *Log) removeCleaned(base int64) {
-	for _, suf := range segmentSuffixes {
+	for _, suf := range append([]string{txnIndexSuffix}, segmentSuffixes...) {
 		l.fs.Remove(fileName(l.dir, base, suf) + cleanedSuffix)
 	}
 }
@@ -87,6 +87,12 @@ func (l *Log) swapIn(group []sealedSeg, out *segment, gen uint64) error {
 			return l.fail(err)
 		}
 	}
+	if len(out.aborted) > 0 {
+		name := fileName(l.dir, base, txnIndexSuffix)
+		if err := l.fs.Rename(name+cleanedSuffix, name+swapSuffix); err != nil {
+			return l.fail(err)
+		}
+	}
 	manifest := filepath.Join(l.dir, cleanerSwapName)
 	if err := vfs.WriteFileAtomic(l.fs, manifest, encodePair(base, end), true); err != nil {
 		return l.fail(err)
@@ -115,7 +121,7 @@ func (l *Log) swapIn(group []sealedSeg, out *segment, gen uint64) error {
 // remove the other old segments' names (those given, or at recovery every
 // segment with a base in (base, end)), and remove the manifest.
 func (l *Log) completeSwap(base, end int64, others []sealedSeg) error {
-	for _, suf := range segmentSuffixes {
+	for _, suf := range append([]string{txnIndexSuffix}, segmentSuffixes...) {
 		name := fileName(l.dir, base, suf)
 		ok, err := vfs.Exists(l.fs, name+swapSuffix)
 		if err != nil {

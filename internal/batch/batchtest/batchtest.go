@@ -32,6 +32,8 @@ type Options struct {
 	BaseTimestamp int64 // ms; 0 means now
 	ProducerID    int64 // 0 means -1 (none) unless Idempotent
 	Idempotent    bool
+	// Transactional sets the transactional attribute (implies Idempotent).
+	Transactional bool
 	ProducerEpoch int16
 	BaseSequence  int32
 	LeaderEpoch   int32
@@ -73,6 +75,10 @@ func Build(opts Options, records []Record) []byte {
 	b.PartitionLeaderEpoch = opts.LeaderEpoch
 	b.Magic = 2
 	b.Attributes = int16(opts.Codec)
+	if opts.Transactional {
+		b.Attributes |= 0x10
+		opts.Idempotent = true
+	}
 	b.LastOffsetDelta = int32(len(records) - 1)
 	b.FirstTimestamp = ts
 	b.MaxTimestamp = ts + maxDelta

@@ -1,0 +1,140 @@
+package storage
+
+import (
+	"math/rand"
+	"reflect"
+	"testing"
+
+	"github.com/sluice-io/sluice/internal/batch"
+	"github.com/sluice-io/sluice/internal/vfs"
+)
+
+// txnBatch is a transactional batch of pid.
+func txnBatch(pid int64, seq int32, records int) []byte {
+	b := mkBatch(spec{records: records, valSize: 20, ts: t0.UnixMilli(), pid: pid, seq: seq, fill: 't'})
+	b[22] |= 0x10 // transactional (attributes low byte)
+	batch.SetLeaderEpoch(b, -1)
+	fixCRC(b)
+	return b
+}
+
+func fixCRC(b []byte) {
+	h, _ := batch.ParseHeader(b)
+	h.CRC = batch.ComputeCRC(b)
+	b[17], b[18], b[19], b[20] = byte(h.CRC>>24), byte(h.CRC>>16), byte(h.CRC>>8), byte(h.CRC)
+}
+
+func appendLeader(t *testing.T, l *Log, b []byte) AppendInfo {
+	t.Helper()
+	info, err := l.AppendAsLeader(b, 1, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info
+}
+
+// TestAbortedTxnIndex: ABORT markers record their transactions in the
+// aborted index, COMMIT markers do not; AbortedTxns answers by overlap;
+// the entries and the open transactions survive a clean reopen, a crash
+// (rebuilt by the producer replay) and a truncation that cuts a marker.
+func TestAbortedTxnIndex(t *testing.T) {
+	fsys := vfs.NewMem()
+	l := mustOpen(t, fsys, testConfig())
+	a1 := appendLeader(t, l, txnBatch(10, 0, 3))              // 0-2, pid 10
+	b1 := appendLeader(t, l, txnBatch(11, 0, 2))              // 3-4, pid 11
+	appendLeader(t, l, mkBatch(plain(2, 10, t0.UnixMilli()))) // 5-6
+	ab := appendLeader(t, l, batch.EncodeMarker(10, 0, batch.Marker{Commit: false, CoordinatorEpoch: 3}, t0.UnixMilli()))
+	cm := appendLeader(t, l, batch.EncodeMarker(11, 0, batch.Marker{Commit: true, CoordinatorEpoch: 3}, t0.UnixMilli()))
+	appendLeader(t, l, txnBatch(10, 3, 2)) // a new transaction of pid 10, open
+	want := []AbortedTxn{{ProducerID: 10, FirstOffset: a1.FirstOffset, LastOffset: ab.FirstOffset, LastStable: b1.FirstOffset}}
+	if got := l.AbortedTxns(0, l.LogEndOffset()); !reflect.DeepEqual(got, want) {
+		t.Fatalf("aborted = %+v, want %+v", got, want)
+	}
+	if got := l.AbortedTxns(ab.FirstOffset+1, l.LogEndOffset()); len(got) != 0 {
+		t.Fatalf("a fetch past the marker gets %+v", got)
+	}
+	if got := l.AbortedTxns(0, a1.FirstOffset); len(got) != 0 {
+		t.Fatalf("a range below the transaction gets %+v", got)
+	}
+	openAt := cm.LastOffset + 1
+	checkOpen := func(l *Log) {
+		t.Helper()
+		ps := l.ProducerState()
+		if first, ok := ps.OpenTxn(10); !ok || first != openAt {
+			t.Fatalf("pid 10 open txn = %d %v, want %d", first, ok, openAt)
+		}
+		if _, ok := ps.OpenTxn(11); ok {
+			t.Fatal("committed transaction still open")
+		}
+	}
+	checkOpen(l)
+
+	// Clean reopen: from the index files and the snapshot at the end.
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l = mustOpen(t, fsys, testConfig())
+	if got := l.AbortedTxns(0, l.LogEndOffset()); !reflect.DeepEqual(got, want) {
+		t.Fatalf("after reopen aborted = %+v", got)
+	}
+	checkOpen(l)
+
+	// Crash with everything synced: rebuilt by the replay.
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	crashed := fsys.Crash(rand.New(rand.NewSource(1)))
+	l2 := mustOpen(t, crashed, testConfig())
+	if got := l2.AbortedTxns(0, l2.LogEndOffset()); !reflect.DeepEqual(got, want) {
+		t.Fatalf("after crash aborted = %+v", got)
+	}
+	checkOpen(l2)
+
+	// Truncation below the ABORT marker reopens the transaction and drops
+	// its entry.
+	if err := l2.TruncateTo(ab.FirstOffset); err != nil {
+		t.Fatal(err)
+	}
+	if got := l2.AbortedTxns(0, l2.LogEndOffset()); len(got) != 0 {
+		t.Fatalf("after truncation aborted = %+v", got)
+	}
+	if first, ok := l2.ProducerState().OpenTxn(10); !ok || first != a1.FirstOffset {
+		t.Fatalf("truncated marker: pid 10 open = %d %v", first, ok)
+	}
+	l.Close()
+	l2.Close()
+}
+
+// TestAbortedTxnIndexAcrossSegments: an entry lives with its marker's
+// segment, is written at roll, and a search from an earlier segment finds
+// it.
+func TestAbortedTxnIndexAcrossSegments(t *testing.T) {
+	fsys := vfs.NewMem()
+	cfg := testConfig()
+	l := mustOpen(t, fsys, cfg)
+	first := appendLeader(t, l, txnBatch(7, 0, 1))
+	for i := 0; i < 40; i++ { // several segments of 4 KiB
+		appendLeader(t, l, mkBatch(plain(5, 100, t0.UnixMilli())))
+	}
+	ab := appendLeader(t, l, batch.EncodeMarker(7, 0, batch.Marker{}, t0.UnixMilli()))
+	for i := 0; i < 40; i++ {
+		appendLeader(t, l, mkBatch(plain(5, 100, t0.UnixMilli())))
+	}
+	if l.NumSegments() < 3 {
+		t.Fatalf("only %d segments", l.NumSegments())
+	}
+	want := []AbortedTxn{{ProducerID: 7, FirstOffset: first.FirstOffset, LastOffset: ab.FirstOffset, LastStable: ab.FirstOffset + 1}}
+	if got := l.AbortedTxns(first.FirstOffset+1, first.FirstOffset+5); !reflect.DeepEqual(got, want) {
+		t.Fatalf("aborted = %+v, want %+v", got, want)
+	}
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	crashed := fsys.Crash(rand.New(rand.NewSource(2)))
+	l2 := mustOpen(t, crashed, cfg)
+	if got := l2.AbortedTxns(0, l2.LogEndOffset()); !reflect.DeepEqual(got, want) {
+		t.Fatalf("after crash aborted = %+v, want %+v", got, want)
+	}
+	l.Close()
+	l2.Close()
+}
