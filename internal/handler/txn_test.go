@@ -1,0 +1,175 @@
+package handler_test
+
+import (
+	"sort"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-io/sluice/internal/protocol"
+	"github.com/sluice-io/sluice/internal/txn"
+)
+
+var txnProps = map[string]string{"transaction.state.log.num.partitions": "3", "offsets.topic.num.partitions": "3"}
+
+// TestTxnEndToEnd: a franz-go transactional producer over TCP commits one
+// transaction and aborts another; the coordinator writes the markers
+// through WriteTxnMarkers to itself; a read_committed consumer sees only
+// the committed records, a read_uncommitted one sees both.
+func TestTxnEndToEnd(t *testing.T) {
+	n := startNode(t, "", txnProps)
+	if err := n.b.CreateTopic("txe", 1, 1, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	p := n.client(kgo.TransactionalID("tx-e2e"), kgo.DefaultProduceTopic("txe"))
+	run := func(commit kgo.TransactionEndTry, vals ...string) {
+		t.Helper()
+		if err := p.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range vals {
+			if err := p.ProduceSync(ctx(t), &kgo.Record{Value: []byte(v)}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := p.EndTransaction(ctx(t), commit); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run(kgo.TryCommit, "c1", "c2")
+	run(kgo.TryAbort, "a1")
+	run(kgo.TryCommit, "c3")
+
+	committed := consumeIso(t, n, "txe", true)
+	if want := []string{"c1", "c2", "c3"}; !equalStrings(committed, want) {
+		t.Fatalf("read_committed = %v, want %v", committed, want)
+	}
+	all := consumeIso(t, n, "txe", false)
+	sort.Strings(all)
+	if want := []string{"a1", "c1", "c2", "c3"}; !equalStrings(all, want) {
+		t.Fatalf("read_uncommitted = %v, want %v", all, want)
+	}
+	m, ok := n.h.Transactions().Describe("tx-e2e")
+	if !ok || m.State != txn.CompleteCommit {
+		t.Fatalf("coordinator state: %+v", m)
+	}
+}
+
+// TestTxnRequestErrors: the coordinator's answers to raw requests, per
+// version (FindCoordinator key type 1, INVALID_PRODUCER_EPOCH for old
+// versions, UNKNOWN_TOPIC_OR_PARTITION with OPERATION_NOT_ATTEMPTED,
+// VerifyOnly).
+func TestTxnRequestErrors(t *testing.T) {
+	n := startNode(t, "", txnProps)
+	if err := n.b.CreateTopic("te", 2, 1, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	cl := n.client()
+	// Requests at an exact version go through sluice's own client (kgo
+	// picks the highest version both sides know).
+	raw := protocol.NewClient(n.addr, "txn-test")
+	t.Cleanup(func() { raw.Close() })
+	at := func(req kmsg.Request) kmsg.Response {
+		t.Helper()
+		resp, err := raw.Request(ctx(t), req)
+		if err != nil {
+			t.Fatalf("%T: %v", req, err)
+		}
+		return resp
+	}
+
+	fc := kmsg.NewPtrFindCoordinatorRequest()
+	fc.CoordinatorType, fc.CoordinatorKey = 1, "tx"
+	if r := request[*kmsg.FindCoordinatorResponse](t, cl, fc); r.ErrorCode != 0 || r.NodeID != n.b.NodeID() {
+		t.Fatalf("find coordinator: %+v", r)
+	}
+	if n.b.Image().Topics[txn.Topic] == nil {
+		t.Fatal("__transaction_state not created")
+	}
+
+	id := "tx"
+	var pid int64
+	for {
+		ip := kmsg.NewPtrInitProducerIDRequest()
+		ip.TransactionalID, ip.TransactionTimeoutMillis = &id, 60000
+		r := request[*kmsg.InitProducerIDResponse](t, cl, ip)
+		if r.ErrorCode == kerr.CoordinatorLoadInProgress.Code {
+			continue
+		}
+		if r.ErrorCode != 0 || r.ProducerEpoch != 0 {
+			t.Fatalf("init: %+v", r)
+		}
+		pid = r.ProducerID
+		break
+	}
+	ip := kmsg.NewPtrInitProducerIDRequest()
+	ip.TransactionalID, ip.TransactionTimeoutMillis = &id, 1<<30
+	if r := request[*kmsg.InitProducerIDResponse](t, cl, ip); r.ErrorCode != kerr.InvalidTransactionTimeout.Code {
+		t.Fatalf("timeout: %+v", r)
+	}
+
+	add := func(version int16, epoch int16, topic string, parts ...int32) map[int32]int16 {
+		req := kmsg.NewPtrAddPartitionsToTxnRequest()
+		req.Version = version
+		req.TransactionalID, req.ProducerID, req.ProducerEpoch = id, pid, epoch
+		rt := kmsg.NewAddPartitionsToTxnRequestTopic()
+		rt.Topic, rt.Partitions = topic, parts
+		req.Topics = append(req.Topics, rt)
+		out := map[int32]int16{}
+		for _, p := range at(req).(*kmsg.AddPartitionsToTxnResponse).Topics[0].Partitions {
+			out[p.Partition] = p.ErrorCode
+		}
+		return out
+	}
+	if c := add(3, 0, "te", 0, 5); c[0] != kerr.OperationNotAttempted.Code || c[5] != kerr.UnknownTopicOrPartition.Code {
+		t.Fatalf("unknown partition: %v", c)
+	}
+	if c := add(1, 3, "te", 0); c[0] != kerr.InvalidProducerEpoch.Code {
+		t.Fatalf("v1 fenced: %v", c)
+	}
+	if c := add(3, 3, "te", 0); c[0] != kerr.ProducerFenced.Code {
+		t.Fatalf("v3 fenced: %v", c)
+	}
+	if c := add(3, 0, "te", 0); c[0] != 0 {
+		t.Fatalf("add: %v", c)
+	}
+
+	// The brokers' form: verification adds nothing.
+	vr := kmsg.NewPtrAddPartitionsToTxnRequest()
+	vr.Version = 4
+	tr := kmsg.NewAddPartitionsToTxnRequestTransaction()
+	tr.TransactionalID, tr.ProducerID, tr.ProducerEpoch, tr.VerifyOnly = id, pid, 0, true
+	tt := kmsg.NewAddPartitionsToTxnRequestTransactionTopic()
+	tt.Topic, tt.Partitions = "te", []int32{0, 1}
+	tr.Topics = append(tr.Topics, tt)
+	vr.Transactions = append(vr.Transactions, tr)
+	vresp := request[*kmsg.AddPartitionsToTxnResponse](t, cl, vr)
+	got := vresp.Transactions[0].Topics[0].Partitions
+	if vresp.ErrorCode != 0 || got[0].ErrorCode != 0 || got[1].ErrorCode != kerr.InvalidTxnState.Code {
+		t.Fatalf("verify: %+v", vresp)
+	}
+
+	end := func(version int16, epoch int16, commit bool) *kmsg.EndTxnResponse {
+		req := kmsg.NewPtrEndTxnRequest()
+		req.Version = version
+		req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = id, pid, epoch, commit
+		return at(req).(*kmsg.EndTxnResponse)
+	}
+	if r := end(1, 7, true); r.ErrorCode != kerr.InvalidProducerEpoch.Code {
+		t.Fatalf("v1 fenced end: %+v", r)
+	}
+	ao := kmsg.NewPtrAddOffsetsToTxnRequest()
+	ao.TransactionalID, ao.ProducerID, ao.ProducerEpoch, ao.Group = id, pid, 0, "g"
+	if r := request[*kmsg.AddOffsetsToTxnResponse](t, cl, ao); r.ErrorCode != 0 {
+		t.Fatalf("add offsets: %+v", r)
+	}
+	if m, _ := n.h.Transactions().Describe(id); len(m.Partitions) != 2 {
+		t.Fatalf("partitions: %v", m.Partitions)
+	}
+	// v5 (transaction version 2) bumps the epoch at the end.
+	if r := end(5, 0, false); r.ErrorCode != 0 || r.ProducerID != pid || r.ProducerEpoch != 1 {
+		t.Fatalf("v5 end: %+v", r)
+	}
+}
