@@ -173,3 +173,86 @@ func TestTxnRequestErrors(t *testing.T) {
 		t.Fatalf("v5 end: %+v", r)
 	}
 }
+
+// TestTxnACLs: the transaction APIs check what Kafka's KafkaApis checks:
+// WRITE on the transactional id (DESCRIBE for FindCoordinator), WRITE on
+// each topic of AddPartitionsToTxn (the others then OPERATION_NOT_ATTEMPTED)
+// and READ on the group of AddOffsetsToTxn.
+func TestTxnACLs(t *testing.T) {
+	n := startNode(t, "", map[string]string{"authorizer.class.name": standardAuthorizer,
+		"allow.everyone.if.no.acl.found":       "true",
+		"transaction.state.log.num.partitions": "3", "offsets.topic.num.partitions": "3"})
+	if err := n.b.CreateTopic("open", 1, 1, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.b.CreateTopic("secret", 1, 1, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	cl := n.client()
+	deny := func(rt kmsg.ACLResourceType, name string) kmsg.CreateACLsRequestCreation {
+		c := creation(rt, name, kmsg.ACLResourcePatternTypeLiteral, "User:ANONYMOUS", kmsg.ACLOperationAll)
+		c.PermissionType = kmsg.ACLPermissionTypeDeny
+		return c
+	}
+	creq := kmsg.NewPtrCreateACLsRequest()
+	creq.Creations = []kmsg.CreateACLsRequestCreation{
+		deny(kmsg.ACLResourceTypeTransactionalId, "denied"),
+		deny(kmsg.ACLResourceTypeTopic, "secret"),
+		deny(kmsg.ACLResourceTypeGroup, "gdeny"),
+	}
+	for _, r := range request[*kmsg.CreateACLsResponse](t, cl, creq).Results {
+		if r.ErrorCode != 0 {
+			t.Fatalf("create acls: %v", kerr.ErrorForCode(r.ErrorCode))
+		}
+	}
+	denied := kerr.TransactionalIDAuthorizationFailed.Code
+	// Straight to this node: kgo would look for the coordinator first.
+	raw := protocol.NewClient(n.addr, "txn-acl-test")
+	t.Cleanup(func() { raw.Close() })
+	at := func(req kmsg.Request) kmsg.Response {
+		t.Helper()
+		resp, err := raw.Request(ctx(t), req)
+		if err != nil {
+			t.Fatalf("%T: %v", req, err)
+		}
+		return resp
+	}
+
+	fc := kmsg.NewPtrFindCoordinatorRequest()
+	fc.Version, fc.CoordinatorType, fc.CoordinatorKey = 3, 1, "denied"
+	if r := at(fc).(*kmsg.FindCoordinatorResponse); r.ErrorCode != denied {
+		t.Fatalf("find coordinator: %+v", r)
+	}
+	did := "denied"
+	ip := kmsg.NewPtrInitProducerIDRequest()
+	ip.TransactionalID, ip.TransactionTimeoutMillis = &did, 60000
+	if r := at(ip).(*kmsg.InitProducerIDResponse); r.ErrorCode != denied {
+		t.Fatalf("init: %+v", r)
+	}
+	et := kmsg.NewPtrEndTxnRequest()
+	et.TransactionalID = "denied"
+	if r := at(et).(*kmsg.EndTxnResponse); r.ErrorCode != denied {
+		t.Fatalf("end: %+v", r)
+	}
+
+	ap := kmsg.NewPtrAddPartitionsToTxnRequest()
+	ap.TransactionalID = "ok"
+	for _, topic := range []string{"open", "secret"} {
+		rt := kmsg.NewAddPartitionsToTxnRequestTopic()
+		rt.Topic, rt.Partitions = topic, []int32{0}
+		ap.Topics = append(ap.Topics, rt)
+	}
+	resp := at(ap).(*kmsg.AddPartitionsToTxnResponse)
+	codes := map[string]int16{}
+	for _, rt := range resp.Topics {
+		codes[rt.Topic] = rt.Partitions[0].ErrorCode
+	}
+	if codes["open"] != kerr.OperationNotAttempted.Code || codes["secret"] != kerr.TopicAuthorizationFailed.Code {
+		t.Fatalf("add partitions: %v", codes)
+	}
+	ao := kmsg.NewPtrAddOffsetsToTxnRequest()
+	ao.TransactionalID, ao.Group = "ok", "gdeny"
+	if r := at(ao).(*kmsg.AddOffsetsToTxnResponse); r.ErrorCode != kerr.GroupAuthorizationFailed.Code {
+		t.Fatalf("add offsets: %+v", r)
+	}
+}
