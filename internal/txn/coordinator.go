@@ -182,7 +182,9 @@ func (c *Coordinator) reconcile() {
 }
 
 // owns reports whether s still serves the live local replica of its
-// partition.
+// partition, at the leader epoch it loaded: a shard that missed a
+// leadership change (this node led, another did, this one again) holds
+// stale state and must be loaded again.
 func (c *Coordinator) owns(s *shard) bool {
 	t := c.b.Image().Topics[Topic]
 	if t == nil || int(s.index) >= len(t.Partitions) || t.Partitions[s.index].Leader != c.b.NodeID() {
@@ -194,7 +196,7 @@ func (c *Coordinator) owns(s *shard) bool {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.loading || s.p == p
+	return s.loading || (s.p == p && s.epoch == p.LeaderEpoch())
 }
 
 // Elect makes this node the coordinator of __transaction_state partition
@@ -203,6 +205,9 @@ func (c *Coordinator) owns(s *shard) bool {
 func (c *Coordinator) Elect(i int32) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if s := c.shards[i]; s != nil && !c.owns(s) {
+		c.resignLocked(i)
+	}
 	if c.shards[i] == nil && !c.closed {
 		c.electLocked(i)
 	}
