@@ -1,8 +1,10 @@
 package handler_test
 
 import (
+	"errors"
 	"sort"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -254,5 +256,63 @@ func TestTxnACLs(t *testing.T) {
 	ao.TransactionalID, ao.Group = "ok", "gdeny"
 	if r := at(ao).(*kmsg.AddOffsetsToTxnResponse); r.ErrorCode != kerr.GroupAuthorizationFailed.Code {
 		t.Fatalf("add offsets: %+v", r)
+	}
+}
+
+// TestTxnTimeoutEndToEnd: a transaction left open past its
+// transaction.timeout.ms is aborted by the coordinator at a bumped epoch;
+// the franz-go producer's commit then fails with PRODUCER_FENCED (Kafka's
+// answer at EndTxn v2+ for transaction version 1, fatal for the client); a
+// new instance with the same transactional id commits; the timed-out
+// records are never read committed.
+func TestTxnTimeoutEndToEnd(t *testing.T) {
+	props := map[string]string{"transaction.abort.timed.out.transaction.cleanup.interval.ms": "100"}
+	for k, v := range txnProps {
+		props[k] = v
+	}
+	n := startNode(t, "", props)
+	if err := n.b.CreateTopic("tto", 1, 1, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	producer := func() *kgo.Client {
+		return n.client(kgo.TransactionalID("tx-timeout"), kgo.DefaultProduceTopic("tto"),
+			kgo.TransactionTimeout(500*time.Millisecond))
+	}
+	p := producer()
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ProduceSync(ctx(t), &kgo.Record{Value: []byte("late")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		m, _ := n.h.Transactions().Describe("tx-timeout")
+		if m.State == txn.CompleteAbort {
+			if m.Epoch != 1 {
+				t.Fatalf("timeout abort at epoch %d", m.Epoch)
+			}
+			break
+		}
+		if i == 500 {
+			t.Fatalf("not aborted after its timeout: %+v", m)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := p.EndTransaction(ctx(t), kgo.TryCommit); !errors.Is(err, kerr.ProducerFenced) {
+		t.Fatalf("commit after the timeout: %v", err)
+	}
+	p.Close()
+	p = producer()
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ProduceSync(ctx(t), &kgo.Record{Value: []byte("next")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.EndTransaction(ctx(t), kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	if got := consumeIso(t, n, "tto", true); !equalStrings(got, []string{"next"}) {
+		t.Fatalf("read_committed = %v", got)
 	}
 }
