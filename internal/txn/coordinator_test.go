@@ -350,3 +350,80 @@ func TestCoordinatorReloadRollsForward(t *testing.T) {
 		t.Fatalf("ids: %d", c.NumTransactionalIDs())
 	}
 }
+
+// advanceUntil moves clk in backoff steps until id is in state want.
+func advanceUntil(t *testing.T, c *Coordinator, clk *clock.Manual, id string, want State) {
+	t.Helper()
+	for i := 0; i < 3000; i++ {
+		if m, ok := c.Describe(id); ok && m.State == want && m.Pending() == nil {
+			return
+		}
+		clk.Advance(10 * time.Millisecond)
+		time.Sleep(time.Millisecond)
+	}
+	m, _ := c.Describe(id)
+	t.Fatalf("%s never reached %v: %+v", id, want, m)
+}
+
+// TestCoordinatorMarkerRetries: markers are retried after a retriable
+// answer until they are written; a deleted topic's partition counts as
+// written; a fenced answer stops the sending.
+func TestCoordinatorMarkerRetries(t *testing.T) {
+	clk := clock.NewManual(t0)
+	b := openBroker(t)
+	if err := b.CreateTopic("gone", 1, 1, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	fm := &fakeMarkers{}
+	c := testCoordinator(t, b, clk, fm)
+	pid := initTxn(t, c, "tx", -1, -1).ProducerID
+	if err := c.AddPartitions("tx", pid, 0, []Partition{{"t", 0}, {"gone", 0}}).Get(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.DeleteTopic("gone"); err != nil {
+		t.Fatal(err)
+	}
+	fm.set(nil, kerr.NotLeaderForPartition.Code)
+	if e := c.EndTxn("tx", pid, 0, true, 0).Get(); e.Err != nil {
+		t.Fatal(e.Err)
+	}
+	for len(fm.markers()) == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	if m, _ := c.Describe("tx"); m.State != PrepareCommit {
+		t.Fatalf("completed without its markers: %v", m.State)
+	}
+	if e := c.EndTxn("tx", pid, 0, true, 0).Get(); e.Err != kerr.ConcurrentTransactions {
+		t.Fatalf("retried end while sending: %+v", e)
+	}
+	fm.set(nil, 0)
+	advanceUntil(t, c, clk, "tx", CompleteCommit)
+	for _, m := range fm.markers() {
+		for _, tp := range m.Topics {
+			if tp.Topic != "t" {
+				t.Fatalf("marker sent to %s", tp.Topic)
+			}
+		}
+	}
+
+	// A fenced answer: this coordinator stops and leaves the
+	// transaction prepared (for a newer coordinator to complete).
+	fm.set(nil, kerr.TransactionCoordinatorFenced.Code)
+	if err := c.AddPartitions("tx", pid, 0, []Partition{{"t", 1}}).Get(); err != nil {
+		t.Fatal(err)
+	}
+	sent := len(fm.markers())
+	if e := c.EndTxn("tx", pid, 0, false, 0).Get(); e.Err != nil {
+		t.Fatal(e.Err)
+	}
+	for len(fm.markers()) == sent {
+		time.Sleep(time.Millisecond)
+	}
+	for i := 0; i < 50; i++ {
+		clk.Advance(time.Second)
+	}
+	time.Sleep(20 * time.Millisecond)
+	if m, _ := c.Describe("tx"); m.State != PrepareAbort || len(fm.markers()) != sent+1 {
+		t.Fatalf("fenced: %v, %d markers", m.State, len(fm.markers())-sent)
+	}
+}
