@@ -3,6 +3,7 @@ package txn
 import (
 	"context"
 	"errors"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -425,5 +426,38 @@ func TestCoordinatorMarkerRetries(t *testing.T) {
 	time.Sleep(20 * time.Millisecond)
 	if m, _ := c.Describe("tx"); m.State != PrepareAbort || len(fm.markers()) != sent+1 {
 		t.Fatalf("fenced: %v, %d markers", m.State, len(fm.markers())-sent)
+	}
+}
+
+// TestCoordinatorEpochExhaustion: at the last epoch InitProducerId hands
+// out a new producer id at epoch 0; a retry with the exhausted epoch of
+// the previous id gets the same answer (KIP-360).
+func TestCoordinatorEpochExhaustion(t *testing.T) {
+	clk := clock.NewManual(t0)
+	b := openBroker(t)
+	c := testCoordinator(t, b, clk, &fakeMarkers{})
+	pid := initTxn(t, c, "tx", -1, -1).ProducerID
+	s, err := c.lockShard("tx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.txns["tx"].Epoch = math.MaxInt16 - 1
+	s.mu.Unlock()
+	r := initTxn(t, c, "tx", pid, math.MaxInt16-1)
+	if r.Err != nil || r.ProducerID == pid || r.Epoch != 0 {
+		t.Fatalf("exhausted: %+v", r)
+	}
+	if again := initTxn(t, c, "tx", pid, math.MaxInt16-1); again != r {
+		t.Fatalf("retry: %+v, first %+v", again, r)
+	}
+	if m, _ := c.Describe("tx"); m.PrevProducerID != pid {
+		t.Fatalf("previous id: %+v", m)
+	}
+	// Without an expected epoch an exhausted id rotates too.
+	s, _ = c.lockShard("tx")
+	s.txns["tx"].Epoch = math.MaxInt16 - 1
+	s.mu.Unlock()
+	if r2 := initTxn(t, c, "tx", -1, -1); r2.Err != nil || r2.ProducerID == r.ProducerID || r2.Epoch != 0 {
+		t.Fatalf("exhausted, new instance: %+v", r2)
 	}
 }
