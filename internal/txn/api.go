@@ -333,8 +333,16 @@ func (c *Coordinator) endLocked(s *shard, m *Metadata, pid int64, epoch int16, c
 	case m.pending != nil:
 		return endErr(kerr.ConcurrentTransactions)
 	}
+	// The retry of a completed end answers NONE. With transaction
+	// version 2 only a retry (at the epoch before the bump) is one: the
+	// current epoch on a completed transaction names the next, empty,
+	// transaction (INVALID_TXN_STATE; Kafka 4 aborts an empty one with an
+	// epoch bump, which sluice does not do).
 	done := func() Result[EndResult] {
 		if tv >= 2 {
+			if !retry {
+				return endErr(kerr.InvalidTxnState)
+			}
 			return ready(EndResult{ProducerID: m.ProducerID, Epoch: m.Epoch})
 		}
 		return ready(EndResult{ProducerID: -1, Epoch: -1})

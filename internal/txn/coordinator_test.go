@@ -461,3 +461,37 @@ func TestCoordinatorEpochExhaustion(t *testing.T) {
 		t.Fatalf("exhausted, new instance: %+v", r2)
 	}
 }
+
+// TestCoordinatorTxnVersion2: EndTxn v5 bumps the epoch at every end and
+// returns it; its retry at the previous epoch gets the same answer.
+func TestCoordinatorTxnVersion2(t *testing.T) {
+	clk := clock.NewManual(t0)
+	b := openBroker(t)
+	fm := &fakeMarkers{}
+	c := testCoordinator(t, b, clk, fm)
+	pid := initTxn(t, c, "tx", -1, -1).ProducerID
+	if err := c.AddPartitions("tx", pid, 0, []Partition{{"t", 0}}).Get(); err != nil {
+		t.Fatal(err)
+	}
+	e := c.EndTxn("tx", pid, 0, true, 2).Get()
+	if e.Err != nil || e.ProducerID != pid || e.Epoch != 1 {
+		t.Fatalf("end v5: %+v", e)
+	}
+	waitState(t, c, "tx", CompleteCommit)
+	if ms := fm.markers(); len(ms) != 1 || ms[0].ProducerEpoch != 1 {
+		t.Fatalf("markers at the bumped epoch: %+v", ms)
+	}
+	if r := c.EndTxn("tx", pid, 0, true, 2).Get(); r != e {
+		t.Fatalf("retry: %+v, first %+v", r, e)
+	}
+	if r := c.EndTxn("tx", pid, 1, true, 2).Get(); r.Err != kerr.InvalidTxnState {
+		t.Fatalf("empty next transaction: %+v", r)
+	}
+	// The next transaction runs at the new epoch.
+	if err := c.AddPartitions("tx", pid, 1, []Partition{{"t", 1}}).Get(); err != nil {
+		t.Fatal(err)
+	}
+	if e := c.EndTxn("tx", pid, 1, false, 2).Get(); e.Err != nil || e.Epoch != 2 {
+		t.Fatalf("second end: %+v", e)
+	}
+}
