@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"cmp"
 	"errors"
 	"slices"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 	"github.com/sluice-io/sluice/internal/batch"
 	"github.com/sluice-io/sluice/internal/epoch"
 	"github.com/sluice-io/sluice/internal/metadata"
+	"github.com/sluice-io/sluice/internal/producer"
 	"github.com/sluice-io/sluice/internal/replica"
 	"github.com/sluice-io/sluice/internal/storage"
 )
@@ -133,6 +135,45 @@ func (p *Partition) HighWatermark() int64 { return p.hw.Load() }
 // (replica.Replica.LastStable): read_committed consumers read below it.
 func (p *Partition) LastStableOffset() int64 { return p.lso.Load() }
 
+// ProducerInfo is one producer's state in a partition, as
+// DescribeProducers reports it (KIP-664).
+type ProducerInfo struct {
+	ProducerID       int64
+	Epoch            int16
+	LastSequence     int32 // -1 if no batch is retained
+	LastTimestamp    int64 // ms
+	CoordinatorEpoch int32 // of its last marker, -1 if none
+	TxnStartOffset   int64 // first offset of its ongoing transaction, -1 if none
+}
+
+// MaxDescribedProducers bounds ActiveProducers' answer.
+const MaxDescribedProducers = 10_000
+
+// ActiveProducers returns the producers the partition's state machine
+// tracks, sorted by producer id, at most MaxDescribedProducers.
+func (p *Partition) ActiveProducers() []ProducerInfo {
+	p.mu.Lock()
+	ps := p.r.Producers()
+	var out []ProducerInfo
+	ps.Each(func(e *producer.Entry) {
+		pi := ProducerInfo{ProducerID: e.ProducerID, Epoch: e.Epoch, LastSequence: -1, LastTimestamp: e.LastTime,
+			CoordinatorEpoch: e.CoordinatorEpoch, TxnStartOffset: -1}
+		if n := len(e.Batches); n > 0 {
+			pi.LastSequence = e.Batches[n-1].LastSeq
+		}
+		if first, ok := ps.OpenTxn(e.ProducerID); ok {
+			pi.TxnStartOffset = first
+		}
+		out = append(out, pi)
+	})
+	p.mu.Unlock()
+	slices.SortFunc(out, func(a, b ProducerInfo) int { return cmp.Compare(a.ProducerID, b.ProducerID) })
+	if len(out) > MaxDescribedProducers {
+		out = out[:MaxDescribedProducers]
+	}
+	return out
+}
+
 // OpenTransactions returns the partition's ongoing transactions: producer
 // id to the offset of its first batch in the transaction.
 func (p *Partition) OpenTransactions() map[int64]int64 {
@@ -186,6 +227,10 @@ type Status struct {
 	// yet (storage.Log.Cleanable).
 	Compacted  bool    `json:",omitempty"`
 	DirtyRatio float64 `json:",omitempty"`
+	// LSO is the last stable offset and OpenTxns the number of ongoing
+	// transactions with records in the partition (docs/transactions.md).
+	LSO      int64
+	OpenTxns int
 }
 
 // Status returns the replica's state as the state machine sees it.
@@ -195,7 +240,7 @@ func (p *Partition) Status(replicas []int32) Status {
 	st := Status{Role: p.r.Role().String(), Leader: p.r.Leader(), LeaderEpoch: p.r.LeaderEpoch(), HW: p.r.HW(), LEO: p.r.LEO(),
 		LogStart: p.r.LogStart(), ISR: p.r.ISR(), Maximal: p.r.MaximalISR(), FlushedOffset: p.r.FlushedOffset(),
 		PartitionEpoch: p.r.PartitionEpoch(), FollowerLEO: map[int32]int64{}, FollowerCaughtUp: map[int32]int64{},
-		Compacted: p.log.Config().Compact}
+		Compacted: p.log.Config().Compact, LSO: p.r.LastStable(), OpenTxns: p.r.Producers().OpenTxns()}
 	if st.Compacted {
 		st.DirtyRatio = p.log.Cleanable(p.b.now(), st.HW).DirtyRatio
 	}

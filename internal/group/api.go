@@ -277,8 +277,9 @@ func lower(s string) string {
 }
 
 // DeleteGroups serves DeleteGroups: only groups without members may be
-// deleted (NON_EMPTY_GROUP); their offsets and metadata are tombstoned and
-// the response waits until that is durable.
+// deleted (NON_EMPTY_GROUP); their offsets (pending transactional ones
+// too, as Kafka's deleteAllOffsets) and metadata are tombstoned and the
+// response waits until that is durable.
 func (c *Coordinator) DeleteGroups(req *kmsg.DeleteGroupsRequest) Result[*kmsg.DeleteGroupsResponse] {
 	resp := req.ResponseKind().(*kmsg.DeleteGroupsResponse)
 	type durable struct {

@@ -113,7 +113,10 @@ func (c *Coordinator) OffsetCommit(req *kmsg.OffsetCommitRequest) Result[*kmsg.O
 
 // fetchGroup answers one group of an OffsetFetch: the requested partitions
 // (all committed ones if topics is nil), -1 for those without an offset.
-func (c *Coordinator) fetchGroup(id string, topics []kmsg.OffsetFetchRequestTopic) ([]kmsg.OffsetFetchResponseTopic, int16) {
+// With requireStable (KIP-447), a partition with a pending transactional
+// offset answers UNSTABLE_OFFSET_COMMIT and offset -1, as Kafka's
+// OffsetMetadataManager does; without it the committed offset is returned.
+func (c *Coordinator) fetchGroup(id string, topics []kmsg.OffsetFetchRequestTopic, requireStable bool) ([]kmsg.OffsetFetchResponseTopic, int16) {
 	if id == "" {
 		return nil, kerr.InvalidGroupID.Code
 	}
@@ -132,7 +135,10 @@ func (c *Coordinator) fetchGroup(id string, topics []kmsg.OffsetFetchRequestTopi
 		rp.Partition = tp.Partition
 		rp.Offset = -1
 		md := ""
-		if o, ok := offs[tp]; ok {
+		if requireStable && g != nil && g.hasTxnOffset(tp) {
+			rp.ErrorCode = kerr.UnstableOffsetCommit.Code
+			rp.LeaderEpoch = -1
+		} else if o, ok := offs[tp]; ok {
 			rp.Offset, rp.LeaderEpoch, md = o.Offset, o.LeaderEpoch, o.Metadata
 		}
 		rp.Metadata = &md
@@ -179,7 +185,7 @@ func (c *Coordinator) OffsetFetch(req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetc
 					topics = append(topics, kmsg.OffsetFetchRequestTopic{Topic: t.Topic, Partitions: t.Partitions})
 				}
 			}
-			out, code := c.fetchGroup(rg.Group, topics)
+			out, code := c.fetchGroup(rg.Group, topics, req.RequireStable)
 			g := kmsg.NewOffsetFetchResponseGroup()
 			g.Group, g.ErrorCode = rg.Group, code
 			for _, t := range out {
@@ -188,6 +194,7 @@ func (c *Coordinator) OffsetFetch(req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetc
 				for _, p := range t.Partitions {
 					gp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
 					gp.Partition, gp.Offset, gp.LeaderEpoch, gp.Metadata = p.Partition, p.Offset, p.LeaderEpoch, p.Metadata
+					gp.ErrorCode = p.ErrorCode
 					gt.Partitions = append(gt.Partitions, gp)
 				}
 				g.Topics = append(g.Topics, gt)
@@ -200,7 +207,7 @@ func (c *Coordinator) OffsetFetch(req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetc
 	if req.Version < 2 && topics == nil {
 		topics = []kmsg.OffsetFetchRequestTopic{}
 	}
-	out, code := c.fetchGroup(req.Group, topics)
+	out, code := c.fetchGroup(req.Group, topics, req.RequireStable)
 	if code == 0 {
 		resp.Topics = out
 		return resp
@@ -265,7 +272,7 @@ func (c *Coordinator) OffsetDelete(req *kmsg.OffsetDeleteRequest) Result[*kmsg.O
 				sp.ErrorCode = kerr.GroupSubscribedToTopic.Code
 			default:
 				_, committed := g.offsets[tp]
-				if committed || g.pendingCommits[tp] > 0 {
+				if committed || g.pendingCommits[tp] > 0 || g.hasTxnOffset(tp) {
 					tps = append(tps, tp)
 					recs = append(recs, offsetTombstone(g.id, tp))
 				}
@@ -282,9 +289,11 @@ func (c *Coordinator) OffsetDelete(req *kmsg.OffsetDeleteRequest) Result[*kmsg.O
 		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
 		return ready(resp)
 	}
+	n0 := g.numTxnOffsets()
 	for i, tp := range tps {
 		g.deleteOffset(tp, first+int64(i))
 	}
+	c.numTxnOffsets.Add(int64(g.numTxnOffsets() - n0))
 	p := s.p
 	return Result[*kmsg.OffsetDeleteResponse]{Wait: func() *kmsg.OffsetDeleteResponse {
 		if err := p.Commit(end); err != nil {

@@ -108,6 +108,13 @@ type shard struct {
 	gone    bool
 	groups  map[string]*Group
 	timers  map[string]*groupTimer
+
+	// txnGroups lists, per producer id, the groups that may hold its
+	// pending transactional offsets (an entry may be stale); txnEnds are
+	// CompleteTxn calls that arrived while the shard was loading, applied
+	// once it is loaded.
+	txnGroups map[int64]map[string]bool
+	txnEnds   []txnEnd
 }
 
 type groupTimer struct {
@@ -130,6 +137,7 @@ type Coordinator struct {
 	closed        bool
 	retentionStop func() bool
 	numGroups     atomic.Int64
+	numTxnOffsets atomic.Int64 // pending transactional offsets, at most MaxTxnOffsets
 	loads         sync.WaitGroup
 	waitingLogged atomic.Bool // "not creating __consumer_offsets yet" was logged
 }
@@ -201,7 +209,8 @@ func (c *Coordinator) Elect(i int32) {
 }
 
 func (c *Coordinator) electLocked(i int32) *shard {
-	s := &shard{index: i, loading: true, groups: map[string]*Group{}, timers: map[string]*groupTimer{}}
+	s := &shard{index: i, loading: true, groups: map[string]*Group{}, timers: map[string]*groupTimer{},
+		txnGroups: map[int64]map[string]bool{}}
 	c.shards[i] = s
 	c.armRetentionLocked()
 	p, err := c.b.Partition(OffsetsTopic, i)
@@ -251,9 +260,12 @@ func (c *Coordinator) resignLocked(i int32) {
 		}
 		g.transition(Dead, c.clock.Now())
 		c.numGroups.Add(-1)
+		c.numTxnOffsets.Add(-int64(g.numTxnOffsets()))
 	}
 	s.groups = map[string]*Group{}
 	s.timers = map[string]*groupTimer{}
+	s.txnGroups = map[int64]map[string]bool{}
+	s.txnEnds = nil
 }
 
 // Close resigns every shard and stops the background work. Requests that
@@ -337,8 +349,13 @@ func (c *Coordinator) load(s *shard) {
 		g.offsets = offs
 		s.groups[id] = g
 	}
+	c.restoreTxnOffsets(s, l, now)
 	c.numGroups.Add(int64(len(s.groups)))
 	s.p, s.loading = p, false
+	for _, e := range s.txnEnds {
+		c.completeTxnLocked(s, e.pid, e.commit)
+	}
+	s.txnEnds = nil
 	for _, g := range s.groups {
 		c.schedule(s, g)
 	}
@@ -518,8 +535,11 @@ func (c *Coordinator) group(s *shard, id string, create bool) *Group {
 	return g
 }
 
-// removeGroup drops a group (deleted or expired) from s.
+// removeGroup drops a group (deleted or expired) from s, with its pending
+// transactional offsets.
 func (c *Coordinator) removeGroup(s *shard, g *Group) {
+	c.numTxnOffsets.Add(-int64(g.numTxnOffsets()))
+	clear(g.txn)
 	g.transition(Dead, c.clock.Now())
 	if s.groups[g.id] == g {
 		delete(s.groups, g.id)

@@ -146,6 +146,9 @@ type Group struct {
 	offsets        map[TopicPartition]Offset
 	pendingCommits map[TopicPartition]int   // appended, not yet durable
 	tombstones     map[TopicPartition]int64 // deletions racing pending commits
+	// txn holds the transactional offsets (TxnOffsetCommit) of each
+	// producer id whose transaction has not ended yet (txn_offsets.go).
+	txn map[int64]map[TopicPartition]Offset
 
 	stores []storeOp
 }
@@ -154,7 +157,7 @@ func newGroup(id string, cfg *Config, now time.Time) *Group {
 	return &Group{id: id, cfg: cfg, stateSince: now, members: map[string]*member{},
 		static: map[string]string{}, pending: map[string]time.Time{},
 		offsets: map[TopicPartition]Offset{}, pendingCommits: map[TopicPartition]int{},
-		tombstones: map[TopicPartition]int64{}}
+		tombstones: map[TopicPartition]int64{}, txn: map[int64]map[TopicPartition]Offset{}}
 }
 
 // ID is the group id.

@@ -53,9 +53,11 @@ func (g *Group) finishCommit(tp TopicPartition, o Offset, ok bool) {
 }
 
 // deleteOffset removes a committed offset whose tombstone sits at log
-// offset at.
+// offset at, and the partition's pending transactional offsets (Kafka's
+// OffsetMetadataManager drops them on a tombstone too).
 func (g *Group) deleteOffset(tp TopicPartition, at int64) {
 	delete(g.offsets, tp)
+	g.dropTxnOffsets(tp)
 	if g.pendingCommits[tp] > 0 {
 		g.tombstones[tp] = at
 	}
@@ -64,15 +66,26 @@ func (g *Group) deleteOffset(tp TopicPartition, at int64) {
 // hasOffsets reports committed or in-flight offsets.
 func (g *Group) hasOffsets() bool { return len(g.offsets) > 0 || len(g.pendingCommits) > 0 }
 
-// offsetKeys lists the partitions with a committed or in-flight offset.
+// offsetKeys lists the partitions with a committed, in-flight or pending
+// transactional offset.
 func (g *Group) offsetKeys() []TopicPartition {
 	out := make([]TopicPartition, 0, len(g.offsets)+len(g.pendingCommits))
+	seen := make(map[TopicPartition]bool, len(g.offsets))
+	add := func(tp TopicPartition) {
+		if !seen[tp] {
+			seen[tp] = true
+			out = append(out, tp)
+		}
+	}
 	for tp := range g.offsets {
-		out = append(out, tp)
+		add(tp)
 	}
 	for tp := range g.pendingCommits {
-		if _, ok := g.offsets[tp]; !ok {
-			out = append(out, tp)
+		add(tp)
+	}
+	for _, offs := range g.txn {
+		for tp := range offs {
+			add(tp)
 		}
 	}
 	return out
@@ -92,7 +105,8 @@ func (g *Group) Offsets() map[TopicPartition]Offset {
 // stable consumer group loses offsets of topics it no longer subscribes to
 // that were committed longer ago than the retention; a group that never
 // used group management ("simple" commits) loses each offset the retention
-// after its commit. Offsets with a commit in flight are kept.
+// after its commit. Offsets with a commit in flight or a pending
+// transactional offset are kept (Kafka's cleanupExpiredOffsets).
 func (g *Group) expiredOffsets(now time.Time, retention time.Duration) []TopicPartition {
 	var base func(o Offset) time.Time
 	var keep func(tp TopicPartition) bool
@@ -109,7 +123,7 @@ func (g *Group) expiredOffsets(now time.Time, retention time.Duration) []TopicPa
 	}
 	var out []TopicPartition
 	for tp, o := range g.offsets {
-		if g.pendingCommits[tp] > 0 || keep != nil && keep(tp) {
+		if g.pendingCommits[tp] > 0 || g.hasTxnOffset(tp) || keep != nil && keep(tp) {
 			continue
 		}
 		if !now.Before(base(o).Add(retention)) {

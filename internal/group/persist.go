@@ -168,7 +168,8 @@ func (c *Coordinator) expireShard(s *shard) {
 			dels = append(dels, del{g, tp, len(recs)})
 			recs = append(recs, offsetTombstone(g.id, tp))
 		}
-		if g.state == Empty && len(g.pending) == 0 && len(g.offsets) == len(g.expiredOffsets(now, c.cfg.OffsetsRetention)) && len(g.pendingCommits) == 0 {
+		if g.state == Empty && len(g.pending) == 0 && len(g.offsets) == len(g.expiredOffsets(now, c.cfg.OffsetsRetention)) &&
+			len(g.pendingCommits) == 0 && g.numTxnOffsets() == 0 {
 			drop = append(drop, g)
 			recs = append(recs, groupTombstone(g.id))
 		}

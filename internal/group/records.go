@@ -128,6 +128,20 @@ func groupRecord(g *Group, assignment map[string][]byte) record {
 // encodeBatch builds one uncompressed v2 record batch holding recs, as a
 // non-idempotent producer would (the log assigns the offsets).
 func encodeBatch(recs []record, now time.Time) []byte {
+	return encodeBatchAs(recs, now, -1, -1, 0)
+}
+
+// attrTransactional is the transactional bit of a batch's attributes.
+const attrTransactional = 0x10
+
+// encodeTxnBatch builds the batch of a TxnOffsetCommit: transactional,
+// with the transaction's producer id and epoch and no sequence (the
+// partition checks the epoch only, as for Kafka's coordinator appends).
+func encodeTxnBatch(recs []record, now time.Time, pid int64, epoch int16) []byte {
+	return encodeBatchAs(recs, now, pid, epoch, attrTransactional)
+}
+
+func encodeBatchAs(recs []record, now time.Time, pid int64, epoch int16, attrs int16) []byte {
 	var raw []byte
 	for i, r := range recs {
 		kr := kmsg.NewRecord()
@@ -140,9 +154,10 @@ func encodeBatch(recs []record, now time.Time) []byte {
 	ts := now.UnixMilli()
 	b := kmsg.NewRecordBatch()
 	b.Magic = 2
+	b.Attributes = attrs
 	b.LastOffsetDelta = int32(len(recs) - 1)
 	b.FirstTimestamp, b.MaxTimestamp = ts, ts
-	b.ProducerID, b.ProducerEpoch, b.FirstSequence = -1, -1, -1
+	b.ProducerID, b.ProducerEpoch, b.FirstSequence = pid, epoch, -1
 	b.NumRecords = int32(len(recs))
 	b.Records = raw
 	out := b.AppendTo(nil)
@@ -158,15 +173,20 @@ var errBadRecord = errors.New("group: malformed __consumer_offsets record")
 type loaded struct {
 	offsets map[string]map[TopicPartition]Offset
 	groups  map[string]*kmsg.GroupMetadataValue
+	// txn holds the offsets of transactional batches whose marker has not
+	// been read yet: by producer id, then group.
+	txn map[int64]map[string]map[TopicPartition]Offset
 }
 
 func newLoaded() *loaded {
-	return &loaded{offsets: map[string]map[TopicPartition]Offset{}, groups: map[string]*kmsg.GroupMetadataValue{}}
+	return &loaded{offsets: map[string]map[TopicPartition]Offset{}, groups: map[string]*kmsg.GroupMetadataValue{},
+		txn: map[int64]map[string]map[TopicPartition]Offset{}}
 }
 
-// apply replays one record found at log offset at. Unknown key versions
+// apply replays one record found at log offset at, written by producer
+// pid in a transactional batch (-1: an ordinary one). Unknown key versions
 // are skipped; malformed known ones return errBadRecord.
-func (l *loaded) apply(key, value []byte, at int64) error {
+func (l *loaded) apply(key, value []byte, at, pid int64) error {
 	if len(key) < 2 {
 		return errBadRecord
 	}
@@ -178,15 +198,34 @@ func (l *loaded) apply(key, value []byte, at int64) error {
 		}
 		tp := TopicPartition{k.Topic, k.Partition}
 		if value == nil {
+			if pid >= 0 {
+				delete(l.txn[pid][k.Group], tp)
+				return nil
+			}
+			// A deletion also drops the group's pending transactional
+			// offsets of the partition (Kafka's OffsetMetadataManager).
 			delete(l.offsets[k.Group], tp)
+			for _, byGroup := range l.txn {
+				delete(byGroup[k.Group], tp)
+			}
 			return nil
 		}
 		var v kmsg.OffsetCommitValue
 		if err := v.ReadFrom(value); err != nil {
 			return errBadRecord
 		}
-		m := l.offsets[k.Group]
-		if m == nil {
+		var m map[TopicPartition]Offset
+		if pid >= 0 {
+			byGroup := l.txn[pid]
+			if byGroup == nil {
+				byGroup = map[string]map[TopicPartition]Offset{}
+				l.txn[pid] = byGroup
+			}
+			if m = byGroup[k.Group]; m == nil {
+				m = map[TopicPartition]Offset{}
+				byGroup[k.Group] = m
+			}
+		} else if m = l.offsets[k.Group]; m == nil {
 			m = map[TopicPartition]Offset{}
 			l.offsets[k.Group] = m
 		}
@@ -226,7 +265,16 @@ func (l *loaded) decodeBatches(data []byte) (next int64, err error) {
 		data = rest
 		next = h.NextOffset()
 		if h.IsControl() {
+			// A transaction marker ends producer pid's transaction; other
+			// control batches carry nothing for the coordinator.
+			if m, err := batch.ParseMarker(b); err == nil {
+				l.endTxn(h.ProducerID, m.Commit)
+			}
 			continue
+		}
+		pid := int64(-1)
+		if h.IsTransactional() {
+			pid = h.ProducerID
 		}
 		var applyErr error
 		err = batch.Records(b, func(r batch.Record) bool {
@@ -234,7 +282,7 @@ func (l *loaded) decodeBatches(data []byte) (next int64, err error) {
 			if r.Value != nil {
 				value = append([]byte{}, r.Value...)
 			}
-			applyErr = l.apply(append([]byte{}, r.Key...), value, h.BaseOffset+int64(r.OffsetDelta))
+			applyErr = l.apply(append([]byte{}, r.Key...), value, h.BaseOffset+int64(r.OffsetDelta), pid)
 			return applyErr == nil
 		})
 		if err == nil {
@@ -245,4 +293,29 @@ func (l *loaded) decodeBatches(data []byte) (next int64, err error) {
 		}
 	}
 	return next, nil
+}
+
+// endTxn replays a transaction marker of producer pid: on commit its
+// pending offsets become the committed ones unless a later record (a
+// higher log offset) already replaced them, as Kafka's loader keeps the
+// newer of the two; on abort they are dropped.
+func (l *loaded) endTxn(pid int64, commit bool) {
+	byGroup := l.txn[pid]
+	delete(l.txn, pid)
+	if !commit {
+		return
+	}
+	for group, offs := range byGroup {
+		m := l.offsets[group]
+		for tp, o := range offs {
+			if cur, ok := m[tp]; ok && cur.logOffset > o.logOffset {
+				continue
+			}
+			if m == nil {
+				m = map[TopicPartition]Offset{}
+				l.offsets[group] = m
+			}
+			m[tp] = o
+		}
+	}
 }

@@ -8,8 +8,11 @@ package handler
 // group. Only durable commits are visible. Group errors
 // (COORDINATOR_NOT_AVAILABLE while loading, NOT_COORDINATOR,
 // INVALID_GROUP_ID) go in every partition for v0-v1, in the top-level
-// ErrorCode for v2-v7, and per group for v8. RequireStable (v7+) needs
-// nothing: sluice has no transactional offset commits.
+// ErrorCode for v2-v7, and per group for v8. Transactional offsets
+// (TxnOffsetCommit) are not returned until their transaction commits;
+// with RequireStable (v7+, KIP-447) a partition that has some pending
+// answers UNSTABLE_OFFSET_COMMIT and offset -1 in its own ErrorCode (v7
+// and v8 alike, as Kafka's OffsetMetadataManager), and clients retry.
 
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"

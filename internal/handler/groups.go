@@ -11,7 +11,7 @@ import (
 )
 
 // groupAPI serves the consumer-group APIs against one group coordinator.
-// The handler files 08..16, 42 and 47 are its methods; the protocol logic
+// The handler files 08..16, 28, 42 and 47 are its methods; the protocol logic
 // itself lives in internal/group, these only adapt kmsg requests and
 // Reply.Await.
 type groupAPI struct {
@@ -21,8 +21,8 @@ type groupAPI struct {
 
 // registerGroupAPIs installs the consumer-group APIs (FindCoordinator,
 // JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
-// DescribeGroups, ListGroups, DeleteGroups, OffsetDelete), served by a
-// group coordinator configured from the broker properties.
+// DescribeGroups, ListGroups, DeleteGroups, OffsetDelete, TxnOffsetCommit),
+// served by a group coordinator configured from the broker properties.
 func (h *Handlers) registerGroupAPIs(reg *protocol.Registry) {
 	c := group.New(h.b, group.Options{Config: group.ConfigFrom(h.b.Config())})
 	h.groups = c
@@ -37,6 +37,13 @@ func (h *Handlers) registerGroupAPIs(reg *protocol.Registry) {
 			c.Resign(tp.Partition)
 		}
 	})
+	// A transaction marker replicated on an offsets partition ends the
+	// producer's pending transactional offsets there (WriteTxnMarkers).
+	h.onMarker = append(h.onMarker, func(topic string, partition int32, producerID int64, commit bool) {
+		if topic == group.OffsetsTopic {
+			c.CompleteTxn(partition, producerID, commit)
+		}
+	})
 	g := &groupAPI{h: h, c: c}
 	for _, api := range []protocol.Handler{
 		{Key: 8, MinVersion: 0, MaxVersion: 8, Serve: g.offsetCommitAuthz},
@@ -48,6 +55,7 @@ func (h *Handlers) registerGroupAPIs(reg *protocol.Registry) {
 		{Key: 14, MinVersion: 0, MaxVersion: 5, Serve: g.syncGroupAuthz},
 		{Key: 15, MinVersion: 0, MaxVersion: 5, Serve: g.describeGroupsAuthz},
 		{Key: 16, MinVersion: 0, MaxVersion: 4, Serve: g.listGroupsAuthz},
+		{Key: 28, MinVersion: 0, MaxVersion: 5, Serve: g.txnOffsetCommit},
 		{Key: 42, MinVersion: 0, MaxVersion: 2, Serve: g.deleteGroupsAuthz},
 		{Key: 47, MinVersion: 0, MaxVersion: 0, Serve: g.offsetDeleteAuthz},
 	} {

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -107,6 +108,16 @@ func TestReadCommittedPartitionSide(t *testing.T) {
 	}
 	if vals := consumeIso(t, n, "rc", true); len(vals) != 0 {
 		t.Fatalf("read_committed saw open transactions: %v", vals)
+	}
+	// DescribeProducers (KIP-664) through kadm names both open transactions.
+	dp, err := kadm.NewClient(cl).DescribeProducers(ctx(t), kadm.TopicsSet{"rc": {0: {}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	starts := map[int64]int64{}
+	dp.EachProducer(func(p kadm.DescribedProducer) { starts[p.ProducerID] = p.CurrentTxnStartOffset })
+	if len(starts) != 2 || starts[a] != 0 || starts[b] != 2 {
+		t.Fatalf("described producers: %v", starts)
 	}
 	// Abort a (marker at 3), commit b (marker at 4).
 	if code := writeMarker(t, cl, "rc", a, 0, 5, false); code != 0 {

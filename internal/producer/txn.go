@@ -113,3 +113,11 @@ func (s *State) Reopen(pid, first int64) {
 	}
 	s.open[pid] = first
 }
+
+// Each calls fn for every producer entry, in no order. fn must not modify
+// the entry.
+func (s *State) Each(fn func(e *Entry)) {
+	for _, e := range s.m {
+		fn(e)
+	}
+}

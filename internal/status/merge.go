@@ -36,6 +36,12 @@ func mergePartition(topic string, mp *metadata.Partition, self int32, local map[
 		p.LogStartOffset, p.LogEndOffset, p.HighWatermark = lv.LogStartOffset, lv.LogEndOffset, lv.HighWatermark
 		p.DirtyRatio = lv.DirtyRatio
 	}
+	// The LSO that matters to consumers is the leader's.
+	if lv != nil {
+		p.LastStableOffset, p.OpenTransactions = lv.LastStableOffset, lv.OpenTransactions
+	} else if own := local[self][key]; own != nil {
+		p.LastStableOffset, p.OpenTransactions = own.LastStableOffset, own.OpenTransactions
+	}
 	isr := map[int32]bool{}
 	for _, id := range mp.ISR {
 		isr[id] = true

@@ -66,10 +66,13 @@ type Partition struct {
 	// reported them (-1 if the leader was not reached).
 	LeaderLogEndOffset  int64 `json:"leaderLogEndOffset"`
 	LeaderHighWatermark int64 `json:"leaderHighWatermark"`
-	// LastStableOffset is the place for the LSO (the first offset of the
-	// oldest open transaction); null while sluice has no transactions,
-	// where it equals the HW.
+	// LastStableOffset is the LSO (read_committed consumers read below
+	// it: the first offset of the oldest transaction not yet decided and
+	// replicated, else the HW) and OpenTransactions the ongoing
+	// transactions with records here: a stuck LSO shows as an LSO far
+	// below the HW (docs/transactions.md). Null when no replica was read.
 	LastStableOffset *int64 `json:"lastStableOffset"`
+	OpenTransactions int    `json:"openTransactions,omitempty"`
 	MinISR           int    `json:"minIsr,omitempty"`
 	// UnderReplicated: the ISR is smaller than the replica set.
 	// UnderMinISR: smaller than min.insync.replicas (acks=all fails).
@@ -109,6 +112,8 @@ func Snapshot(b *broker.Broker) []Partition {
 			if st.Compacted {
 				sp.DirtyRatio = &st.DirtyRatio
 			}
+			lso := st.LSO
+			sp.LastStableOffset, sp.OpenTransactions = &lso, st.OpenTxns
 			isr := map[int32]bool{}
 			for _, id := range mp.ISR {
 				isr[id] = true
@@ -148,6 +153,7 @@ func Snapshot(b *broker.Broker) []Partition {
 type collector struct {
 	b                           *broker.Broker
 	leo, hw, start, underRepl   *prometheus.Desc
+	lsoLag, openTxns            *prometheus.Desc
 	offline, partitions, topics *prometheus.Desc
 	// Per-topic produce and fetch totals (broker.TopicCounters).
 	bytesIn, recordsIn, bytesOut, recordsOut *prometheus.Desc
@@ -160,6 +166,8 @@ func newCollector(b *broker.Broker) *collector {
 		leo:        prometheus.NewDesc("sluice_partition_log_end_offset", "Log end offset of the local replica.", labels, nil),
 		hw:         prometheus.NewDesc("sluice_partition_high_watermark", "High watermark of the local replica.", labels, nil),
 		start:      prometheus.NewDesc("sluice_partition_log_start_offset", "Log start offset of the local replica.", labels, nil),
+		lsoLag:     prometheus.NewDesc("sluice_partition_lso_lag", "High watermark minus last stable offset of a partition led here: records read_committed consumers cannot read yet (a stuck transaction shows as a growing lag).", labels, nil),
+		openTxns:   prometheus.NewDesc("sluice_partition_open_transactions", "Ongoing transactions with records in a partition led here.", labels, nil),
 		underRepl:  prometheus.NewDesc("sluice_under_replicated_partitions", "Partitions led here whose ISR is smaller than their replica set (UnderReplicatedPartitions).", nil, nil),
 		offline:    prometheus.NewDesc("sluice_offline_partitions", "Partitions with no leader (OfflinePartitionsCount).", nil, nil),
 		partitions: prometheus.NewDesc("sluice_partitions", "Partitions hosted on this node.", nil, nil),
@@ -172,7 +180,7 @@ func newCollector(b *broker.Broker) *collector {
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.leo, c.hw, c.start, c.underRepl, c.offline, c.partitions, c.topics,
+	for _, d := range []*prometheus.Desc{c.leo, c.hw, c.start, c.lsoLag, c.openTxns, c.underRepl, c.offline, c.partitions, c.topics,
 		c.bytesIn, c.recordsIn, c.bytesOut, c.recordsOut} {
 		ch <- d
 	}
@@ -186,6 +194,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.leo, prometheus.GaugeValue, float64(p.LogEndOffset), p.Topic, part)
 		ch <- prometheus.MustNewConstMetric(c.hw, prometheus.GaugeValue, float64(p.HighWatermark), p.Topic, part)
 		ch <- prometheus.MustNewConstMetric(c.start, prometheus.GaugeValue, float64(p.LogStartOffset), p.Topic, part)
+		if p.Role == "leader" && p.LastStableOffset != nil {
+			ch <- prometheus.MustNewConstMetric(c.lsoLag, prometheus.GaugeValue, float64(p.HighWatermark-*p.LastStableOffset), p.Topic, part)
+			ch <- prometheus.MustNewConstMetric(c.openTxns, prometheus.GaugeValue, float64(p.OpenTransactions), p.Topic, part)
+		}
 		if p.Leader == c.b.NodeID() && len(p.ISR) < len(p.Replicas) {
 			under++
 		}

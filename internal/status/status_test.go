@@ -67,7 +67,7 @@ func TestPartitionsAPIAndMetrics(t *testing.T) {
 	if len(parts) != 2 || parts[1].Partition != 1 || parts[1].HighWatermark != 3 || parts[1].LogEndOffset != 3 ||
 		parts[1].Leader != 1 || len(parts[1].ReplicaStates) != 1 || parts[1].ReplicaStates[0].LogEndOffset != 3 ||
 		parts[1].Role != "leader" || parts[1].LeaderHighWatermark != 3 || parts[1].ReplicaStates[0].Status != status.ReplicaLeader ||
-		parts[1].ReplicaStates[0].Lag != 0 || parts[1].UnderReplicated || parts[1].Offline || parts[1].LastStableOffset != nil {
+		parts[1].ReplicaStates[0].Lag != 0 || parts[1].UnderReplicated || parts[1].Offline || parts[1].LastStableOffset == nil || *parts[1].LastStableOffset != 3 {
 		t.Fatalf("%+v", parts)
 	}
 	resp, err = srv.Client().Get(srv.URL + "/metrics")

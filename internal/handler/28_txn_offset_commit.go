@@ -1,0 +1,80 @@
+package handler
+
+// TxnOffsetCommit, versions 0-5 (Kafka 4.0's range; v6, with topic ids,
+// is later).
+//
+// A transactional producer's consumed offsets (KIP-98), written to the
+// group's partition of __consumer_offsets as offset commit records in one
+// transactional batch with the request's producer id and epoch, and
+// answered once durable. They stay pending until the transaction's marker
+// is replicated there (WriteTxnMarkers' marker hook, registered in
+// groups.go, calls group.Coordinator.CompleteTxn): OffsetFetch does not
+// return them before, and with RequireStable answers
+// UNSTABLE_OFFSET_COMMIT for their partitions.
+//
+// Authorization as KafkaApis.handleTxnOffsetCommitRequest: WRITE on the
+// transactional id (else every partition TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+// READ on the group (else GROUP_AUTHORIZATION_FAILED), READ on each topic
+// (else its partitions TOPIC_AUTHORIZATION_FAILED, the rest committed).
+// Then, per partition: UNKNOWN_TOPIC_OR_PARTITION; the group's errors
+// (INVALID_GROUP_ID, NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE while
+// loading); v3+ (KIP-447) a given generation, member id or instance id is
+// checked against the group (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID,
+// FENCED_INSTANCE_ID); OFFSET_METADATA_TOO_LARGE; INVALID_PRODUCER_EPOCH
+// when the partition knows a newer epoch of the producer id. Not done:
+// the KIP-890 verification that the partition is in the transaction
+// (v4's TRANSACTION_ABORTABLE, v5's implicit AddOffsetsToTxn), which needs
+// the transaction coordinator.
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-io/sluice/internal/acl"
+	"github.com/sluice-io/sluice/internal/protocol"
+)
+
+func (g *groupAPI) txnOffsetCommit(r *protocol.Request) protocol.Reply {
+	req := r.Body.(*kmsg.TxnOffsetCommitRequest)
+	fail := func(code int16) protocol.Reply {
+		resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+		for _, t := range req.Topics {
+			rt := kmsg.NewTxnOffsetCommitResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p.Partition, code
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return protocol.Reply{Resp: resp}
+	}
+	switch {
+	case !g.h.allowed(r, acl.ResourceTransactionalID, req.TransactionalID, acl.OpWrite):
+		return fail(kerr.TransactionalIDAuthorizationFailed.Code)
+	case !g.h.allowedGroup(r, req.Group, acl.OpRead):
+		return fail(groupDenied)
+	}
+	var denied []kmsg.TxnOffsetCommitResponseTopic
+	var kept []kmsg.TxnOffsetCommitRequestTopic
+	for _, t := range req.Topics {
+		if g.h.allowedTopic(r, t.Topic, acl.OpRead) {
+			kept = append(kept, t)
+			continue
+		}
+		rt := kmsg.NewTxnOffsetCommitResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p.Partition, kerr.TopicAuthorizationFailed.Code
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		denied = append(denied, rt)
+	}
+	req.Topics = kept
+	return replyMap(g.c.TxnOffsetCommit(req), func(resp *kmsg.TxnOffsetCommitResponse) *kmsg.TxnOffsetCommitResponse {
+		resp.Topics = append(resp.Topics, denied...)
+		return resp
+	})
+}
