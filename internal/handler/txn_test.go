@@ -316,3 +316,65 @@ func TestTxnTimeoutEndToEnd(t *testing.T) {
 		t.Fatalf("read_committed = %v", got)
 	}
 }
+
+// TestTxnConsumeTransformProduce: franz-go's GroupTransactSession reads a
+// topic in a consumer group and writes what it read to another in one
+// transaction with the group's offsets (AddOffsetsToTxn, TxnOffsetCommit,
+// markers to __consumer_offsets too): once committed, read_committed sees
+// the output and the group's committed offset is past the input.
+func TestTxnConsumeTransformProduce(t *testing.T) {
+	n := startNode(t, "", map[string]string{"transaction.state.log.num.partitions": "3",
+		"offsets.topic.num.partitions": "3", "group.initial.rebalance.delay.ms": "0"})
+	for _, topic := range []string{"in", "out"} {
+		if err := n.b.CreateTopic(topic, 1, 1, nil, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src := n.client(kgo.DefaultProduceTopic("in"))
+	for _, v := range []string{"x", "y", "z"} {
+		if err := src.ProduceSync(ctx(t), &kgo.Record{Value: []byte(v)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sess, err := kgo.NewGroupTransactSession(kgo.SeedBrokers(n.addr), kgo.TransactionalID("tx-ctp"),
+		kgo.ConsumerGroup("ctp"), kgo.ConsumeTopics("in"), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DefaultProduceTopic("out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	if err := sess.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	read := 0
+	for read < 3 {
+		fs := sess.PollFetches(ctx(t))
+		if errs := fs.Errors(); len(errs) > 0 {
+			t.Fatalf("poll: %v", errs)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			read++
+			sess.Produce(ctx(t), &kgo.Record{Value: append([]byte("t-"), r.Value...)}, nil)
+		})
+	}
+	committed, err := sess.End(ctx(t), kgo.TryCommit)
+	if err != nil || !committed {
+		t.Fatalf("end: committed %v, %v", committed, err)
+	}
+	if got := consumeIso(t, n, "out", true); !equalStrings(got, []string{"t-x", "t-y", "t-z"}) {
+		t.Fatalf("read_committed out = %v", got)
+	}
+	of := kmsg.NewPtrOffsetFetchRequest()
+	of.Group = "ctp"
+	of.Topics = []kmsg.OffsetFetchRequestTopic{{Topic: "in", Partitions: []int32{0}}}
+	for i := 0; ; i++ {
+		resp := request[*kmsg.OffsetFetchResponse](t, n.client(), of)
+		if len(resp.Topics) == 1 && resp.Topics[0].Partitions[0].Offset == 3 {
+			break
+		}
+		if i == 100 {
+			t.Fatalf("committed offset: %+v", resp)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
