@@ -87,8 +87,9 @@ func TestTxnRequestErrors(t *testing.T) {
 	if r := request[*kmsg.FindCoordinatorResponse](t, cl, fc); r.ErrorCode != 0 || r.NodeID != n.b.NodeID() {
 		t.Fatalf("find coordinator: %+v", r)
 	}
-	if n.b.Image().Topics[txn.Topic] == nil {
-		t.Fatal("__transaction_state not created")
+	if st := n.b.Image().Topics[txn.Topic]; st == nil || len(st.Partitions) != 3 ||
+		st.Configs["cleanup.policy"] != "compact" || st.Configs["min.insync.replicas"] != "1" {
+		t.Fatalf("__transaction_state: %+v", st)
 	}
 
 	id := "tx"
