@@ -123,6 +123,7 @@ type Coordinator struct {
 	clock   clock.Clock
 	log     *slog.Logger
 	markers MarkerSender
+	queues  *markerQueues // the markers waiting per broker (batch.go)
 
 	createMu sync.Mutex // serializes creating __transaction_state
 
@@ -153,6 +154,7 @@ func New(b *broker.Broker, opts Options) *Coordinator {
 	}
 	c := &Coordinator{b: b, cfg: opts.Config, clock: opts.Clock, log: opts.Logger.With("component", "txn"),
 		markers: opts.Markers, shards: map[int32]*shard{}}
+	c.queues = newMarkerQueues(c)
 	c.reconcile()
 	return c
 }
@@ -263,6 +265,7 @@ func (c *Coordinator) Close() {
 	}
 	c.abortStop, c.removeStop = nil, nil
 	c.mu.Unlock()
+	c.queues.cancel()
 	c.work.Wait()
 }
 

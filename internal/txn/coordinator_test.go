@@ -495,3 +495,66 @@ func TestCoordinatorTxnVersion2(t *testing.T) {
 		t.Fatalf("second end: %+v", e)
 	}
 }
+
+// gatedMarkers holds every request until released and records how many
+// markers each one carried.
+type gatedMarkers struct {
+	fakeMarkers
+	gate    chan struct{}
+	mu      sync.Mutex
+	perReq  []int
+	arrived chan struct{}
+}
+
+func (g *gatedMarkers) Send(ctx context.Context, node int32, req *kmsg.WriteTxnMarkersRequest) (*kmsg.WriteTxnMarkersResponse, error) {
+	g.mu.Lock()
+	g.perReq = append(g.perReq, len(req.Markers))
+	g.mu.Unlock()
+	g.arrived <- struct{}{}
+	<-g.gate
+	return g.fakeMarkers.Send(ctx, node, req)
+}
+
+// TestCoordinatorMarkerBatching: while a WriteTxnMarkers request to a
+// broker is in flight, the markers of other transactions for it queue and
+// go out together in the next request.
+func TestCoordinatorMarkerBatching(t *testing.T) {
+	clk := clock.NewManual(t0)
+	b := openBroker(t)
+	g := &gatedMarkers{gate: make(chan struct{}), arrived: make(chan struct{}, 10)}
+	c := testCoordinator(t, b, clk, &fakeMarkers{})
+	c.markers = g
+	ids := []string{"a", "b", "c", "d"}
+	pids := map[string]int64{}
+	for _, id := range ids {
+		pids[id] = initTxn(t, c, id, -1, -1).ProducerID
+		if err := c.AddPartitions(id, pids[id], 0, []Partition{{"t", 0}}).Get(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if e := c.EndTxn("a", pids["a"], 0, true, 0).Get(); e.Err != nil {
+		t.Fatal(e.Err)
+	}
+	<-g.arrived // a's request is in flight
+	for _, id := range ids[1:] {
+		if e := c.EndTxn(id, pids[id], 0, true, 0).Get(); e.Err != nil {
+			t.Fatal(e.Err)
+		}
+	}
+	// b, c and d queue behind a.
+	for queued := 0; queued < 3; {
+		time.Sleep(time.Millisecond)
+		c.queues.mu.Lock()
+		queued = len(c.queues.queues[b.NodeID()])
+		c.queues.mu.Unlock()
+	}
+	close(g.gate)
+	for _, id := range ids {
+		waitState(t, c, id, CompleteCommit)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.perReq) != 2 || g.perReq[0] != 1 || g.perReq[1] != 3 {
+		t.Fatalf("markers per request: %v", g.perReq)
+	}
+}

@@ -204,11 +204,10 @@ func (c *Coordinator) sendMarkers(s *shard, commit bool, pid int64, epoch int16,
 	return true
 }
 
-// sendTo sends one WriteTxnMarkers request for ps to node and returns the
-// error code of each partition.
+// sendTo sends the marker for ps to node (batched with other
+// transactions' markers for it) and returns the error code of each
+// partition.
 func (c *Coordinator) sendTo(s *shard, node int32, commit bool, pid int64, epoch int16, coordEpoch int32, ps []Partition) (map[Partition]int16, error) {
-	req := kmsg.NewPtrWriteTxnMarkersRequest()
-	req.Version = 1
 	mk := kmsg.NewWriteTxnMarkersRequestMarker()
 	mk.ProducerID, mk.ProducerEpoch, mk.Committed, mk.CoordinatorEpoch = pid, epoch, commit, coordEpoch
 	sorted := make(map[Partition]struct{}, len(ps))
@@ -224,8 +223,7 @@ func (c *Coordinator) sendTo(s *shard, node int32, commit bool, pid int64, epoch
 		t.Topic, t.Partitions = p.Topic, []int32{p.Partition}
 		mk.Topics = append(mk.Topics, t)
 	}
-	req.Markers = []kmsg.WriteTxnMarkersRequestMarker{mk}
-	ctx, cancel := context.WithTimeout(context.Background(), markerTimeout)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
 		select {
@@ -234,20 +232,6 @@ func (c *Coordinator) sendTo(s *shard, node int32, commit bool, pid int64, epoch
 		case <-ctx.Done():
 		}
 	}()
-	resp, err := c.markers.Send(ctx, node, req)
-	if err != nil {
-		return nil, err
-	}
-	codes := map[Partition]int16{}
-	for _, m := range resp.Markers {
-		if m.ProducerID != pid {
-			continue
-		}
-		for _, t := range m.Topics {
-			for _, p := range t.Partitions {
-				codes[Partition{t.Topic, p.Partition}] = p.ErrorCode
-			}
-		}
-	}
-	return codes, nil
+	out := c.queues.send(ctx, node, mk)
+	return out.codes, out.err
 }
