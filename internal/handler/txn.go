@@ -11,19 +11,20 @@ import (
 )
 
 // txnAPI serves the transaction APIs against one transaction coordinator.
-// The handler files 24..26 (and the transactional branch of 22) are its
-// methods; the protocol logic lives in internal/txn, these only check
-// authorization, adapt kmsg requests, map errors to what each version
-// knows, and answer through Reply.Await.
+// The handler files 24..26, 65 and 66 are its methods (the transactional
+// branch of 22 uses the same coordinator); the protocol logic lives in
+// internal/txn, these only check authorization, adapt kmsg requests, map
+// errors to what each version knows, and answer through Reply.Await.
 type txnAPI struct {
 	h *Handlers
 	c *txn.Coordinator
 }
 
-// registerTxnAPIs installs AddPartitionsToTxn, AddOffsetsToTxn and EndTxn,
-// served by a transaction coordinator configured from the broker
-// properties; InitProducerId (registered with the other APIs) and
-// FindCoordinator's transaction keys use the same coordinator.
+// registerTxnAPIs installs AddPartitionsToTxn, AddOffsetsToTxn, EndTxn,
+// DescribeTransactions and ListTransactions, served by a transaction
+// coordinator configured from the broker properties; InitProducerId
+// (registered with the other APIs) and FindCoordinator's transaction keys
+// use the same coordinator.
 func (h *Handlers) registerTxnAPIs(reg *protocol.Registry) {
 	c := txn.New(h.b, txn.Options{Config: txn.ConfigFrom(h.b.Config())})
 	h.txns = c
@@ -44,6 +45,8 @@ func (h *Handlers) registerTxnAPIs(reg *protocol.Registry) {
 		{Key: 24, MinVersion: 0, MaxVersion: 5, Serve: t.addPartitionsToTxn},
 		{Key: 25, MinVersion: 0, MaxVersion: 4, Serve: t.addOffsetsToTxn},
 		{Key: 26, MinVersion: 0, MaxVersion: 5, Serve: t.endTxn},
+		{Key: 65, MinVersion: 0, MaxVersion: 0, Serve: t.describeTransactions},
+		{Key: 66, MinVersion: 0, MaxVersion: 1, Serve: t.listTransactions},
 	} {
 		reg.Register(api)
 	}

@@ -379,3 +379,68 @@ func TestTxnConsumeTransformProduce(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestTxnDescribeAndList: DescribeTransactions and ListTransactions report
+// an ongoing transaction and then its completion, with ListTransactions'
+// filters.
+func TestTxnDescribeAndList(t *testing.T) {
+	n := startNode(t, "", txnProps)
+	if err := n.b.CreateTopic("dl", 2, 1, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	p := n.client(kgo.TransactionalID("tx-dl"), kgo.DefaultProduceTopic("dl"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ProduceSync(ctx(t), &kgo.Record{Partition: 1, Value: []byte("v")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	cl := n.client()
+	dr := kmsg.NewPtrDescribeTransactionsRequest()
+	dr.TransactionalIDs = []string{"tx-dl", "nope"}
+	d := request[*kmsg.DescribeTransactionsResponse](t, cl, dr)
+	if len(d.TransactionStates) != 2 {
+		t.Fatalf("describe: %+v", d)
+	}
+	st := d.TransactionStates[0]
+	if st.TransactionalID != "nope" {
+		st = d.TransactionStates[1]
+	}
+	if st.ErrorCode != kerr.TransactionalIDNotFound.Code {
+		t.Fatalf("unknown id: %+v", st)
+	}
+	for _, st := range d.TransactionStates {
+		if st.TransactionalID == "tx-dl" && (st.ErrorCode != 0 || st.State != "Ongoing" || st.StartTimestamp < 0 ||
+			len(st.Topics) != 1 || st.Topics[0].Topic != "dl" || st.Topics[0].Partitions[0] != 1) {
+			t.Fatalf("ongoing: %+v", st)
+		}
+	}
+	list := func(states ...string) *kmsg.ListTransactionsResponse {
+		req := kmsg.NewPtrListTransactionsRequest()
+		req.StateFilters = states
+		req.DurationFilterMillis = -1
+		return request[*kmsg.ListTransactionsResponse](t, cl, req)
+	}
+	if l := list("Ongoing"); l.ErrorCode != 0 || len(l.TransactionStates) != 1 || l.TransactionStates[0].TransactionalID != "tx-dl" {
+		t.Fatalf("list ongoing: %+v", l)
+	}
+	if l := list("Bogus"); len(l.UnknownStateFilters) != 1 || len(l.TransactionStates) != 0 {
+		t.Fatalf("list unknown state: %+v", l)
+	}
+	if err := p.EndTransaction(ctx(t), kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		l := list("CompleteCommit")
+		if len(l.TransactionStates) == 1 {
+			break
+		}
+		if i == 200 {
+			t.Fatalf("list complete: %+v", l)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if l := list("Ongoing"); len(l.TransactionStates) != 0 {
+		t.Fatalf("still ongoing: %+v", l)
+	}
+}

@@ -460,23 +460,3 @@ func replicationFactor(configured int16, brokers map[int32]metadata.Broker, vote
 
 // NumTransactionalIDs is the number of transactional ids loaded here.
 func (c *Coordinator) NumTransactionalIDs() int { return int(c.numIDs.Load()) }
-
-// Describe returns a copy of a transactional id's state (tests, tools);
-// ok is false when it is not known here.
-func (c *Coordinator) Describe(id string) (m Metadata, ok bool) {
-	s, err := c.lockShard(id)
-	if err != nil {
-		return Metadata{}, false
-	}
-	defer s.mu.Unlock()
-	p := s.txns[id]
-	if p == nil {
-		return Metadata{}, false
-	}
-	m = *p
-	m.Partitions = make(map[Partition]struct{}, len(p.Partitions))
-	for k := range p.Partitions {
-		m.Partitions[k] = struct{}{}
-	}
-	return m, true
-}

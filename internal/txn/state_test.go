@@ -268,3 +268,32 @@ func TestRecordsRoundTrip(t *testing.T) {
 		t.Fatal("partition")
 	}
 }
+
+func TestListFilter(t *testing.T) {
+	m := newTxn(t)
+	now := t0.Add(time.Hour)
+	all := ListFilter{MinDuration: -1}
+	if !all.selects(m, now) {
+		t.Fatal("no filter")
+	}
+	if (ListFilter{States: map[State]bool{Ongoing: true}, MinDuration: -1}).selects(m, now) {
+		t.Fatal("state filter")
+	}
+	if (ListFilter{ProducerIDs: map[int64]bool{7: true}, MinDuration: -1}).selects(m, now) {
+		t.Fatal("producer filter")
+	}
+	// Outside a transaction the start counts as -1: any duration passes.
+	if !(ListFilter{MinDuration: time.Minute}).selects(m, now) {
+		t.Fatal("duration, no transaction")
+	}
+	m.Complete(mustPrepare(m.PrepareAddPartitions([]Partition{{"a", 0}}, now.Add(-time.Minute))))
+	if (ListFilter{MinDuration: time.Minute}).selects(m, now) || !(ListFilter{MinDuration: time.Second}).selects(m, now) {
+		t.Fatal("duration")
+	}
+	if s, ok := StateByName("PrepareEpochFence"); !ok || s != PrepareEpochFence {
+		t.Fatal("by name")
+	}
+	if _, ok := StateByName("Nope"); ok {
+		t.Fatal("unknown name")
+	}
+}
