@@ -72,7 +72,7 @@ func StateByName(name string) (State, bool) {
 // are missing: Kafka answers COORDINATOR_LOAD_IN_PROGRESS).
 func (c *Coordinator) List(f ListFilter) (out []Metadata, loading bool) {
 	now := c.clock.Now()
-	for _, s := range c.readyShards() {
+	for _, s := range c.shardList() {
 		s.mu.Lock()
 		if s.loading {
 			loading = true

@@ -41,8 +41,8 @@ func (c *Coordinator) periodic(stop *func() bool, task func()) {
 	task()
 }
 
-// readyShards returns the shards that are loaded.
-func (c *Coordinator) readyShards() []*shard {
+// shardList returns the shards (loaded or loading).
+func (c *Coordinator) shardList() []*shard {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make([]*shard, 0, len(c.shards))
@@ -55,7 +55,7 @@ func (c *Coordinator) readyShards() []*shard {
 // AbortTimedOut aborts every transaction open longer than its timeout, at
 // a bumped epoch that fences its producer.
 func (c *Coordinator) AbortTimedOut() {
-	for _, s := range c.readyShards() {
+	for _, s := range c.shardList() {
 		s.mu.Lock()
 		if !s.gone && !s.loading {
 			now := c.clock.Now()
@@ -72,7 +72,7 @@ func (c *Coordinator) AbortTimedOut() {
 // RemoveExpired removes the transactional ids with no transaction in
 // progress whose last update is older than transactional.id.expiration.ms.
 func (c *Coordinator) RemoveExpired() {
-	for _, s := range c.readyShards() {
+	for _, s := range c.shardList() {
 		s.mu.Lock()
 		if !s.gone && !s.loading {
 			now := c.clock.Now()
