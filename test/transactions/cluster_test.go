@@ -133,3 +133,69 @@ func TestTransactionsAcrossBrokers(t *testing.T) {
 		t.Fatalf("coordinator still %d", now)
 	}
 }
+
+// TestCoordinatorFailoverMidTransaction: the coordinator is killed while a
+// transaction is open (its records written, EndTxn not yet sent). The new
+// coordinator loaded the ongoing transaction with its partitions: either
+// the producer's commit reaches it and it completes the transaction, or
+// (franz-go gives up on an EndTxn whose connection failed) a new producer
+// instance's InitProducerId makes it abort the transaction, markers
+// included. Every transaction is all or nothing for read_committed
+// consumers, every acknowledged commit is there, and transactions commit
+// after the failover.
+func TestCoordinatorFailoverMidTransaction(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{Nodes: 3, Props: props})
+	c.CreateTopic("tx", 3, 3, nil, [][]int32{{1, 2, 3}, {2, 3, 1}, {3, 1, 2}})
+	const id = "tx-failover"
+	producer := func() *kgo.Client {
+		return c.Client(kgo.TransactionalID(id), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+			kgo.RetryTimeout(60*time.Second), kgo.TransactionTimeout(60*time.Second))
+	}
+	p := producer()
+	committed := map[string]bool{}
+	const n = 8
+	for i := 0; i < n; i++ {
+		prefix := fmt.Sprintf("t%d", i)
+		ctx := tctx(t, 90*time.Second)
+		err := p.BeginTransaction()
+		for part := int32(0); part < 3 && err == nil; part++ {
+			r := &kgo.Record{Topic: "tx", Partition: part, Value: []byte(fmt.Sprintf("%s-%d", prefix, part))}
+			err = p.ProduceSync(ctx, r).FirstErr()
+		}
+		if i == 3 && err == nil {
+			coord := txnCoordinator(t, c.Client(), id)
+			t.Logf("killing coordinator %d with transaction %s open", coord, prefix)
+			c.Node(coord).Kill()
+		}
+		if err == nil {
+			err = p.EndTransaction(ctx, kgo.TryCommit)
+		}
+		if err != nil {
+			t.Logf("transaction %s: %v", prefix, err)
+			p.Close()
+			p = producer()
+			continue
+		}
+		committed[prefix] = true
+	}
+	if !committed[fmt.Sprintf("t%d", n-1)] {
+		t.Fatal("no commit after the failover")
+	}
+	t.Logf("the transaction open during the failover committed: %v", committed["t3"])
+	got := consume(t, c, true, 3*len(committed))
+	per := map[string]int{}
+	for _, v := range got {
+		per[v[:len(v)-2]]++
+	}
+	for prefix, k := range per {
+		if k != 3 {
+			t.Errorf("transaction %s: %d of 3 records read committed", prefix, k)
+		}
+	}
+	for prefix := range committed {
+		if per[prefix] != 3 {
+			t.Errorf("acknowledged transaction %s: %d of 3 records", prefix, per[prefix])
+		}
+	}
+	t.Logf("%d transactions committed: %v", len(committed), got)
+}
