@@ -429,8 +429,7 @@ func (f *fetcher) handle(ctx context.Context, p *Partition, req replica.FetchReq
 			f.b.log.Warn("corrupt batch from leader", "topic", p.Topic, "partition", p.Partition, "offset", h.BaseOffset)
 			break
 		}
-		batches = append(batches, replica.Batch{BaseOffset: h.BaseOffset, NumRecords: h.LastOffsetDelta + 1, Epoch: h.LeaderEpoch,
-			ProducerID: h.ProducerID, ProducerEpoch: h.ProducerEpoch, BaseSeq: h.BaseSequence, MaxTimestamp: h.MaxTimestamp, Data: b})
+		batches = append(batches, machineBatch(b, h))
 		data = rest
 	}
 	if len(batches) > 0 {

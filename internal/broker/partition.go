@@ -354,6 +354,11 @@ func (p *Partition) processReady() {
 			req.BrokerEpochs = append([]int64(nil), prop.BrokerEpochs...)
 			p.b.sendAlter(p, req)
 		}
+		if rd.Truncate != nil && resync < 0 && p.log.LogEndOffset() == p.r.LEO() && !p.b.knobs.KeepMachineProducers {
+			// The log's producer state is exact after a truncation
+			// (replica.Replica.ResetProducers).
+			p.r.ResetProducers(p.log.ProducerState())
+		}
 		p.r.Advance()
 		if resync >= 0 {
 			p.r.LogTruncated(resync)
@@ -436,18 +441,10 @@ func (p *Partition) Produce(data []byte, h batch.Header, acks int16, deadline ti
 
 func (p *Partition) produce(data []byte, h batch.Header, acks int16, deadline time.Time, origin replica.Origin) <-chan replica.ProduceResult {
 	ch := make(chan replica.ProduceResult, 1)
-	b := replica.Batch{
-		NumRecords: h.LastOffsetDelta + 1, ProducerID: h.ProducerID, ProducerEpoch: h.ProducerEpoch,
-		BaseSeq: h.BaseSequence, MaxTimestamp: h.MaxTimestamp, Data: data,
-		Transactional: h.IsTransactional(), Control: h.IsControl(),
-	}
-	if b.Control {
-		m, err := batch.ParseMarker(data)
-		if err != nil {
-			ch <- replica.ProduceResult{Acks: acks, Error: kerr.CorruptMessage.Code, BaseOffset: -1, LastOffset: -1}
-			return ch
-		}
-		b.Aborted, b.CoordinatorEpoch = !m.Commit, m.CoordinatorEpoch
+	b := machineBatch(data, h)
+	if b.Control && b.ProducerID < 0 {
+		ch <- replica.ProduceResult{Acks: acks, Error: kerr.CorruptMessage.Code, BaseOffset: -1, LastOffset: -1}
+		return ch
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -474,6 +471,27 @@ func (p *Partition) produce(data []byte, h batch.Header, acks int16, deadline ti
 		ch <- replica.ProduceResult{Acks: 0}
 	}
 	return ch
+}
+
+// machineBatch is what the replica machine sees of batch data with header
+// h: for a transaction marker, its type and coordinator epoch. A control
+// batch that is not a transaction marker gets producer id -1 (the machine
+// keeps no state for it).
+func machineBatch(data []byte, h batch.Header) replica.Batch {
+	b := replica.Batch{
+		BaseOffset: h.BaseOffset, NumRecords: h.LastOffsetDelta + 1, Epoch: h.LeaderEpoch,
+		ProducerID: h.ProducerID, ProducerEpoch: h.ProducerEpoch, BaseSeq: h.BaseSequence, MaxTimestamp: h.MaxTimestamp,
+		Data: data, Transactional: h.IsTransactional(), Control: h.IsControl(),
+	}
+	if b.Control {
+		m, err := batch.ParseMarker(data)
+		if err != nil {
+			b.ProducerID = replica.NoProducer
+			return b
+		}
+		b.Aborted, b.CoordinatorEpoch = !m.Commit, m.CoordinatorEpoch
+	}
+	return b
 }
 
 // WriteMarker appends a transaction marker (batch.EncodeMarker) as leader

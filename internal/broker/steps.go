@@ -29,6 +29,12 @@ type Knobs struct {
 	// metadata of its previous life (the bug fixed in 3369e98: it led
 	// partitions another broker led in the same epoch).
 	ActOnReplayedMetadata bool
+	// KeepMachineProducers skips replacing the replica machine's producer
+	// state with the log's after a truncation (replica.ResetProducers; the
+	// real-broker simulator found the bug at its seed 847: a follower
+	// restarted after seeing a marker, then truncated it, kept the
+	// transaction closed and served its aborted records as stable).
+	KeepMachineProducers bool
 }
 
 // StepTick is one round of the tick loop.

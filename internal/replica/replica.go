@@ -537,6 +537,16 @@ func (r *Replica) SetMinISR(n int) {
 	}
 }
 
+// ResetProducers replaces the producer state with ps, the log's own
+// after a truncation the driver carried out (storage rebuilds it exactly
+// from a snapshot and the batches after it, where truncateTo can only roll
+// back what it remembers: a transaction whose marker it saw before a
+// restart is not among the completed ones it could reopen). ps must be
+// the state at the machine's LEO, its Ready's appends included.
+func (r *Replica) ResetProducers(ps *producer.State) {
+	r.producers = ps
+}
+
 // LogTruncated reports that the driver's log ended below the truncation
 // point the machine asked for: logs cut whole batches (Kafka's truncateTo
 // cuts to the start of the batch holding the offset), and a diverged

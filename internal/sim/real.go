@@ -57,6 +57,9 @@ type RealOptions struct {
 // RealStats counts what a run did.
 type RealStats struct {
 	Crashes, Restarts, Fences, Cuts, ISRChanges, Produced, Acked, Failed int
+	// Transactions (realtxn.go): completed by commit or abort, and
+	// coordinator failovers.
+	TxnCommitted, TxnAborted, TxnFailovers int
 }
 
 // add adds o's counts to s.
@@ -69,6 +72,9 @@ func (s *RealStats) add(o RealStats) {
 	s.Produced += o.Produced
 	s.Acked += o.Acked
 	s.Failed += o.Failed
+	s.TxnCommitted += o.TxnCommitted
+	s.TxnAborted += o.TxnAborted
+	s.TxnFailovers += o.TxnFailovers
 }
 
 // RealResult is the outcome of RunReal.
@@ -112,9 +118,10 @@ type realBroker struct {
 	b      *sbroker.Broker
 	reg    *protocol.Registry
 	h      *handler.Handlers
-	// hw is the last high watermark seen per partition as leader, with
-	// its leader epoch: it never goes back within an epoch.
-	hw map[string][2]int64
+	// hw and lso are the last high watermark and last stable offset seen
+	// per partition as leader, with its leader epoch: neither goes back
+	// within an epoch.
+	hw, lso map[string][2]int64
 	// last is the image the broker applied last before it crashed: what
 	// it replays on restart. pendingReg is its registration, committed at
 	// regAt.
@@ -171,6 +178,10 @@ type realWorld struct {
 	// offset → value; next is where each topic's consumer goes on.
 	consumed map[string]map[int64]string
 	next     map[string]int64
+	nextRC   map[string]int64 // the read_committed consumer's
+
+	txn        *simTxn // the transactional producer and its coordinator
+	txnPending []pendingTxn
 
 	settling bool // the final phase: no faults, no losses
 
@@ -192,7 +203,7 @@ func RunReal(opts RealOptions) *RealResult {
 	w := &realWorld{opts: opts, rng: rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x5851f42d4c957f2d)),
 		clk: clock.NewManual(start), start: start, cutFromController: map[int32]bool{}, cut: map[[2]int32]bool{},
 		conns: map[[2]int32]*protocol.Local{}, acked: map[string][]ackedRec{}, idem: map[string]*idemProducer{},
-		consumed: map[string]map[int64]string{}, next: map[string]int64{}}
+		consumed: map[string]map[int64]string{}, next: map[string]int64{}, nextRC: map[string]int64{}, txn: newSimTxn()}
 	w.ctrl = newRctl(w)
 	w.setup()
 	for i := 0; i < opts.Steps && w.failed == ""; i++ {
@@ -245,7 +256,7 @@ func fmtPart(topic string, p metadata.Partition) string {
 // setup starts three brokers and creates two RF 3 topics with min ISR 2.
 func (w *realWorld) setup() {
 	for id := int32(1); id <= realBrokers; id++ {
-		rb := &realBroker{id: id, fs: vfs.NewMem(), hw: map[string][2]int64{}}
+		rb := &realBroker{id: id, fs: vfs.NewMem(), hw: map[string][2]int64{}, lso: map[string][2]int64{}}
 		w.brokers = append(w.brokers, rb)
 		w.startBroker(rb)
 	}
@@ -294,7 +305,7 @@ func (w *realWorld) startBroker(rb *realBroker) {
 	rb.b = b
 	rb.reg = protocol.NewRegistry()
 	rb.h = handler.Register(rb.reg, b)
-	rb.hw = map[string][2]int64{}
+	rb.hw, rb.lso = map[string][2]int64{}, map[string][2]int64{}
 	rb.pendingReg, rb.self = n, self
 	if rb.last == nil || w.settling {
 		w.register(rb)
@@ -339,6 +350,7 @@ func (w *realWorld) crash(rb *realBroker) {
 		}
 	}
 	w.pending = kept
+	w.crashTxn(rb.id)
 	w.stats.Crashes++
 	w.tracef("broker %d crashed", rb.id)
 }
@@ -373,8 +385,10 @@ func (w *realWorld) step(nemesis bool) {
 		default:
 			rb.b.StepAlter()
 		}
-	case r < 86:
+	case r < 80:
 		w.produce()
+	case r < 86:
+		w.txnStep(true)
 	case r < 90:
 		w.consume()
 	case !nemesis:
@@ -406,6 +420,7 @@ func (w *realWorld) step(nemesis bool) {
 		w.tracef("broker %d cut from the controller=%v", id, w.cutFromController[id])
 	}
 	w.collect()
+	w.collectTxn()
 	w.checkHW()
 }
 
@@ -503,9 +518,12 @@ func (w *realWorld) idemDone(ip *idemProducer, code int16) {
 }
 
 // consume reads a topic from the current leader as a consumer does (a
-// fetch with no replica id, up to the HW) and remembers every record: a
-// consumer must only ever see committed records, so each must be in the
-// final log at its offset (checked after settling).
+// fetch with no replica id) and remembers every record: a consumer must
+// only ever see committed records, so each must be in the final log at its
+// offset (checked after settling). Half the reads are read_committed: up
+// to the last stable offset, with the client's aborted-transaction
+// filtering (realtxn.go); they must never return a record of a
+// transaction that was not committed.
 func (w *realWorld) consume() {
 	topic := w.topics[w.rng.IntN(len(w.topics))]
 	leader := w.ctrl.img.Topics[topic].Partitions[0].Leader
@@ -516,8 +534,13 @@ func (w *realWorld) consume() {
 	if err != nil {
 		return
 	}
+	rc := w.chance(0.5)
+	next := w.next
+	if rc {
+		next = w.nextRC
+	}
 	res, sl, err := p.Fetch(replica.FetchRequest{ReplicaID: -1, BrokerEpoch: -1, CurrentLeaderEpoch: -1,
-		FetchOffset: w.next[topic], LastFetchedEpoch: -1, LogStartOffset: -1}, 1<<16, true)
+		FetchOffset: next[topic], LastFetchedEpoch: -1, LogStartOffset: -1, ReadCommitted: rc}, 1<<16, true)
 	if err != nil || res.Error != 0 || sl.Size == 0 {
 		return
 	}
@@ -528,28 +551,39 @@ func (w *realWorld) consume() {
 	if w.consumed[topic] == nil {
 		w.consumed[topic] = map[int64]string{}
 	}
-	for len(b) > 0 {
-		h, one, rest, err := batch.Next(b)
-		if err != nil {
-			w.fail("consumer of %s-0: a bad batch from broker %d: %v", topic, leader, err)
+	limit, where := res.HW, fmt.Sprintf("consumer of %s-0 on broker %d", topic, leader)
+	if rc {
+		limit, where = res.LSO, "read_committed "+where
+	}
+	var aborted []storage.AbortedTxn
+	if rc {
+		aborted = p.Log().AbortedTxns(next[topic], sl.NextOffset)
+	}
+	bad := false
+	err = committedFilter(b, aborted, func(off int64, value []byte) {
+		if bad {
 			return
 		}
-		batch.Records(one, func(r batch.Record) bool {
-			off := h.BaseOffset + int64(r.OffsetDelta)
-			if off >= res.HW {
-				w.fail("consumer of %s-0 got offset %d at or above broker %d's HW %d", topic, off, leader, res.HW)
-				return false
-			}
-			if v, ok := w.consumed[topic][off]; ok && v != string(r.Value) {
-				w.fail("consumer of %s-0 read %q at %d, earlier %q", topic, r.Value, off, v)
-				return false
-			}
-			w.consumed[topic][off] = string(r.Value)
-			return true
-		})
-		w.next[topic] = h.NextOffset()
-		b = rest
+		if off >= limit {
+			w.fail("%s got offset %d at or above its limit %d (HW %d)", where, off, limit, res.HW)
+			bad = true
+			return
+		}
+		if v, ok := w.consumed[topic][off]; ok && v != string(value) {
+			w.fail("%s read %q at %d, earlier %q", where, value, off, v)
+			bad = true
+			return
+		}
+		if rc {
+			w.checkCommittedRead(fmt.Sprintf("%s at %d (LSO %d, HW %d, aborted %v)", where, off, res.LSO, res.HW, aborted), string(value))
+		}
+		w.consumed[topic][off] = string(value)
+	})
+	if err != nil {
+		w.fail("%s: a bad batch: %v", where, err)
+		return
 	}
+	next[topic] = sl.NextOffset
 }
 
 // collect takes the answers that arrived.
@@ -596,6 +630,9 @@ func (w *realWorld) checkHW() {
 	for _, rb := range w.upBrokers() {
 		for _, topic := range w.topics {
 			p, err := rb.b.PartitionBy(topic, 0, time.Time{})
+			if err == nil {
+				w.checkOpenTxns(rb, topic, p)
+			}
 			if err != nil || !p.IsLeader() {
 				continue
 			}
@@ -604,6 +641,7 @@ func (w *realWorld) checkHW() {
 				w.fail("broker %d: HW of %s-0 went back from %d to %d in leader epoch %d", rb.id, topic, last[0], hw, le)
 			}
 			rb.hw[topic] = [2]int64{hw, le}
+			w.checkLSO(rb, topic, p)
 		}
 	}
 }
@@ -701,6 +739,11 @@ func readRecords(l *storage.Log, end int64, fn func(off int64, value []byte) boo
 			if err != nil {
 				return err
 			}
+			if h.IsControl() { // a transaction marker: no record
+				off = h.NextOffset()
+				b = rest
+				continue
+			}
 			more := true
 			if err := batch.Records(one, func(r batch.Record) bool {
 				more = fn(h.BaseOffset+int64(r.OffsetDelta), r.Value)
@@ -744,7 +787,9 @@ func (w *realWorld) settle() {
 		if i < realSettleSteps/2 && i%3 == 0 {
 			w.produce()
 		}
+		w.txnStep(i < realSettleSteps/2)
 		w.collect()
+		w.collectTxn()
 		w.checkHW()
 	}
 	if w.failed != "" {
@@ -754,6 +799,7 @@ func (w *realWorld) settle() {
 		rb.b.StepFlush()
 	}
 	w.checkAcked()
+	w.checkTxnsSettled()
 	for _, topic := range w.topics {
 		part := w.ctrl.img.Topics[topic].Partitions[0]
 		if len(part.ISR) != realBrokers {

@@ -170,6 +170,13 @@ func (l *Log) Clean(now time.Time, hw int64, m *OffsetMap, throttle func(n int64
 	}
 	st.FirstDirty = ci.FirstDirty
 
+	// Records of aborted transactions are never read by read_committed
+	// consumers: they neither enter the offset map (a later aborted
+	// record must not shadow a committed one) nor survive the pass
+	// (Kafka's Cleaner with CleanedTransactionMetadata). Everything below
+	// the cleanable end, which the last stable offset bounds, is decided.
+	aborted := newAbortedSet(l.AbortedTxns(l.LogStartOffset(), ci.End))
+
 	// 1. The offset map of the dirty section, up to where it fills.
 	m.Reset(int(ci.DirtyBytes / 32))
 	mapEnd := ci.End
@@ -182,7 +189,7 @@ func (l *Log) Clean(now time.Time, hw int64, m *OffsetMap, throttle func(n int64
 			continue
 		}
 		err := l.readSegment(s, throttle, &st.BytesRead, func(h *batch.Header, b []byte) error {
-			if h.IsControl() || h.NextOffset() <= ci.FirstDirty {
+			if h.IsControl() || h.NextOffset() <= ci.FirstDirty || aborted.has(h) {
 				return nil
 			}
 			err := batch.Records(b, func(r batch.Record) bool {
@@ -230,7 +237,7 @@ func (l *Log) Clean(now time.Time, hw int64, m *OffsetMap, throttle func(n int64
 		group := todo[:n]
 		todo = todo[n:]
 		out, h, err := l.cleanGroup(group, cleanRules{nowMs: nowMs, mapEnd: mapEnd, m: m, lastOffsets: lastOffsets,
-			deleteHorizon: nowMs + cfg.DeleteRetentionMs, tombstoneBound: bound, blocked: &blocked}, throttle, &st)
+			deleteHorizon: nowMs + cfg.DeleteRetentionMs, tombstoneBound: bound, blocked: &blocked, aborted: aborted}, throttle, &st)
 		if err != nil {
 			return st, err
 		}
@@ -306,6 +313,34 @@ type cleanRules struct {
 	// want of it (-1 if none).
 	tombstoneBound int64
 	blocked        *int64
+	// aborted holds the aborted transactions below the cleanable end:
+	// their records are removed.
+	aborted abortedSet
+}
+
+// abortedSet finds the batches of aborted transactions.
+type abortedSet map[int64][]AbortedTxn // producer id → its aborted transactions
+
+func newAbortedSet(txns []AbortedTxn) abortedSet {
+	s := abortedSet{}
+	for _, t := range txns {
+		s[t.ProducerID] = append(s[t.ProducerID], t)
+	}
+	return s
+}
+
+// has reports whether h is a transactional data batch of an aborted
+// transaction: its producer's, begun at or before it and ended after it.
+func (s abortedSet) has(h *batch.Header) bool {
+	if !h.IsTransactional() || h.IsControl() {
+		return false
+	}
+	for _, t := range s[h.ProducerID] {
+		if t.FirstOffset <= h.BaseOffset && h.BaseOffset < t.LastOffset {
+			return true
+		}
+	}
+	return false
 }
 
 // cleanGroup writes the kept batches of group into a new segment (files
@@ -333,8 +368,13 @@ func (l *Log) cleanGroup(group []sealedSeg, r cleanRules, throttle func(int64), 
 			bh, hasHorizon := h.DeleteHorizon()
 			expired := hasHorizon && r.nowMs >= bh // its tombstones may go
 			tombstoneKept := false                 // one with a horizon still ahead
+			abortedBatch := r.aborted.has(h)
 			keep := func(off int64, rec *batch.Record) bool {
 				st.RecordsRead++
+				if abortedBatch {
+					st.RecordsRemoved++
+					return false
+				}
 				ok := off >= r.mapEnd
 				if !ok && rec.Key != nil {
 					ok = r.m.Get(rec.Key) <= off

@@ -1,11 +1,14 @@
 package storage
 
 import (
+	"fmt"
 	"math/rand"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/sluice-io/sluice/internal/batch"
+	"github.com/sluice-io/sluice/internal/batch/batchtest"
 	"github.com/sluice-io/sluice/internal/vfs"
 )
 
@@ -137,4 +140,54 @@ func TestAbortedTxnIndexAcrossSegments(t *testing.T) {
 	}
 	l.Close()
 	l2.Close()
+}
+
+// TestCompactionOfTransactions: the cleaner drops the records of aborted
+// transactions and never lets one shadow a committed record of its key;
+// committed transactional records and the markers stay.
+func TestCompactionOfTransactions(t *testing.T) {
+	fs := vfs.NewMem()
+	cfg := compactConfig()
+	l := mustOpen(t, fs, cfg)
+	defer l.Close()
+	now := t0
+	txn := func(pid int64, seq int32, kvs ...string) {
+		var rs []batchtest.Record
+		for i := 0; i+1 < len(kvs); i += 2 {
+			rs = append(rs, batchtest.Record{Key: []byte(kvs[i]), Value: []byte(kvs[i+1])})
+		}
+		if _, err := l.AppendAsLeader(batchtest.Build(batchtest.Options{Transactional: true, ProducerID: pid, BaseSequence: seq, BaseTimestamp: now.UnixMilli()}, rs), 1, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	marker := func(pid int64, commit bool) {
+		if _, err := l.AppendAsLeader(batch.EncodeMarker(pid, 0, batch.Marker{Commit: commit}, now.UnixMilli()), 1, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	txn(1, 0, "k", "committed", "j", "j1") // committed
+	marker(1, true)
+	txn(2, 0, "k", "aborted", "m", "m-aborted") // aborted: must not shadow k=committed
+	marker(2, false)
+	for i := 0; i < 30; i++ { // roll segments so the above is cleanable
+		appendKeyed(t, l, now, batch.None, -1, 0, fmt.Sprintf("filler-%d", i%3), strings.Repeat("f", 60))
+	}
+	m := NewOffsetMap(1 << 16)
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := l.Clean(now, l.LogEndOffset(), m, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vals := map[string][]string{}
+	for _, r := range readRecords(t, l) {
+		vals[r.key] = append(vals[r.key], string(r.value))
+	}
+	if !reflect.DeepEqual(vals["k"], []string{"committed"}) || !reflect.DeepEqual(vals["j"], []string{"j1"}) || len(vals["m"]) != 0 {
+		t.Fatalf("after cleaning (%+v): k=%q j=%q m=%q", st, vals["k"], vals["j"], vals["m"])
+	}
+	if got := len(l.AbortedTxns(0, l.LogEndOffset())); got != 1 {
+		t.Fatalf("aborted index after cleaning: %d entries", got)
+	}
 }
