@@ -72,6 +72,8 @@ func run() {
 	rawFetch := flag.Bool("raw-fetch", false, "consume with plain Fetch requests, counting batches without decoding records (what the broker serves, not what franz-go parses)")
 	loopback := flag.Bool("loopback", false, "also measure this machine's loopback TCP rate (MB/s), the ceiling for consume throughput")
 	warmup := flag.Int("warmup", 0, "records produced (and acknowledged) before the timed run, so that a new topic's first writes do not count; the consume phase reads them too")
+	txnRecords := flag.Int("txn-records", 0, "records per transaction: produce with a transactional producer (acks=all), committing every N records (0: not transactional)")
+	ctp := flag.Bool("ctp", false, "measure end-to-end consume-transform-produce latency instead (records at --rate through a GroupTransactSession; docs/transactions.md)")
 	flag.Parse()
 
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
@@ -95,6 +97,21 @@ func run() {
 			defer deleteTopic(seeds, *topic)
 		}
 	}
+	if *ctp {
+		if *rate <= 0 {
+			*rate = 1000
+		}
+		value := make([]byte, *size)
+		r, err := consumeTransformProduce(ctx, append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, dialOpts...), *partitions, *records, *rate, value)
+		check(err)
+		if *asJSON {
+			json.NewEncoder(os.Stdout).Encode(r)
+			return
+		}
+		fmt.Printf("consume-transform-produce: %d records at %d/s: end-to-end latency p50 %.2f ms p99 %.2f ms max %.2f ms\n",
+			r.Records, r.Rate, r.LatencyP50Ms, r.LatencyP99Ms, r.LatencyMaxMs)
+		return
+	}
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(*topic),
 		kgo.ProducerLinger(time.Duration(*lingerMs) * time.Millisecond),
@@ -102,6 +119,7 @@ func run() {
 		kgo.MaxBufferedRecords(1 << 20),
 		kgo.ProducerBatchCompression(codec(*compression)),
 	}
+	base := append([]kgo.Opt(nil), opts...) // before the acks options
 	switch *acks {
 	case "0":
 		opts = append(opts, kgo.RequiredAcks(kgo.NoAck()), kgo.DisableIdempotentWrite())
@@ -129,6 +147,24 @@ func run() {
 			cl.Produce(ctx, &kgo.Record{Value: value}, nil)
 		}
 		check(cl.Flush(ctx))
+	}
+	if *txnRecords > 0 {
+		el, tl, err := produceTransactional(ctx, append(base, dialOpts...), *records, *txnRecords, value)
+		check(err)
+		res.Acks = fmt.Sprintf("all, transactions of %d", *txnRecords)
+		res.ProduceSeconds = el.Seconds()
+		res.ProduceRecPerSec = float64(*records) / res.ProduceSeconds
+		res.ProduceMBPerSec = float64(*records) * float64(*size) / res.ProduceSeconds / 1e6
+		sort.Slice(tl, func(a, b int) bool { return tl[a] < tl[b] })
+		pct := func(p float64) float64 { return float64(tl[int(p*float64(len(tl)-1))].Microseconds()) / 1000 }
+		res.LatencyP50Ms, res.LatencyP99Ms, res.LatencyP999Ms, res.LatencyMaxMs = pct(0.5), pct(0.99), pct(0.999), pct(1)
+		if *asJSON {
+			json.NewEncoder(os.Stdout).Encode(res)
+			return
+		}
+		fmt.Printf("produce: %d records of %d B, acks=%s, %s: %.0f rec/s, %.1f MB/s, latency p50 %.2f ms p99 %.2f ms\n",
+			res.Records, res.RecordBytes, res.Acks, res.Compression, res.ProduceRecPerSec, res.ProduceMBPerSec, res.LatencyP50Ms, res.LatencyP99Ms)
+		return
 	}
 	lat := make([]time.Duration, *records)
 	var errs int64

@@ -112,6 +112,9 @@ type Broker struct {
 	// transport (Options.Transport).
 	inter     *interBroker
 	transport Transport
+	// peers are the clients coordinators send requests to other brokers
+	// with (peer.go).
+	peers peerCache
 	// steps: Options.Steps (steps.go).
 	steps  bool
 	knobs  Knobs
@@ -961,6 +964,7 @@ func (b *Broker) Close() error {
 	}
 	close(b.closing)
 	b.wg.Wait()
+	b.closePeers()
 	b.applyMu.Lock()
 	defer b.applyMu.Unlock()
 	b.mu.Lock()

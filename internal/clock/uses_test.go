@@ -15,7 +15,7 @@ import (
 func TestNoDirectTime(t *testing.T) {
 	banned := map[string]bool{"Now": true, "Since": true, "Until": true, "Sleep": true, "After": true,
 		"AfterFunc": true, "NewTimer": true, "NewTicker": true, "Tick": true}
-	for _, pkg := range []string{"broker", "handler", "group", "storage"} {
+	for _, pkg := range []string{"broker", "handler", "group", "storage", "txn"} {
 		files, err := filepath.Glob(filepath.Join("..", pkg, "*.go"))
 		if err != nil || len(files) == 0 {
 			t.Fatalf("%s: no files (%v)", pkg, err)

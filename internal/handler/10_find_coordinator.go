@@ -6,10 +6,11 @@ package handler
 // partition, abs(javaHashCode(groupId)) % partitions, so clients and tools
 // that compute it agree with Kafka. The topic is created on the first
 // request (offsets.topic.num.partitions, replication factor
-// min(offsets.topic.replication.factor, live brokers)). Transaction keys
-// (type 1) are mapped the same way, but sluice serves no transactions yet:
-// the node returned will refuse transactional requests. Any other key type
-// gets INVALID_REQUEST. The coordinator is given by its endpoint on the
+// min(offsets.topic.replication.factor, live brokers)). The coordinator of
+// a transactional id (key type 1) is the leader of its __transaction_state
+// partition, computed the same way; that topic is created on the first
+// such request (transaction.state.log.*). Any other key type gets
+// INVALID_REQUEST. The coordinator is given by its endpoint on the
 // listener the request came in on; one without that listener is
 // COORDINATOR_NOT_AVAILABLE.
 
@@ -41,15 +42,15 @@ func (g *groupAPI) findCoordinator(r *protocol.Request) protocol.Reply {
 			err = kerr.GroupAuthorizationFailed
 		case req.CoordinatorType == 1 && !g.h.allowed(r, acl.ResourceTransactionalID, key, acl.OpDescribe):
 			err = kerr.TransactionalIDAuthorizationFailed
+		case req.CoordinatorType == 1:
+			rc.NodeID, err = g.h.txns.Coordinator(key)
+			if err == nil {
+				err = g.endpointOf(r, &rc)
+			}
 		default:
 			rc.NodeID, rc.Host, rc.Port, err = g.c.Coordinator(key)
 			if err == nil {
-				// The coordinator's endpoint on this request's listener.
-				br, found := g.h.b.Image().Brokers[rc.NodeID]
-				var ok bool
-				if rc.Host, rc.Port, ok = endpoint(r, br); !found || !ok {
-					err = kerr.CoordinatorNotAvailable
-				}
+				err = g.endpointOf(r, &rc)
 			}
 		}
 		if err != nil {
@@ -67,4 +68,15 @@ func (g *groupAPI) findCoordinator(r *protocol.Request) protocol.Reply {
 		resp.NodeID, resp.Host, resp.Port = c.NodeID, c.Host, c.Port
 	}
 	return protocol.Reply{Resp: resp}
+}
+
+// endpointOf fills rc's host and port with its node's endpoint on r's
+// listener; COORDINATOR_NOT_AVAILABLE if it has none.
+func (g *groupAPI) endpointOf(r *protocol.Request, rc *kmsg.FindCoordinatorResponseCoordinator) *kerr.Error {
+	br, found := g.h.b.Image().Brokers[rc.NodeID]
+	var ok bool
+	if rc.Host, rc.Port, ok = endpoint(r, br); !found || !ok {
+		return kerr.CoordinatorNotAvailable
+	}
+	return nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-io/sluice/internal/metadata"
 	"github.com/sluice-io/sluice/internal/protocol"
 	"github.com/sluice-io/sluice/internal/quota"
+	"github.com/sluice-io/sluice/internal/txn"
 )
 
 // Handlers serves requests against one broker.
@@ -26,6 +27,7 @@ type Handlers struct {
 	// partition this node leads (WriteTxnMarkers).
 	onMarker []func(topic string, partition int32, producerID int64, commit bool)
 	groups   *group.Coordinator
+	txns     *txn.Coordinator
 	sessions *fetchsession.Cache
 	splice   bool // zero-copy fetch responses (fetch_splice.go)
 	// auth decides requests when authorizer.class.name is set; nil
@@ -57,13 +59,20 @@ func OptionsFromConfig(cfg *config.Broker) Options {
 // FetchSessions returns the fetch-session cache's sizes and evictions.
 func (h *Handlers) FetchSessions() fetchsession.Stats { return h.sessions.Stats() }
 
-// Close stops the handlers' background work (the group coordinator's
-// timers); call it before closing the broker.
+// Close stops the handlers' background work (the group and transaction
+// coordinators' timers and marker senders); call it before closing the
+// broker.
 func (h *Handlers) Close() {
+	if h.txns != nil {
+		h.txns.Close()
+	}
 	if h.groups != nil {
 		h.groups.Close()
 	}
 }
+
+// Transactions returns the transaction coordinator.
+func (h *Handlers) Transactions() *txn.Coordinator { return h.txns }
 
 // Groups returns the consumer-group coordinator (for the status pages).
 func (h *Handlers) Groups() *group.Coordinator { return h.groups }
@@ -114,6 +123,7 @@ func RegisterWith(reg *protocol.Registry, b *broker.Broker, opts Options) *Handl
 		reg.Register(api)
 	}
 	h.registerGroupAPIs(reg)
+	h.registerTxnAPIs(reg)
 	return h
 }
 

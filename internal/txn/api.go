@@ -1,0 +1,400 @@
+package txn
+
+import (
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/sluice-io/sluice/internal/group"
+)
+
+// InitResult is InitProducerId's answer: an error, or the producer id and
+// epoch to use.
+type InitResult struct {
+	Err        *kerr.Error
+	ProducerID int64
+	Epoch      int16
+}
+
+// EndResult is EndTxn's answer; with transaction version 2 it carries the
+// producer id and epoch of the next transaction (KIP-890 part 2), else -1.
+type EndResult struct {
+	Err        *kerr.Error
+	ProducerID int64
+	Epoch      int16
+}
+
+func initErr(e *kerr.Error) Result[InitResult] {
+	return ready(InitResult{Err: e, ProducerID: -1, Epoch: -1})
+}
+
+func endErr(e *kerr.Error) Result[EndResult] {
+	return ready(EndResult{Err: e, ProducerID: -1, Epoch: -1})
+}
+
+// validID checks a transactional id: Kafka refuses an empty one.
+func validID(id string) *kerr.Error {
+	if id == "" || len(id) > MaxTransactionalIDBytes {
+		return kerr.InvalidRequest
+	}
+	return nil
+}
+
+// InitProducerID serves InitProducerId for transactional id id
+// (TransactionCoordinator.handleInitProducerId). pid and epoch are the
+// producer's current ones (KIP-360, v3+), -1 when it has none. A new id
+// gets a new producer id at epoch 0; a known one gets its epoch bumped,
+// which fences the previous instance; an ongoing transaction is first
+// aborted at a bumped epoch and CONCURRENT_TRANSACTIONS answered until
+// that completes; an exhausted epoch moves to a new producer id.
+func (c *Coordinator) InitProducerID(id string, timeoutMs int32, pid int64, epoch int16) Result[InitResult] {
+	if err := validID(id); err != nil {
+		return initErr(err)
+	}
+	timeout := time.Duration(timeoutMs) * time.Millisecond
+	if timeoutMs <= 0 || timeout > c.cfg.MaxTimeout {
+		return initErr(kerr.InvalidTransactionTimeout)
+	}
+	var expected *int16
+	switch {
+	case pid < 0 && epoch < 0:
+	case pid < 0 || epoch < 0:
+		return initErr(kerr.InvalidRequest)
+	default:
+		expected = &epoch
+	}
+	newPID := int64(-1)
+	for {
+		s, err := c.lockShard(id)
+		if err != nil {
+			return initErr(err)
+		}
+		m := s.txns[id]
+		needPID := m == nil
+		if m != nil && m.pending == nil && EpochExhausted(m.Epoch) && (expected == nil || *expected == m.Epoch) {
+			switch m.State {
+			case Empty, CompleteCommit, CompleteAbort:
+				needPID = true
+			}
+		}
+		if needPID && newPID < 0 {
+			// Allocating goes through the controller: not under the
+			// shard's lock.
+			s.mu.Unlock()
+			var aerr error
+			if newPID, aerr = c.b.AllocateProducerID(); aerr != nil {
+				c.log.Warn("allocating a producer id", "err", aerr)
+				return initErr(kerr.CoordinatorNotAvailable)
+			}
+			continue
+		}
+		res := c.initLocked(s, id, m, timeout, pid, expected, newPID)
+		s.mu.Unlock()
+		return res
+	}
+}
+
+func (c *Coordinator) initLocked(s *shard, id string, m *Metadata, timeout time.Duration, pid int64, expected *int16, newPID int64) Result[InitResult] {
+	now := c.clock.Now()
+	if m == nil {
+		if c.numIDs.Load() >= MaxTransactionalIDs {
+			c.log.Warn("too many transactional ids", "max", MaxTransactionalIDs)
+			return initErr(kerr.CoordinatorNotAvailable)
+		}
+		m = NewMetadata(id, newPID, timeout, now)
+		s.txns[id] = m
+		c.numIDs.Add(1)
+	}
+	if m.pending != nil {
+		return initErr(kerr.ConcurrentTransactions)
+	}
+	// KIP-360: the producer's id must be this one, or the previous one at
+	// an exhausted epoch (a retry after a rotation), unless the id is new.
+	if expected != nil && m.Epoch != noEpoch && pid != m.ProducerID &&
+		!(pid == m.PrevProducerID && EpochExhausted(*expected)) {
+		return initErr(kerr.ProducerFenced)
+	}
+	var t *Transit
+	var err error
+	switch m.State {
+	case PrepareCommit, PrepareAbort:
+		return initErr(kerr.ConcurrentTransactions)
+	case Ongoing:
+		// Abort the ongoing transaction at a bumped epoch first; the
+		// client retries and gets a second bump (or a new id if that
+		// one exhausted the epoch).
+		c.fenceAndAbort(s, m, "producer re-initialized")
+		return initErr(kerr.ConcurrentTransactions)
+	case Empty, CompleteCommit, CompleteAbort:
+		if EpochExhausted(m.Epoch) && (expected == nil || *expected == m.Epoch) {
+			t, err = m.PrepareRotate(newPID, timeout, expected != nil, now)
+		} else {
+			t, err = m.PrepareInit(timeout, expected, now)
+		}
+	default:
+		return initErr(kerr.ConcurrentTransactions)
+	}
+	if err != nil {
+		return initErr(kerrOf(err))
+	}
+	ch := make(chan InitResult, 1)
+	c.write(s, m, t, func(err *kerr.Error) {
+		if err != nil {
+			ch <- InitResult{Err: err, ProducerID: -1, Epoch: -1}
+			return
+		}
+		ch <- InitResult{ProducerID: t.ProducerID, Epoch: t.Epoch}
+	})
+	return waitOn(ch)
+}
+
+// kerrOf maps a state-machine error to its Kafka error.
+func kerrOf(err error) *kerr.Error {
+	if ke, ok := err.(*kerr.Error); ok {
+		return ke
+	}
+	return kerr.UnknownServerError
+}
+
+// fenceAndAbort aborts m's ongoing transaction without its producer, at a
+// bumped epoch (s.mu held): the PrepareAbort record, then the markers.
+func (c *Coordinator) fenceAndAbort(s *shard, m *Metadata, why string) {
+	t, err := m.PrepareFence(c.clock.Now())
+	if err != nil {
+		c.log.Warn("cannot fence transaction", "id", m.ID, "epoch", m.Epoch, "err", err)
+		return
+	}
+	c.log.Info("aborting transaction", "id", m.ID, "producer.id", m.ProducerID, "epoch", t.Epoch, "reason", why)
+	c.write(s, m, t, func(err *kerr.Error) {
+		if err == nil {
+			c.startMarkers(s, m)
+		}
+	})
+}
+
+// checkProducer is the common check of AddPartitionsToTxn,
+// AddOffsetsToTxn and their verification: the id must be known with this
+// producer id and epoch, and no change may be in flight.
+func checkProducer(m *Metadata, pid int64, epoch int16) *kerr.Error {
+	switch {
+	case m == nil || m.ProducerID != pid:
+		return kerr.InvalidProducerIDMapping
+	case m.Epoch != epoch:
+		return kerr.ProducerFenced
+	case m.pending != nil, m.State == PrepareCommit, m.State == PrepareAbort:
+		return kerr.ConcurrentTransactions
+	case m.State == Dead:
+		return kerr.InvalidProducerIDMapping
+	}
+	return nil
+}
+
+// AddPartitions serves AddPartitionsToTxn for one transactional id
+// (handleAddPartitionsToTransaction): the partitions join the transaction,
+// which begins if none is ongoing. The error applies to every partition.
+func (c *Coordinator) AddPartitions(id string, pid int64, epoch int16, parts []Partition) Result[*kerr.Error] {
+	if err := validID(id); err != nil {
+		return ready(err)
+	}
+	s, err := c.lockShard(id)
+	if err != nil {
+		return ready(err)
+	}
+	defer s.mu.Unlock()
+	m := s.txns[id]
+	if err := checkProducer(m, pid, epoch); err != nil {
+		return ready(err)
+	}
+	if m.State == Ongoing {
+		all := true
+		n := len(m.Partitions)
+		for _, p := range parts {
+			if _, ok := m.Partitions[p]; !ok {
+				all = false
+				n++
+			}
+		}
+		if all {
+			return ready[*kerr.Error](nil)
+		}
+		if n > MaxPartitionsPerTxn {
+			return ready(kerr.InvalidRequest)
+		}
+	} else if len(parts) > MaxPartitionsPerTxn {
+		return ready(kerr.InvalidRequest)
+	}
+	t, perr := m.PrepareAddPartitions(parts, c.clock.Now())
+	if perr != nil {
+		return ready(kerrOf(perr))
+	}
+	ch := make(chan *kerr.Error, 1)
+	c.write(s, m, t, func(err *kerr.Error) { ch <- err })
+	return waitOn(ch)
+}
+
+// VerifyPartitions answers AddPartitionsToTxn's VerifyOnly form (KIP-890
+// part 1, sent by partition leaders before a transactional produce): the
+// error of each partition, INVALID_TXN_STATE for one not in the ongoing
+// transaction. Nothing is added.
+func (c *Coordinator) VerifyPartitions(id string, pid int64, epoch int16, parts []Partition) map[Partition]*kerr.Error {
+	out := make(map[Partition]*kerr.Error, len(parts))
+	all := func(e *kerr.Error) map[Partition]*kerr.Error {
+		for _, p := range parts {
+			out[p] = e
+		}
+		return out
+	}
+	if err := validID(id); err != nil {
+		return all(err)
+	}
+	s, err := c.lockShard(id)
+	if err != nil {
+		return all(err)
+	}
+	defer s.mu.Unlock()
+	m := s.txns[id]
+	if err := checkProducer(m, pid, epoch); err != nil && err != kerr.ConcurrentTransactions {
+		return all(err)
+	}
+	if m.State == PrepareCommit || m.State == PrepareAbort {
+		return all(kerr.ConcurrentTransactions)
+	}
+	for _, p := range parts {
+		if _, ok := m.Partitions[p]; ok && m.State == Ongoing {
+			out[p] = nil
+		} else {
+			out[p] = kerr.InvalidTxnState
+		}
+	}
+	return out
+}
+
+// OffsetsPartition is the __consumer_offsets partition of a group: the
+// partition AddOffsetsToTxn adds to the transaction.
+func (c *Coordinator) OffsetsPartition(groupID string) Partition {
+	n := c.cfg.OffsetsPartitions
+	if t := c.b.Image().Topics[group.OffsetsTopic]; t != nil && len(t.Partitions) > 0 {
+		n = int32(len(t.Partitions))
+	}
+	return Partition{group.OffsetsTopic, group.PartitionFor(groupID, n)}
+}
+
+// AddOffsets serves AddOffsetsToTxn: the group's __consumer_offsets
+// partition joins the transaction.
+func (c *Coordinator) AddOffsets(id string, pid int64, epoch int16, groupID string) Result[*kerr.Error] {
+	return c.AddPartitions(id, pid, epoch, []Partition{c.OffsetsPartition(groupID)})
+}
+
+// EndTxn serves EndTxn (handleEndTransaction): PrepareCommit or
+// PrepareAbort is written, the producer answered, and the markers sent in
+// the background. A retry of an end already done (or under way) answers
+// NONE (or CONCURRENT_TRANSACTIONS). txnVersion 2 (EndTxn v5, KIP-890
+// part 2) bumps the epoch and returns the next producer id and epoch.
+func (c *Coordinator) EndTxn(id string, pid int64, epoch int16, commit bool, txnVersion int16) Result[EndResult] {
+	if err := validID(id); err != nil {
+		return endErr(err)
+	}
+	newPID := int64(-1)
+	for {
+		s, err := c.lockShard(id)
+		if err != nil {
+			return endErr(err)
+		}
+		m := s.txns[id]
+		if txnVersion >= 2 && m != nil && m.State == Ongoing && m.pending == nil && m.ProducerID == pid &&
+			m.Epoch == epoch && EpochExhausted(m.Epoch) && newPID < 0 {
+			s.mu.Unlock()
+			var aerr error
+			if newPID, aerr = c.b.AllocateProducerID(); aerr != nil {
+				return endErr(kerr.CoordinatorNotAvailable)
+			}
+			continue
+		}
+		res := c.endLocked(s, m, pid, epoch, commit, txnVersion, newPID)
+		s.mu.Unlock()
+		return res
+	}
+}
+
+func (c *Coordinator) endLocked(s *shard, m *Metadata, pid int64, epoch int16, commit bool, tv int16, newPID int64) Result[EndResult] {
+	if m == nil {
+		return endErr(kerr.InvalidProducerIDMapping)
+	}
+	// A transaction version 2 retry comes at the epoch before the bump,
+	// or at the exhausted epoch of the previous producer id.
+	retry := tv >= 2 && m.State != Ongoing &&
+		((pid == m.ProducerID && epoch == m.LastEpoch && epoch >= 0) ||
+			(pid == m.PrevProducerID && m.Epoch == 0 && EpochExhausted(epoch)))
+	switch {
+	case m.ProducerID != pid && !retry:
+		return endErr(kerr.InvalidProducerIDMapping)
+	case m.Epoch != epoch && !retry:
+		return endErr(kerr.ProducerFenced)
+	case m.pending != nil:
+		return endErr(kerr.ConcurrentTransactions)
+	}
+	// The retry of a completed end answers NONE. With transaction
+	// version 2 only a retry (at the epoch before the bump) is one: the
+	// current epoch on a completed transaction names the next, empty,
+	// transaction (INVALID_TXN_STATE; Kafka 4 aborts an empty one with an
+	// epoch bump, which sluice does not do).
+	done := func() Result[EndResult] {
+		if tv >= 2 {
+			if !retry {
+				return endErr(kerr.InvalidTxnState)
+			}
+			return ready(EndResult{ProducerID: m.ProducerID, Epoch: m.Epoch})
+		}
+		return ready(EndResult{ProducerID: -1, Epoch: -1})
+	}
+	switch m.State {
+	case Ongoing:
+	case CompleteCommit:
+		if commit {
+			return done()
+		}
+		return endErr(kerr.InvalidTxnState)
+	case CompleteAbort:
+		if !commit {
+			return done()
+		}
+		return endErr(kerr.InvalidTxnState)
+	case PrepareCommit:
+		if commit {
+			return endErr(kerr.ConcurrentTransactions)
+		}
+		return endErr(kerr.InvalidTxnState)
+	case PrepareAbort:
+		if !commit {
+			return endErr(kerr.ConcurrentTransactions)
+		}
+		return endErr(kerr.InvalidTxnState)
+	default:
+		return endErr(kerr.InvalidTxnState)
+	}
+	next := int64(-1)
+	if tv >= 2 && EpochExhausted(m.Epoch) {
+		next = newPID
+	}
+	t, err := m.PrepareEnd(commit, tv, next, c.clock.Now())
+	if err != nil {
+		return endErr(kerrOf(err))
+	}
+	ch := make(chan EndResult, 1)
+	c.write(s, m, t, func(err *kerr.Error) {
+		if err != nil {
+			ch <- EndResult{Err: err, ProducerID: -1, Epoch: -1}
+			return
+		}
+		c.startMarkers(s, m)
+		switch {
+		case tv < 2:
+			ch <- EndResult{ProducerID: -1, Epoch: -1}
+		case t.NextProducerID >= 0:
+			ch <- EndResult{ProducerID: t.NextProducerID, Epoch: 0}
+		default:
+			ch <- EndResult{ProducerID: t.ProducerID, Epoch: t.Epoch}
+		}
+	})
+	return waitOn(ch)
+}
