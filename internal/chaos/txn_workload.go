@@ -130,8 +130,18 @@ func (w *workload) runTxn(cl *kgo.Client, t *Txn, parts []int32) bool {
 	pctx, cancel := context.WithTimeout(context.Background(), w.o.SendTimeout)
 	res := cl.ProduceSync(pctx, recs...)
 	cancel()
+	// ProduceSync returns results in the order the produces finished,
+	// not the order of recs: match them by record.
+	idx := map[*kgo.Record]int{}
+	for i, r := range recs {
+		idx[r] = i
+	}
 	var produceErr error
-	for i, r := range res {
+	for _, r := range res {
+		i, ok := idx[r.Record]
+		if !ok {
+			continue
+		}
 		if r.Err != nil {
 			t.Writes[i].Err = r.Err.Error()
 			if produceErr == nil {
