@@ -43,6 +43,7 @@ type delayRule struct {
 	chosen  *pconn
 	key     int16
 	corr    int32
+	what    string // the held request, decoded (requestInfo)
 	heldAt  time.Time
 	release time.Time
 	frames  int
@@ -57,6 +58,7 @@ type delayReport struct {
 	Node      int
 	Key       int16
 	Corr      int32
+	What      string
 	HeldAt    time.Time
 	Release   time.Time
 	Frames    int
@@ -81,7 +83,7 @@ func (nw *network) clearDelay() delayReport {
 	if r == nil || r.chosen == nil {
 		return delayReport{}
 	}
-	return delayReport{Matched: true, Node: r.node, Key: r.key, Corr: r.corr, HeldAt: r.heldAt, Release: r.release, Frames: r.frames, Delivered: r.delivered, Late: r.late}
+	return delayReport{Matched: true, Node: r.node, Key: r.key, Corr: r.corr, What: r.what, HeldAt: r.heldAt, Release: r.release, Frames: r.frames, Delivered: r.delivered, Late: r.late}
 }
 
 // delayMatched reports whether the rule chose a connection, and when its
@@ -97,7 +99,9 @@ func (nw *network) delayMatched() (bool, time.Time) {
 
 // holdUntil returns when a request with key and correlation id corr on
 // connection c to p's node may be forwarded (zero: now).
-func (nw *network) holdUntil(p *proxy, c *pconn, key int16, corr int32) (time.Time, *delayRule) {
+func (nw *network) holdUntil(p *proxy, c *pconn, frame []byte) (time.Time, *delayRule) {
+	key := int16(binary.BigEndian.Uint16(frame[4:6]))
+	corr := int32(binary.BigEndian.Uint32(frame[8:12]))
 	nw.mu.Lock()
 	defer nw.mu.Unlock()
 	r := nw.delay
@@ -107,8 +111,8 @@ func (nw *network) holdUntil(p *proxy, c *pconn, key int16, corr int32) (time.Ti
 	now := time.Now()
 	if r.chosen == nil && now.Before(r.until) && (r.node == 0 || r.node == p.dst) && slices.Contains(r.keys, key) {
 		r.chosen, r.key, r.corr, r.heldAt, r.release = c, key, corr, now, now.Add(r.hold)
-		r.node = p.dst
-		nw.logf("delay-txn: holding api key %d (correlation id %d) of a client connection to node %d until %s", key, corr, p.dst, r.release.Format("15:04:05.000"))
+		r.node, r.what = p.dst, requestInfo(frame)
+		nw.logf("delay-txn: holding %s of a client connection to node %d until %s", r.what, p.dst, r.release.Format("15:04:05.000"))
 	}
 	if r.chosen != c || !now.Before(r.release) {
 		return time.Time{}, nil
@@ -164,9 +168,7 @@ func (c *pconn) pipeKafka(dst, src net.Conn, frozen *atomic.Bool, p *proxy) {
 		if rerr != nil {
 			return
 		}
-		key := int16(binary.BigEndian.Uint16(frame[4:6]))
-		corr := int32(binary.BigEndian.Uint32(frame[8:12]))
-		until, rule := p.nw.holdUntil(p, c, key, corr)
+		until, rule := p.nw.holdUntil(p, c, frame)
 		if rule != nil {
 			held = true
 			time.Sleep(time.Until(until))
@@ -202,9 +204,8 @@ func (d delayReport) String() string {
 	if !d.Matched {
 		return "no matching client request arrived"
 	}
-	what := map[int16]string{apiProduce: "Produce", apiEndTxn: "EndTxn"}[d.Key]
-	return fmt.Sprintf("held a %s (correlation id %d) of a client connection to node %d for %v (%d request(s) held in all); %d delivered, %d after the client had closed the connection",
-		what, d.Corr, d.Node, d.Release.Sub(d.HeldAt).Round(time.Millisecond), d.Frames, d.Delivered, d.Late)
+	return fmt.Sprintf("held %s of a client connection to node %d for %v (%d request(s) held in all); %d delivered, %d after the client had closed the connection",
+		d.What, d.Node, d.Release.Sub(d.HeldAt).Round(time.Millisecond), d.Frames, d.Delivered, d.Late)
 }
 
 // delayTxn runs a FaultDelayTxn: it waits up to 5 s for a matching client
@@ -238,4 +239,112 @@ func (nm *nemesis) delayTxn(ctx context.Context, f Fault) {
 	e.Detail = fmt.Sprintf("target %s: %s", why, rep)
 	e.EndMs = nm.h.since()
 	nm.add(e)
+}
+
+// requestInfo describes a held request frame (size prefix included):
+// API, version, correlation id and, for Produce and EndTxn, the
+// transactional id (and EndTxn's producer id, epoch and commit flag), as
+// far as the bytes decode.
+func requestInfo(frame []byte) string {
+	d := kdec{b: frame[4:]}
+	key, ver, corr := d.i16(), d.i16(), int32(d.i32())
+	name := map[int16]string{apiProduce: "Produce", apiEndTxn: "EndTxn"}[key]
+	if name == "" {
+		name = fmt.Sprintf("api key %d", key)
+	}
+	out := fmt.Sprintf("%s v%d (correlation id %d)", name, ver, corr)
+	// Request header v1 (client id) and, for flexible versions, v2
+	// (tagged fields): Produce v9+, EndTxn v3+.
+	flexible := (key == apiProduce && ver >= 9) || (key == apiEndTxn && ver >= 3)
+	d.str(false)
+	if flexible {
+		d.tags()
+	}
+	switch {
+	case key == apiProduce && ver >= 3:
+		if id := d.str(flexible); !d.bad && id != "" {
+			out += fmt.Sprintf(" of transactional id %q", id)
+		}
+	case key == apiEndTxn:
+		id := d.str(flexible)
+		pid, epoch := d.i64(), d.i16()
+		c := d.n(1)
+		if !d.bad {
+			out += fmt.Sprintf(" of transactional id %q, producer id %d, epoch %d, commit %v", id, pid, epoch, c[0] != 0)
+		}
+	}
+	return out
+}
+
+// kdec reads big-endian Kafka primitives; bad is set on a short read.
+type kdec struct {
+	b   []byte
+	bad bool
+}
+
+func (d *kdec) n(k int) []byte {
+	if d.bad || len(d.b) < k {
+		d.bad = true
+		return nil
+	}
+	v := d.b[:k]
+	d.b = d.b[k:]
+	return v
+}
+
+func (d *kdec) i16() int16 {
+	if v := d.n(2); v != nil {
+		return int16(binary.BigEndian.Uint16(v))
+	}
+	return 0
+}
+
+func (d *kdec) i32() uint32 {
+	if v := d.n(4); v != nil {
+		return binary.BigEndian.Uint32(v)
+	}
+	return 0
+}
+
+func (d *kdec) i64() int64 {
+	if v := d.n(8); v != nil {
+		return int64(binary.BigEndian.Uint64(v))
+	}
+	return 0
+}
+
+func (d *kdec) uvarint() uint64 {
+	if d.bad {
+		return 0
+	}
+	v, k := binary.Uvarint(d.b)
+	if k <= 0 {
+		d.bad = true
+		return 0
+	}
+	d.b = d.b[k:]
+	return v
+}
+
+// str reads a nullable string: compact (uvarint length + 1) or classic
+// (int16 length, -1 null).
+func (d *kdec) str(compact bool) string {
+	var n int
+	if compact {
+		n = int(d.uvarint()) - 1
+	} else {
+		n = int(d.i16())
+	}
+	if n <= 0 {
+		return ""
+	}
+	return string(d.n(n))
+}
+
+// tags skips a tagged-field section.
+func (d *kdec) tags() {
+	for range d.uvarint() {
+		d.uvarint()
+		d.n(int(d.uvarint()))
+	}
 }

@@ -106,3 +106,29 @@ func TestFramingPipePassesOtherBytes(t *testing.T) {
 		t.Fatal("non-Kafka bytes not forwarded")
 	}
 }
+
+// requestInfo decodes the transactional fields of held requests.
+func TestRequestInfo(t *testing.T) {
+	// EndTxn v4 (flexible): header client id "c" and no tags, then
+	// compact transactional id "tx", producer id 7, epoch 3, commit.
+	b := kframe(apiEndTxn, 5, "")
+	binary.BigEndian.PutUint16(b[6:], 4)
+	b = append(b, 0, 1, 'c', 0, 3, 't', 'x')
+	b = binary.BigEndian.AppendUint64(b, 7)
+	b = append(b, 0, 3, 1, 0)
+	binary.BigEndian.PutUint32(b, uint32(len(b)-4))
+	want := `EndTxn v4 (correlation id 5) of transactional id "tx", producer id 7, epoch 3, commit true`
+	if got := requestInfo(b); got != want {
+		t.Fatalf("got %s\nwant %s", got, want)
+	}
+	// Produce v7 (classic strings): transactional id "tx".
+	b = kframe(apiProduce, 6, "")
+	binary.BigEndian.PutUint16(b[6:], 7)
+	b = append(b, 0, 1, 'c', 0, 2, 't', 'x', 255, 255)
+	if got := requestInfo(b); got != `Produce v7 (correlation id 6) of transactional id "tx"` {
+		t.Fatalf("got %s", got)
+	}
+	if got := requestInfo(kframe(3, 1, "")); got != "api key 3 v0 (correlation id 1)" {
+		t.Fatalf("got %s", got)
+	}
+}
