@@ -3,7 +3,11 @@
 // (acks=all idempotent producers, assign-mode consumers, a final read of
 // every partition), injects faults from a seeded schedule (SIGKILL,
 // SIGSTOP, network isolation through TCP proxies, rolling SIGTERM
-// restarts), heals, and checks the history for Jepsen's queue anomalies.
+// restarts, late delivery of held requests), heals, and checks the history
+// for Jepsen's queue anomalies. With Options.Workload WorkloadTxn the
+// producers run Kafka transactions and the consumers read_committed, and
+// CheckTxn adds the transactional anomalies (G1a aborted reads, uncommitted
+// reads, torn transactions).
 //
 // cmd/sluice-chaos is the command; test/chaos runs a short schedule in CI.
 // docs/chaos.md describes the faults, the checker and the limits.

@@ -57,7 +57,7 @@ func TestChaosTxnShort(t *testing.T) {
 		{AtMs: 4000, Kind: chaos.FaultKill, Target: "leader", Partition: 0, Node: 1, DurMs: 3000},
 		{AtMs: 11000, Kind: chaos.FaultDelayTxn, Target: "leader", Partition: 0, Node: 1, DurMs: 3000},
 		{AtMs: 19000, Kind: chaos.FaultPause, Target: "leader", Partition: 1, Node: 2, DurMs: 3000},
-		{AtMs: 26000, Kind: chaos.FaultDelayTxn, Target: "node", Partition: 2, Node: 1, DurMs: 4000},
+		{AtMs: 26000, Kind: chaos.FaultDelayTxn, Target: "leader", Partition: 0, Node: 1, DurMs: 4000},
 		{AtMs: 35000, Kind: chaos.FaultKill, Target: "node", Node: 2, DurMs: 3000},
 		{AtMs: 42000, Kind: chaos.FaultDelayTxn, Target: "leader", Partition: 2, Node: 3, DurMs: 5000},
 	}
