@@ -56,9 +56,10 @@ func (w *workload) txnClient(id int) (*kgo.Client, error) {
 // transactional.id: BeginTransaction, 1-4 produces to random partitions,
 // then EndTransaction, committing or (txnAbortPercent of the time)
 // aborting. A transaction with a failed produce is aborted, as a real
-// client does. After an error the abort is retried once and, if it fails
-// too, the client is replaced: the new client's InitProducerId bumps the
-// epoch, which fences the old one and aborts whatever it left open.
+// client does, and so is a transaction whose commit failed. When that
+// abort fails too, the client is replaced: the new client's InitProducerId
+// bumps the epoch, which fences the old one and aborts whatever it left
+// open.
 // rate is this producer's target values per second.
 func (w *workload) txnProducer(ctx context.Context, id int, rate float64, wg *sync.WaitGroup) error {
 	cl, err := w.txnClient(id)
