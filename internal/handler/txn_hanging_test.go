@@ -22,7 +22,7 @@ import (
 func TestHangingTransaction(t *testing.T) {
 	for _, c := range []struct {
 		verify, v1 bool
-		want   int16 // the late batch's error
+		want       int16 // the late batch's error
 	}{
 		// A Kafka 3.5 client: transaction version 1 (EndTxn v3 does not
 		// bump the epoch, so only the verification stands between the
