@@ -1,6 +1,6 @@
 package handler
 
-// Produce, versions 0-9, record batch v2 only: v0-2 carry message sets (magic
+// Produce, versions 0-12, record batch v2 only: v0-2 carry message sets (magic
 // 0/1), which get UNSUPPORTED_FOR_MESSAGE_FORMAT. v0 is advertised because
 // librdkafka before 2.6 compresses gzip/snappy/lz4 only when it is.
 //
@@ -235,7 +235,7 @@ func (h *Handlers) produce(r *protocol.Request) protocol.Reply {
 			var nrec int64
 			var guard uint64
 			if err == nil {
-				guard, err = h.verifyBatch(p, rp.Records, req.TransactionID)
+				guard, err = h.verifyBatch(p, rp.Records, req.TransactionID, req.Version)
 			}
 			if err == nil {
 				ch, logAppendTime, nrec, err = h.appendOne(p, rp.Records, pc, req.Acks, deadline, guard)
