@@ -96,7 +96,12 @@ func consumeTransformProduce(ctx context.Context, base []kgo.Opt, partitions, re
 	}
 	defer ka.DeleteTopics(context.Background(), in, out)
 
+	// The source starts once the group has assigned the input partitions
+	// (group.initial.rebalance.delay.ms is not part of the latency).
+	assigned := make(chan struct{})
+	var once sync.Once
 	sess, err := kgo.NewGroupTransactSession(append(base, kgo.TransactionalID(fmt.Sprintf("sluice-ctp-%d", stamp)),
+		kgo.OnPartitionsAssigned(func(context.Context, *kgo.Client, map[string][]int32) { once.Do(func() { close(assigned) }) }),
 		kgo.ConsumerGroup(fmt.Sprintf("sluice-ctp-%d", stamp)), kgo.ConsumeTopics(in),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.RequireStableFetchOffsets(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DefaultProduceTopic(out))...)
@@ -140,6 +145,13 @@ func consumeTransformProduce(ctx context.Context, base []kgo.Opt, partitions, re
 		}
 	}()
 	// The source: each value starts with its send time (ns).
+	select {
+	case <-assigned:
+	case err := <-loopErr:
+		return ctpResult{}, err
+	case <-ctx.Done():
+		return ctpResult{}, ctx.Err()
+	}
 	start := time.Now()
 	go func() {
 		for i := 0; i < records && ctx.Err() == nil; i++ {

@@ -46,6 +46,8 @@ func main() {
 		err = electCmd(os.Args[2:])
 	case "reassign":
 		err = reassignCmd(os.Args[2:])
+	case "txn":
+		err = txnCmd(os.Args[2:])
 	case "cluster":
 		err = clusterCmd(os.Args[2:])
 	case "version", "--version", "-v":
@@ -129,6 +131,7 @@ admin commands (Kafka clients; docs/operations.md):
   sluice consume --topic T [--from-beginning] [--group G] [--max-messages N] [--print-key]
   sluice elect --topic T [--partition P] [--type preferred|unclean]
   sluice reassign plan|execute|status|cancel ...
+  sluice txn list|describe|producers|abort ...
   each takes [--bootstrap HOST:PORT,...] [--command-config FILE] [--json] [--timeout 30s]
 
   sluice serve --help, sluice dev --help and sluice COMMAND --help describe every flag.

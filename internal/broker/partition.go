@@ -436,10 +436,33 @@ func (p *Partition) alterPartition(req replica.AlterPartitionRequest) {
 // durable past it, for acks=all once the HW covers it (or an error); the
 // replica machine decides both.
 func (p *Partition) Produce(data []byte, h batch.Header, acks int16, deadline time.Time) <-chan replica.ProduceResult {
-	return p.produce(data, h, acks, deadline, replica.OriginClient)
+	return p.produce(data, h, acks, deadline, replica.OriginClient, 0)
 }
 
-func (p *Partition) produce(data []byte, h batch.Header, acks int16, deadline time.Time, origin replica.Origin) <-chan replica.ProduceResult {
+// ProduceVerified is Produce for a transactional batch whose transaction
+// was verified with its coordinator under guard (BeginVerification).
+func (p *Partition) ProduceVerified(data []byte, h batch.Header, acks int16, deadline time.Time, guard uint64) <-chan replica.ProduceResult {
+	return p.produce(data, h, acks, deadline, replica.OriginClient, guard)
+}
+
+// TxnOpen reports whether producer pid has a transaction open in the
+// partition: its batches need no verification.
+func (p *Partition) TxnOpen(pid int64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, ok := p.r.Producers().OpenTxn(pid)
+	return ok
+}
+
+// BeginVerification starts the verification of producer pid's
+// transaction (replica.Replica.BeginVerification) and returns its guard.
+func (p *Partition) BeginVerification(pid int64) uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.r.BeginVerification(pid)
+}
+
+func (p *Partition) produce(data []byte, h batch.Header, acks int16, deadline time.Time, origin replica.Origin, guard uint64) <-chan replica.ProduceResult {
 	ch := make(chan replica.ProduceResult, 1)
 	b := machineBatch(data, h)
 	if b.Control && b.ProducerID < 0 {
@@ -465,7 +488,7 @@ func (p *Partition) produce(data []byte, h batch.Header, acks int16, deadline ti
 	if !deadline.IsZero() {
 		dl = deadline.UnixMilli()
 	}
-	p.r.Append(replica.ProduceRequest{ID: id, Acks: acks, DeadlineMs: dl, Batch: b, Origin: origin})
+	p.r.Append(replica.ProduceRequest{ID: id, Acks: acks, DeadlineMs: dl, Batch: b, Origin: origin, VerifyGuard: guard})
 	p.processReady()
 	if acks == 0 {
 		ch <- replica.ProduceResult{Acks: 0}
@@ -505,7 +528,7 @@ func (p *Partition) WriteMarker(data []byte, deadline time.Time) <-chan replica.
 		ch <- replica.ProduceResult{Error: kerr.CorruptMessage.Code, BaseOffset: -1, LastOffset: -1}
 		return ch
 	}
-	return p.produce(data, h, replica.AcksAll, deadline, replica.OriginCoordinator)
+	return p.produce(data, h, replica.AcksAll, deadline, replica.OriginCoordinator, 0)
 }
 
 // Append appends a batch as leader and returns its offsets at once,
@@ -518,7 +541,7 @@ func (p *Partition) Append(data []byte, now time.Time) (storage.AppendInfo, erro
 	if err != nil {
 		return storage.AppendInfo{}, kerr.CorruptMessage
 	}
-	res := <-p.produce(data, h, replica.AcksAppended, time.Time{}, replica.OriginCoordinator)
+	res := <-p.produce(data, h, replica.AcksAppended, time.Time{}, replica.OriginCoordinator, 0)
 	if res.Error != 0 {
 		return storage.AppendInfo{}, kerr.ErrorForCode(res.Error)
 	}

@@ -1,6 +1,6 @@
 package handler
 
-// Produce, versions 0-9, record batch v2 only: v0-2 carry message sets (magic
+// Produce, versions 0-12, record batch v2 only: v0-2 carry message sets (magic
 // 0/1), which get UNSUPPORTED_FOR_MESSAGE_FORMAT. v0 is advertised because
 // librdkafka before 2.6 compresses gzip/snappy/lz4 only when it is.
 //
@@ -233,8 +233,12 @@ func (h *Handlers) produce(r *protocol.Request) protocol.Reply {
 			var ch <-chan replica.ProduceResult
 			logAppendTime := int64(-1)
 			var nrec int64
+			var guard uint64
 			if err == nil {
-				ch, logAppendTime, nrec, err = h.appendOne(p, rp.Records, pc, req.Acks, deadline)
+				guard, err = h.verifyBatch(p, rp.Records, req.TransactionID, req.Version)
+			}
+			if err == nil {
+				ch, logAppendTime, nrec, err = h.appendOne(p, rp.Records, pc, req.Acks, deadline, guard)
 			}
 			if err == nil && req.Acks == 0 {
 				// No result is awaited: count what was handed to the log.
@@ -303,10 +307,13 @@ func (h *Handlers) produce(r *protocol.Request) protocol.Reply {
 // timestamp settings to the batch and hands it to the partition's replica
 // machine. It returns the time stamped on the batch (LogAppendTime
 // topics), else -1, and the batch's record count.
-func (h *Handlers) appendOne(p *broker.Partition, records []byte, pc produceConfig, acks int16, deadline time.Time) (<-chan replica.ProduceResult, int64, int64, error) {
+func (h *Handlers) appendOne(p *broker.Partition, records []byte, pc produceConfig, acks int16, deadline time.Time, guard uint64) (<-chan replica.ProduceResult, int64, int64, error) {
 	b, hdr, logAppendTime, err := prepareBatch(records, pc, h.b.Now().UnixMilli())
 	if err != nil {
 		return nil, -1, 0, err
+	}
+	if guard != 0 {
+		return p.ProduceVerified(b, hdr, acks, deadline, guard), logAppendTime, int64(hdr.NumRecords), nil
 	}
 	return p.Produce(b, hdr, acks, deadline), logAppendTime, int64(hdr.NumRecords), nil
 }

@@ -21,10 +21,12 @@ package handler
 // loading); v3+ (KIP-447) a given generation, member id or instance id is
 // checked against the group (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID,
 // FENCED_INSTANCE_ID); OFFSET_METADATA_TOO_LARGE; INVALID_PRODUCER_EPOCH
-// when the partition knows a newer epoch of the producer id. Not done:
-// the KIP-890 verification that the partition is in the transaction
-// (v4's TRANSACTION_ABORTABLE, v5's implicit AddOffsetsToTxn), which needs
-// the transaction coordinator.
+// when the partition knows a newer epoch of the producer id. v5 under
+// transaction version 2 (KIP-890 part 2) first adds the group's
+// __consumer_offsets partition to the transaction with its coordinator
+// (the client sent no AddOffsetsToTxn; txn_verify.go); its failures
+// answer every partition (TRANSACTION_ABORTABLE for the transaction's
+// own).
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -73,6 +75,18 @@ func (g *groupAPI) txnOffsetCommit(r *protocol.Request) protocol.Reply {
 		denied = append(denied, rt)
 	}
 	req.Topics = kept
+	if req.Version >= 5 && g.h.txnVersion >= 2 && g.h.txns != nil && len(kept) > 0 {
+		// Transaction version 2: the group's __consumer_offsets
+		// partition joins the transaction here (KIP-890 part 2), as
+		// AddOffsetsToTxn would have.
+		op := g.h.txns.OffsetsPartition(req.Group)
+		if err := txnAppendError(g.h.addToTxn(req.TransactionalID, req.ProducerID, req.ProducerEpoch, op.Topic, op.Partition, false), true); err != nil {
+			reply := fail(err.Code)
+			resp := reply.Resp.(*kmsg.TxnOffsetCommitResponse)
+			resp.Topics = append(resp.Topics, denied...)
+			return reply
+		}
+	}
 	return replyMap(g.c.TxnOffsetCommit(req), func(resp *kmsg.TxnOffsetCommitResponse) *kmsg.TxnOffsetCommitResponse {
 		resp.Topics = append(resp.Topics, denied...)
 		return resp

@@ -26,10 +26,12 @@ type Handlers struct {
 	// onMarker is called after a transaction marker is replicated on a
 	// partition this node leads (WriteTxnMarkers).
 	onMarker []func(topic string, partition int32, producerID int64, commit bool)
-	groups   *group.Coordinator
-	txns     *txn.Coordinator
-	sessions *fetchsession.Cache
-	splice   bool // zero-copy fetch responses (fetch_splice.go)
+	// txnVersion is the finalized transaction.version (registerTxnAPIs).
+	txnVersion int16
+	groups     *group.Coordinator
+	txns       *txn.Coordinator
+	sessions   *fetchsession.Cache
+	splice     bool // zero-copy fetch responses (fetch_splice.go)
 	// auth decides requests when authorizer.class.name is set; nil
 	// allows everything (authz.go).
 	auth *acl.Authorizer
@@ -91,7 +93,7 @@ func RegisterWith(reg *protocol.Registry, b *broker.Broker, opts Options) *Handl
 		produceQuota: quota.New(metadata.QuotaProducerByteRate, quotaConfig(b.Config())),
 		fetchQuota:   quota.New(metadata.QuotaConsumerByteRate, quotaConfig(b.Config()))}
 	for _, api := range []protocol.Handler{
-		{Key: 0, MinVersion: 0, MaxVersion: 9, Serve: h.withProduceQuota(h.produce)},
+		{Key: 0, MinVersion: 0, MaxVersion: 12, Serve: h.withProduceQuota(h.produce)},
 		{Key: 1, MinVersion: 4, MaxVersion: fetchMaxVersion, Serve: h.withFetchQuota(h.fetch)},
 		{Key: 2, MinVersion: 1, MaxVersion: 7, Serve: h.listOffsets},
 		{Key: 3, MinVersion: 0, MaxVersion: 11, Serve: h.metadata},

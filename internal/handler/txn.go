@@ -40,6 +40,10 @@ func (h *Handlers) registerTxnAPIs(reg *protocol.Registry) {
 			c.Resign(tp.Partition)
 		}
 	})
+	// transaction.version (KIP-890 part 2): supported 0-2, finalized at
+	// sluice.transaction.version.
+	h.txnVersion = int16(h.b.Config().Int("sluice.transaction.version", 2))
+	reg.SetFeature(protocol.Feature{Name: "transaction.version", Min: 0, Max: 2, Finalized: h.txnVersion})
 	t := &txnAPI{h: h, c: c}
 	for _, api := range []protocol.Handler{
 		{Key: 24, MinVersion: 0, MaxVersion: 5, Serve: t.addPartitionsToTxn},

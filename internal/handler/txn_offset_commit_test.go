@@ -121,7 +121,11 @@ func offsetsMarker(t *testing.T, cl *kgo.Client, grp string, pid int64, epoch in
 // and OffsetFetch's RequireStable before and after the transaction's
 // marker.
 func TestTxnOffsetCommit(t *testing.T) {
-	props := map[string]string{"authorizer.class.name": standardAuthorizer, "allow.everyone.if.no.acl.found": "true"}
+	// Producer ids here are made up, with no transaction coordinator
+	// behind them: transaction version 1, where TxnOffsetCommit does not
+	// add the partition to a transaction itself.
+	props := map[string]string{"authorizer.class.name": standardAuthorizer, "allow.everyone.if.no.acl.found": "true",
+		"sluice.transaction.version": "1"}
 	for k, v := range groupProps {
 		props[k] = v
 	}

@@ -90,7 +90,9 @@ func listLatest(t *testing.T, cl *kgo.Client, topic string, committed bool) int6
 // the last stable offset answers ListOffsets under READ_COMMITTED;
 // markers with stale epochs are refused and append nothing.
 func TestReadCommittedPartitionSide(t *testing.T) {
-	n := startNode(t, "", nil)
+	// The transactions here have no coordinator: no verification, and
+	// transaction version 1 (no implicit add to a transaction).
+	n := startNode(t, "", map[string]string{"transaction.partition.verification.enable": "false", "sluice.transaction.version": "1"})
 	cl := n.client()
 	createTopic(t, cl, "rc", 1, nil)
 	const a, b = 9001, 9002

@@ -61,6 +61,27 @@ type Handler struct {
 // concurrently afterwards.
 type Registry struct {
 	handlers map[int16]Handler
+	features []Feature
+}
+
+// Feature is a feature advertised in ApiVersions v3+ (KIP-584): the
+// levels this node supports and the level finalized for the cluster (0:
+// not finalized, not listed).
+type Feature struct {
+	Name      string
+	Min, Max  int16
+	Finalized int16
+}
+
+// SetFeature adds or replaces a feature (at startup, like Register).
+func (r *Registry) SetFeature(f Feature) {
+	for i := range r.features {
+		if r.features[i].Name == f.Name {
+			r.features[i] = f
+			return
+		}
+	}
+	r.features = append(r.features, f)
 }
 
 // NewRegistry returns a registry with ApiVersions, SaslHandshake and
@@ -109,6 +130,17 @@ func (r *Registry) apiVersionsResponse(version int16, errCode int16) *kmsg.ApiVe
 		resp.ApiKeys = append(resp.ApiKeys, kmsg.ApiVersionsResponseApiKey{
 			ApiKey: h.Key, MinVersion: h.MinVersion, MaxVersion: h.MaxVersion,
 		})
+	}
+	for _, f := range r.features {
+		sf := kmsg.NewApiVersionsResponseSupportedFeature()
+		sf.Name, sf.MinVersion, sf.MaxVersion = f.Name, f.Min, f.Max
+		resp.SupportedFeatures = append(resp.SupportedFeatures, sf)
+		if f.Finalized > 0 {
+			ff := kmsg.NewApiVersionsResponseFinalizedFeature()
+			ff.Name, ff.MinVersionLevel, ff.MaxVersionLevel = f.Name, f.Finalized, f.Finalized
+			resp.FinalizedFeatures = append(resp.FinalizedFeatures, ff)
+			resp.FinalizedFeaturesEpoch = 1
+		}
 	}
 	return resp
 }

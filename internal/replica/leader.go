@@ -43,6 +43,11 @@ func (r *Replica) Append(req ProduceRequest) {
 			fail(ErrInvalidProducerEpoch)
 			return
 		}
+	} else if b.Transactional && req.VerifyGuard != 0 && !r.openTxn(b.ProducerID) && r.guards[b.ProducerID] != req.VerifyGuard {
+		// The transaction the coordinator vouched for ended meanwhile: a
+		// late batch must not open a transaction no marker will end.
+		fail(ErrInvalidTxnState)
+		return
 	} else if b.ProducerID >= 0 && req.Origin == OriginCoordinator {
 		// The group coordinator's transactional offsets: no sequence.
 		if e := r.producers.Get(b.ProducerID); e != nil && b.ProducerEpoch < e.Epoch {

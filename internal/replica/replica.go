@@ -52,6 +52,10 @@ type Replica struct {
 	// completed holds the transactions whose marker is at or above the HW,
 	// in marker order: still unstable (LastStable).
 	completed []producer.Completed
+	// guards are the pending transaction verifications by producer id
+	// (BeginVerification); nextGuard numbers them.
+	guards    map[int64]uint64
+	nextGuard uint64
 	logGen    uint64
 
 	role           Role
@@ -397,6 +401,7 @@ func (r *Replica) appendBatch(b *Batch) {
 	}
 	switch {
 	case b.Control && b.ProducerID >= 0:
+		delete(r.guards, b.ProducerID) // a verification before it is stale
 		if c, ok := r.producers.EndTxn(b.ProducerID, b.ProducerEpoch, b.CoordinatorEpoch, b.BaseOffset, b.MaxTimestamp, b.Aborted); ok {
 			// Unstable until the HW passes its marker (Kafka's
 			// unreplicatedTxns): a lost marker reopens it.
@@ -410,6 +415,7 @@ func (r *Replica) appendBatch(b *Batch) {
 		})
 		if b.Transactional {
 			r.producers.BeginTxn(b.ProducerID, b.BaseOffset)
+			delete(r.guards, b.ProducerID)
 		}
 	}
 	r.leo = b.LastOffset() + 1
@@ -535,6 +541,31 @@ func (r *Replica) SetMinISR(n int) {
 	if r.role == RoleLeader {
 		r.maybeIncrementHW()
 	}
+}
+
+// maxGuards bounds the pending transaction verifications of a partition;
+// beyond it they are all dropped (their batches then fail with
+// INVALID_TXN_STATE and are retried by their producers).
+const maxGuards = 10_000
+
+// openTxn reports whether pid has a transaction open here.
+func (r *Replica) openTxn(pid int64) bool {
+	_, ok := r.producers.OpenTxn(pid)
+	return ok
+}
+
+// BeginVerification records that the driver asks the transaction
+// coordinator whether producer pid's transaction includes this partition
+// (KIP-890 part 1) and returns the token its batch must carry
+// (ProduceRequest.VerifyGuard). A marker for pid before the batch
+// invalidates it: the transaction the coordinator vouched for ended.
+func (r *Replica) BeginVerification(pid int64) uint64 {
+	if r.guards == nil || len(r.guards) >= maxGuards {
+		r.guards = map[int64]uint64{}
+	}
+	r.nextGuard++
+	r.guards[pid] = r.nextGuard
+	return r.nextGuard
 }
 
 // ResetProducers replaces the producer state with ps, the log's own

@@ -19,6 +19,7 @@ const (
 	ErrInvalidRequest               int16 = 42  // INVALID_REQUEST
 	ErrOutOfOrderSequence           int16 = 45  // OUT_OF_ORDER_SEQUENCE_NUMBER
 	ErrInvalidProducerEpoch         int16 = 47  // INVALID_PRODUCER_EPOCH
+	ErrInvalidTxnState              int16 = 48  // INVALID_TXN_STATE
 	ErrTransactionCoordinatorFenced int16 = 52  // TRANSACTION_COORDINATOR_FENCED
 	ErrOperationNotAttempted        int16 = 55  // OPERATION_NOT_ATTEMPTED
 	ErrFencedLeaderEpoch            int16 = 74  // FENCED_LEADER_EPOCH
@@ -154,6 +155,13 @@ type ProduceRequest struct {
 	// transactional offsets, transaction markers) carry none and only
 	// have their producer epoch checked (Kafka's AppendOrigin).
 	Origin Origin
+	// VerifyGuard, if not zero, is the token of the transaction
+	// verification (BeginVerification) made for this transactional
+	// batch: it is appended only if its producer's transaction is open
+	// here already or no marker for the producer came since the token was
+	// issued (KIP-890 part 1's verification guard), else it fails with
+	// INVALID_TXN_STATE.
+	VerifyGuard uint64
 }
 
 // Origin is the source of an appended batch (Kafka's AppendOrigin).

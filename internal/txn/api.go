@@ -203,6 +203,17 @@ func (c *Coordinator) AddPartitions(id string, pid int64, epoch int16, parts []P
 	defer s.mu.Unlock()
 	m := s.txns[id]
 	if err := checkProducer(m, pid, epoch); err != nil {
+		if err == kerr.ConcurrentTransactions {
+			// The previous transaction is still completing (its markers
+			// are being written): rather than have the producer back off
+			// and retry (the Java client waits 20 ms, franz-go more),
+			// hold the request until it completes, at most
+			// concurrentWait, then answer as Kafka would.
+			changed := s.changed
+			return Result[*kerr.Error]{Wait: func() *kerr.Error {
+				return c.retryAddPartitions(changed, id, pid, epoch, parts)
+			}}
+		}
 		return ready(err)
 	}
 	if m.State == Ongoing {
@@ -230,6 +241,36 @@ func (c *Coordinator) AddPartitions(id string, pid int64, epoch int16, parts []P
 	ch := make(chan *kerr.Error, 1)
 	c.write(s, m, t, func(err *kerr.Error) { ch <- err })
 	return waitOn(ch)
+}
+
+// concurrentWait bounds how long AddPartitionsToTxn is held while the
+// previous transaction of its id completes.
+const concurrentWait = 500 * time.Millisecond
+
+// retryAddPartitions waits for a transition of the shard (changed) or
+// concurrentWait, then serves the request again; still concurrent at the
+// deadline, it answers CONCURRENT_TRANSACTIONS.
+func (c *Coordinator) retryAddPartitions(changed <-chan struct{}, id string, pid int64, epoch int16, parts []Partition) *kerr.Error {
+	deadline := c.clock.NewTimer(concurrentWait)
+	defer deadline.Stop()
+	for {
+		select {
+		case <-changed:
+		case <-deadline.C():
+			return kerr.ConcurrentTransactions
+		}
+		s, err := c.lockShard(id)
+		if err != nil {
+			return err
+		}
+		if err := checkProducer(s.txns[id], pid, epoch); err == kerr.ConcurrentTransactions {
+			changed = s.changed
+			s.mu.Unlock()
+			continue
+		}
+		s.mu.Unlock()
+		return c.AddPartitions(id, pid, epoch, parts).Get()
+	}
 }
 
 // VerifyPartitions answers AddPartitionsToTxn's VerifyOnly form (KIP-890

@@ -113,6 +113,16 @@ type shard struct {
 	txns    map[string]*Metadata
 	// stop is closed when the shard is resigned: marker senders stop.
 	stop chan struct{}
+	// changed is closed, and replaced, whenever a transition of one of
+	// its ids becomes durable (notify): requests held while a
+	// transaction completes wait on it.
+	changed chan struct{}
+}
+
+// notify wakes the requests waiting for a transition (s.mu held).
+func (s *shard) notify() {
+	close(s.changed)
+	s.changed = make(chan struct{})
 }
 
 // Coordinator serves the transactional ids of the __transaction_state
@@ -216,7 +226,7 @@ func (c *Coordinator) Elect(i int32) {
 }
 
 func (c *Coordinator) electLocked(i int32) *shard {
-	s := &shard{index: i, loading: true, txns: map[string]*Metadata{}, stop: make(chan struct{})}
+	s := &shard{index: i, loading: true, txns: map[string]*Metadata{}, stop: make(chan struct{}), changed: make(chan struct{})}
 	c.shards[i] = s
 	c.armTimersLocked()
 	c.work.Add(1)

@@ -65,6 +65,7 @@ func (c *Coordinator) write(s *shard, m *Metadata, t *Transit, then func(err *ke
 			c.numIDs.Add(-1)
 		}
 		then(nil)
+		s.notify()
 	}()
 }
 
