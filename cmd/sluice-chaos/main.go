@@ -38,6 +38,7 @@ func run() int {
 	minISR := fs.Int("min-isr", 2, "min.insync.replicas of the topic and the brokers")
 	unclean := fs.Bool("unclean", false, "unclean.leader.election.enable")
 	workload := fs.String("workload", chaos.WorkloadQueue, "queue (idempotent single sends) or txn (transactions of 1-4 sends, 20% aborted, read_committed consumers)")
+	txnVersion := fs.Int("txn-version", 0, "txn workload: 0 lets the client negotiate the transaction version (2 when the brokers advertise it), 1 keeps it on version 1")
 	faults := fs.String("faults", "kill,pause,partition,term", "faults of the random schedule: kill, pause, partition (isolate), term, oneway, split, slow-disk, disk-fail, delay-txn, all")
 	overlap := fs.Bool("overlap", false, "run network faults (isolate, oneway, split) and process/disk faults (kill, pause, term, slow-disk, disk-fail) as two schedules at once")
 	scenario := fs.String("scenario", "", "named schedule instead of a random one: jepsen2013 (needs 5 nodes; default --nodes becomes 5), none")
@@ -78,7 +79,7 @@ func run() int {
 	}
 	o := chaos.Options{
 		Nodes: *nodes, Duration: *duration, Seed: *seed, Out: *out, MinISR: *minISR, Unclean: *unclean,
-		Faults: fl, Workload: *workload, Scenario: *scenario, Binary: *binary, Partitions: *partitions, Producers: *producers,
+		Faults: fl, Workload: *workload, TxnVersion: *txnVersion, Scenario: *scenario, Binary: *binary, Partitions: *partitions, Producers: *producers,
 		Consumers: *consumers, Rate: *rate, KeepData: *keep, Overlap: *overlap,
 		Logf: func(format string, args ...any) {
 			fmt.Fprintf(os.Stderr, "%s %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))

@@ -37,6 +37,11 @@ type Options struct {
 	Faults   []string
 	// Workload is WorkloadQueue (default) or WorkloadTxn.
 	Workload string
+	// TxnVersion is the transaction version the txn workload's producers
+	// use: 0 lets franz-go negotiate (version 2, KIP-890 part 2, when the
+	// brokers advertise the transaction.version feature), 1 caps the
+	// request versions so they stay on version 1.
+	TxnVersion int
 	// Scenario is "" (random schedule of Faults), "none", or
 	// "jepsen2013" (see FaultJepsen2013; needs 5 nodes).
 	Scenario string
@@ -112,6 +117,9 @@ func (o *Options) defaults() error {
 	if o.Workload != WorkloadQueue && o.Workload != WorkloadTxn {
 		return fmt.Errorf("chaos: unknown workload %q (queue, txn)", o.Workload)
 	}
+	if o.TxnVersion != 0 && o.TxnVersion != 1 {
+		return errors.New("chaos: --txn-version must be 0 (negotiated) or 1")
+	}
 	if o.Scenario == FaultJepsen2013 && o.Nodes < 5 {
 		return errors.New("chaos: scenario jepsen2013 needs --nodes 5: every node is a controller voter, so pausing both followers of a 3-node cluster also stops the metadata quorum and the ISR can never shrink to the leader")
 	}
@@ -131,6 +139,7 @@ type Result struct {
 		Unclean     bool     `json:"unclean"`
 		Faults      []string `json:"faults"`
 		Workload    string   `json:"workload,omitempty"`
+		TxnVersion  int      `json:"txnVersion,omitempty"`
 		Scenario    string   `json:"scenario,omitempty"`
 		Partitions  int      `json:"partitions"`
 		Producers   int      `json:"producers"`
@@ -229,7 +238,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	cfg := &res.Config
 	cfg.Nodes, cfg.DurationS, cfg.Seed, cfg.MinISR, cfg.Unclean = o.Nodes, o.Duration.Seconds(), o.Seed, o.MinISR, o.Unclean
 	cfg.Faults, cfg.Scenario, cfg.Partitions, cfg.Producers, cfg.Consumers, cfg.Rate, cfg.Binary = o.Faults, o.Scenario, o.Partitions, o.Producers, o.Consumers, o.Rate, bin
-	cfg.Workload = o.Workload
+	cfg.Workload, cfg.TxnVersion = o.Workload, o.TxnVersion
 	cfg.ReplayFlags = replayFlags(&o)
 	res.Schedule = Schedule(&o)
 	for _, f := range res.Schedule {
@@ -411,6 +420,9 @@ func replayFlags(o *Options) string {
 	}
 	if o.Workload == WorkloadTxn {
 		s += " --workload txn"
+		if o.TxnVersion != 0 {
+			s += fmt.Sprintf(" --txn-version %d", o.TxnVersion)
+		}
 	}
 	return s + fmt.Sprintf(" --partitions %d --producers %d --consumers %d --rate %g", o.Partitions, o.Producers, o.Consumers, o.Rate)
 }

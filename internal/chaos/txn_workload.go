@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kversion"
 )
 
 // Workload names (Options.Workload).
@@ -40,7 +41,18 @@ func (h *history) addTxn(t Txn) {
 // the proxy holds longer (FaultDelayTxn) is retried or failed while the
 // original is still on its way: the KAFKA-17754 situation.
 func (w *workload) txnClient(id int) (*kgo.Client, error) {
-	return kgo.NewClient(append(w.c.clientOpts(),
+	opts := w.c.clientOpts()
+	if w.o.TxnVersion == 1 {
+		// franz-go opts into transaction version 2 (KIP-890 part 2)
+		// only when its version caps allow Produce v12, EndTxn v5 and
+		// TxnOffsetCommit v5.
+		v := kversion.Stable()
+		v.SetMaxKeyVersion(0, 11)
+		v.SetMaxKeyVersion(26, 4)
+		v.SetMaxKeyVersion(28, 4)
+		opts = append(opts, kgo.MaxVersions(v))
+	}
+	return kgo.NewClient(append(opts,
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.ProducerLinger(0),

@@ -17,17 +17,37 @@ import (
 // the proxy around the client's timeout and delivered late, the
 // KAFKA-17754 class), and requires zero anomalies. Skipped with -short.
 //
-// The EndTxn form of delay-txn is left out: franz-go talks transaction
-// version 1 to sluice (its ApiVersions lists no transaction.version
-// feature), so a late EndTxn(commit) carries the producer id and epoch of
-// the producer's next transaction and commits it early; see the findings
-// in docs/chaos.md.
+// The producers stay on transaction version 1. With version 2 (KIP-890
+// part 2, what franz-go negotiates once the brokers advertise it) the
+// broker currently appends a producer's next transaction before the
+// previous one's marker, and the run finds hundreds of anomalies even
+// without faults (docs/chaos.md, findings); TestChaosTxnShortV2 runs it
+// when SLUICE_CHAOS_TXN_V2=1. The EndTxn form of delay-txn is left out:
+// under version 1 a late EndTxn carries the producer id and epoch of the
+// producer's next transaction and ends it early (docs/chaos.md).
 //
 //	go test ./test/chaos -run TestChaosTxnShort -v
 func TestChaosTxnShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos run takes ~2 min; skipped with -short")
 	}
+	runTxnShort(t, 1)
+}
+
+// TestChaosTxnShortV2 is TestChaosTxnShort with transaction version 2;
+// it fails until the broker orders a transaction's markers before the
+// producer's next transaction (docs/chaos.md), so it runs only with
+// SLUICE_CHAOS_TXN_V2=1.
+func TestChaosTxnShortV2(t *testing.T) {
+	if os.Getenv("SLUICE_CHAOS_TXN_V2") != "1" {
+		t.Skip("transaction version 2 run: set SLUICE_CHAOS_TXN_V2=1 (fails while the finding in docs/chaos.md is open)")
+	}
+	runTxnShort(t, 0)
+}
+
+// runTxnShort runs the short transactional schedule with producers on
+// transaction version txnVersion (0: negotiated).
+func runTxnShort(t *testing.T, txnVersion int) {
 	out := os.Getenv("SLUICE_CHAOS_OUT")
 	if out == "" {
 		d, err := os.MkdirTemp("", "sluice-chaos-txn-test-")
@@ -47,7 +67,7 @@ func TestChaosTxnShort(t *testing.T) {
 	}
 	o := chaos.Options{
 		Nodes: 3, Duration: 55 * time.Second, Seed: 1, Out: out, MinISR: 2,
-		Workload: chaos.WorkloadTxn, Faults: []string{chaos.FaultKill, chaos.FaultPause, chaos.FaultDelayTxn},
+		Workload: chaos.WorkloadTxn, TxnVersion: txnVersion, Faults: []string{chaos.FaultKill, chaos.FaultPause, chaos.FaultDelayTxn},
 		Binary: bin, Rate: 150, Recovery: 4 * time.Second,
 		Logf: func(format string, args ...any) { t.Logf(format, args...) },
 	}
