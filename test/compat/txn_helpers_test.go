@@ -63,6 +63,18 @@ func txnPlanArg() string {
 	return strings.Join(parts, ",")
 }
 
+// txnCounts are the records txnPlan writes in committed transactions and
+// in all.
+func txnCounts() (committed, all int) {
+	for _, s := range txnPlan {
+		if s.Commit {
+			committed += txnPartitions * txnPerPartition
+		}
+		all += txnPartitions * txnPerPartition
+	}
+	return committed, all
+}
+
 // txnValue and txnKey are the value and key of record i of transaction
 // step on partition p; the scripts build the same strings.
 func txnValue(prefix, step string, p int32, i int) string {
@@ -191,11 +203,7 @@ func checkTxnTopic(t *testing.T, c *testcluster.Cluster, topic, txnID, prefix st
 			t.FailNow()
 		}
 	}
-	nc, na := 0, 0
-	for p := range int32(txnPartitions) {
-		nc += len(committed[p])
-		na += len(all[p])
-	}
+	nc, na := txnCounts()
 	t.Logf("checked %s: high watermark %d per partition, producer id %d epoch %d, %d committed records visible to read_committed, %d in all",
 		topic, wantEnd, desc.ProducerID, desc.ProducerEpoch, nc, na)
 }
