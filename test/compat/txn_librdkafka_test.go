@@ -68,6 +68,10 @@ func TestTxnLibrdkafka(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Stat, besides checking, makes go test's cache depend on the script.
+	if _, err := os.Stat(script); err != nil {
+		t.Fatal(err)
+	}
 	c := startTxnCluster(t)
 	topic := createTxnTopic(t, c)
 	txnID := topic + "-txn"
