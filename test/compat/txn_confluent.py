@@ -3,13 +3,16 @@
 against a sluice cluster, driven by test/compat/txn_librdkafka_test.go.
 
     python3 txn_confluent.py --brokers H:P,H:P --topic T --txn-id ID \
-        --prefix P --plan c1:commit,a1:abort,c2:commit \
+        --prefix P --plan c1:commit,a1:abort,c2:commit --group G \
         [--partitions 3] [--per-partition 10] [--debug eos,protocol]
 
 Runs the plan with one Producer: init_transactions, then per transaction
 begin_transaction, produce (record i of transaction S on partition p: key
 "S-p<p>-<iii>", value "P-S-p<p>-<iii>", to partitions 0.. in order),
-flush, commit_transaction or abort_transaction. Every delivery report must
+flush, send_offsets_to_transaction (transaction number si commits offset
+100*(si+1)+si for partition si of the topic in group G, with the group
+metadata of a Consumer of G that has not joined it), commit_transaction or
+abort_transaction. Every delivery report must
 come back without error at the offset the record must have (each
 transaction's records follow the previous transaction's marker). Then a
 confluent Consumer (assign, no group) reads the topic back with
@@ -37,6 +40,7 @@ def parse_args():
     a.add_argument("--txn-id", required=True)
     a.add_argument("--prefix", required=True)
     a.add_argument("--plan", required=True)
+    a.add_argument("--group", required=True)
     a.add_argument("--partitions", type=int, default=3)
     a.add_argument("--per-partition", type=int, default=10)
     a.add_argument("--debug", default="")
@@ -62,6 +66,10 @@ def value_of(prefix, step, p, i):
 
 def offset_of(args, si, i):
     return si * (args.per_partition + 1) + i
+
+
+def group_offset(si):
+    return 100 * (si + 1) + si
 
 
 def log(msg):
@@ -93,6 +101,10 @@ def produce(args, problems):
     p = Producer(conf)
     t = args.timeout
     p.init_transactions(t)
+    gconf = common_conf(args)
+    gconf.update({"group.id": args.group, "enable.auto.commit": False})
+    group_consumer = Consumer(gconf)
+    group_metadata = group_consumer.consumer_group_metadata()
     delivered = 0
     for si, (step, commit) in enumerate(args.plan):
         p.begin_transaction()
@@ -123,11 +135,14 @@ def produce(args, problems):
                 problems.append(f"transaction {step}: {v!r} delivered to partition {part} offset {m.offset()}, "
                                 f"want offset {offset_of(args, si, i)}")
         delivered += len(reports)
+        offsets = [TopicPartition(args.topic, si % args.partitions, group_offset(si))]
+        p.send_offsets_to_transaction(offsets, group_metadata, t)
         if commit:
             p.commit_transaction(t)
         else:
             p.abort_transaction(t)
         log(f"transaction {step}: {len(reports)} records, {'committed' if commit else 'aborted'}")
+    group_consumer.close()
     return delivered
 
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-io/sluice/internal/testcluster"
 )
@@ -20,9 +21,12 @@ import (
 // i+1, so one transaction spans three leaders and its markers travel
 // between brokers. Every client runs the same plan (txnPlan): three
 // transactions, committed, aborted, committed, each writing txnPerPartition
-// records to every partition in order. The last committed transaction lets
-// a read_committed reader tell where the log ends: the final data record of
-// each partition is then visible to it.
+// records to every partition in order and, as a consume-transform-produce
+// application does, committing one offset of the group txnGroup
+// (AddOffsetsToTxn, TxnOffsetCommit): transaction si commits offset
+// txnGroupOffset(si) for partition si of the topic. The last committed
+// transaction lets a read_committed reader tell where the log ends: the
+// final data record of each partition is then visible to it.
 
 // txnProps are the broker settings of those clusters: few partitions for
 // the internal topics, so they are created and elected quickly.
@@ -75,6 +79,14 @@ func txnCounts() (committed, all int) {
 	return committed, all
 }
 
+// txnGroup is the consumer group whose offsets the transactions of txnID
+// commit.
+func txnGroup(txnID string) string { return txnID + "-group" }
+
+// txnGroupOffset is the offset the si-th transaction of the plan commits
+// for partition si of the topic; the scripts compute the same.
+func txnGroupOffset(si int) int64 { return int64(100*(si+1) + si) }
+
 // txnValue and txnKey are the value and key of record i of transaction
 // step on partition p; the scripts build the same strings.
 func txnValue(prefix, step string, p int32, i int) string {
@@ -115,6 +127,8 @@ func txnRecordOffset(step, i int) int64 {
 //     the last stable offset reaches the high watermark;
 //   - the coordinator reports the id CompleteCommit with the producer id
 //     and epoch of the records;
+//   - the group txnGroup(txnID) has exactly the offsets of the committed
+//     transactions;
 //   - a read_committed consumer sees exactly the committed records, each
 //     once, at their offsets; a read_uncommitted one sees the aborted ones
 //     too.
@@ -154,6 +168,30 @@ func checkTxnTopic(t *testing.T, c *testcluster.Cluster, topic, txnID, prefix st
 		desc = d[txnID]
 		return desc.Err == nil && desc.State == "CompleteCommit", fmt.Sprintf("%+v", desc)
 	})
+
+	// CompleteCommit: every marker is written, those of __consumer_offsets
+	// included, so the offsets of the transactions are settled.
+	fo, err := adm.FetchOffsets(ctx, txnGroup(txnID))
+	if err != nil {
+		t.Fatalf("FetchOffsets %s: %v", txnGroup(txnID), err)
+	}
+	gotOffs := map[int32]int64{}
+	fo.Each(func(o kadm.OffsetResponse) {
+		if o.Topic != topic || o.Err != nil {
+			t.Errorf("FetchOffsets %s: %s[%d] at %d, error %v; want only topic %s without error", txnGroup(txnID), o.Topic, o.Partition, o.At, o.Err, topic)
+			return
+		}
+		gotOffs[o.Partition] = o.At
+	})
+	wantOffs := map[int32]int64{}
+	for si, s := range txnPlan {
+		if s.Commit {
+			wantOffs[int32(si%txnPartitions)] = txnGroupOffset(si)
+		}
+	}
+	if !maps.Equal(gotOffs, wantOffs) {
+		t.Errorf("group %s committed offsets %v, want %v (the committed transactions')", txnGroup(txnID), gotOffs, wantOffs)
+	}
 
 	committed := map[int32][]kgo.Record{}
 	all := map[int32][]kgo.Record{}
@@ -204,8 +242,8 @@ func checkTxnTopic(t *testing.T, c *testcluster.Cluster, topic, txnID, prefix st
 		}
 	}
 	nc, na := txnCounts()
-	t.Logf("checked %s: high watermark %d per partition, producer id %d epoch %d, %d committed records visible to read_committed, %d in all",
-		topic, wantEnd, desc.ProducerID, desc.ProducerEpoch, nc, na)
+	t.Logf("checked %s: high watermark %d per partition, producer id %d epoch %d, %d committed records visible to read_committed, %d in all, group offsets %v",
+		topic, wantEnd, desc.ProducerID, desc.ProducerEpoch, nc, na, gotOffs)
 }
 
 // consumeIsolated reads every partition of topic from the start with
@@ -258,4 +296,55 @@ func describeRecords(rs []kgo.Record) string {
 		fmt.Fprintf(&sb, "  @%d %s\n", r.Offset, r.Value)
 	}
 	return sb.String()
+}
+
+// waitGroupCoordinator waits until every node's FindCoordinator names the
+// same node for group and that node answers OffsetFetch for it without
+// error: __consumer_offsets exists, every node knows it, and the group's
+// partition is loaded on its leader.
+func waitGroupCoordinator(t *testing.T, c *testcluster.Cluster, group string) int32 {
+	t.Helper()
+	cl := c.Client()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl); err != nil {
+		t.Fatalf("Metadata: %v", err)
+	}
+	var coord int32
+	testcluster.WaitFor(t, 30*time.Second, "group "+group+"'s coordinator named by every node and serving", func() (bool, string) {
+		coord = -1
+		var state []string
+		for _, p := range c.Nodes() {
+			req := kmsg.NewPtrFindCoordinatorRequest()
+			req.CoordinatorKey, req.CoordinatorKeys = group, []string{group}
+			resp, err := req.RequestWith(ctx, cl.Broker(p.NodeID()))
+			if err != nil {
+				return false, fmt.Sprintf("node %d: FindCoordinator: %v", p.NodeID(), err)
+			}
+			node, code := resp.NodeID, resp.ErrorCode
+			if len(resp.Coordinators) > 0 {
+				node, code = resp.Coordinators[0].NodeID, resp.Coordinators[0].ErrorCode
+			}
+			state = append(state, fmt.Sprintf("node %d names %d (error %d)", p.NodeID(), node, code))
+			if code != 0 || (coord != -1 && node != coord) {
+				return false, strings.Join(state, "; ")
+			}
+			coord = node
+		}
+		req := kmsg.NewPtrOffsetFetchRequest()
+		req.Group = group
+		rg := kmsg.NewOffsetFetchRequestGroup()
+		rg.Group = group
+		req.Groups = append(req.Groups, rg)
+		resp, err := req.RequestWith(ctx, cl.Broker(int(coord)))
+		if err != nil {
+			return false, fmt.Sprintf("%s; OffsetFetch from %d: %v", strings.Join(state, "; "), coord, err)
+		}
+		code := resp.ErrorCode
+		if len(resp.Groups) > 0 {
+			code = resp.Groups[0].ErrorCode
+		}
+		return code == 0, fmt.Sprintf("%s; OffsetFetch from %d: error %d", strings.Join(state, "; "), coord, code)
+	})
+	return coord
 }

@@ -59,7 +59,8 @@ type confluentSummary struct {
 // confluent-kafka-python (txn_confluent.py), runs txnPlan against a 3-node
 // cluster: init_transactions, then per transaction begin_transaction,
 // produce to explicit partitions, flush (every delivery report at its
-// expected offset), commit_transaction or abort_transaction. The script
+// expected offset), send_offsets_to_transaction (the group's offset),
+// commit_transaction or abort_transaction. The script
 // reads the topic back with librdkafka's consumer at both isolation
 // levels; checkTxnTopic then does the same with franz-go.
 func TestTxnLibrdkafka(t *testing.T) {
@@ -78,7 +79,7 @@ func TestTxnLibrdkafka(t *testing.T) {
 	prefix := "librdkafka"
 	out := run(t, 120*time.Second, "", py, script,
 		"--brokers", strings.Join(c.Addrs(false), ","), "--topic", topic, "--txn-id", txnID,
-		"--prefix", prefix, "--plan", txnPlanArg(),
+		"--prefix", prefix, "--plan", txnPlanArg(), "--group", txnGroup(txnID),
 		"--partitions", strconv.Itoa(txnPartitions), "--per-partition", strconv.Itoa(txnPerPartition))
 	line := strings.TrimSpace(out)
 	if i := strings.LastIndexByte(line, '\n'); i >= 0 {

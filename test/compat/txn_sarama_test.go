@@ -29,7 +29,8 @@ var saramaTxnVersions = []struct {
 // TestTxnSarama: sarama's transactional SyncProducer (Transaction.ID,
 // Idempotent, acks=all, one request in flight) runs txnPlan against a
 // 3-node cluster with each of saramaTxnVersions: BeginTxn, one SendMessage
-// per record to an explicit partition, then CommitTxn or AbortTxn.
+// per record to an explicit partition, AddOffsetsToTxn (the group's
+// offset), then CommitTxn or AbortTxn.
 // checkTxnTopic then reads the topic back at both isolation levels.
 func TestTxnSarama(t *testing.T) {
 	c := startTxnCluster(t)
@@ -96,6 +97,10 @@ func produceTxnSarama(t *testing.T, addrs []string, v sarama.KafkaVersion, topic
 					t.Fatalf("SendMessage %s p%d #%d: acked at partition %d offset %d, want %d offset %d", s.Name, part, i, gp, off, part, wantOff)
 				}
 			}
+		}
+		offs := map[string][]*sarama.PartitionOffsetMetadata{topic: {{Partition: int32(si % txnPartitions), Offset: txnGroupOffset(si), LeaderEpoch: -1}}}
+		if err := p.AddOffsetsToTxn(offs, txnGroup(txnID)); err != nil {
+			t.Fatalf("AddOffsetsToTxn %s: %v (status %v)", s.Name, err, p.TxnStatus())
 		}
 		end, endName := p.CommitTxn, "CommitTxn"
 		if !s.Commit {

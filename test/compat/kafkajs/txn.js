@@ -3,13 +3,14 @@
 // by test/compat/txn_kafkajs_test.go.
 //
 //   node txn.js --brokers H:P,H:P --topic T --txn-id ID --prefix P \
-//        --plan c1:commit,a1:abort,c2:commit [--partitions 3] [--per-partition 10]
+//        --plan c1:commit,a1:abort,c2:commit --group G [--partitions 3] [--per-partition 10]
 //
 // One producer({ transactionalId, idempotent: true, maxInFlightRequests: 1 })
 // runs the plan: per transaction producer.transaction(), one txn.send with
 // every record (record i of transaction S on partition p: key
-// `S-p<p>-<iii>`, value `P-S-p<p>-<iii>`, to partitions 0.. in order), then
-// txn.commit() or txn.abort(). Each partition's batch must be acked at the
+// `S-p<p>-<iii>`, value `P-S-p<p>-<iii>`, to partitions 0.. in order),
+// txn.sendOffsets (transaction number si commits offset 100*(si+1)+si for
+// partition si of the topic in group G), then txn.commit() or txn.abort(). Each partition's batch must be acked at the
 // offset its first record must have (each transaction's records follow the
 // previous transaction's marker).
 //
@@ -34,7 +35,8 @@ const Batch = require('kafkajs/src/consumer/batch')
 
 // KafkaJS names FindCoordinator (key 10) GroupCoordinator.
 const USED_APIS = {
-  Produce: 0, Fetch: 1, Metadata: 3, GroupCoordinator: 10, InitProducerId: 22, AddPartitionsToTxn: 24, EndTxn: 26,
+  Produce: 0, Fetch: 1, Metadata: 3, GroupCoordinator: 10, InitProducerId: 22, AddPartitionsToTxn: 24,
+  AddOffsetsToTxn: 25, EndTxn: 26, TxnOffsetCommit: 28,
 }
 const READ_UNCOMMITTED = 0
 const READ_COMMITTED = 1
@@ -53,6 +55,7 @@ function parseArgs(argv) {
       case '--txn-id': a.txnId = v(); break
       case '--prefix': a.prefix = v(); break
       case '--plan': a.plan = v(); break
+      case '--group': a.group = v(); break
       case '--partitions': a.partitions = parseInt(v(), 10); break
       case '--per-partition': a.perPartition = parseInt(v(), 10); break
       case '--timeout-ms': a.timeoutMs = parseInt(v(), 10); break
@@ -60,7 +63,7 @@ function parseArgs(argv) {
       default: throw new Error(`unknown argument ${k}`)
     }
   }
-  for (const k of ['brokers', 'topic', 'txnId', 'prefix', 'plan']) {
+  for (const k of ['brokers', 'topic', 'txnId', 'prefix', 'plan', 'group']) {
     if (a[k] === undefined) throw new Error(`--${k} is required`)
   }
   a.plan = a.plan.split(',').map(step => {
@@ -124,6 +127,10 @@ async function main() {
     }
     if (acked.size !== args.partitions) problem(`transaction ${step.name}: acks for partitions ${[...acked]}, want ${args.partitions}`)
     delivered += messages.length
+    await txn.sendOffsets({
+      consumerGroupId: args.group,
+      topics: [{ topic: args.topic, partitions: [{ partition: si % args.partitions, offset: String(100 * (si + 1) + si) }] }],
+    })
     if (step.commit) {
       await txn.commit()
     } else {
