@@ -104,12 +104,22 @@ func startTxnCluster(t *testing.T) *testcluster.Cluster {
 	return testcluster.Start(t, testcluster.Options{Nodes: 3, Props: txnProps})
 }
 
-// createTxnTopic creates a topic for the (sub)test: 3 partitions,
-// replication factor 3, partition i led by node i+1.
+// createTxnTopic creates a topic named after t: 3 partitions, replication
+// factor 3, partition i led by node i+1. The cluster's helpers fail the
+// test that started it, so t must be that test.
 func createTxnTopic(t *testing.T, c *testcluster.Cluster) string {
 	t.Helper()
 	topic := uniqueTopic(t)
 	c.CreateTopic(topic, txnPartitions, 3, nil, [][]int32{{1, 2, 3}, {2, 3, 1}, {3, 1, 2}})
+	meta, err := c.Meta(topic)
+	if err != nil {
+		t.Fatalf("metadata of %s: %v", topic, err)
+	}
+	for p := range int32(txnPartitions) {
+		if m := meta[p]; m.Leader != p+1 || len(m.ISR) != 3 {
+			t.Fatalf("%s partition %d: %v, want leader %d and 3 replicas in sync", topic, p, m, p+1)
+		}
+	}
 	return topic
 }
 
@@ -275,7 +285,11 @@ func consumeIsolated(t *testing.T, c *testcluster.Cluster, topic string, readCom
 	for len(done) < txnPartitions {
 		fs := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
-			t.Fatalf("consume %s (read committed %v): partitions done %v before the timeout; records so far: %v", topic, readCommitted, done, out)
+			n := map[int32]int{}
+			for p, rs := range out {
+				n[p] = len(rs)
+			}
+			t.Fatalf("consume %s (read committed %v): partitions done %v before the timeout; records so far per partition: %v", topic, readCommitted, done, n)
 		}
 		fs.EachError(func(tp string, p int32, err error) {
 			t.Fatalf("fetch %s[%d] (read committed %v): %v", tp, p, readCommitted, err)
