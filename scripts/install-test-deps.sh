@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs what the compatibility tests (test/compat) and the console's
 # screenshot test (test/console) need on a fresh Debian machine, as root:
-# kcat (librdkafka's CLI), python3-confluent-kafka, node + npm, the pinned npm packages of
-# test/compat/kafkajs, and chromium (headless, for test/console). Idempotent: work already done is skipped,
-# so a re-run takes about a second.
+# kcat (librdkafka's CLI), python3-confluent-kafka, node + npm, the pinned
+# npm packages of test/compat/kafkajs, and chromium (headless, for
+# test/console). Idempotent: work already done is skipped, so a re-run
+# takes about a second.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -12,9 +12,9 @@ begin_transaction, produce (record i of transaction S on partition p: key
 flush, send_offsets_to_transaction (transaction number si commits offset
 100*(si+1)+si for partition si of the topic in group G, with the group
 metadata of a Consumer of G that has not joined it), commit_transaction or
-abort_transaction. Every delivery report must
-come back without error at the offset the record must have (each
-transaction's records follow the previous transaction's marker). Then a
+abort_transaction. Every delivery report must come back without error at
+the offset the record must have (each transaction's records follow the
+previous transaction's marker). Then a
 confluent Consumer (assign, no group) reads the topic back with
 isolation.level read_committed and read_uncommitted and checks that it
 sees exactly the committed records (and the aborted ones), each once, at
