@@ -247,7 +247,7 @@ func TestCompactionRemovesMarkers(t *testing.T) {
 	}
 	txn(1, "k", "superseded")
 	appendKeyed(t, l, now, batch.None, -1, 0, "k", "latest") // k's value from outside any transaction
-	txn(1, "j", "kept")                                       // producer 1's last batch: kept, even if emptied
+	txn(1, "j", "kept")                                      // producer 1's last batch: kept, even if emptied
 	txn(2, "m", "kept")
 	for i := 0; i < 30; i++ {
 		appendKeyed(t, l, now, batch.None, -1, 0, fmt.Sprintf("filler-%d", i%3), strings.Repeat("f", 60))
