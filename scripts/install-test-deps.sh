@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs what the compatibility tests (test/compat) and the console's
 # screenshot test (test/console) need on a fresh Debian machine, as root:
-# kcat (librdkafka's CLI), node + npm, the pinned npm packages of
-# test/compat/kafkajs, and chromium (headless, for test/console). Idempotent: work already done is skipped,
-# so a re-run takes about a second.
+# kcat (librdkafka's CLI), python3-confluent-kafka, node + npm, the pinned
+# npm packages of test/compat/kafkajs, and chromium (headless, for
+# test/console). Idempotent: work already done is skipped, so a re-run
+# takes about a second.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -34,6 +35,16 @@ if command -v kcat >/dev/null 2>&1; then
 	echo "install-test-deps: kcat present ($(command -v kcat))"
 else
 	apt_install kcat
+fi
+
+# python3-confluent-kafka: test/compat's TestTxnLibrdkafka drives
+# librdkafka's transactional producer (kcat has none) through
+# confluent-kafka-python with /usr/bin/python3, where Debian's package
+# installs (a python3 earlier on PATH, e.g. pyenv's, may lack the module).
+if /usr/bin/python3 -c 'import confluent_kafka' >/dev/null 2>&1; then
+	echo "install-test-deps: python3-confluent-kafka present ($(/usr/bin/python3 -c 'import confluent_kafka as c; print(c.version()[0], "over librdkafka", c.libversion()[0])'))"
+else
+	apt_install python3-confluent-kafka
 fi
 
 # chromium: test/console renders the console in headless Chromium

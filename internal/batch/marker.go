@@ -83,3 +83,19 @@ func EncodeMarker(pid int64, epoch int16, m Marker, ts int64) []byte {
 	binary.BigEndian.PutUint32(out[crcOffset:], ComputeCRC(out))
 	return out
 }
+
+// baseTimestampOffset is where a v2 batch's base timestamp sits.
+const baseTimestampOffset = 27
+
+// WithDeleteHorizon returns a copy of control batch b whose base timestamp
+// is horizon, marked as its delete horizon (KIP-534's attribute): the log
+// cleaner sets it the first time a transaction marker may go and removes
+// the marker once the horizon has passed (Kafka's Cleaner). The marker
+// record's timestamp delta is left as it is.
+func WithDeleteHorizon(b []byte, horizon int64) []byte {
+	c := append([]byte(nil), b...)
+	be.PutUint16(c[attrOffset:], be.Uint16(c[attrOffset:])|attrDeleteHorizon)
+	be.PutUint64(c[baseTimestampOffset:], uint64(horizon))
+	be.PutUint32(c[crcOffset:], ComputeCRC(c))
+	return c
+}

@@ -446,12 +446,17 @@ func (p *Partition) ProduceVerified(data []byte, h batch.Header, acks int16, dea
 }
 
 // TxnOpen reports whether producer pid has a transaction open in the
-// partition: its batches need no verification.
-func (p *Partition) TxnOpen(pid int64) bool {
+// partition at producer epoch epoch: its batches of that epoch need no
+// verification. (Under transaction version 2 the epoch goes up at every
+// transaction: an open one at an older epoch is the previous transaction,
+// its markers still on their way.)
+func (p *Partition) TxnOpen(pid int64, epoch int16) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	_, ok := p.r.Producers().OpenTxn(pid)
-	return ok
+	ps := p.r.Producers()
+	_, ok := ps.OpenTxn(pid)
+	e := ps.Get(pid)
+	return ok && e != nil && e.Epoch == epoch
 }
 
 // BeginVerification starts the verification of producer pid's

@@ -101,8 +101,14 @@ func TestHangingTransaction(t *testing.T) {
 		// The abort's marker is written in the background.
 		waitFor(t, func() bool { return listLatest(t, cl, "hang", true) == 2 }, "the abort marker")
 
-		// The late batch of the aborted transaction.
+		// The late batch of the aborted transaction. Until the coordinator
+		// has completed the abort the verification answers
+		// NOT_ENOUGH_REPLICAS, which a producer retries.
 		code := produce(1, "late")
+		for code == kerr.NotEnoughReplicas.Code && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+			code = produce(1, "late")
+		}
 		// Then ordinary records: the LSO must follow the HW.
 		p := kgoProduce(t, cl, "hang", "after")
 		hw, lso := listLatest(t, cl, "hang", false), listLatest(t, cl, "hang", true)

@@ -134,11 +134,21 @@ func (h *Handlers) verifyBatch(p *broker.Partition, records []byte, txnID *strin
 		return 0, nil
 	}
 	hdr, err := batch.ParseHeader(records)
-	if err != nil || !hdr.IsTransactional() || hdr.ProducerID < 0 || p.TxnOpen(hdr.ProducerID) {
+	if err != nil || !hdr.IsTransactional() || hdr.ProducerID < 0 || p.TxnOpen(hdr.ProducerID, hdr.ProducerEpoch) {
 		return 0, nil
 	}
+	abortable := version >= 11
+	if implicit {
+		// The add may wait for the producer's previous transaction to
+		// complete, whose markers land here meanwhile; the guard is
+		// taken after it, and the verification below then vouches for
+		// this transaction.
+		if err := txnAppendError(h.addToTxn(*txnID, hdr.ProducerID, hdr.ProducerEpoch, p.Topic, p.Partition, false), abortable); err != nil {
+			return 0, err
+		}
+	}
 	guard := p.BeginVerification(hdr.ProducerID)
-	if err := txnAppendError(h.addToTxn(*txnID, hdr.ProducerID, hdr.ProducerEpoch, p.Topic, p.Partition, !implicit), version >= 11); err != nil {
+	if err := txnAppendError(h.addToTxn(*txnID, hdr.ProducerID, hdr.ProducerEpoch, p.Topic, p.Partition, true), abortable); err != nil {
 		return 0, err
 	}
 	return guard, nil

@@ -232,12 +232,13 @@ func (l *Log) Clean(now time.Time, hw int64, m *OffsetMap, throttle func(n int64
 		}
 	}
 	horizon, blocked := int64(0), int64(-1)
+	txnKept := map[int64]bool{}
 	for len(todo) > 0 {
 		n := groupSize(todo, &cfg)
 		group := todo[:n]
 		todo = todo[n:]
 		out, h, err := l.cleanGroup(group, cleanRules{nowMs: nowMs, mapEnd: mapEnd, m: m, lastOffsets: lastOffsets,
-			deleteHorizon: nowMs + cfg.DeleteRetentionMs, tombstoneBound: bound, blocked: &blocked, aborted: aborted}, throttle, &st)
+			deleteHorizon: nowMs + cfg.DeleteRetentionMs, tombstoneBound: bound, blocked: &blocked, aborted: aborted, txnKept: txnKept}, throttle, &st)
 		if err != nil {
 			return st, err
 		}
@@ -316,6 +317,26 @@ type cleanRules struct {
 	// aborted holds the aborted transactions below the cleanable end:
 	// their records are removed.
 	aborted abortedSet
+	// txnKept holds the producers whose transaction being read had a batch
+	// written by this pass (across its groups, in offset order): their
+	// marker stays (markerRemovable).
+	txnKept map[int64]bool
+}
+
+// markerRemovable reports whether the transaction marker with header h,
+// read in offset order, may go (Kafka's Cleaner with
+// CleanedTransactionMetadata): no batch of its transaction is left in the
+// log (else recovery would replay that batch and reopen the transaction
+// for good), it lies below the tombstone bound (every replica has it, so
+// none keeps the transaction open), and it is not the group's last batch
+// (end is the group's end). It forgets the producer's transaction.
+func (r *cleanRules) markerRemovable(h *batch.Header, end int64) bool {
+	if h.ProducerID < 0 {
+		return false
+	}
+	kept := r.txnKept[h.ProducerID]
+	delete(r.txnKept, h.ProducerID)
+	return !kept && h.LastOffset() < r.tombstoneBound && h.NextOffset() != end
 }
 
 // abortedSet finds the batches of aborted transactions.
@@ -368,6 +389,19 @@ func (l *Log) cleanGroup(group []sealedSeg, r cleanRules, throttle func(int64), 
 			bh, hasHorizon := h.DeleteHorizon()
 			expired := hasHorizon && r.nowMs >= bh // its tombstones may go
 			tombstoneKept := false                 // one with a horizon still ahead
+			if h.IsControl() && r.markerRemovable(h, out.next) {
+				// A marker whose transaction is gone: it gets a delete
+				// horizon the first time, and goes once that passed.
+				if expired {
+					st.RecordsRead++
+					st.RecordsRemoved++
+					return nil
+				}
+				if !hasHorizon {
+					b = batch.WithDeleteHorizon(b, r.deleteHorizon)
+				}
+				tombstoneKept = true // the log is due again at its horizon
+			}
 			abortedBatch := r.aborted.has(h)
 			keep := func(off int64, rec *batch.Record) bool {
 				st.RecordsRead++
@@ -403,6 +437,9 @@ func (l *Log) cleanGroup(group []sealedSeg, r cleanRules, throttle func(int64), 
 			}
 			if nb == nil {
 				return nil
+			}
+			if h.IsTransactional() && !h.IsControl() {
+				r.txnKept[h.ProducerID] = true // its marker stays
 			}
 			nh, err := batch.ParseHeader(nb)
 			if err != nil {

@@ -2,10 +2,12 @@ package storage
 
 import (
 	"fmt"
+	"math"
 	"math/rand"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluice-io/sluice/internal/batch"
 	"github.com/sluice-io/sluice/internal/batch/batchtest"
@@ -189,5 +191,100 @@ func TestCompactionOfTransactions(t *testing.T) {
 	}
 	if got := len(l.AbortedTxns(0, l.LogEndOffset())); got != 1 {
 		t.Fatalf("aborted index after cleaning: %d entries", got)
+	}
+}
+
+// markers returns the producer ids of the transaction markers in l, in
+// offset order.
+func markers(t *testing.T, l *Log) []int64 {
+	t.Helper()
+	var out []int64
+	for off := l.LogStartOffset(); off < l.LogEndOffset(); {
+		sl, err := l.Read(off, 1<<20, l.LogEndOffset())
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := sl.AppendTo(nil)
+		if err != nil || len(b) == 0 {
+			break
+		}
+		for len(b) > 0 {
+			h, _, rest, err := batch.Next(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h.IsControl() {
+				out = append(out, h.ProducerID)
+			}
+			b = rest
+		}
+		off = sl.NextOffset
+	}
+	return out
+}
+
+// TestCompactionRemovesMarkers: a marker whose transaction has no batch
+// left gets a delete horizon and goes once it passed; one whose
+// transaction still has a batch (records, or the producer's last batch,
+// kept empty) stays; recovery then finds no transaction open.
+func TestCompactionRemovesMarkers(t *testing.T) {
+	fs := vfs.NewMem()
+	cfg := compactConfig()
+	cfg.DeleteRetentionMs = 1000
+	l := mustOpen(t, fs, cfg)
+	l.SetTombstoneBound(math.MaxInt64)
+	now := t0
+	seq := map[int64]int32{}
+	txn := func(pid int64, k, v string) {
+		seq[pid]++
+		if _, err := l.AppendAsLeader(batchtest.Build(batchtest.Options{Transactional: true, ProducerID: pid, BaseSequence: seq[pid] - 1, BaseTimestamp: now.UnixMilli()},
+			[]batchtest.Record{{Key: []byte(k), Value: []byte(v)}}), 1, now); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.AppendAsLeader(batch.EncodeMarker(pid, 0, batch.Marker{Commit: true}, now.UnixMilli()), 1, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	txn(1, "k", "superseded")
+	appendKeyed(t, l, now, batch.None, -1, 0, "k", "latest") // k's value from outside any transaction
+	txn(1, "j", "kept")                                      // producer 1's last batch: kept, even if emptied
+	txn(2, "m", "kept")
+	for i := 0; i < 30; i++ {
+		appendKeyed(t, l, now, batch.None, -1, 0, fmt.Sprintf("filler-%d", i%3), strings.Repeat("f", 60))
+	}
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	clean := func(at time.Time) {
+		t.Helper()
+		if _, err := l.Clean(at, l.LogEndOffset(), NewOffsetMap(1<<16), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clean(now)
+	if got := markers(t, l); !reflect.DeepEqual(got, []int64{1, 1, 2}) {
+		t.Fatalf("after the first pass markers of %v, want all three (the first's horizon is ahead)", got)
+	}
+	clean(now.Add(2 * time.Second)) // past the horizon
+	if got := markers(t, l); !reflect.DeepEqual(got, []int64{1, 2}) {
+		t.Fatalf("after the horizon markers of %v, want the two whose transactions keep a record", got)
+	}
+	if l.ProducerState().OpenTxns() != 0 {
+		t.Fatal("a transaction is open after cleaning")
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Recovery from no snapshot replays the cleaned log: nothing reopens.
+	names, _ := fs.List("/data/topic-0")
+	for _, n := range names {
+		if strings.HasSuffix(n, snapshotSuffix) {
+			fs.Remove("/data/topic-0/" + n)
+		}
+	}
+	l = mustOpen(t, fs, cfg)
+	defer l.Close()
+	if n := l.ProducerState().OpenTxns(); n != 0 {
+		t.Fatalf("%d transactions open after recovery", n)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/sluice-io/sluice/internal/batch"
 	"github.com/sluice-io/sluice/internal/testproc"
@@ -103,7 +104,10 @@ func TestTransactionalBadInput(t *testing.T) {
 			}
 		}
 	}
-	// A transactional batch for a partition not in the transaction.
+	// A transactional batch for a partition not in the transaction, from a
+	// transaction version 1 client (Produce below v12: under version 2 a
+	// Produce adds its partition to the transaction itself).
+	cl1 := p.Client(t, kgo.MaxVersions(kversion.V3_5_0()))
 	pr := kmsg.NewPtrProduceRequest()
 	pr.Acks, pr.TimeoutMillis, pr.TransactionID = -1, 5000, &id
 	prt := kmsg.NewProduceRequestTopic()
@@ -121,7 +125,7 @@ func TestTransactionalBadInput(t *testing.T) {
 	pp.Records = raw
 	prt.Partitions = append(prt.Partitions, pp)
 	pr.Topics = append(pr.Topics, prt)
-	presp, err := pr.RequestWith(ctx, cl)
+	presp, err := pr.RequestWith(ctx, cl1)
 	if err != nil {
 		t.Fatal(err)
 	}

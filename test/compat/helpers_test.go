@@ -2,6 +2,9 @@
 // kcat/librdkafka, KafkaJS) against a real `sluice serve` process and checks
 // that what they produce comes back intact: every value exactly once,
 // keys and headers unchanged, offsets contiguous from 0 per partition.
+// The TestTxn* tests run the transactional producers of sarama, librdkafka
+// (through confluent-kafka-python) and KafkaJS against a 3-node cluster
+// (txn_helpers_test.go).
 package compat
 
 import (
