@@ -13,41 +13,37 @@ import (
 
 // TestChaosTxnShort runs the transactional workload (transactions of 1-4
 // sends, 20% aborted, read_committed consumers) on 3 nodes for about a
-// minute under SIGKILL, SIGSTOP and delay-txn (Produce requests held at
-// the proxy around the client's timeout and delivered late, the
-// KAFKA-17754 class), and requires zero anomalies. Skipped with -short.
+// minute under SIGKILL, SIGSTOP and delay-txn (two Produce requests and an
+// EndTxn held at the proxy around the client's timeout and delivered late,
+// the KAFKA-17754 class), and requires zero anomalies. The producers use
+// the transaction version franz-go negotiates: 2 (KIP-890 part 2, an epoch
+// bump at every EndTxn, which fences the late EndTxn). Skipped with
+// -short.
 //
-// The producers stay on transaction version 1. With version 2 (KIP-890
-// part 2, what franz-go negotiates once the brokers advertise it) the
-// broker currently appends a producer's next transaction before the
-// previous one's marker, and the run finds hundreds of anomalies even
-// without faults (docs/chaos.md, findings); TestChaosTxnShortV2 runs it
-// when SLUICE_CHAOS_TXN_V2=1. The EndTxn form of delay-txn is left out:
-// under version 1 a late EndTxn carries the producer id and epoch of the
-// producer's next transaction and ends it early (docs/chaos.md).
-//
-//	go test ./test/chaos -run TestChaosTxnShort -v
+//	go test ./test/chaos -run 'TestChaosTxnShort$' -v
 func TestChaosTxnShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos run takes ~2 min; skipped with -short")
 	}
-	runTxnShort(t, 1)
+	runTxnShort(t, 0, true)
 }
 
-// TestChaosTxnShortV2 is TestChaosTxnShort with transaction version 2;
-// it fails until the broker orders a transaction's markers before the
-// producer's next transaction (docs/chaos.md), so it runs only with
-// SLUICE_CHAOS_TXN_V2=1.
-func TestChaosTxnShortV2(t *testing.T) {
-	if os.Getenv("SLUICE_CHAOS_TXN_V2") != "1" {
-		t.Skip("transaction version 2 run: set SLUICE_CHAOS_TXN_V2=1 (fails while the finding in docs/chaos.md is open)")
+// TestChaosTxnShortV1 is TestChaosTxnShort with the producers kept on
+// transaction version 1 and Produce requests held only: under version 1 a
+// late EndTxn carries the producer id and epoch of the producer's next
+// transaction and ends it early, as in Kafka (docs/chaos.md, findings).
+// It runs with SLUICE_CHAOS_TXN_V1=1.
+func TestChaosTxnShortV1(t *testing.T) {
+	if os.Getenv("SLUICE_CHAOS_TXN_V1") != "1" {
+		t.Skip("transaction version 1 run: set SLUICE_CHAOS_TXN_V1=1")
 	}
-	runTxnShort(t, 0)
+	runTxnShort(t, 1, false)
 }
 
 // runTxnShort runs the short transactional schedule with producers on
-// transaction version txnVersion (0: negotiated).
-func runTxnShort(t *testing.T, txnVersion int) {
+// transaction version txnVersion (0: negotiated); endTxn makes the second
+// delay-txn hold an EndTxn instead of a Produce.
+func runTxnShort(t *testing.T, txnVersion int, endTxn bool) {
 	out := os.Getenv("SLUICE_CHAOS_OUT")
 	if out == "" {
 		d, err := os.MkdirTemp("", "sluice-chaos-txn-test-")
@@ -72,12 +68,16 @@ func runTxnShort(t *testing.T, txnVersion int) {
 		Logf: func(format string, args ...any) { t.Logf(format, args...) },
 	}
 	// Partition picks what delay-txn holds: even a Produce to the
-	// target (odd would be an EndTxn). Holds are DurMs + 2 s.
+	// target, odd an EndTxn to any node. Holds are DurMs + 2 s.
+	second := chaos.Fault{AtMs: 26000, Kind: chaos.FaultDelayTxn, Target: "leader", Partition: 0, Node: 1, DurMs: 4000}
+	if endTxn {
+		second.Target, second.Partition = "node", 1
+	}
 	o.Plan = []chaos.Fault{
 		{AtMs: 4000, Kind: chaos.FaultKill, Target: "leader", Partition: 0, Node: 1, DurMs: 3000},
 		{AtMs: 11000, Kind: chaos.FaultDelayTxn, Target: "leader", Partition: 0, Node: 1, DurMs: 3000},
 		{AtMs: 19000, Kind: chaos.FaultPause, Target: "leader", Partition: 1, Node: 2, DurMs: 3000},
-		{AtMs: 26000, Kind: chaos.FaultDelayTxn, Target: "leader", Partition: 0, Node: 1, DurMs: 4000},
+		second,
 		{AtMs: 35000, Kind: chaos.FaultKill, Target: "node", Node: 2, DurMs: 3000},
 		{AtMs: 42000, Kind: chaos.FaultDelayTxn, Target: "leader", Partition: 2, Node: 3, DurMs: 5000},
 	}
