@@ -4,6 +4,7 @@
 //
 //	go run ./cmd/sluice-chaos --nodes 3 --duration 60s --seed 1 --out /tmp/chaos
 //	go run ./cmd/sluice-chaos --scenario jepsen2013 --min-isr 1 --unclean=true --out /tmp/j13
+//	go run ./cmd/sluice-chaos --workload txn --nodes 3 --duration 10m --faults all --seed 1
 //
 // Exit status: 0 no anomaly, 1 anomalies found (or a broker crashed), 2
 // harness error or a run that could not check everything (e.g. the final
@@ -36,7 +37,9 @@ func run() int {
 	out := fs.String("out", "", "output directory (results.json, report.html, history.jsonl, logs/)")
 	minISR := fs.Int("min-isr", 2, "min.insync.replicas of the topic and the brokers")
 	unclean := fs.Bool("unclean", false, "unclean.leader.election.enable")
-	faults := fs.String("faults", "kill,pause,partition,term", "faults of the random schedule: kill, pause, partition (isolate), term, all")
+	workload := fs.String("workload", chaos.WorkloadQueue, "queue (idempotent single sends) or txn (transactions of 1-4 sends, 20% aborted, read_committed consumers)")
+	txnVersion := fs.Int("txn-version", 0, "txn workload: 0 lets the client negotiate the transaction version (2 when the brokers advertise it), 1 keeps it on version 1")
+	faults := fs.String("faults", "kill,pause,partition,term", "faults of the random schedule: kill, pause, partition (isolate), term, oneway, split, slow-disk, disk-fail, delay-txn, all")
 	overlap := fs.Bool("overlap", false, "run network faults (isolate, oneway, split) and process/disk faults (kill, pause, term, slow-disk, disk-fail) as two schedules at once")
 	scenario := fs.String("scenario", "", "named schedule instead of a random one: jepsen2013 (needs 5 nodes; default --nodes becomes 5), none")
 	binary := fs.String("binary", "", "sluice binary (default: go build ./cmd/sluice)")
@@ -76,7 +79,7 @@ func run() int {
 	}
 	o := chaos.Options{
 		Nodes: *nodes, Duration: *duration, Seed: *seed, Out: *out, MinISR: *minISR, Unclean: *unclean,
-		Faults: fl, Scenario: *scenario, Binary: *binary, Partitions: *partitions, Producers: *producers,
+		Faults: fl, Workload: *workload, TxnVersion: *txnVersion, Scenario: *scenario, Binary: *binary, Partitions: *partitions, Producers: *producers,
 		Consumers: *consumers, Rate: *rate, KeepData: *keep, Overlap: *overlap,
 		Logf: func(format string, args ...any) {
 			fmt.Fprintf(os.Stderr, "%s %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
@@ -106,7 +109,11 @@ func run() int {
 	}
 	fmt.Printf("seed %d: %d nodes, %v, min ISR %d, unclean %v, %s\n", *seed, o.Nodes, o.Duration, o.MinISR, o.Unclean, res.Config.ReplayFlags)
 	fmt.Printf("sends ok=%d fail=%d info=%d, polled=%d, final read=%d, faults=%d\n", res.Stats.OK, res.Stats.Fail, res.Stats.Info, res.Stats.Reads, res.Stats.FinalRead, len(res.Timeline))
-	for _, k := range chaos.AnomalyNames {
+	if ts := res.TxnStats; ts != nil {
+		fmt.Printf("transactions %d: committed %d, aborted %d (%d on purpose, %d after errors), indeterminate %d; %d values\n",
+			ts.Txns, ts.Committed, ts.Aborted, ts.AbortIntended, ts.Aborted-ts.AbortIntended, ts.Info, ts.Values)
+	}
+	for _, k := range res.Analysis.Kinds() {
 		fmt.Printf("  %-21s %d\n", k, res.Analysis.Counts[k])
 		for i, e := range res.Analysis.Examples[k] {
 			if i >= 3 {

@@ -44,6 +44,17 @@ type Analysis struct {
 	Examples map[string][]string `json:"examples"`
 	// Per-partition loss summary: acknowledged sends lost, by partition.
 	LostByPartition map[int32]int `json:"lostByPartition,omitempty"`
+	// Names lists the anomalies checked, in report order (empty:
+	// AnomalyNames, the queue workload's).
+	Names []string `json:"names,omitempty"`
+}
+
+// Kinds is the list of anomalies the analysis checked, in report order.
+func (a *Analysis) Kinds() []string {
+	if len(a.Names) > 0 {
+		return a.Names
+	}
+	return AnomalyNames
 }
 
 // Total is the number of anomalies of every kind.
@@ -70,6 +81,14 @@ type pos struct {
 // Check analyses a history: sends with their outcomes, every record read
 // (consumer sessions and the final read), and the final read's bounds.
 func Check(sends []Send, reads []Read, fr FinalRead) *Analysis {
+	return check(sends, reads, fr, false)
+}
+
+// check is Check; with txn, the offsets of values that failed definitely
+// (aborted transactions) are not known to exist for poll-skip even when
+// read: a read_committed consumer must jump over them, and reading one is
+// already G1a.
+func check(sends []Send, reads []Read, fr FinalRead, txn bool) *Analysis {
 	a := &Analysis{Counts: map[string]int{}, Examples: map[string][]string{}, LostByPartition: map[int32]int{}}
 	for _, k := range AnomalyNames {
 		a.Counts[k] = 0
@@ -104,7 +123,11 @@ func Check(sends []Send, reads []Read, fr FinalRead) *Analysis {
 	maxRead := map[int32]int64{}
 	finalVals := map[int32]map[string]bool{}
 	known := map[int32][]int64{} // offsets known to exist (read or acked)
+	failed := map[string]bool{}
 	for _, s := range sends {
+		if s.Outcome == "fail" {
+			failed[s.Value] = true
+		}
 		if s.Outcome != "ok" {
 			continue
 		}
@@ -128,7 +151,9 @@ func Check(sends []Send, reads []Read, fr FinalRead) *Analysis {
 			}
 			finalVals[r.Partition][r.Value] = true
 		}
-		known[r.Partition] = append(known[r.Partition], r.Offset)
+		if !txn || !failed[r.Value] {
+			known[r.Partition] = append(known[r.Partition], r.Offset)
+		}
 	}
 	for p := range known {
 		ks := known[p]

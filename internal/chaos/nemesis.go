@@ -191,6 +191,8 @@ func (nm *nemesis) apply(ctx context.Context, f Fault) {
 		}
 		nm.cutFor(d, Event{Kind: FaultSplit, Nodes: minority,
 			Detail: fmt.Sprintf("%s: minority %v cut from the majority both ways; clients reach every node", why, minority)}, pairs)
+	case FaultDelayTxn:
+		nm.delayTxn(ctx, f)
 	case FaultSlowDisk:
 		id, why := nm.resolve(ctx, f)
 		n := nm.c.node(id)

@@ -46,6 +46,7 @@ type network struct {
 	drops   map[[2]int]bool // (from, to): what from sends to to is lost
 	proxies []*proxy
 	pids    func() map[int]int // pid -> node id of running nodes
+	delay   *delayRule         // FaultDelayTxn, see delay.go
 	selfPid int
 	logf    func(string, ...any)
 }
@@ -97,10 +98,11 @@ func (nw *network) dropMany(pairs [][2]int) {
 	nw.apply()
 }
 
-// healAll removes every rule.
+// healAll removes every rule (drops and the delay rule).
 func (nw *network) healAll() {
 	nw.mu.Lock()
 	nw.drops = map[[2]int]bool{}
+	nw.delay = nil // requests already held are still delivered
 	nw.mu.Unlock()
 	nw.apply()
 }
@@ -273,7 +275,14 @@ func (p *proxy) handle(c net.Conn) {
 		tc.SetNoDelay(true)
 	}
 	done := make(chan struct{}, 2)
-	go func() { pc.pipe(b, c, &pc.frozenUp); done <- struct{}{} }()
+	go func() {
+		if p.kind == "kafka" && src == srcClient {
+			pc.pipeKafka(b, c, &pc.frozenUp, p) // whole requests, for the delay rule
+		} else {
+			pc.pipe(b, c, &pc.frozenUp)
+		}
+		done <- struct{}{}
+	}()
 	go func() { pc.pipe(c, b, &pc.frozenDown); done <- struct{}{} }()
 	<-done
 	pc.close()

@@ -67,7 +67,7 @@ func series(sends []Send, span interface{ Seconds() float64 }) []Bucket {
 
 var faultColors = map[string]string{
 	FaultKill: "#f4a3a3", FaultPause: "#a3c4f4", FaultIsolate: "#f4d58d", FaultTerm: "#b9e4b0", "heal": "#dddddd", FaultJepsen2013: "#e0b0f0",
-	FaultOneWay: "#f7c59f", FaultSplit: "#e8e07a", FaultSlowDisk: "#b8e0e8", FaultDiskFail: "#c9a3f4",
+	FaultOneWay: "#f7c59f", FaultSplit: "#e8e07a", FaultSlowDisk: "#b8e0e8", FaultDiskFail: "#c9a3f4", FaultDelayTxn: "#f4a3c9",
 }
 
 // faultColor is the shading of a fault window (grey for a kind without one).
@@ -262,6 +262,10 @@ func writeHTML(path string, r *Result) error {
 	fmt.Fprintf(&sb, "<p>Replay: <code>go run ./cmd/sluice-chaos %s --out DIR</code></p>\n", esc(cfg.ReplayFlags))
 	fmt.Fprintf(&sb, "<p>Sends: %d (ok %d, fail %d, indeterminate %d); records polled by consumers: %d; final read: %d records. Kafka plane proxied: %v.</p>\n",
 		r.Stats.Sends, r.Stats.OK, r.Stats.Fail, r.Stats.Info, r.Stats.Reads, r.Stats.FinalRead, r.KafkaPlaneProxied)
+	if ts := r.TxnStats; ts != nil {
+		fmt.Fprintf(&sb, "<p>Transactional workload (read_committed; sends above are the transactions' values): %d transactions, %d committed, %d aborted (%d on purpose, %d after a produce or commit error), %d indeterminate.</p>\n",
+			ts.Txns, ts.Committed, ts.Aborted, ts.AbortIntended, ts.Aborted-ts.AbortIntended, ts.Info)
+	}
 	if len(r.Notes)+len(r.Crashes) > 0 {
 		sb.WriteString("<ul>")
 		for _, n := range r.Crashes {
@@ -284,7 +288,7 @@ func writeHTML(path string, r *Result) error {
 
 	sb.WriteString("<h2>Anomalies</h2><table><tr><th>anomaly</th><th>count</th><th>first examples</th></tr>\n")
 	if r.Analysis != nil {
-		for _, k := range AnomalyNames {
+		for _, k := range r.Analysis.Kinds() {
 			n := r.Analysis.Counts[k]
 			st := ""
 			if n > 0 {

@@ -3,7 +3,11 @@
 // (acks=all idempotent producers, assign-mode consumers, a final read of
 // every partition), injects faults from a seeded schedule (SIGKILL,
 // SIGSTOP, network isolation through TCP proxies, rolling SIGTERM
-// restarts), heals, and checks the history for Jepsen's queue anomalies.
+// restarts, late delivery of held requests), heals, and checks the history
+// for Jepsen's queue anomalies. With Options.Workload WorkloadTxn the
+// producers run Kafka transactions and the consumers read_committed, and
+// CheckTxn adds the transactional anomalies (G1a aborted reads, uncommitted
+// reads, torn transactions).
 //
 // cmd/sluice-chaos is the command; test/chaos runs a short schedule in CI.
 // docs/chaos.md describes the faults, the checker and the limits.
@@ -31,6 +35,13 @@ type Options struct {
 	MinISR   int    // min.insync.replicas (default 2)
 	Unclean  bool   // unclean.leader.election.enable
 	Faults   []string
+	// Workload is WorkloadQueue (default) or WorkloadTxn.
+	Workload string
+	// TxnVersion is the transaction version the txn workload's producers
+	// use: 0 lets franz-go negotiate (version 2, KIP-890 part 2, when the
+	// brokers advertise the transaction.version feature), 1 caps the
+	// request versions so they stay on version 1.
+	TxnVersion int
 	// Scenario is "" (random schedule of Faults), "none", or
 	// "jepsen2013" (see FaultJepsen2013; needs 5 nodes).
 	Scenario string
@@ -100,6 +111,15 @@ func (o *Options) defaults() error {
 	if o.Out == "" {
 		return errors.New("chaos: Out (output directory) is required")
 	}
+	if o.Workload == "" {
+		o.Workload = WorkloadQueue
+	}
+	if o.Workload != WorkloadQueue && o.Workload != WorkloadTxn {
+		return fmt.Errorf("chaos: unknown workload %q (queue, txn)", o.Workload)
+	}
+	if o.TxnVersion != 0 && o.TxnVersion != 1 {
+		return errors.New("chaos: --txn-version must be 0 (negotiated) or 1")
+	}
 	if o.Scenario == FaultJepsen2013 && o.Nodes < 5 {
 		return errors.New("chaos: scenario jepsen2013 needs --nodes 5: every node is a controller voter, so pausing both followers of a 3-node cluster also stops the metadata quorum and the ISR can never shrink to the leader")
 	}
@@ -118,6 +138,8 @@ type Result struct {
 		MinISR      int      `json:"minISR"`
 		Unclean     bool     `json:"unclean"`
 		Faults      []string `json:"faults"`
+		Workload    string   `json:"workload,omitempty"`
+		TxnVersion  int      `json:"txnVersion,omitempty"`
 		Scenario    string   `json:"scenario,omitempty"`
 		Partitions  int      `json:"partitions"`
 		Producers   int      `json:"producers"`
@@ -131,12 +153,14 @@ type Result struct {
 	// KafkaPlaneProxied: brokers advertise the proxies, so isolation also
 	// cuts inter-broker replication (false: only controller links and the
 	// harness's clients go through the proxies).
-	KafkaPlaneProxied bool      `json:"kafkaPlaneProxied"`
-	Schedule          []Fault   `json:"schedule"`
-	Timeline          []Event   `json:"timeline"`
-	Stats             Stats     `json:"stats"`
-	Final             FinalRead `json:"finalRead"`
-	Analysis          *Analysis `json:"analysis"`
+	KafkaPlaneProxied bool    `json:"kafkaPlaneProxied"`
+	Schedule          []Fault `json:"schedule"`
+	Timeline          []Event `json:"timeline"`
+	Stats             Stats   `json:"stats"`
+	// TxnStats counts the transactions (txn workload only).
+	TxnStats *TxnStats `json:"txnStats,omitempty"`
+	Final    FinalRead `json:"finalRead"`
+	Analysis *Analysis `json:"analysis"`
 	// Valid is false when the run could not check what it set out to
 	// (cluster never healthy, final read incomplete, ...); see Notes.
 	Valid bool `json:"valid"`
@@ -214,6 +238,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	cfg := &res.Config
 	cfg.Nodes, cfg.DurationS, cfg.Seed, cfg.MinISR, cfg.Unclean = o.Nodes, o.Duration.Seconds(), o.Seed, o.MinISR, o.Unclean
 	cfg.Faults, cfg.Scenario, cfg.Partitions, cfg.Producers, cfg.Consumers, cfg.Rate, cfg.Binary = o.Faults, o.Scenario, o.Partitions, o.Producers, o.Consumers, o.Rate, bin
+	cfg.Workload, cfg.TxnVersion = o.Workload, o.TxnVersion
 	cfg.ReplayFlags = replayFlags(&o)
 	res.Schedule = Schedule(&o)
 	for _, f := range res.Schedule {
@@ -290,7 +315,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		w.consumer(wctx, i, &cwg)
 	}
 	for i := range o.Producers {
-		if err := w.producer(wctx, i, o.Rate/float64(o.Producers), &pwg); err != nil {
+		produce := w.producer
+		if o.Workload == WorkloadTxn {
+			produce = w.txnProducer
+		}
+		if err := produce(wctx, i, o.Rate/float64(o.Producers), &pwg); err != nil {
 			return nil, err
 		}
 	}
@@ -327,11 +356,19 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	res.Timeline = nm.events()
 
 	h.mu.Lock()
-	sends, reads := h.sends, h.reads
+	sends, reads, txns := h.sends, h.reads, h.txns
 	res.PollErrors = h.pollErrs
 	h.mu.Unlock()
-	sort.SliceStable(sends, func(i, j int) bool { return sends[i].StartMs < sends[j].StartMs })
-	res.Analysis = Check(sends, reads, res.Final)
+	if o.Workload == WorkloadTxn {
+		sort.SliceStable(txns, func(i, j int) bool { return txns[i].StartMs < txns[j].StartMs })
+		res.Analysis = CheckTxn(txns, reads, res.Final)
+		ts := txnStats(txns)
+		res.TxnStats = &ts
+		sends = txnSends(txns)
+	} else {
+		sort.SliceStable(sends, func(i, j int) bool { return sends[i].StartMs < sends[j].StartMs })
+		res.Analysis = Check(sends, reads, res.Final)
+	}
 	res.Stats = stats(sends, reads)
 	if res.Stats.OK == 0 {
 		res.Valid = false
@@ -346,7 +383,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	for _, n := range c.nodes {
 		res.Crashes = append(res.Crashes, n.crashList()...)
 	}
-	if err := writeHistory(filepath.Join(out, "history.jsonl"), sends, reads); err != nil {
+	if err := writeHistory(filepath.Join(out, "history.jsonl"), sends, reads, txns); err != nil {
 		return res, err
 	}
 	if err := writeJSON(filepath.Join(out, "results.json"), res); err != nil {
@@ -356,6 +393,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return res, err
 	}
 	o.logf("sends ok=%d fail=%d info=%d reads=%d anomalies=%d valid=%v", res.Stats.OK, res.Stats.Fail, res.Stats.Info, res.Stats.Reads, res.Anomalies(), res.Valid)
+	if ts := res.TxnStats; ts != nil {
+		o.logf("transactions %d: committed %d, aborted %d (%d on purpose), indeterminate %d", ts.Txns, ts.Committed, ts.Aborted, ts.AbortIntended, ts.Info)
+	}
 	c.snapshotStatus(out, "end")
 	removeData = res.Anomalies() == 0 && res.Valid && len(res.Notes) == 0 && len(res.Crashes) == 0 && !o.KeepData
 	return res, nil
@@ -376,6 +416,12 @@ func replayFlags(o *Options) string {
 		s += " --faults " + f
 		if o.Overlap {
 			s += " --overlap"
+		}
+	}
+	if o.Workload == WorkloadTxn {
+		s += " --workload txn"
+		if o.TxnVersion != 0 {
+			s += fmt.Sprintf(" --txn-version %d", o.TxnVersion)
 		}
 	}
 	return s + fmt.Sprintf(" --partitions %d --producers %d --consumers %d --rate %g", o.Partitions, o.Producers, o.Consumers, o.Rate)
@@ -432,7 +478,10 @@ func writeJSON(path string, v any) error {
 	return os.WriteFile(path, append(b, '\n'), 0o644)
 }
 
-func writeHistory(path string, sends []Send, reads []Read) error {
+// writeHistory writes one JSON line per send (for the txn workload, per
+// value of a transaction, with the transaction's outcome), per
+// transaction, and per record read.
+func writeHistory(path string, sends []Send, reads []Read, txns []Txn) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
@@ -443,6 +492,12 @@ func writeHistory(path string, sends []Send, reads []Read) error {
 			Type string `json:"type"`
 			Send
 		}{"send", s})
+	}
+	for _, t := range txns {
+		enc.Encode(struct {
+			Type string `json:"type"`
+			Txn
+		}{"txn", t})
 	}
 	for _, r := range reads {
 		enc.Encode(struct {

@@ -32,6 +32,15 @@ const (
 	// halts as Kafka does when its last log dir fails; it is restarted
 	// after Dur on the same data.
 	FaultDiskFail = "disk-fail"
+	// FaultDelayTxn holds one client connection's request for a few
+	// seconds at the proxy, then delivers it (the KAFKA-17754 class: a
+	// request arriving after its transaction ended). Even Partition: the
+	// first Produce sent to the target node; odd: the first EndTxn sent
+	// to any node (the transaction coordinator). The hold is DurMs plus
+	// 2 s (4-7 s), around the txn producers' produce request timeout of
+	// about 6 s, so the client sometimes retries or gives up on the
+	// request before it lands.
+	FaultDelayTxn = "delay-txn"
 	// FaultJepsen2013 is the 2013 Jepsen Kafka sequence on one partition:
 	// pause both followers (the leader shrinks the ISR to itself and, with
 	// min.insync.replicas=1, keeps acknowledging), kill the leader, resume
@@ -41,7 +50,10 @@ const (
 )
 
 // AllFaults are the kinds a random schedule may use.
-var AllFaults = []string{FaultKill, FaultPause, FaultIsolate, FaultTerm, FaultOneWay, FaultSplit, FaultSlowDisk, FaultDiskFail}
+var AllFaults = []string{FaultKill, FaultPause, FaultIsolate, FaultTerm, FaultOneWay, FaultSplit, FaultSlowDisk, FaultDiskFail, FaultDelayTxn}
+
+// delayHold is how long a FaultDelayTxn holds its request.
+func delayHold(f Fault) time.Duration { return durMs(f.DurMs + 2000) }
 
 // diskFault reports whether kind needs the broker's fault-injection FS.
 func diskFault(kind string) bool { return kind == FaultSlowDisk || kind == FaultDiskFail }
@@ -80,9 +92,9 @@ type Fault struct {
 	Lane int `json:"lane,omitempty"`
 }
 
-// netFault reports whether kind only changes network rules.
+// netFault reports whether kind only changes network rules (the proxies).
 func netFault(kind string) bool {
-	return kind == FaultIsolate || kind == FaultOneWay || kind == FaultSplit
+	return kind == FaultIsolate || kind == FaultOneWay || kind == FaultSplit || kind == FaultDelayTxn
 }
 
 func (f Fault) String() string { return f.describe() + laneSuffix(f) }
@@ -103,6 +115,11 @@ func (f Fault) describe() string {
 			dir = "inbound"
 		}
 		return fmt.Sprintf("@%.1fs oneway (%s) %s for %.1fs", float64(f.AtMs)/1000, dir, tgt, float64(f.DurMs)/1000)
+	case FaultDelayTxn:
+		if f.Partition%2 == 1 {
+			return fmt.Sprintf("@%.1fs delay-txn: hold the first EndTxn to any node for %v", float64(f.AtMs)/1000, delayHold(f))
+		}
+		return fmt.Sprintf("@%.1fs delay-txn: hold the first Produce to %s for %v", float64(f.AtMs)/1000, tgt, delayHold(f))
 	case FaultSlowDisk:
 		return fmt.Sprintf("@%.1fs slow-disk (%v per op) %s for %.1fs", float64(f.AtMs)/1000, slowDiskDelay(f), tgt, float64(f.DurMs)/1000)
 	}
@@ -129,9 +146,9 @@ func ParseFaults(s string) ([]string, error) {
 			continue
 		case "partition":
 			f = FaultIsolate
-		case FaultKill, FaultPause, FaultIsolate, FaultTerm, FaultOneWay, FaultSplit, FaultSlowDisk, FaultDiskFail:
+		case FaultKill, FaultPause, FaultIsolate, FaultTerm, FaultOneWay, FaultSplit, FaultSlowDisk, FaultDiskFail, FaultDelayTxn:
 		default:
-			return nil, fmt.Errorf("unknown fault %q (kill, pause, partition|isolate, term, oneway, split, slow-disk, disk-fail, all)", f)
+			return nil, fmt.Errorf("unknown fault %q (kill, pause, partition|isolate, term, oneway, split, slow-disk, disk-fail, delay-txn, all)", f)
 		}
 		if !seen[f] {
 			seen[f] = true

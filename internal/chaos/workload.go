@@ -42,9 +42,11 @@ type Read struct {
 }
 
 // FinalRead describes the last phase: every partition read from its start
-// to the high watermark after healing.
+// to the high watermark after healing (the txn workload: read_committed,
+// to the last stable offset).
 type FinalRead struct {
-	// End is the high watermark (ListOffsets latest) per partition.
+	// End is the high watermark (ListOffsets latest) per partition; the
+	// last stable offset for the txn workload.
 	End map[int32]int64 `json:"end"`
 	// Start is the log start offset per partition.
 	Start map[int32]int64 `json:"start"`
@@ -59,6 +61,7 @@ type history struct {
 	mu    sync.Mutex
 	sends []Send
 	reads []Read
+	txns  []Txn // the txn workload's transactions
 	// consumer errors, counted per message for the report
 	pollErrs map[string]int
 }
@@ -193,11 +196,11 @@ func (w *workload) consumer(ctx context.Context, id int, wg *sync.WaitGroup) {
 			for p := range w.o.Partitions {
 				parts[int32(p)] = kgo.NewOffset().AtStart()
 			}
-			cl, err := kgo.NewClient(append(w.c.clientOpts(),
+			cl, err := kgo.NewClient(append(append(w.c.clientOpts(),
 				kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{w.topic: parts}),
 				kgo.FetchMaxWait(500*time.Millisecond),
 				kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-			)...)
+			), w.readOpts()...)...)
 			if err != nil {
 				w.h.pollErr(err)
 				return
@@ -215,6 +218,9 @@ func (w *workload) consumer(ctx context.Context, id int, wg *sync.WaitGroup) {
 				var rs []Read
 				at := w.h.since()
 				fs.EachRecord(func(r *kgo.Record) {
+					if r.Attrs.IsControl() {
+						return
+					}
 					rs = append(rs, Read{Consumer: name, Session: session, Partition: r.Partition, Offset: r.Offset, Value: string(r.Value), AtMs: at})
 				})
 				w.h.addReads(rs)
@@ -227,8 +233,8 @@ func (w *workload) consumer(ctx context.Context, id int, wg *sync.WaitGroup) {
 // finalRead reads every partition from its start to its high watermark.
 func (w *workload) finalRead(ctx context.Context, adm *kadm.Client, timeout time.Duration) FinalRead {
 	fr := FinalRead{End: map[int32]int64{}, Start: map[int32]int64{}, Complete: map[int32]bool{}}
+	ends, hanging, err := w.listEnds(ctx, adm)
 	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	ends, err := adm.ListEndOffsets(lctx, w.topic)
 	if err == nil {
 		var starts kadm.ListedOffsets
 		starts, err = adm.ListStartOffsets(lctx, w.topic)
@@ -241,7 +247,7 @@ func (w *workload) finalRead(ctx context.Context, adm *kadm.Client, timeout time
 		fr.Err = "list offsets: " + err.Error()
 		return fr
 	}
-	var errs []string
+	errs := hanging
 	ends.Each(func(o kadm.ListedOffset) {
 		if o.Err != nil {
 			errs = append(errs, fmt.Sprintf("p%d: %v", o.Partition, o.Err))
@@ -259,10 +265,10 @@ func (w *workload) finalRead(ctx context.Context, adm *kadm.Client, timeout time
 			fr.Complete[p] = true
 		}
 	}
-	cl, err := kgo.NewClient(append(w.c.clientOpts(),
+	cl, err := kgo.NewClient(append(append(w.c.clientOpts(),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{w.topic: parts}),
 		kgo.FetchMaxWait(200*time.Millisecond),
-	)...)
+	), w.readOpts()...)...)
 	if err != nil {
 		fr.Err = err.Error()
 		return fr
@@ -276,7 +282,9 @@ func (w *workload) finalRead(ctx context.Context, adm *kadm.Client, timeout time
 		var rs []Read
 		at := w.h.since()
 		fs.EachRecord(func(r *kgo.Record) {
-			rs = append(rs, Read{Consumer: "final", Partition: r.Partition, Offset: r.Offset, Value: string(r.Value), AtMs: at})
+			if !r.Attrs.IsControl() {
+				rs = append(rs, Read{Consumer: "final", Partition: r.Partition, Offset: r.Offset, Value: string(r.Value), AtMs: at})
+			}
 			if r.Offset >= fr.End[r.Partition]-1 {
 				delete(pending, r.Partition)
 				fr.Complete[r.Partition] = true
