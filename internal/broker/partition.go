@@ -436,13 +436,13 @@ func (p *Partition) alterPartition(req replica.AlterPartitionRequest) {
 // durable past it, for acks=all once the HW covers it (or an error); the
 // replica machine decides both.
 func (p *Partition) Produce(data []byte, h batch.Header, acks int16, deadline time.Time) <-chan replica.ProduceResult {
-	return p.produce(data, h, acks, deadline, replica.OriginClient, 0)
+	return p.produce(data, h, acks, deadline, replica.OriginClient, 0, false)
 }
 
 // ProduceVerified is Produce for a transactional batch whose transaction
 // was verified with its coordinator under guard (BeginVerification).
 func (p *Partition) ProduceVerified(data []byte, h batch.Header, acks int16, deadline time.Time, guard uint64) <-chan replica.ProduceResult {
-	return p.produce(data, h, acks, deadline, replica.OriginClient, guard)
+	return p.produce(data, h, acks, deadline, replica.OriginClient, guard, false)
 }
 
 // TxnOpen reports whether producer pid has a transaction open in the
@@ -467,9 +467,10 @@ func (p *Partition) BeginVerification(pid int64) uint64 {
 	return p.r.BeginVerification(pid)
 }
 
-func (p *Partition) produce(data []byte, h batch.Header, acks int16, deadline time.Time, origin replica.Origin, guard uint64) <-chan replica.ProduceResult {
+func (p *Partition) produce(data []byte, h batch.Header, acks int16, deadline time.Time, origin replica.Origin, guard uint64, bumpedEpoch bool) <-chan replica.ProduceResult {
 	ch := make(chan replica.ProduceResult, 1)
 	b := machineBatch(data, h)
+	b.BumpedEpoch = bumpedEpoch && b.Control
 	if b.Control && b.ProducerID < 0 {
 		ch <- replica.ProduceResult{Acks: acks, Error: kerr.CorruptMessage.Code, BaseOffset: -1, LastOffset: -1}
 		return ch
@@ -526,14 +527,16 @@ func machineBatch(data []byte, h batch.Header) replica.Batch {
 // for the transaction coordinator and returns a channel that receives its
 // result once the HW covers it (acks=all), as Kafka's
 // handleWriteTxnMarkersRequest appends with required acks -1.
-func (p *Partition) WriteMarker(data []byte, deadline time.Time) <-chan replica.ProduceResult {
+// bumpedEpoch says the marker ends a transaction version 2 transaction
+// (replica.Batch.BumpedEpoch).
+func (p *Partition) WriteMarker(data []byte, deadline time.Time, bumpedEpoch bool) <-chan replica.ProduceResult {
 	h, err := batch.ParseHeader(data)
 	if err != nil || !h.IsControl() {
 		ch := make(chan replica.ProduceResult, 1)
 		ch <- replica.ProduceResult{Error: kerr.CorruptMessage.Code, BaseOffset: -1, LastOffset: -1}
 		return ch
 	}
-	return p.produce(data, h, replica.AcksAll, deadline, replica.OriginCoordinator, 0)
+	return p.produce(data, h, replica.AcksAll, deadline, replica.OriginCoordinator, 0, bumpedEpoch)
 }
 
 // Append appends a batch as leader and returns its offsets at once,
@@ -546,7 +549,7 @@ func (p *Partition) Append(data []byte, now time.Time) (storage.AppendInfo, erro
 	if err != nil {
 		return storage.AppendInfo{}, kerr.CorruptMessage
 	}
-	res := <-p.produce(data, h, replica.AcksAppended, time.Time{}, replica.OriginCoordinator, 0)
+	res := <-p.produce(data, h, replica.AcksAppended, time.Time{}, replica.OriginCoordinator, 0, false)
 	if res.Error != 0 {
 		return storage.AppendInfo{}, kerr.ErrorForCode(res.Error)
 	}

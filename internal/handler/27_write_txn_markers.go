@@ -1,6 +1,6 @@
 package handler
 
-// WriteTxnMarkers, versions 0-1: a transaction coordinator asks the leader
+// WriteTxnMarkers, versions 0-2: a transaction coordinator asks the leader
 // of each partition in a transaction to write its COMMIT or ABORT marker
 // (KIP-98; Kafka's KafkaApis.handleWriteTxnMarkersRequest). Only brokers
 // send it: it needs CLUSTER_ACTION on the cluster.
@@ -17,6 +17,14 @@ package handler
 // NOT_ENOUGH_REPLICAS, REQUEST_TIMED_OUT. A marker written to a partition
 // of __consumer_offsets also completes the group coordinator's pending
 // transactional offsets for that producer (TxnOffsetCommit).
+//
+// v2 carries each marker's transaction version. A version 2 transaction's
+// markers have an epoch above its data's (the coordinator bumps it at
+// every end, KIP-890 part 2), so a version 2 marker whose epoch is not
+// above that of the transaction open in the partition belongs to an
+// earlier transaction and arrived late (a request held in a paused
+// broker while the coordinator's retry succeeded): INVALID_PRODUCER_EPOCH,
+// nothing appended, instead of ending the producer's next transaction.
 
 import (
 	"time"
@@ -92,7 +100,7 @@ func (h *Handlers) writeTxnMarkers(r *protocol.Request) protocol.Reply {
 				} else {
 					// Each partition gets its own copy: the append stamps
 					// offsets and the epoch into the bytes.
-					ch := p.WriteMarker(append([]byte(nil), data...), deadline)
+					ch := p.WriteMarker(append([]byte(nil), data...), deadline, req.Version >= 2 && m.TransactionVersion >= 2)
 					writes = append(writes, markerWrite{p: p, pid: m.ProducerID, commit: m.Committed, result: ch})
 					refs = append(refs, slotRef{mi, ti, len(rt.Partitions)})
 				}

@@ -119,7 +119,7 @@ func RegisterWith(reg *protocol.Registry, b *broker.Broker, opts Options) *Handl
 		{Key: 51, MinVersion: 0, MaxVersion: 0, Serve: h.alterUserScramCredentials},
 		{Key: 60, MinVersion: 0, MaxVersion: 1, Serve: h.describeCluster},
 		{Key: 64, MinVersion: 0, MaxVersion: 0, Serve: h.unregisterBroker},
-		{Key: 27, MinVersion: 0, MaxVersion: 1, Serve: h.writeTxnMarkers},
+		{Key: 27, MinVersion: 0, MaxVersion: 2, Serve: h.writeTxnMarkers},
 		{Key: 61, MinVersion: 0, MaxVersion: 0, Serve: h.describeProducers},
 	} {
 		reg.Register(api)

@@ -183,3 +183,67 @@ func equalStrings(a, b []string) bool {
 	}
 	return true
 }
+
+// TestLateVersion2Marker: under transaction version 2 a marker's epoch is
+// above its transaction's data. A marker (WriteTxnMarkers v2, transaction
+// version 2) whose epoch equals that of the transaction open in the
+// partition ended an earlier transaction and arrived late: it is refused
+// and the open transaction stays open; the right marker ends it. The same
+// marker under transaction version 1 (v1) is accepted, as in Kafka.
+func TestLateVersion2Marker(t *testing.T) {
+	n := startNode(t, "", map[string]string{"transaction.partition.verification.enable": "false", "sluice.transaction.version": "1"})
+	cl := n.client()
+	createTopic(t, cl, "late", 1, nil)
+	const pid = 9100
+	marker := func(version int16, tv int8, epoch int16) int16 {
+		req := kmsg.NewPtrWriteTxnMarkersRequest()
+		req.Version = version
+		m := kmsg.NewWriteTxnMarkersRequestMarker()
+		m.ProducerID, m.ProducerEpoch, m.Committed, m.CoordinatorEpoch, m.TransactionVersion = pid, epoch, false, 1, tv
+		mt := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
+		mt.Topic, mt.Partitions = "late", []int32{0}
+		m.Topics = append(m.Topics, mt)
+		req.Markers = append(req.Markers, m)
+		resp, err := req.RequestWith(ctx(t), cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Markers[0].Topics[0].Partitions[0].ErrorCode
+	}
+	// The producer's transaction at epoch 3 (its previous one ended with
+	// a marker at epoch 3, which this one's data carries).
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks, req.TimeoutMillis = -1, 10000
+	id := "late-v2"
+	req.TransactionID = &id
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = "late"
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Records = batchtest.Build(batchtest.Options{Transactional: true, ProducerID: pid, ProducerEpoch: 3}, batchtest.Values("open"))
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	if code := request[*kmsg.ProduceResponse](t, cl, req).Topics[0].Partitions[0].ErrorCode; code != 0 {
+		t.Fatal(kerr.ErrorForCode(code))
+	}
+	if code := marker(2, 2, 3); code != kerr.InvalidProducerEpoch.Code {
+		t.Fatalf("a late version 2 marker at the open transaction's epoch: %v, want INVALID_PRODUCER_EPOCH", kerr.ErrorForCode(code))
+	}
+	if got := listLatest(t, cl, "late", true); got != 0 {
+		t.Fatalf("LSO %d after the refused marker: the transaction must stay open", got)
+	}
+	if code := marker(2, 2, 4); code != 0 {
+		t.Fatalf("the transaction's own marker: %v", kerr.ErrorForCode(code))
+	}
+	if got := listLatest(t, cl, "late", true); got != 2 {
+		t.Fatalf("LSO %d after the marker, want 2", got)
+	}
+	// Version 1 markers carry the data's epoch and are not held to it.
+	rp.Records = batchtest.Build(batchtest.Options{Transactional: true, ProducerID: pid, ProducerEpoch: 4}, batchtest.Values("v1"))
+	req.Topics[0].Partitions[0] = rp
+	if code := request[*kmsg.ProduceResponse](t, cl, req).Topics[0].Partitions[0].ErrorCode; code != 0 {
+		t.Fatal(kerr.ErrorForCode(code))
+	}
+	if code := marker(1, 0, 4); code != 0 {
+		t.Fatalf("a version 1 marker: %v", kerr.ErrorForCode(code))
+	}
+}

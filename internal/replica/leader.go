@@ -43,6 +43,12 @@ func (r *Replica) Append(req ProduceRequest) {
 			fail(ErrInvalidProducerEpoch)
 			return
 		}
+		if e := r.producers.Get(b.ProducerID); b.BumpedEpoch && e != nil && r.openTxn(b.ProducerID) && e.Epoch >= b.ProducerEpoch {
+			// The open transaction began at this marker's epoch: it is
+			// the next one; this marker ended an earlier one and came late.
+			fail(ErrInvalidProducerEpoch)
+			return
+		}
 	} else if b.Transactional && req.VerifyGuard != 0 && !r.openTxn(b.ProducerID) && r.guards[b.ProducerID] != req.VerifyGuard {
 		// The transaction the coordinator vouched for ended meanwhile: a
 		// late batch must not open a transaction no marker will end.

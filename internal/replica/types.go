@@ -128,6 +128,12 @@ type Batch struct {
 	Control          bool
 	Aborted          bool
 	CoordinatorEpoch int32
+	// BumpedEpoch marks a marker of a transaction version 2 end, whose
+	// producer epoch is above its transaction's data (the coordinator
+	// bumps it at every end, KIP-890 part 2): a marker whose epoch is not
+	// above the epoch of the transaction open here is a late one of an
+	// earlier transaction and is refused (INVALID_PRODUCER_EPOCH).
+	BumpedEpoch bool
 	// Data is the driver's payload (a Kafka v2 batch, or the simulator's
 	// record values). It is carried, never inspected or copied.
 	Data []byte

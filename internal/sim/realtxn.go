@@ -194,7 +194,7 @@ func (w *realWorld) sendMarker(topic string, coordEpoch int32, stale bool) {
 	}
 	w.tracef("txn %d marker commit=%v coordinator epoch %d to %s-0 on %d", tx.n, tx.commit, coordEpoch, topic, leader)
 	w.txnPending = append(w.txnPending, pendingTxn{broker: leader, topic: topic, marker: true, stale: stale, epoch: coordEpoch, n: tx.n,
-		ch: p.WriteMarker(data, w.clk.Now().Add(realProduceDeadline))})
+		ch: p.WriteMarker(data, w.clk.Now().Add(realProduceDeadline), false)})
 }
 
 // txnDone applies an answer to a transactional produce or marker; code -1

@@ -96,7 +96,7 @@ func (q *markerQueues) run(node int32) {
 // sendBatch sends one request with the markers of batch still wanted.
 func (q *markerQueues) sendBatch(node int32, batch []*queuedMarker) {
 	req := kmsg.NewPtrWriteTxnMarkersRequest()
-	req.Version = 1
+	req.Version = 2
 	var live []*queuedMarker
 	for _, qm := range batch {
 		if qm.ctx.Err() == nil {

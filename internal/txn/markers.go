@@ -65,12 +65,13 @@ const markerTimeout = 30 * time.Second
 func (c *Coordinator) startMarkers(s *shard, m *Metadata) {
 	commit := m.State == PrepareCommit
 	pid, epoch := m.ProducerID, m.Epoch
+	tv := m.TxnVersion
 	parts := SortedPartitions(m.Partitions)
 	coordEpoch := s.epoch
 	c.work.Add(1)
 	go func() {
 		defer c.work.Done()
-		if !c.sendMarkers(s, commit, pid, epoch, coordEpoch, parts) {
+		if !c.sendMarkers(s, commit, pid, epoch, coordEpoch, tv, parts) {
 			return
 		}
 		s.mu.Lock()
@@ -126,7 +127,7 @@ func (c *Coordinator) sleep(s *shard, d time.Duration) bool {
 // sendMarkers writes the marker to every partition, retrying until each
 // is done. It returns false when s was resigned or the markers were
 // fenced.
-func (c *Coordinator) sendMarkers(s *shard, commit bool, pid int64, epoch int16, coordEpoch int32, parts []Partition) bool {
+func (c *Coordinator) sendMarkers(s *shard, commit bool, pid int64, epoch int16, coordEpoch int32, tv int16, parts []Partition) bool {
 	pending := make(map[Partition]struct{}, len(parts))
 	for _, p := range parts {
 		pending[p] = struct{}{}
@@ -158,7 +159,7 @@ func (c *Coordinator) sendMarkers(s *shard, commit bool, pid int64, epoch int16,
 		answers := make(chan answer, len(byNode))
 		for node, ps := range byNode {
 			go func() {
-				codes, err := c.sendTo(s, node, commit, pid, epoch, coordEpoch, ps)
+				codes, err := c.sendTo(s, node, commit, pid, epoch, coordEpoch, tv, ps)
 				answers <- answer{ps, codes, err}
 			}()
 		}
@@ -207,9 +208,10 @@ func (c *Coordinator) sendMarkers(s *shard, commit bool, pid int64, epoch int16,
 // sendTo sends the marker for ps to node (batched with other
 // transactions' markers for it) and returns the error code of each
 // partition.
-func (c *Coordinator) sendTo(s *shard, node int32, commit bool, pid int64, epoch int16, coordEpoch int32, ps []Partition) (map[Partition]int16, error) {
+func (c *Coordinator) sendTo(s *shard, node int32, commit bool, pid int64, epoch int16, coordEpoch int32, tv int16, ps []Partition) (map[Partition]int16, error) {
 	mk := kmsg.NewWriteTxnMarkersRequestMarker()
 	mk.ProducerID, mk.ProducerEpoch, mk.Committed, mk.CoordinatorEpoch = pid, epoch, commit, coordEpoch
+	mk.TransactionVersion = int8(tv) // v2: the partition then refuses a late marker (27_write_txn_markers.go)
 	sorted := make(map[Partition]struct{}, len(ps))
 	for _, p := range ps {
 		sorted[p] = struct{}{}
