@@ -89,6 +89,7 @@ func newPartition(b *Broker, tp TP, log *storage.Log, minISR int) *Partition {
 		ProducerIDExpirationMs:      b.cfg.Int("producer.id.expiration.ms", 86400000),
 		ProducerIDExpirationCheckMs: b.cfg.Int("producer.id.expiration.check.interval.ms", 600000),
 		DropQueuedProposal:          b.knobs.DropQueuedISR,
+		AcceptLateMarkers:           b.knobs.AcceptLateMarkers,
 	}, replica.LogState{
 		LogStart:  log.LogStartOffset(),
 		LEO:       log.LogEndOffset(),

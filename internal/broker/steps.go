@@ -35,6 +35,9 @@ type Knobs struct {
 	// restarted after seeing a marker, then truncated it, kept the
 	// transaction closed and served its aborted records as stable).
 	KeepMachineProducers bool
+	// AcceptLateMarkers lets a late transaction version 2 marker end the
+	// producer's next transaction (replica.Config.AcceptLateMarkers).
+	AcceptLateMarkers bool
 }
 
 // StepTick is one round of the tick loop.

@@ -43,7 +43,7 @@ func (r *Replica) Append(req ProduceRequest) {
 			fail(ErrInvalidProducerEpoch)
 			return
 		}
-		if e := r.producers.Get(b.ProducerID); b.BumpedEpoch && e != nil && r.openTxn(b.ProducerID) && e.Epoch >= b.ProducerEpoch {
+		if e := r.producers.Get(b.ProducerID); b.BumpedEpoch && !r.cfg.AcceptLateMarkers && e != nil && r.openTxn(b.ProducerID) && e.Epoch >= b.ProducerEpoch {
 			// The open transaction began at this marker's epoch: it is
 			// the next one; this marker ended an earlier one and came late.
 			fail(ErrInvalidProducerEpoch)

@@ -92,6 +92,10 @@ type Config struct {
 	// only (broker.Knobs.DropQueuedISR): a proposal made while another is
 	// with the controller is dropped instead of sent after it.
 	DropQueuedProposal bool
+	// AcceptLateMarkers puts back the missing check of a late
+	// transaction version 2 marker (Batch.BumpedEpoch), for the
+	// simulator's tests only (broker.Knobs.AcceptLateMarkers).
+	AcceptLateMarkers bool
 }
 
 // LogState is the recovered state of the local log that New starts from.

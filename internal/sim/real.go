@@ -59,7 +59,7 @@ type RealStats struct {
 	Crashes, Restarts, Fences, Cuts, ISRChanges, Produced, Acked, Failed int
 	// Transactions (realtxn.go): completed by commit or abort, and
 	// coordinator failovers.
-	TxnCommitted, TxnAborted, TxnFailovers int
+	TxnCommitted, TxnAborted, TxnFailovers, TxnLateMarkers int
 }
 
 // add adds o's counts to s.
@@ -75,6 +75,7 @@ func (s *RealStats) add(o RealStats) {
 	s.TxnCommitted += o.TxnCommitted
 	s.TxnAborted += o.TxnAborted
 	s.TxnFailovers += o.TxnFailovers
+	s.TxnLateMarkers += o.TxnLateMarkers
 }
 
 // RealResult is the outcome of RunReal.
@@ -205,6 +206,7 @@ func RunReal(opts RealOptions) *RealResult {
 		conns: map[[2]int32]*protocol.Local{}, acked: map[string][]ackedRec{}, idem: map[string]*idemProducer{},
 		consumed: map[string]map[int64]string{}, next: map[string]int64{}, nextRC: map[string]int64{}, txn: newSimTxn()}
 	w.ctrl = newRctl(w)
+	w.txn.tv2 = opts.Seed%2 == 0
 	w.setup()
 	for i := 0; i < opts.Steps && w.failed == ""; i++ {
 		w.step(true)
@@ -421,6 +423,12 @@ func (w *realWorld) step(nemesis bool) {
 	}
 	w.collect()
 	w.collectTxn()
+	if w.chance(0.3) {
+		// Transactions need several steps each (produce, decide,
+		// markers): they move on most steps, not only on their own.
+		w.txnStep(true)
+		w.collectTxn()
+	}
 	w.checkHW()
 }
 

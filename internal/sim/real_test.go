@@ -83,6 +83,7 @@ func TestRealOldBugsAreCaught(t *testing.T) {
 		{"ISR proposal made while one is in flight dropped (1cf2b54)", sbroker.Knobs{DropQueuedISR: true}, []string{"after settling"}},
 		{"restarting broker acts on replayed metadata (3369e98)", sbroker.Knobs{ActOnReplayedMetadata: true}, []string{"both lead", "acknowledged", "a consumer read"}},
 		{"machine keeps its producer state after a truncation", sbroker.Knobs{KeepMachineProducers: true}, []string{"open transactions", "read_committed"}},
+		{"a late transaction version 2 marker is accepted", sbroker.Knobs{AcceptLateMarkers: true}, []string{"read_committed", "missing from a read_committed"}},
 	} {
 		t.Run(b.name, func(t *testing.T) {
 			for seed := uint64(1); seed <= 1000; seed++ {

@@ -63,6 +63,31 @@ type simTxn struct {
 	sent       map[string]bool // topics with a marker in flight
 	// decided maps every decided transaction's values to its outcome.
 	decided map[string]bool
+	// tv2: transaction version 2 (even seeds): the epoch goes up at every
+	// end and the markers carry the bumped one (KIP-890 part 2). late is
+	// the previous transaction's marker, sent once more while the next
+	// transaction writes (a request held somewhere and delivered late):
+	// the partition must refuse it, or the checks find what it ended.
+	tv2  bool
+	late *lateMarker
+}
+
+// lateMarker is a transaction's marker, to be delivered late.
+type lateMarker struct {
+	n          int
+	topics     []string
+	commit     bool
+	epoch      int16
+	coordEpoch int32
+}
+
+// markerEpoch is the producer epoch the current transaction's markers
+// carry.
+func (tx *simTxn) markerEpoch() int16 {
+	if tx.tv2 {
+		return tx.epoch + 1
+	}
+	return tx.epoch
 }
 
 type pendingTxn struct {
@@ -70,6 +95,7 @@ type pendingTxn struct {
 	topic  string
 	marker bool
 	stale  bool  // a marker of an older coordinator epoch
+	late   bool  // a marker of the previous transaction, delivered late
 	epoch  int32 // the marker's coordinator epoch
 	n      int   // the transaction it belongs to
 	ch     <-chan replica.ProduceResult
@@ -124,7 +150,9 @@ func (w *realWorld) txnStep(start bool) {
 				ch: p.Produce(data, h, -1, w.clk.Now().Add(realProduceDeadline))})
 		}
 		w.tracef("txn %d (epoch %d) writes %v", tx.n, tx.epoch, tx.values)
+		w.maybeLateMarker()
 	case txnProducing:
+		w.maybeLateMarker()
 		if tx.inflight > 0 {
 			return
 		}
@@ -163,9 +191,13 @@ func (w *realWorld) txnStep(start bool) {
 			} else {
 				w.stats.TxnAborted++
 			}
-			if tx.doubtful {
+			if tx.tv2 {
+				tx.late = &lateMarker{n: tx.n, topics: sortedKeys(tx.todoAll()), commit: tx.commit, epoch: tx.markerEpoch(), coordEpoch: tx.coordEpoch}
+			}
+			if tx.doubtful || tx.tv2 {
 				// A producer that saw an error starts over with a bumped
-				// epoch (KIP-360): sequences restart at 0.
+				// epoch (KIP-360), and transaction version 2 bumps it at
+				// every end: sequences restart at 0.
 				tx.epoch++
 				clear(tx.seq)
 			}
@@ -181,6 +213,27 @@ func (w *realWorld) txnStep(start bool) {
 	}
 }
 
+// maybeLateMarker delivers the previous transaction's marker once more,
+// now that the next one writes (transaction version 2).
+func (w *realWorld) maybeLateMarker() {
+	tx := w.txn
+	l := tx.late
+	if l == nil || !w.chance(0.5) {
+		return
+	}
+	tx.late = nil
+	topic := l.topics[w.rng.IntN(len(l.topics))]
+	leader, p := w.txnLeader(topic)
+	if p == nil {
+		return
+	}
+	data := batch.EncodeMarker(realTxnPID, l.epoch, batch.Marker{Commit: l.commit, CoordinatorEpoch: l.coordEpoch}, w.clk.Now().UnixMilli())
+	w.stats.TxnLateMarkers++
+	w.tracef("txn %d's marker (epoch %d) delivered late to %s-0 on %d", l.n, l.epoch, topic, leader)
+	w.txnPending = append(w.txnPending, pendingTxn{broker: leader, topic: topic, marker: true, late: true, n: l.n,
+		ch: p.WriteMarker(data, w.clk.Now().Add(realProduceDeadline), true)})
+}
+
 // sendMarker writes the current transaction's marker to topic's leader.
 func (w *realWorld) sendMarker(topic string, coordEpoch int32, stale bool) {
 	tx := w.txn
@@ -188,13 +241,13 @@ func (w *realWorld) sendMarker(topic string, coordEpoch int32, stale bool) {
 	if p == nil {
 		return
 	}
-	data := batch.EncodeMarker(realTxnPID, tx.epoch, batch.Marker{Commit: tx.commit, CoordinatorEpoch: coordEpoch}, w.clk.Now().UnixMilli())
+	data := batch.EncodeMarker(realTxnPID, tx.markerEpoch(), batch.Marker{Commit: tx.commit, CoordinatorEpoch: coordEpoch}, w.clk.Now().UnixMilli())
 	if !stale {
 		tx.sent[topic] = true
 	}
 	w.tracef("txn %d marker commit=%v coordinator epoch %d to %s-0 on %d", tx.n, tx.commit, coordEpoch, topic, leader)
 	w.txnPending = append(w.txnPending, pendingTxn{broker: leader, topic: topic, marker: true, stale: stale, epoch: coordEpoch, n: tx.n,
-		ch: p.WriteMarker(data, w.clk.Now().Add(realProduceDeadline), false)})
+		ch: p.WriteMarker(data, w.clk.Now().Add(realProduceDeadline), tx.tv2)})
 }
 
 // txnDone applies an answer to a transactional produce or marker; code -1
@@ -202,6 +255,9 @@ func (w *realWorld) sendMarker(topic string, coordEpoch int32, stale bool) {
 func (w *realWorld) txnDone(pt pendingTxn, code int16) {
 	tx := w.txn
 	switch {
+	case pt.late:
+		// Refused, or harmless where the next transaction had nothing
+		// open yet: the read checks decide.
 	case pt.stale:
 		if code == 0 {
 			w.fail("a marker of stale coordinator epoch %d was accepted on %s-0", tx.coordEpoch-1, pt.topic)
@@ -391,6 +447,15 @@ func (w *realWorld) checkTxnsSettled() {
 			}
 		}
 	}
+}
+
+// todoAll is the set of topics the current transaction wrote to.
+func (tx *simTxn) todoAll() map[string]bool {
+	out := map[string]bool{}
+	for t := range tx.values {
+		out[t] = true
+	}
+	return out
 }
 
 func sortedKeys(m map[string]bool) []string {
