@@ -3,9 +3,12 @@ package handler_test
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-io/sluice/internal/metrics"
 )
@@ -104,5 +107,53 @@ func TestTransactionVersion2BackToBack(t *testing.T) {
 		if k != 1 {
 			t.Fatalf("%s read %d times", v, k)
 		}
+	}
+}
+
+// TestEmptyAbortVersion2: under transaction version 2 an EndTxn abort of
+// a transaction with nothing in it succeeds and bumps the epoch (Kafka 4;
+// franz-go aborts whenever it is unsure whether anything was produced);
+// its retry at the old epoch is answered the same; an empty commit is
+// still INVALID_TXN_STATE.
+func TestEmptyAbortVersion2(t *testing.T) {
+	n := startNode(t, "", txnProps)
+	cl := n.client()
+	id := "tx-empty-abort"
+	ip := kmsg.NewPtrInitProducerIDRequest()
+	ip.TransactionalID, ip.TransactionTimeoutMillis = &id, 60000
+	var pid int64
+	var epoch int16
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		r := request[*kmsg.InitProducerIDResponse](t, cl, ip)
+		if r.ErrorCode == 0 {
+			pid, epoch = r.ProducerID, r.ProducerEpoch
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(kerr.ErrorForCode(r.ErrorCode))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	end := func(e int16, commit bool) *kmsg.EndTxnResponse {
+		req := kmsg.NewPtrEndTxnRequest()
+		req.Version = 5
+		req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = id, pid, e, commit
+		return request[*kmsg.EndTxnResponse](t, cl, req)
+	}
+	r := end(epoch, false)
+	if r.ErrorCode != 0 || r.ProducerEpoch != epoch+1 {
+		t.Fatalf("empty abort: %v, epoch %d (want %d)", kerr.ErrorForCode(r.ErrorCode), r.ProducerEpoch, epoch+1)
+	}
+	// The retry, once the abort completed (CONCURRENT_TRANSACTIONS while
+	// it does).
+	for r = end(epoch, false); r.ErrorCode == kerr.ConcurrentTransactions.Code && time.Now().Before(deadline); r = end(epoch, false) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if r.ErrorCode != 0 || r.ProducerEpoch != epoch+1 {
+		t.Fatalf("its retry: %v, epoch %d", kerr.ErrorForCode(r.ErrorCode), r.ProducerEpoch)
+	}
+	if r := end(epoch+1, true); r.ErrorCode != kerr.InvalidTxnState.Code {
+		t.Fatalf("empty commit: %v, want INVALID_TXN_STATE", kerr.ErrorForCode(r.ErrorCode))
 	}
 }

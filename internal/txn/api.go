@@ -388,24 +388,30 @@ func (c *Coordinator) endLocked(s *shard, m *Metadata, pid int64, epoch int16, c
 		}
 		return ready(EndResult{ProducerID: -1, Epoch: -1})
 	}
-	switch m.State {
-	case Ongoing:
-	case CompleteCommit:
+	emptyAbort := tv >= 2 && !retry && !commit && (m.State == Empty || m.State == CompleteCommit || m.State == CompleteAbort)
+	switch {
+	case emptyAbort:
+		// Transaction version 2 (Kafka 4): aborting a transaction with
+		// nothing in it succeeds and bumps the epoch, like any end; no
+		// marker is written. Clients rely on it (franz-go aborts when
+		// unsure whether anything was produced).
+	case m.State == Ongoing:
+	case m.State == CompleteCommit:
 		if commit {
 			return done()
 		}
 		return endErr(kerr.InvalidTxnState)
-	case CompleteAbort:
+	case m.State == CompleteAbort:
 		if !commit {
 			return done()
 		}
 		return endErr(kerr.InvalidTxnState)
-	case PrepareCommit:
+	case m.State == PrepareCommit:
 		if commit {
 			return endErr(kerr.ConcurrentTransactions)
 		}
 		return endErr(kerr.InvalidTxnState)
-	case PrepareAbort:
+	case m.State == PrepareAbort:
 		if !commit {
 			return endErr(kerr.ConcurrentTransactions)
 		}

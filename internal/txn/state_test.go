@@ -23,12 +23,14 @@ func mustPrepare(tr *Transit, err error) *Transit {
 }
 
 func TestStateValidTransitions(t *testing.T) {
-	// Kafka's TransactionState.validPreviousStates, in full.
+	// Kafka 4's TransactionState.validPreviousStates, in full (an empty
+	// abort under transaction version 2 enters PrepareAbort from Empty
+	// and the Complete states).
 	want := map[State][]State{
 		Empty:             {Empty, CompleteCommit, CompleteAbort},
 		Ongoing:           {Ongoing, Empty, CompleteCommit, CompleteAbort},
 		PrepareCommit:     {Ongoing},
-		PrepareAbort:      {Ongoing, PrepareEpochFence},
+		PrepareAbort:      {Ongoing, PrepareEpochFence, Empty, CompleteCommit, CompleteAbort},
 		CompleteCommit:    {PrepareCommit},
 		CompleteAbort:     {PrepareAbort},
 		Dead:              {Empty, CompleteAbort, CompleteCommit},
