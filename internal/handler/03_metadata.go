@@ -16,7 +16,9 @@ package handler
 // every topic holds only those the principal may DESCRIBE; a topic named
 // without DESCRIBE is TOPIC_AUTHORIZATION_FAILED (UNKNOWN_TOPIC_ID when
 // named by id, revealing nothing); auto-creation needs CREATE on the
-// cluster or the topic, else TOPIC_AUTHORIZATION_FAILED.
+// cluster or the topic, else TOPIC_AUTHORIZATION_FAILED. v8+ reports the
+// topics' and the cluster's authorized operations when asked (KIP-430,
+// authorized_ops.go).
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -87,6 +89,7 @@ func (h *Handlers) metadata(r *protocol.Request) protocol.Reply {
 			}
 			resp.Topics = append(resp.Topics, topicMetadata(img, img.Topics[name], r.Conn.Listener()))
 		}
+		h.metadataAuthorizedOps(r, req, resp)
 		return protocol.Reply{Resp: resp}
 	}
 	for _, rt := range req.Topics {
@@ -127,6 +130,7 @@ func (h *Handlers) metadata(r *protocol.Request) protocol.Reply {
 		}
 		resp.Topics = append(resp.Topics, topicMetadata(img, t, r.Conn.Listener()))
 	}
+	h.metadataAuthorizedOps(r, req, resp)
 	return protocol.Reply{Resp: resp}
 }
 
@@ -163,4 +167,19 @@ func topicMetadata(img *metadata.Image, t *metadata.Topic, listener string) kmsg
 		mt.Partitions = append(mt.Partitions, mp)
 	}
 	return mt
+}
+
+// metadataAuthorizedOps fills the authorized operations Metadata v8+ asks
+// for (KIP-430): each listed topic's, and the cluster's (v8-10).
+func (h *Handlers) metadataAuthorizedOps(r *protocol.Request, req *kmsg.MetadataRequest, resp *kmsg.MetadataResponse) {
+	if req.IncludeTopicAuthorizedOperations {
+		for i := range resp.Topics {
+			if t := resp.Topics[i].Topic; t != nil && resp.Topics[i].ErrorCode == 0 {
+				resp.Topics[i].AuthorizedOperations = h.authorizedOps(r, acl.ResourceTopic, *t, topicOps)
+			}
+		}
+	}
+	if req.IncludeClusterAuthorizedOperations {
+		resp.AuthorizedOperations = h.authorizedOps(r, acl.ResourceCluster, acl.ClusterName, clusterOps)
+	}
 }

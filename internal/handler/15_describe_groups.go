@@ -5,16 +5,33 @@ package handler
 // State, protocol type, and members (with instance ids, v4+). Member
 // metadata, assignments and the protocol name are filled only for a Stable
 // group, as in Kafka. An unknown group is reported in state Dead with no
-// error. AuthorizedOperations is not computed; with an authorizer a group
-// the principal may not DESCRIBE is GROUP_AUTHORIZATION_FAILED
-// (groups_authz.go).
+// error. With an authorizer a group the principal may not DESCRIBE is
+// GROUP_AUTHORIZATION_FAILED (groups_authz.go). v3+ reports each group's
+// authorized operations when asked (KIP-430, authorized_ops.go).
 
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-io/sluice/internal/acl"
 	"github.com/sluice-io/sluice/internal/protocol"
 )
 
 func (g *groupAPI) describeGroups(r *protocol.Request) protocol.Reply {
-	return protocol.Reply{Resp: g.c.DescribeGroups(r.Body.(*kmsg.DescribeGroupsRequest))}
+	req := r.Body.(*kmsg.DescribeGroupsRequest)
+	resp := g.c.DescribeGroups(req)
+	g.groupAuthorizedOps(r, req, resp)
+	return protocol.Reply{Resp: resp}
+}
+
+// groupAuthorizedOps fills the authorized operations DescribeGroups v3+
+// asks for.
+func (g *groupAPI) groupAuthorizedOps(r *protocol.Request, req *kmsg.DescribeGroupsRequest, resp *kmsg.DescribeGroupsResponse) {
+	if !req.IncludeAuthorizedOperations {
+		return
+	}
+	for i := range resp.Groups {
+		if resp.Groups[i].ErrorCode == 0 {
+			resp.Groups[i].AuthorizedOperations = g.h.authorizedOps(r, acl.ResourceGroup, resp.Groups[i].Group, groupOps)
+		}
+	}
 }

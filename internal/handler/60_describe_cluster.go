@@ -3,12 +3,14 @@ package handler
 // DescribeCluster, versions 0-1 (KIP-700): cluster id, controller and the
 // registered brokers, by their endpoints on the listener the request came
 // in on (a broker without it is left out). EndpointType 1 (brokers) is
-// the only one served.
+// the only one served. ClusterAuthorizedOperations when asked (KIP-430,
+// authorized_ops.go).
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-io/sluice/internal/acl"
 	"github.com/sluice-io/sluice/internal/protocol"
 )
 
@@ -32,6 +34,9 @@ func (h *Handlers) describeCluster(r *protocol.Request) protocol.Reply {
 		sb := kmsg.NewDescribeClusterResponseBroker()
 		sb.NodeID, sb.Host, sb.Port = br.ID, host, port
 		resp.Brokers = append(resp.Brokers, sb)
+	}
+	if req.IncludeClusterAuthorizedOperations {
+		resp.ClusterAuthorizedOperations = h.authorizedOps(r, acl.ResourceCluster, acl.ClusterName, clusterOps)
 	}
 	return protocol.Reply{Resp: resp}
 }

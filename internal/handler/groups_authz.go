@@ -220,6 +220,7 @@ func (g *groupAPI) describeGroupsAuthz(r *protocol.Request) protocol.Reply {
 	if len(kept) > 0 {
 		resp = g.c.DescribeGroups(req)
 	}
+	g.groupAuthorizedOps(r, req, resp)
 	for _, name := range refused {
 		rg := kmsg.NewDescribeGroupsResponseGroup()
 		rg.Group, rg.ErrorCode = name, groupDenied
