@@ -338,3 +338,39 @@ func subcommand(group, usage string, args []string, cmds map[string]func([]strin
 	}
 	return fn(args[1:])
 }
+
+// runAdmin is an admin command's common course: parse args with fs (o's
+// flags), check the positional arguments (check may be nil), connect to
+// the cluster, and run fn; the connection and the command's context end
+// with it.
+func runAdmin(fs *flag.FlagSet, o *adminOpts, args []string, check func(pos []string) error,
+	fn func(ctx context.Context, adm *kadm.Client, pos []string) error) error {
+	pos, err := o.parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if check != nil {
+		if err := check(pos); err != nil {
+			return err
+		}
+	}
+	ctx, cancel := o.context()
+	defer cancel()
+	cl, adm, err := o.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	return fn(ctx, adm, pos)
+}
+
+// noArgs is runAdmin's check for a command that takes no positional
+// arguments.
+func noArgs(usage, name string) func([]string) error {
+	return func(pos []string) error {
+		if len(pos) != 0 {
+			return usageErrorf(usage, "%s takes no arguments", name)
+		}
+		return nil
+	}
+}

@@ -4,6 +4,7 @@ package main
 // --reset-offsets, --delete) for classic consumer groups, through kadm.
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -43,20 +44,12 @@ func groupCmd(args []string) error {
 
 func groupList(args []string) error {
 	fs, o := newFlags("group list", groupUsage)
-	pos, err := o.parseFlags(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 0 {
-		return usageErrorf(groupUsage, "group list takes no arguments")
-	}
-	ctx, cancel := o.context()
-	defer cancel()
-	cl, adm, err := o.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
+	return runAdmin(fs, o, args, noArgs(groupUsage, "group list"), func(ctx context.Context, adm *kadm.Client, _ []string) error {
+		return groupListRun(ctx, adm, o)
+	})
+}
+
+func groupListRun(ctx context.Context, adm *kadm.Client, o *adminOpts) error {
 	lgs, err := adm.ListGroups(ctx)
 	if err != nil {
 		return err

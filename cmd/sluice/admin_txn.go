@@ -7,6 +7,8 @@ package main
 // abortTransaction does; it needs CLUSTER_ACTION).
 
 import (
+	"context"
+	"flag"
 	"fmt"
 	"text/tabwriter"
 	"time"
@@ -45,20 +47,12 @@ func txnCmd(args []string) error {
 
 func txnList(args []string) error {
 	fs, o := newFlags("txn list", txnUsage)
-	pos, err := o.parseFlags(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 0 {
-		return usageErrorf(txnUsage, "txn list takes no arguments")
-	}
-	ctx, cancel := o.context()
-	defer cancel()
-	cl, adm, err := o.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
+	return runAdmin(fs, o, args, noArgs(txnUsage, "txn list"), func(ctx context.Context, adm *kadm.Client, _ []string) error {
+		return txnListRun(ctx, adm, o)
+	})
+}
+
+func txnListRun(ctx context.Context, adm *kadm.Client, o *adminOpts) error {
 	lts, err := adm.ListTransactions(ctx, nil, nil)
 	if err != nil {
 		return err
@@ -85,20 +79,18 @@ func txnList(args []string) error {
 
 func txnDescribe(args []string) error {
 	fs, o := newFlags("txn describe", txnUsage)
-	ids, err := o.parseFlags(fs, args)
-	if err != nil {
-		return err
+	needIDs := func(ids []string) error {
+		if len(ids) == 0 {
+			return usageErrorf(txnUsage, "txn describe needs transactional ids")
+		}
+		return nil
 	}
-	if len(ids) == 0 {
-		return usageErrorf(txnUsage, "txn describe needs transactional ids")
-	}
-	ctx, cancel := o.context()
-	defer cancel()
-	cl, adm, err := o.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
+	return runAdmin(fs, o, args, needIDs, func(ctx context.Context, adm *kadm.Client, ids []string) error {
+		return txnDescribeRun(ctx, adm, o, ids)
+	})
+}
+
+func txnDescribeRun(ctx context.Context, adm *kadm.Client, o *adminOpts, ids []string) error {
 	dts, err := adm.DescribeTransactions(ctx, ids...)
 	if err != nil {
 		return err
@@ -161,49 +153,47 @@ type producerRow struct {
 // producerFlags are the flags of txn producers and txn abort.
 type producerFlags struct {
 	topic       string
-	partition   int32 // -1: all
-	startOffset int64 // -1: none given
+	partition   int // -1: all
+	startOffset int64
+	// check is runAdmin's check of the positional arguments and --topic.
+	check func(pos []string) error
 }
 
-// describeProducers lists the producers of --topic (one partition if
-// --partition is given).
-func describeProducers(args []string, name string) ([]producerRow, *adminOpts, producerFlags, error) {
-	var pf producerFlags
+// newProducerFlags registers them on a new flag set for command name.
+func newProducerFlags(name string) (*flag.FlagSet, *adminOpts, *producerFlags) {
 	fs, o := newFlags(name, txnUsage)
-	topic := fs.String("topic", "", "topic")
-	partition := fs.Int("partition", -1, "partition (default: all)")
-	startOffset := fs.Int64("start-offset", -1, "first offset of the transaction to abort")
-	pos, err := o.parseFlags(fs, args)
-	if err != nil {
-		return nil, nil, pf, err
+	pf := &producerFlags{}
+	fs.StringVar(&pf.topic, "topic", "", "topic")
+	fs.IntVar(&pf.partition, "partition", -1, "partition (default: all)")
+	fs.Int64Var(&pf.startOffset, "start-offset", -1, "first offset of the transaction to abort")
+	pf.check = func(pos []string) error {
+		if len(pos) != 0 || pf.topic == "" {
+			return usageErrorf(txnUsage, "%s needs --topic", name)
+		}
+		return nil
 	}
-	if len(pos) != 0 || *topic == "" {
-		return nil, nil, pf, usageErrorf(txnUsage, "%s needs --topic", name)
-	}
-	pf = producerFlags{*topic, int32(*partition), *startOffset}
-	ctx, cancel := o.context()
-	defer cancel()
-	cl, adm, err := o.connect(ctx)
+	return fs, o, pf
+}
+
+// describeProducers lists the producers of pf's topic (one partition if
+// --partition is given).
+func describeProducers(ctx context.Context, adm *kadm.Client, pf *producerFlags) ([]producerRow, error) {
+	td, err := requireTopics(ctx, adm, pf.topic)
 	if err != nil {
-		return nil, nil, pf, err
-	}
-	defer cl.Close()
-	td, err := requireTopics(ctx, adm, *topic)
-	if err != nil {
-		return nil, nil, pf, err
+		return nil, err
 	}
 	set := kadm.TopicsSet{}
-	for p := range td[*topic].Partitions {
-		if *partition < 0 || p == int32(*partition) {
-			set.Add(*topic, p)
+	for p := range td[pf.topic].Partitions {
+		if pf.partition < 0 || p == int32(pf.partition) {
+			set.Add(pf.topic, p)
 		}
 	}
 	if len(set) == 0 {
-		return nil, nil, pf, fmt.Errorf("topic %s has no partition %d", *topic, *partition)
+		return nil, fmt.Errorf("topic %s has no partition %d", pf.topic, pf.partition)
 	}
 	dps, err := adm.DescribeProducers(ctx, set)
 	if err != nil {
-		return nil, nil, pf, err
+		return nil, err
 	}
 	var rows []producerRow
 	var perr error
@@ -211,60 +201,66 @@ func describeProducers(args []string, name string) ([]producerRow, *adminOpts, p
 		if dp.Err != nil && perr == nil {
 			perr = fmt.Errorf("describing the producers of %s-%d: %w", dp.Topic, dp.Partition, dp.Err)
 		}
-	})
-	if perr != nil {
-		return nil, nil, pf, perr
-	}
-	dps.EachPartition(func(dp kadm.DescribedProducersPartition) {
 		for _, p := range dp.ActiveProducers.Sorted() {
 			rows = append(rows, producerRow{dp.Topic, dp.Partition, p.ProducerID, p.ProducerEpoch, p.LastSequence,
 				p.LastTimestamp, p.CoordinatorEpoch, p.CurrentTxnStartOffset})
 		}
 	})
-	return rows, o, pf, nil
+	return rows, perr
 }
 
 func txnProducers(args []string) error {
-	rows, o, _, err := describeProducers(args, "txn producers")
-	if err != nil {
-		return err
-	}
-	out := struct {
-		Producers []producerRow `json:"producers"`
-	}{Producers: append([]producerRow{}, rows...)}
-	return o.emit(out, func(w *tabwriter.Writer) {
-		fmt.Fprintln(w, "TOPIC\tPARTITION\tPRODUCER-ID\tEPOCH\tLAST-SEQUENCE\tLAST-TIMESTAMP\tCOORDINATOR-EPOCH\tTXN-START-OFFSET")
-		for _, r := range out.Producers {
-			fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", r.Topic, r.Partition, r.ProducerID, r.ProducerEpoch,
-				r.LastSequence, r.LastTimestamp, r.CoordinatorEpoch, r.TxnStartOffset)
+	fs, o, pf := newProducerFlags("txn producers")
+	return runAdmin(fs, o, args, pf.check, func(ctx context.Context, adm *kadm.Client, _ []string) error {
+		rows, err := describeProducers(ctx, adm, pf)
+		if err != nil {
+			return err
 		}
+		out := struct {
+			Producers []producerRow `json:"producers"`
+		}{Producers: append([]producerRow{}, rows...)}
+		return o.emit(out, func(w *tabwriter.Writer) {
+			fmt.Fprintln(w, "TOPIC\tPARTITION\tPRODUCER-ID\tEPOCH\tLAST-SEQUENCE\tLAST-TIMESTAMP\tCOORDINATOR-EPOCH\tTXN-START-OFFSET")
+			for _, r := range out.Producers {
+				fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", r.Topic, r.Partition, r.ProducerID, r.ProducerEpoch,
+					r.LastSequence, r.LastTimestamp, r.CoordinatorEpoch, r.TxnStartOffset)
+			}
+		})
 	})
 }
 
 func txnAbort(args []string) error {
-	rows, o, pf, err := describeProducers(args, "txn abort")
+	fs, o, pf := newProducerFlags("txn abort")
+	check := func(pos []string) error {
+		if err := pf.check(pos); err != nil {
+			return err
+		}
+		if pf.partition < 0 || pf.startOffset < 0 {
+			return usageErrorf(txnUsage, "txn abort needs --partition and --start-offset")
+		}
+		return nil
+	}
+	return runAdmin(fs, o, args, check, func(ctx context.Context, adm *kadm.Client, _ []string) error {
+		return txnAbortRun(ctx, adm, o, pf)
+	})
+}
+
+// txnAbortRun finds the producer whose transaction began at
+// --start-offset and writes its ABORT marker, on one connection.
+func txnAbortRun(ctx context.Context, adm *kadm.Client, o *adminOpts, pf *producerFlags) error {
+	rows, err := describeProducers(ctx, adm, pf)
 	if err != nil {
 		return err
 	}
-	if pf.partition < 0 || pf.startOffset < 0 {
-		return usageErrorf(txnUsage, "txn abort needs --partition and --start-offset")
-	}
 	var found *producerRow
 	for i := range rows {
-		if rows[i].Partition == pf.partition && rows[i].TxnStartOffset == pf.startOffset {
+		if rows[i].Partition == int32(pf.partition) && rows[i].TxnStartOffset == pf.startOffset {
 			found = &rows[i]
 		}
 	}
 	if found == nil {
 		return fmt.Errorf("no open transaction begins at offset %d of %s-%d (see sluice txn producers)", pf.startOffset, pf.topic, pf.partition)
 	}
-	ctx, cancel := o.context()
-	defer cancel()
-	cl, adm, err := o.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
 	set := kadm.TopicsSet{}
 	set.Add(found.Topic, found.Partition)
 	resps, err := adm.WriteTxnMarkers(ctx, kadm.TxnMarkers{ProducerID: found.ProducerID, ProducerEpoch: found.ProducerEpoch,
