@@ -2,8 +2,6 @@ package batch
 
 import (
 	"encoding/binary"
-
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Transaction markers are control batches (attributes: transactional and
@@ -67,21 +65,9 @@ func EncodeMarker(pid int64, epoch int16, m Marker, ts int64) []byte {
 	if m.Commit {
 		typ = ControlCommit
 	}
-	r := kmsg.NewRecord()
-	r.Key = binary.BigEndian.AppendUint16(binary.BigEndian.AppendUint16(nil, 0), uint16(typ))
-	r.Value = binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint16(nil, 0), uint32(m.CoordinatorEpoch))
-	r.Length = int32(len(r.AppendTo(nil)) - 1)
-	b := kmsg.NewRecordBatch()
-	b.Magic = 2
-	b.Attributes = attrTransactional | attrControl
-	b.FirstTimestamp, b.MaxTimestamp = ts, ts
-	b.ProducerID, b.ProducerEpoch, b.FirstSequence = pid, epoch, -1
-	b.NumRecords = 1
-	b.Records = r.AppendTo(nil)
-	out := b.AppendTo(nil)
-	binary.BigEndian.PutUint32(out[lengthOffset:], uint32(len(out)-lengthOffset-4))
-	binary.BigEndian.PutUint32(out[crcOffset:], ComputeCRC(out))
-	return out
+	key := binary.BigEndian.AppendUint16(binary.BigEndian.AppendUint16(nil, 0), uint16(typ))
+	value := binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint16(nil, 0), uint32(m.CoordinatorEpoch))
+	return Encode([]KV{{key, value}}, ts, Producer{ID: pid, Epoch: epoch, Attrs: attrTransactional | attrControl})
 }
 
 // baseTimestampOffset is where a v2 batch's base timestamp sits.

@@ -131,39 +131,19 @@ func encodeBatch(recs []record, now time.Time) []byte {
 	return encodeBatchAs(recs, now, -1, -1, 0)
 }
 
-// attrTransactional is the transactional bit of a batch's attributes.
-const attrTransactional = 0x10
-
 // encodeTxnBatch builds the batch of a TxnOffsetCommit: transactional,
 // with the transaction's producer id and epoch and no sequence (the
 // partition checks the epoch only, as for Kafka's coordinator appends).
 func encodeTxnBatch(recs []record, now time.Time, pid int64, epoch int16) []byte {
-	return encodeBatchAs(recs, now, pid, epoch, attrTransactional)
+	return encodeBatchAs(recs, now, pid, epoch, batch.Transactional)
 }
 
 func encodeBatchAs(recs []record, now time.Time, pid int64, epoch int16, attrs int16) []byte {
-	var raw []byte
+	kvs := make([]batch.KV, len(recs))
 	for i, r := range recs {
-		kr := kmsg.NewRecord()
-		kr.OffsetDelta = int32(i)
-		kr.Key, kr.Value = r.key, r.value
-		// Length is written as given: size the body first.
-		kr.Length = int32(len(kr.AppendTo(nil)) - 1)
-		raw = kr.AppendTo(raw)
+		kvs[i] = batch.KV{Key: r.key, Value: r.value}
 	}
-	ts := now.UnixMilli()
-	b := kmsg.NewRecordBatch()
-	b.Magic = 2
-	b.Attributes = attrs
-	b.LastOffsetDelta = int32(len(recs) - 1)
-	b.FirstTimestamp, b.MaxTimestamp = ts, ts
-	b.ProducerID, b.ProducerEpoch, b.FirstSequence = pid, epoch, -1
-	b.NumRecords = int32(len(recs))
-	b.Records = raw
-	out := b.AppendTo(nil)
-	binary.BigEndian.PutUint32(out[8:], uint32(len(out)-12))
-	binary.BigEndian.PutUint32(out[17:], batch.ComputeCRC(out))
-	return out
+	return batch.Encode(kvs, now.UnixMilli(), batch.Producer{ID: pid, Epoch: epoch, Attrs: attrs})
 }
 
 // errBadRecord reports a record of __consumer_offsets that does not parse.

@@ -78,26 +78,11 @@ func txnRecord(id string, t *Transit) record {
 // encodeBatch builds one uncompressed v2 record batch holding recs, as a
 // non-idempotent producer would (the log assigns the offsets).
 func encodeBatch(recs []record, now time.Time) []byte {
-	var raw []byte
+	kvs := make([]batch.KV, len(recs))
 	for i, r := range recs {
-		kr := kmsg.NewRecord()
-		kr.OffsetDelta = int32(i)
-		kr.Key, kr.Value = r.key, r.value
-		kr.Length = int32(len(kr.AppendTo(nil)) - 1)
-		raw = kr.AppendTo(raw)
+		kvs[i] = batch.KV{Key: r.key, Value: r.value}
 	}
-	ts := now.UnixMilli()
-	b := kmsg.NewRecordBatch()
-	b.Magic = 2
-	b.LastOffsetDelta = int32(len(recs) - 1)
-	b.FirstTimestamp, b.MaxTimestamp = ts, ts
-	b.ProducerID, b.ProducerEpoch, b.FirstSequence = -1, -1, -1
-	b.NumRecords = int32(len(recs))
-	b.Records = raw
-	out := b.AppendTo(nil)
-	binary.BigEndian.PutUint32(out[8:], uint32(len(out)-12))
-	binary.BigEndian.PutUint32(out[17:], batch.ComputeCRC(out))
-	return out
+	return batch.Encode(kvs, now.UnixMilli(), batch.NoProducer)
 }
 
 // errBadRecord reports a record of __transaction_state that does not parse.
