@@ -50,6 +50,8 @@ func main() {
 		err = txnCmd(os.Args[2:])
 	case "cluster":
 		err = clusterCmd(os.Args[2:])
+	case "dump-log":
+		err = dumpLogCmd(os.Args[2:])
 	case "version", "--version", "-v":
 		fmt.Println("sluice", buildVersion())
 	case "help", "-h", "--help":
@@ -120,6 +122,7 @@ func usage() {
                [--voters ID@HOST:PORT,...] [--data-dir DIR] [--http HOST:PORT]
                [--config server.properties]
   sluice dev --brokers N [--base-port 9092] [--data-dir DIR] [--config FILE]
+  sluice dump-log --files SEGMENT.log[,...] [--print-data-log] [--offsets FROM-TO]
   sluice version
 
 admin commands (Kafka clients; docs/operations.md):
