@@ -110,8 +110,8 @@ func run() int {
 	fmt.Printf("seed %d: %d nodes, %v, min ISR %d, unclean %v, %s\n", *seed, o.Nodes, o.Duration, o.MinISR, o.Unclean, res.Config.ReplayFlags)
 	fmt.Printf("sends ok=%d fail=%d info=%d, polled=%d, final read=%d, faults=%d\n", res.Stats.OK, res.Stats.Fail, res.Stats.Info, res.Stats.Reads, res.Stats.FinalRead, len(res.Timeline))
 	if ts := res.TxnStats; ts != nil {
-		fmt.Printf("transactions %d: committed %d, aborted %d (%d on purpose, %d after errors), indeterminate %d; %d values\n",
-			ts.Txns, ts.Committed, ts.Aborted, ts.AbortIntended, ts.Aborted-ts.AbortIntended, ts.Info, ts.Values)
+		fmt.Printf("transactions %d: committed %d, aborted %d (%d on purpose, %d after errors), indeterminate %d; %d values; %d reads in transactions (%d write-read dependencies)\n",
+			ts.Txns, ts.Committed, ts.Aborted, ts.AbortIntended, ts.Aborted-ts.AbortIntended, ts.Info, ts.Values, ts.Reads, ts.ReadDeps)
 	}
 	for _, k := range res.Analysis.Kinds() {
 		fmt.Printf("  %-21s %d\n", k, res.Analysis.Counts[k])

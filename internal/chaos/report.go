@@ -263,8 +263,8 @@ func writeHTML(path string, r *Result) error {
 	fmt.Fprintf(&sb, "<p>Sends: %d (ok %d, fail %d, indeterminate %d); records polled by consumers: %d; final read: %d records. Kafka plane proxied: %v.</p>\n",
 		r.Stats.Sends, r.Stats.OK, r.Stats.Fail, r.Stats.Info, r.Stats.Reads, r.Stats.FinalRead, r.KafkaPlaneProxied)
 	if ts := r.TxnStats; ts != nil {
-		fmt.Fprintf(&sb, "<p>Transactional workload (read_committed; sends above are the transactions' values): %d transactions, %d committed, %d aborted (%d on purpose, %d after a produce or commit error), %d indeterminate.</p>\n",
-			ts.Txns, ts.Committed, ts.Aborted, ts.AbortIntended, ts.Aborted-ts.AbortIntended, ts.Info)
+		fmt.Fprintf(&sb, "<p>Transactional workload (read_committed; sends above are the transactions' values): %d transactions, %d committed, %d aborted (%d on purpose, %d after a produce or commit error), %d indeterminate; %d values read inside transactions, %d write-read dependencies between them (checked for G1c).</p>\n",
+			ts.Txns, ts.Committed, ts.Aborted, ts.AbortIntended, ts.Aborted-ts.AbortIntended, ts.Info, ts.Reads, ts.ReadDeps)
 	}
 	if len(r.Notes)+len(r.Crashes) > 0 {
 		sb.WriteString("<ul>")

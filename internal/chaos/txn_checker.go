@@ -38,11 +38,17 @@ const (
 	// complete final read (Jepsen's "lost write with the rest of its
 	// transaction read").
 	AnomTornTxn = "torn-txn"
+	// AnomG1c: circular information flow (Adya's G1c, Jepsen's check
+	// over write-read dependencies): a cycle of committed or
+	// indeterminate transactions, each reading a value the previous one
+	// wrote. read_committed forbids it: a transaction reads only what
+	// committed before its read, and commits after it.
+	AnomG1c = "G1c"
 )
 
 // TxnAnomalyNames lists the anomalies of the transactional workload in
 // report order.
-var TxnAnomalyNames = []string{AnomG1a, AnomUncommittedRead, AnomTornTxn, AnomLostWrite, AnomInconsistentOffsets, AnomDuplicate, AnomPollSkip, AnomNonmonotonicPoll, AnomUnseen}
+var TxnAnomalyNames = []string{AnomG1a, AnomG1c, AnomUncommittedRead, AnomTornTxn, AnomLostWrite, AnomInconsistentOffsets, AnomDuplicate, AnomPollSkip, AnomNonmonotonicPoll, AnomUnseen}
 
 // TxnWrite is one record produced inside a transaction.
 type TxnWrite struct {
@@ -54,6 +60,13 @@ type TxnWrite struct {
 	Err    string `json:"err,omitempty"`
 }
 
+// TxnRead is one record a transaction polled before producing.
+type TxnRead struct {
+	Value     string `json:"value"`
+	Partition int32  `json:"partition"`
+	Offset    int64  `json:"offset"`
+}
+
 // Txn is one transaction of the txn workload and its outcome.
 type Txn struct {
 	Producer int `json:"producer"`
@@ -61,7 +74,10 @@ type Txn struct {
 	// values are "<ID>-<i>".
 	ID string `json:"id"`
 	// TxnID is the producer's transactional.id.
-	TxnID  string     `json:"txnId"`
+	TxnID string `json:"txnId"`
+	// Reads are what the transaction polled from its producer's
+	// read_committed consumer before producing.
+	Reads  []TxnRead  `json:"reads,omitempty"`
 	Writes []TxnWrite `json:"writes"`
 	// Intent is what the workload chose before producing: "commit" or
 	// "abort".
@@ -87,13 +103,31 @@ type TxnStats struct {
 	AbortIntended int `json:"abortIntended"`
 	Info          int `json:"info"`
 	Values        int `json:"values"`
+	// Reads counts the values transactions polled; ReadDeps the
+	// write-read dependencies among them (a transaction that is not
+	// TxnFail reading a value of another such one), the edges of the G1c
+	// search.
+	Reads    int `json:"reads"`
+	ReadDeps int `json:"readDeps"`
 }
 
 func txnStats(txns []Txn) TxnStats {
 	var s TxnStats
-	for _, t := range txns {
+	byVal := map[string]*Txn{}
+	for i := range txns {
+		for _, w := range txns[i].Writes {
+			byVal[w.Value] = &txns[i]
+		}
+	}
+	for i, t := range txns {
 		s.Txns++
 		s.Values += len(t.Writes)
+		s.Reads += len(t.Reads)
+		for _, r := range t.Reads {
+			if w := byVal[r.Value]; t.Outcome != TxnFail && w != nil && w != &txns[i] && w.Outcome != TxnFail {
+				s.ReadDeps++
+			}
+		}
 		switch t.Outcome {
 		case TxnOK:
 			s.Committed++
@@ -144,9 +178,10 @@ func txnSends(txns []Txn) []Send {
 //
 // It runs Check over the transactions' values (G1a, lost-write,
 // inconsistent-offsets, duplicate, poll-skip, nonmonotonic-poll, unseen)
-// and adds the transactional checks: uncommitted-read and torn-txn. Write
-// cycles (Jepsen's G0/G1c over ww and wr dependencies) are not checked:
-// the workload's transactions only write, and Kafka orders transactions
+// and adds the transactional checks: uncommitted-read, torn-txn and G1c
+// (cycles of write-read dependencies, txnCycles). Write-write
+// dependencies are left out of the cycle search, as Jepsen's Kafka
+// checker does by default (its ww-deps option): Kafka orders transactions
 // per partition only, so a ww cycle across partitions is allowed.
 func CheckTxn(txns []Txn, reads []Read, fr FinalRead) *Analysis {
 	a := check(txnSends(txns), reads, fr, true)
@@ -171,6 +206,9 @@ func CheckTxn(txns []Txn, reads []Read, fr FinalRead) *Analysis {
 			a.add(AnomUncommittedRead, "%s session %d read %q at p%d@%d at %.3fs, before transaction %s asked to commit (%s)",
 				r.Consumer, r.Session, r.Value, r.Partition, r.Offset, r.AtMs/1000, t.ID, commitAt(t))
 		}
+	}
+	for _, c := range txnCycles(txns, byVal) {
+		a.add(AnomG1c, "%s", c)
 	}
 	for i := range txns {
 		t := &txns[i]

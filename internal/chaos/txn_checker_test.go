@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -122,5 +123,37 @@ func TestCheckTxnTornCommitted(t *testing.T) {
 	fr.Complete[1] = false
 	if a := CheckTxn(txns, withoutRead(reads, "t0-0-1"), fr); a.Counts[AnomLostWrite] != 1 || a.Total() != 1 {
 		t.Fatalf("got %v %v", a.Counts, a.Examples)
+	}
+}
+
+// TestCheckTxnG1c: transactions that read each other's values form a
+// write-read cycle, which read_committed forbids; a chain of reads does
+// not, and neither does a read of an aborted value (that is G1a).
+func TestCheckTxnG1c(t *testing.T) {
+	txns, reads, fr := cleanTxnHistory()
+	// t2-0 read t0-1's value: a chain t0-0 -> t0-1 -> t2-0, no cycle.
+	txns[2].Reads = []TxnRead{{Value: "t0-0-0", Partition: 0, Offset: 0}}
+	txns[4].Reads = []TxnRead{{Value: "t0-1-0", Partition: 0, Offset: 4}, {Value: "t0-0-1", Partition: 1, Offset: 0}}
+	if a := CheckTxn(txns, reads, fr); a.Counts[AnomG1c] != 0 {
+		t.Fatalf("G1c in a chain of reads: %v", a.Examples[AnomG1c])
+	}
+
+	// t0-0 also read t2-0's value: t0-0 -> t2-0 -> t0-0 (and through t0-1).
+	txns[0].Reads = []TxnRead{{Value: "t2-0-0", Partition: 2, Offset: 0}}
+	a := CheckTxn(txns, reads, fr)
+	if a.Counts[AnomG1c] != 1 {
+		t.Fatalf("G1c count %d, want 1: %v", a.Counts[AnomG1c], a.Examples[AnomG1c])
+	}
+	if ex := a.Examples[AnomG1c][0]; !strings.Contains(ex, "cycle of 2 transactions") || !strings.Contains(ex, `t0-0 (ok) read "t2-0-0" of t2-0`) {
+		t.Errorf("G1c example %q", ex)
+	}
+
+	// The aborted t1-0 reading t0-0 and being read by it is no cycle of
+	// committed transactions (the read of t1-0-0 is G1a).
+	txns, reads, fr = cleanTxnHistory()
+	txns[0].Reads = []TxnRead{{Value: "t1-0-0", Partition: 0, Offset: 2}}
+	txns[1].Reads = []TxnRead{{Value: "t0-0-0", Partition: 0, Offset: 0}}
+	if a := CheckTxn(txns, reads, fr); a.Counts[AnomG1c] != 0 {
+		t.Fatalf("G1c through an aborted transaction: %v", a.Examples[AnomG1c])
 	}
 }

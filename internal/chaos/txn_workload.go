@@ -19,8 +19,9 @@ const (
 	// WorkloadQueue is Jepsen's queue: single idempotent sends.
 	WorkloadQueue = "queue"
 	// WorkloadTxn is the transactional queue: each producer runs
-	// transactions of 1-4 sends to random partitions, committed or
-	// aborted at random, read back by read_committed consumers.
+	// transactions that poll its own read_committed consumer and then
+	// make 1-4 sends to random partitions, committed or aborted at
+	// random, read back by read_committed consumers.
 	WorkloadTxn = "txn"
 )
 
@@ -64,8 +65,32 @@ func (w *workload) txnClient(id int) (*kgo.Client, error) {
 	)...)
 }
 
+// txnReadMax and txnReadWait bound the poll at the start of each
+// transaction: at most this many records, waiting at most this long.
+const (
+	txnReadMax  = 32
+	txnReadWait = 20 * time.Millisecond
+)
+
+// txnReader is producer id's read_committed consumer, assigned every
+// partition from its end: each transaction polls what was committed since
+// the previous one, which gives the checker write-read dependencies
+// between transactions (G1c).
+func (w *workload) txnReader() (*kgo.Client, error) {
+	parts := map[int32]kgo.Offset{}
+	for p := range w.o.Partitions {
+		parts[int32(p)] = kgo.NewOffset().AtEnd()
+	}
+	return kgo.NewClient(append(append(w.c.clientOpts(),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{w.topic: parts}),
+		kgo.FetchMaxWait(100*time.Millisecond),
+	), w.readOpts()...)...)
+}
+
 // txnProducer runs transactions one after the other with one
-// transactional.id: BeginTransaction, 1-4 produces to random partitions,
+// transactional.id: BeginTransaction, a short poll of the producer's
+// read_committed consumer (the transaction's reads, as in a
+// consume-transform-produce loop), 1-4 produces to random partitions,
 // then EndTransaction, committing or (txnAbortPercent of the time)
 // aborting. A transaction with a failed produce is aborted, as a real
 // client does, and so is a transaction whose commit failed. When that
@@ -78,9 +103,15 @@ func (w *workload) txnProducer(ctx context.Context, id int, rate float64, wg *sy
 	if err != nil {
 		return err
 	}
+	rd, err := w.txnReader()
+	if err != nil {
+		cl.Close()
+		return err
+	}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
+		defer rd.Close()
 		defer func() {
 			if cl != nil {
 				cl.Close()
@@ -107,7 +138,7 @@ func (w *workload) txnProducer(ctx context.Context, id int, rate float64, wg *sy
 			for i := range parts {
 				parts[i] = int32(rng.IntN(w.o.Partitions))
 			}
-			usable := w.runTxn(cl, &t, parts)
+			usable := w.runTxn(cl, rd, &t, parts)
 			w.h.addTxn(t)
 			if !usable {
 				// The client may be unusable (a failed abort, a
@@ -124,16 +155,17 @@ func (w *workload) txnProducer(ctx context.Context, id int, rate float64, wg *sy
 	return nil
 }
 
-// runTxn runs one transaction of values "<ID>-<i>" to parts and fills in
-// t's writes and outcome. It reports false when the client should be
-// replaced.
-func (w *workload) runTxn(cl *kgo.Client, t *Txn, parts []int32) bool {
+// runTxn runs one transaction: it polls rd, then produces values
+// "<ID>-<i>" to parts, and fills in t's reads, writes and outcome. It
+// reports false when the client should be replaced.
+func (w *workload) runTxn(cl, rd *kgo.Client, t *Txn, parts []int32) bool {
 	t.StartMs = w.h.since()
 	defer func() { t.EndMs = w.h.since() }()
 	if err := cl.BeginTransaction(); err != nil {
 		t.Outcome, t.Err = TxnFail, "begin: "+err.Error()
 		return false
 	}
+	w.txnPoll(rd, t)
 	recs := make([]*kgo.Record, len(parts))
 	for i, p := range parts {
 		v := fmt.Sprintf("%s-%d", t.ID, i)
@@ -189,6 +221,29 @@ func (w *workload) runTxn(cl *kgo.Client, t *Txn, parts []int32) bool {
 		t.Outcome, t.Err = TxnInfo, "commit: "+err.Error()
 	}
 	return w.abort(cl, t)
+}
+
+// txnPoll polls rd for up to txnReadWait and records what it returns as
+// t's reads, and as reads of consumer "x<producer>" for the other checks.
+func (w *workload) txnPoll(rd *kgo.Client, t *Txn) {
+	ctx, cancel := context.WithTimeout(context.Background(), txnReadWait)
+	fs := rd.PollRecords(ctx, txnReadMax)
+	cancel()
+	fs.EachError(func(_ string, _ int32, err error) {
+		if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+			w.h.pollErr(err)
+		}
+	})
+	at := w.h.since()
+	var rs []Read
+	fs.EachRecord(func(r *kgo.Record) {
+		if r.Attrs.IsControl() {
+			return
+		}
+		t.Reads = append(t.Reads, TxnRead{Value: string(r.Value), Partition: r.Partition, Offset: r.Offset})
+		rs = append(rs, Read{Consumer: fmt.Sprintf("x%d", t.Producer), Partition: r.Partition, Offset: r.Offset, Value: string(r.Value), AtMs: at})
+	})
+	w.h.addReads(rs)
 }
 
 // abort ends the client's transaction with an abort (after dropping

@@ -91,8 +91,8 @@ func runTxnShort(t *testing.T, txnVersion int, endTxn bool) {
 	if ts == nil {
 		t.Fatal("no transaction stats")
 	}
-	t.Logf("transactions %d: committed %d, aborted %d (%d on purpose), indeterminate %d; reads %d, final %d",
-		ts.Txns, ts.Committed, ts.Aborted, ts.AbortIntended, ts.Info, res.Stats.Reads, res.Stats.FinalRead)
+	t.Logf("transactions %d: committed %d, aborted %d (%d on purpose), indeterminate %d; reads %d, final %d; %d reads in transactions, %d write-read dependencies",
+		ts.Txns, ts.Committed, ts.Aborted, ts.AbortIntended, ts.Info, res.Stats.Reads, res.Stats.FinalRead, ts.Reads, ts.ReadDeps)
 	for _, e := range res.Timeline {
 		t.Logf("  %6.1fs-%6.1fs %-9s %v %s %s", e.StartMs/1000, e.EndMs/1000, e.Kind, e.Nodes, e.Detail, e.Err)
 	}
@@ -112,6 +112,9 @@ func runTxnShort(t *testing.T, txnVersion int, endTxn bool) {
 	}
 	if !res.Valid {
 		t.Fatalf("run could not check everything: %v; report %s", res.Notes, filepath.Join(out, "report.html"))
+	}
+	if ts.ReadDeps == 0 {
+		t.Fatalf("no transaction read another's value (%d reads): the G1c check saw no dependency; report %s", ts.Reads, filepath.Join(out, "report.html"))
 	}
 	if ts.Committed < 200 || ts.AbortIntended == 0 {
 		t.Fatalf("only %d committed and %d aborted transactions: the workload barely ran; report %s", ts.Committed, ts.AbortIntended, filepath.Join(out, "report.html"))
