@@ -50,7 +50,7 @@ func (h *Handlers) registerTxnAPIs(reg *protocol.Registry) {
 		{Key: 25, MinVersion: 0, MaxVersion: 4, Serve: t.addOffsetsToTxn},
 		{Key: 26, MinVersion: 0, MaxVersion: 5, Serve: t.endTxn},
 		{Key: 65, MinVersion: 0, MaxVersion: 0, Serve: t.describeTransactions},
-		{Key: 66, MinVersion: 0, MaxVersion: 1, Serve: t.listTransactions},
+		{Key: 66, MinVersion: 0, MaxVersion: 2, Serve: t.listTransactions},
 	} {
 		reg.Register(api)
 	}

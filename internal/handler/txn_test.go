@@ -2,13 +2,17 @@ package handler_test
 
 import (
 	"errors"
+	"slices"
 	"sort"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/sluice-io/sluice/internal/protocol"
 	"github.com/sluice-io/sluice/internal/txn"
@@ -443,4 +447,70 @@ func TestTxnDescribeAndList(t *testing.T) {
 	if l := list("Ongoing"); len(l.TransactionStates) != 0 {
 		t.Fatalf("still ongoing: %+v", l)
 	}
+}
+
+// TestListTransactionsPattern: ListTransactions v2's transactional id
+// pattern (KIP-1152) must match the whole id; null or empty lists every
+// id, and a pattern that does not compile is INVALID_REGULAR_EXPRESSION.
+func TestListTransactionsPattern(t *testing.T) {
+	n := startNode(t, "", txnProps)
+	cl := n.client()
+	for _, id := range []string{"orders-1", "orders-2", "payments-1"} {
+		req := kmsg.NewPtrInitProducerIDRequest()
+		req.TransactionalID, req.TransactionTimeoutMillis = kmsg.StringPtr(id), 60000
+		if r := request[*kmsg.InitProducerIDResponse](t, cl, req); r.ErrorCode != 0 {
+			t.Fatalf("init %s: %v", id, kerr.ErrorForCode(r.ErrorCode))
+		}
+	}
+	v1 := kversion.Stable()
+	v1.SetMaxKeyVersion(66, 1)
+	cl1 := n.client(kgo.MaxVersions(v1))
+	list := func(version int16, pattern *string) ([]string, int16) {
+		req := kmsg.NewPtrListTransactionsRequest()
+		req.DurationFilterMillis, req.TransactionalIDPattern = -1, pattern
+		c := cl
+		if version == 1 {
+			c = cl1
+		}
+		r := request[*kmsg.ListTransactionsResponse](t, c, req)
+		var ids []string
+		for _, st := range r.TransactionStates {
+			ids = append(ids, st.TransactionalID)
+		}
+		slices.Sort(ids)
+		return ids, r.ErrorCode
+	}
+	for _, c := range []struct {
+		pattern *string
+		want    []string
+	}{
+		{nil, []string{"orders-1", "orders-2", "payments-1"}},
+		{kmsg.StringPtr(""), []string{"orders-1", "orders-2", "payments-1"}},
+		{kmsg.StringPtr("orders-.*"), []string{"orders-1", "orders-2"}},
+		{kmsg.StringPtr("orders"), nil}, // the whole id must match
+		{kmsg.StringPtr(".*-1"), []string{"orders-1", "payments-1"}},
+		{kmsg.StringPtr("pay|orders-2"), []string{"orders-2"}},
+	} {
+		ids, code := list(2, c.pattern)
+		if code != 0 || !slices.Equal(ids, c.want) {
+			t.Errorf("pattern %v: %v (error %d), want %v", describePattern(c.pattern), ids, code, c.want)
+		}
+	}
+	if ids, code := list(2, kmsg.StringPtr("orders-(")); code != kerr.InvalidRegularExpression.Code || len(ids) != 0 {
+		t.Errorf("bad pattern: %v, error %d", ids, code)
+	}
+	if ids, code := list(2, kmsg.StringPtr(strings.Repeat("a", 40000))); code != kerr.InvalidRegularExpression.Code || len(ids) != 0 {
+		t.Errorf("oversized pattern: %v, error %d", ids, code)
+	}
+	// v1 has no pattern field: the pattern is not sent, every id is listed.
+	if ids, code := list(1, kmsg.StringPtr("orders-.*")); code != 0 || len(ids) != 3 {
+		t.Errorf("v1: %v, error %d", ids, code)
+	}
+}
+
+func describePattern(p *string) string {
+	if p == nil {
+		return "null"
+	}
+	return strconv.Quote(*p)
 }

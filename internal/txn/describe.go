@@ -6,6 +6,7 @@ package txn
 // for tests and tools.
 
 import (
+	"regexp"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -54,6 +55,9 @@ type ListFilter struct {
 	States      map[State]bool
 	ProducerIDs map[int64]bool
 	MinDuration time.Duration
+	// IDPattern, when set, must match the transactional id (the
+	// caller anchors it to match the whole id).
+	IDPattern *regexp.Regexp
 }
 
 // StateByName returns the state named name (Kafka's TransactionState
@@ -100,6 +104,8 @@ func (f ListFilter) selects(m *Metadata, now time.Time) bool {
 	case len(f.ProducerIDs) > 0 && !f.ProducerIDs[m.ProducerID]:
 		return false
 	case len(f.States) > 0 && !f.States[m.State]:
+		return false
+	case f.IDPattern != nil && !f.IDPattern.MatchString(m.ID):
 		return false
 	}
 	if f.MinDuration >= 0 {
