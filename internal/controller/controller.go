@@ -76,6 +76,7 @@ type Node struct {
 
 	// voter only
 	raft     *raft.Raft
+	guard    *guardedTransport // the raft transport, refusing votes while the voter catches up
 	store    *boltStore
 	mux      *mux
 	notifyCh chan bool
@@ -192,7 +193,11 @@ func (n *Node) startRaft() error {
 	hlog := newRaftLogger(n.log)
 	stream := &streamLayer{m: n.mux, addr: raftAddr(n.raftAddr), done: make(chan struct{})}
 	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: stream, MaxPool: 3, Timeout: 5 * time.Second, Logger: hlog})
+	var guard *guardedTransport
 	fail := func(err error) error {
+		if guard != nil {
+			guard.Close()
+		}
 		trans.Close()
 		n.mux.close()
 		if n.store != nil {
@@ -224,17 +229,32 @@ func (n *Node) startRaft() error {
 	if err != nil {
 		return fail(err)
 	}
+	// A voter without its raft state, or whose earlier such start had not
+	// caught up, does not vote until it has (voteguard.go).
+	_, statErr := os.Stat(filepath.Join(dir, rejoinMarker))
+	rejoining := statErr == nil
+	guarded := (!has || rejoining) && len(n.cfg.Voters) > 1
+	if guarded && !rejoining {
+		if err := writeRejoinMarker(dir); err != nil {
+			return fail(err)
+		}
+	}
+	guard = newGuardedTransport(trans, rc.LocalID, guarded)
+	n.guard = guard
+	if guarded {
+		n.log.Info("controller voter starts without voting until it has caught up (no metadata log, or an unfinished rejoin)", "had.state", has)
+	}
 	if !has {
 		var servers []raft.Server
 		for _, v := range n.cfg.Voters {
 			servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(strconv.Itoa(int(v.ID))), Address: raft.ServerAddress(v.Addr)})
 		}
-		err := raft.BootstrapCluster(rc, n.store, n.store, snaps, trans, raft.Configuration{Servers: servers})
+		err := raft.BootstrapCluster(rc, n.store, n.store, snaps, guard, raft.Configuration{Servers: servers})
 		if err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
 			return fail(err)
 		}
 	}
-	n.raft, err = raft.NewRaft(rc, &fsm{st: n.st}, n.store, n.store, snaps, trans)
+	n.raft, err = raft.NewRaft(rc, &fsm{st: n.st}, n.store, n.store, snaps, guard)
 	if err == nil {
 		close(n.raftReady)
 	}
@@ -243,6 +263,10 @@ func (n *Node) startRaft() error {
 	}
 	n.wg.Add(1)
 	go n.leaderLoop()
+	if guarded {
+		n.wg.Add(1)
+		go n.rejoin(dir)
+	}
 	return nil
 }
 
@@ -548,6 +572,13 @@ func (n *Node) serveLocal(ctx context.Context, req rpcRequest) rpcResponse {
 }
 
 func (n *Node) dispatch(ctx context.Context, req rpcRequest) rpcResponse {
+	if req.Op == opProbe && n.voter {
+		body, err := json.Marshal(n.probeState())
+		if err != nil {
+			return errResponse(err)
+		}
+		return rpcResponse{Body: body}
+	}
 	if req.Op == opFetch {
 		var in fetchReq
 		if err := json.Unmarshal(req.Body, &in); err != nil {
