@@ -114,7 +114,10 @@ func (c *Client) Request(ctx context.Context, req kmsg.Request) (kmsg.Response, 
 	} else {
 		c.nc.SetDeadline(time.Now().Add(2 * time.Minute))
 	}
-	stop := context.AfterFunc(ctx, func() { c.nc.SetDeadline(time.Unix(1, 0)) })
+	// The connection, not c.nc: a failed exchange clears c.nc while
+	// this function may already be running on cancellation.
+	nc := c.nc
+	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 	resp, err := c.roundTrip(req)
 	if err != nil {
