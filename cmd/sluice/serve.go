@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -317,9 +318,44 @@ func startController(cfg *config.Broker, logger *slog.Logger) (metadata.Controll
 	// KIP-578's partition limits, enforced by the active controller on
 	// CreateTopics and CreatePartitions (metadata.Local reads them from cfg).
 	lim := metadata.LimitsOf(cfg)
+	serverTLS, clientTLS, err := controllerTLS(cfg, logger)
+	if err != nil {
+		return nil, err
+	}
 	return controller.Start(controller.Config{
 		NodeID: cfg.NodeID, Voters: cfg.Voters, ControllerListen: listen, DataDir: cfg.DataDir,
 		Self: self, Broker: cfg, Logger: logger,
 		MaxBrokerPartitions: lim.MaxBrokerPartitions, MaxPartitions: lim.MaxPartitions,
+		ServerTLS: serverTLS, ClientTLS: clientTLS,
 	})
+}
+
+// controllerTLS builds the controller port's TLS configurations when the
+// CONTROLLER listener is mapped to SSL, from the ssl.* settings
+// (listener.name.controller.ssl.* first): the server side for a voter,
+// the client side (this node's certificate and the trust store) for
+// every node. Without ssl.client.auth=required any TLS client may use
+// the port, which is logged.
+func controllerTLS(cfg *config.Broker, logger *slog.Logger) (server, client *tls.Config, err error) {
+	proto, err := cfg.ControllerProtocol()
+	if err != nil || proto != config.ProtoSSL {
+		return nil, nil, err
+	}
+	const l = config.ControllerListenerName
+	voter := false
+	for _, v := range cfg.Voters {
+		voter = voter || v.ID == cfg.NodeID
+	}
+	if voter {
+		if server, err = security.ServerTLS(cfg, l); err != nil {
+			return nil, nil, err
+		}
+		if server.ClientAuth != tls.RequireAndVerifyClientCert {
+			logger.Warn("the CONTROLLER listener is SSL without ssl.client.auth=required: any TLS client can reach the metadata quorum; set listener.name.controller.ssl.client.auth=required (docs/security.md)")
+		}
+	}
+	if client, err = security.ClientTLS(cfg, l); err != nil {
+		return nil, nil, err
+	}
+	return server, client, nil
 }

@@ -73,6 +73,22 @@ func primaryListener(ls []Listener) int {
 	return 0
 }
 
+// ControllerProtocol returns the security protocol of the CONTROLLER
+// listener (listener.security.protocol.map; PLAINTEXT if unmapped):
+// PLAINTEXT or SSL (TLS, with ssl.client.auth=required for mTLS between
+// voters and the brokers that reach them). SASL on the controller port is
+// an error.
+func (b *Broker) ControllerProtocol() (string, error) {
+	switch p := b.SecurityProtocolMap()[ControllerListenerName]; p {
+	case "", ProtoPlaintext:
+		return ProtoPlaintext, nil
+	case ProtoSSL:
+		return ProtoSSL, nil
+	default:
+		return "", fmt.Errorf("listener.security.protocol.map: CONTROLLER:%s: the controller listener serves PLAINTEXT or SSL (docs/security.md)", p)
+	}
+}
+
 // SecurityProtocolMap returns listener.security.protocol.map (Kafka's
 // default if unset) by upper-cased listener name.
 func (b *Broker) SecurityProtocolMap() map[string]string {
@@ -112,8 +128,8 @@ func (b *Broker) KafkaListeners() ([]Listener, error) {
 	}
 	ls[primaryListener(ls)].Addr = b.Listen
 	protos := b.SecurityProtocolMap()
-	if p := protos[ControllerListenerName]; p != "" && p != ProtoPlaintext {
-		return nil, fmt.Errorf("listener.security.protocol.map: CONTROLLER:%s: the controller listener serves PLAINTEXT only (docs/security.md)", p)
+	if _, err := b.ControllerProtocol(); err != nil {
+		return nil, err
 	}
 	ports := map[string]string{}
 	for i := range ls {

@@ -38,7 +38,7 @@ func TestKafkaListeners(t *testing.T) {
 		{name: "same port", props: map[string]string{"listeners": "PLAINTEXT://:9092,SSL://127.0.0.1:9092"}, err: "same port 9092"},
 		{name: "advertised unknown", props: map[string]string{"listeners": "PLAINTEXT://:9092", "advertised.listeners": "SSL://h:1"}, err: "advertised.listeners: SSL is not a listener"},
 		{name: "inter unknown", props: map[string]string{"listeners": "PLAINTEXT://:9092", "inter.broker.listener.name": "SSL"}, err: "inter.broker.listener.name: SSL is not a listener"},
-		{name: "controller security", props: map[string]string{"listener.security.protocol.map": "CONTROLLER:SSL,PLAINTEXT:PLAINTEXT"}, err: "controller listener serves PLAINTEXT only"},
+		{name: "controller SASL", props: map[string]string{"listener.security.protocol.map": "CONTROLLER:SASL_SSL,PLAINTEXT:PLAINTEXT"}, err: "controller listener serves PLAINTEXT or SSL"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

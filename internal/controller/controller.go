@@ -9,6 +9,7 @@
 package controller
 
 import (
+	"crypto/tls"
 	"context"
 	"encoding/json"
 	"errors"
@@ -48,6 +49,15 @@ type Config struct {
 	Broker *config.Broker
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+
+	// ServerTLS, when set, is the TLS configuration of this voter's
+	// controller port (the CONTROLLER listener mapped to SSL): every
+	// connection, raft's and the controller RPCs', starts with a TLS
+	// handshake; with ClientAuth set to require a certificate, a peer
+	// without one from the trust store gets nothing. ClientTLS is what
+	// this node presents and verifies when it dials a voter (voters and
+	// broker-only nodes); nil dials in plain TCP. docs/security.md.
+	ServerTLS, ClientTLS *tls.Config
 
 	// RaftTimeout is raft's heartbeat and election timeout. Default 1s.
 	RaftTimeout time.Duration
@@ -156,7 +166,7 @@ func Start(cfg Config) (*Node, error) {
 	if !n.voter && cfg.ControllerListen != "" {
 		n.log.Warn("--controller-listen ignored: node is not in --voters")
 	}
-	n.cli = &client{voters: addrs, idle: map[string][]net.Conn{}}
+	n.cli = &client{voters: addrs, idle: map[string][]net.Conn{}, tls: cfg.ClientTLS}
 	if n.voter {
 		if err := n.startRaft(); err != nil {
 			n.cancel()
@@ -189,9 +199,9 @@ func (n *Node) startRaft() error {
 	n.act.init(n)
 	n.wg.Add(1)
 	go n.act.decisionLoop()
-	n.mux = newMux(ln, n.serveConn, n.log)
+	n.mux = newMux(ln, n.serveConn, n.cfg.ServerTLS, n.log)
 	hlog := newRaftLogger(n.log)
-	stream := &streamLayer{m: n.mux, addr: raftAddr(n.raftAddr), done: make(chan struct{})}
+	stream := &streamLayer{m: n.mux, addr: raftAddr(n.raftAddr), tls: n.cfg.ClientTLS, done: make(chan struct{})}
 	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: stream, MaxPool: 3, Timeout: 5 * time.Second, Logger: hlog})
 	var guard *guardedTransport
 	fail := func(err error) error {

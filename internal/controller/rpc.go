@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -18,7 +19,9 @@ import (
 
 // The controller port carries two protocols. The dialer writes one byte
 // first: connRaft for hashicorp/raft's NetworkTransport, connRPC for the
-// controller RPCs (length-prefixed JSON frames).
+// controller RPCs (length-prefixed JSON frames). With TLS (the CONTROLLER
+// listener mapped to SSL) the handshake comes before that byte, so both
+// protocols run inside it.
 const (
 	connRaft byte = 'R'
 	connRPC  byte = 'C'
@@ -39,6 +42,7 @@ const (
 // their first byte.
 type mux struct {
 	ln     net.Listener
+	tls    *tls.Config // nil: plain TCP
 	raftCh chan net.Conn
 	rpc    func(net.Conn)
 	log    *slog.Logger
@@ -50,8 +54,8 @@ type mux struct {
 	wg     sync.WaitGroup
 }
 
-func newMux(ln net.Listener, rpc func(net.Conn), log *slog.Logger) *mux {
-	m := &mux{ln: ln, raftCh: make(chan net.Conn), rpc: rpc, log: log, conns: map[net.Conn]struct{}{}, done: make(chan struct{})}
+func newMux(ln net.Listener, rpc func(net.Conn), tc *tls.Config, log *slog.Logger) *mux {
+	m := &mux{ln: ln, tls: tc, raftCh: make(chan net.Conn), rpc: rpc, log: log, conns: map[net.Conn]struct{}{}, done: make(chan struct{})}
 	m.wg.Add(1)
 	go m.accept()
 	return m
@@ -110,27 +114,37 @@ func (m *mux) accept() {
 	}
 }
 
-func (m *mux) route(c net.Conn) {
+func (m *mux) route(raw net.Conn) {
 	defer m.wg.Done()
+	c := raw
+	raw.SetDeadline(time.Now().Add(handshakeTimeout))
+	if m.tls != nil {
+		tc := tls.Server(raw, m.tls)
+		if err := tc.Handshake(); err != nil {
+			m.log.Warn("controller port: TLS handshake failed", "remote", raw.RemoteAddr(), "err", err)
+			m.untrack(raw)
+			return
+		}
+		c = tc
+	}
 	var b [1]byte
-	c.SetReadDeadline(time.Now().Add(handshakeTimeout))
 	if _, err := io.ReadFull(c, b[:]); err != nil {
-		m.untrack(c)
+		m.untrack(raw)
 		return
 	}
-	c.SetReadDeadline(time.Time{})
+	raw.SetDeadline(time.Time{})
 	switch b[0] {
 	case connRaft:
 		select {
-		case m.raftCh <- c: // raft owns it now; mux.close still closes it
+		case m.raftCh <- c: // raft owns it now; mux.close still closes raw
 		case <-m.done:
-			m.untrack(c)
+			m.untrack(raw)
 		}
 	case connRPC:
 		m.rpc(c)
-		m.untrack(c)
+		m.untrack(raw)
 	default:
-		m.untrack(c)
+		m.untrack(raw)
 	}
 }
 
@@ -156,6 +170,7 @@ func (m *mux) close() {
 type streamLayer struct {
 	m    *mux
 	addr raftAddr
+	tls  *tls.Config // dialing voters; nil: plain TCP
 	once sync.Once
 	done chan struct{}
 }
@@ -190,7 +205,7 @@ func (s *streamLayer) Addr() net.Addr { return s.addr }
 // Dial implements raft.StreamLayer. The connection is tracked by the mux,
 // so that mux.close ends raft's outgoing RPCs too (Node.CloseNow).
 func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	c, err := dialKind(context.Background(), string(address), timeout, connRaft)
+	c, err := dialKind(context.Background(), string(address), timeout, connRaft, s.tls)
 	if err != nil {
 		return nil, err
 	}
@@ -213,18 +228,33 @@ func (c *trackedConn) Close() error {
 	return nil
 }
 
-func dialKind(ctx context.Context, addr string, timeout time.Duration, kind byte) (net.Conn, error) {
+// dialKind connects to a voter's controller port for kind (connRaft or
+// connRPC), over TLS when tc is set (the host of addr is the name its
+// certificate must carry, unless tc verifies the chain only).
+func dialKind(ctx context.Context, addr string, timeout time.Duration, kind byte, tc *tls.Config) (net.Conn, error) {
 	d := net.Dialer{Timeout: timeout}
 	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
 	}
-	c.SetWriteDeadline(time.Now().Add(timeout))
+	c.SetDeadline(time.Now().Add(timeout))
+	if tc != nil {
+		cfg := tc.Clone()
+		if host, _, err := net.SplitHostPort(addr); err == nil && cfg.ServerName == "" {
+			cfg.ServerName = host
+		}
+		t := tls.Client(c, cfg)
+		if err := t.HandshakeContext(ctx); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("controller port %s: TLS handshake: %w", addr, err)
+		}
+		c = t
+	}
 	if _, err := c.Write([]byte{kind}); err != nil {
 		c.Close()
 		return nil, err
 	}
-	c.SetWriteDeadline(time.Time{})
+	c.SetDeadline(time.Time{})
 	return c, nil
 }
 
@@ -314,6 +344,7 @@ func codeErr(code int16, msg string) error {
 // rotating over the voters on NOT_CONTROLLER or connection errors.
 type client struct {
 	voters []string
+	tls    *tls.Config // nil: plain TCP
 	self   string                                                // this voter's address, "" on a broker-only node
 	local  func(ctx context.Context, req rpcRequest) rpcResponse // serves calls to self in-process
 
@@ -461,7 +492,7 @@ func (c *client) conn(ctx context.Context, addr string) (net.Conn, error) {
 		return conn, nil
 	}
 	c.mu.Unlock()
-	return dialKind(ctx, addr, 3*time.Second, connRPC)
+	return dialKind(ctx, addr, 3*time.Second, connRPC, c.tls)
 }
 
 func (c *client) put(addr string, conn net.Conn) {

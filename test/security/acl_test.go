@@ -120,6 +120,36 @@ func TestACLs(t *testing.T) {
 	if resp, err := unreg.RequestWith(c, bob); err != nil || !errors.Is(kerr.ErrorForCode(resp.ErrorCode), kerr.ClusterAuthorizationFailed) {
 		t.Fatalf("bob UnregisterBroker: %v / %+v, want CLUSTER_AUTHORIZATION_FAILED", err, resp)
 	}
+	// Fetching as a follower (a replica id) needs CLUSTER_ACTION: alice,
+	// who may write orders-1, gets TOPIC_AUTHORIZATION_FAILED and no
+	// records (KafkaApis.handleFetchRequest).
+	td, err := adm.ListTopics(c, "orders-1")
+	if err != nil || td["orders-1"].Err != nil {
+		t.Fatalf("orders-1: %v %v", err, td["orders-1"].Err)
+	}
+	freq := kmsg.NewPtrFetchRequest()
+	freq.ReplicaID, freq.ReplicaState.ID, freq.ReplicaState.Epoch = 2, 2, -1
+	freq.MaxBytes = 1 << 20
+	ft := kmsg.NewFetchRequestTopic()
+	ft.Topic, ft.TopicID = "orders-1", td["orders-1"].ID
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.PartitionMaxBytes = 1 << 20
+	ft.Partitions = append(ft.Partitions, fp)
+	freq.Topics = append(freq.Topics, ft)
+	fresp, err := freq.RequestWith(c, alice)
+	if err != nil {
+		t.Fatalf("alice's follower fetch: %v", err)
+	}
+	if len(fresp.Topics) != 1 || len(fresp.Topics[0].Partitions) != 1 {
+		t.Fatalf("alice's follower fetch: %+v", fresp)
+	}
+	for _, ft := range fresp.Topics {
+		for _, fp := range ft.Partitions {
+			if fp.ErrorCode != kerr.TopicAuthorizationFailed.Code || len(fp.RecordBatches) != 0 {
+				t.Fatalf("alice's follower fetch: error %d, %d bytes of records; want TOPIC_AUTHORIZATION_FAILED and none", fp.ErrorCode, len(fp.RecordBatches))
+			}
+		}
+	}
 
 	// A consumer group as alice: refused without READ on the topic, then
 	// consumes once it is granted.
