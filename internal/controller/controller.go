@@ -9,8 +9,8 @@
 package controller
 
 import (
-	"crypto/tls"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"

@@ -344,7 +344,7 @@ func codeErr(code int16, msg string) error {
 // rotating over the voters on NOT_CONTROLLER or connection errors.
 type client struct {
 	voters []string
-	tls    *tls.Config // nil: plain TCP
+	tls    *tls.Config                                           // nil: plain TCP
 	self   string                                                // this voter's address, "" on a broker-only node
 	local  func(ctx context.Context, req rpcRequest) rpcResponse // serves calls to self in-process
 

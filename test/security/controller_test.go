@@ -47,7 +47,7 @@ func TestControllerPortMTLS(t *testing.T) {
 	}
 	props := func(cert, trust string) string {
 		return writeProps(t, map[string]string{
-			"listener.security.protocol.map":            "CONTROLLER:SSL,PLAINTEXT:PLAINTEXT",
+			"listener.security.protocol.map":             "CONTROLLER:SSL,PLAINTEXT:PLAINTEXT",
 			"listener.name.controller.ssl.keystore.type": "PEM", "listener.name.controller.ssl.keystore.location": cert,
 			"listener.name.controller.ssl.truststore.type": "PEM", "listener.name.controller.ssl.truststore.location": trust,
 			"listener.name.controller.ssl.client.auth": "required",
