@@ -29,7 +29,8 @@ import (
 
 // secureCluster is a 3-node cluster with, on every node, a SASL_SSL
 // listener (SCRAM-SHA-512, no client certificate asked) that is also the
-// inter-broker listener, and an SSL listener with ssl.client.auth=required.
+// inter-broker listener, an SSL listener with ssl.client.auth=required,
+// and the controller port over mTLS (CONTROLLER:SSL).
 type secureCluster struct {
 	ca         *testcerts.CA
 	caFile     string
@@ -81,6 +82,8 @@ func startSecureCluster(t *testing.T) *secureCluster {
 			"ssl.truststore.location":                               ca.File,
 			"listener.name.ssl.ssl.client.auth":                     "required",
 			"listener.name.sasl_ssl.ssl.client.auth":                "none",
+			"listener.security.protocol.map":                        "CONTROLLER:SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL",
+			"listener.name.controller.ssl.client.auth":              "required",
 			"offsets.topic.replication.factor":                      "3",
 		})
 		sc.nodes = append(sc.nodes, testproc.Start(t, testproc.Options{NodeID: i + 1, ListenPort: plainP, HTTPPort: httpP, ControllerPort: ctrlP,
