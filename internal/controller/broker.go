@@ -280,11 +280,23 @@ func (n *Node) ControlledShutdown(ctx context.Context) error {
 // polls to the voters (the active controller first).
 func (n *Node) fetchLoop() {
 	defer n.wg.Done()
+	n.fetchImages(func() bool { return true })
+}
+
+// fetchImages long-polls the active controller for newer images while
+// want() holds, checking it again every second while it does not.
+func (n *Node) fetchImages(want func() bool) {
 	for {
 		select {
 		case <-n.closing:
 			return
 		default:
+		}
+		if !want() {
+			if !sleepCtx(n.baseCtx, time.Second) {
+				return
+			}
+			continue
 		}
 		cur := n.st.Image().Offset
 		ctx, cancel := context.WithTimeout(n.baseCtx, 20*time.Second)
@@ -304,7 +316,7 @@ func (n *Node) fetchLoop() {
 			if im.Topics == nil {
 				im.Topics = map[string]*metadata.Topic{}
 			}
-			n.st.publish(im)
+			n.st.publishNewer(im)
 		}
 	}
 }

@@ -78,8 +78,11 @@ type Config struct {
 type Node struct {
 	cfg       Config
 	log       *slog.Logger
-	voter     bool
+	voter     bool // runs raft: listed in --voters, or prospective
 	raftAddr  string
+	// prospective: not in --voters but given a controller listener; it
+	// runs raft unbootstrapped and becomes a voter through AddRaftVoter.
+	prospective bool
 	st        *imageState
 	cli       *client
 	incarnate string
@@ -164,7 +167,11 @@ func Start(cfg Config) (*Node, error) {
 		}
 	}
 	if !n.voter && cfg.ControllerListen != "" {
-		n.log.Warn("--controller-listen ignored: node is not in --voters")
+		// A prospective voter (KIP-853): it runs raft without
+		// bootstrapping and follows the metadata as a broker until
+		// AddRaftVoter makes it a member (voters.go).
+		n.voter, n.raftAddr, n.prospective = true, cfg.ControllerListen, true
+		n.log.Info("not in --voters but has a controller listener: runs raft as a prospective voter, to be added with AddRaftVoter", "addr", cfg.ControllerListen)
 	}
 	n.cli = &client{voters: addrs, idle: map[string][]net.Conn{}, tls: cfg.ClientTLS}
 	if n.voter {
@@ -174,6 +181,10 @@ func Start(cfg Config) (*Node, error) {
 			return nil, err
 		}
 		n.cli.self, n.cli.local = n.raftAddr, n.serveLocal
+		// Outside the raft configuration (not yet added, or removed)
+		// the node follows the metadata as a broker-only node does.
+		n.wg.Add(1)
+		go n.followLoop()
 	} else {
 		n.wg.Add(1)
 		go n.fetchLoop()
@@ -243,7 +254,7 @@ func (n *Node) startRaft() error {
 	// caught up, does not vote until it has (voteguard.go).
 	_, statErr := os.Stat(filepath.Join(dir, rejoinMarker))
 	rejoining := statErr == nil
-	guarded := (!has || rejoining) && len(n.cfg.Voters) > 1
+	guarded := (!has || rejoining) && (len(n.cfg.Voters) > 1 || n.prospective)
 	if guarded && !rejoining {
 		if err := writeRejoinMarker(dir); err != nil {
 			return fail(err)
@@ -254,7 +265,7 @@ func (n *Node) startRaft() error {
 	if guarded {
 		n.log.Info("controller voter starts without voting until it has caught up (no metadata log, or an unfinished rejoin)", "had.state", has)
 	}
-	if !has {
+	if !has && !n.prospective {
 		var servers []raft.Server
 		for _, v := range n.cfg.Voters {
 			servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(strconv.Itoa(int(v.ID))), Address: raft.ServerAddress(v.Addr)})

@@ -268,7 +268,15 @@ func (f *fsm) Apply(l *raft.Log) any {
 		// deterministically but still advance the offset.
 		recs = nil
 	}
-	tx := newTxn(f.st.Image())
+	f.st.applyMu.Lock()
+	defer f.st.applyMu.Unlock()
+	cur := f.st.Image()
+	if int64(l.Index) <= cur.Offset {
+		// Already in an image this node fetched while it was outside
+		// the raft configuration (a voter being added; voters.go).
+		return nil
+	}
+	tx := newTxn(cur)
 	for i := range recs {
 		tx.apply(&recs[i], int64(l.Index))
 	}
@@ -296,6 +304,11 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	if im.Topics == nil {
 		im.Topics = map[string]*metadata.Topic{}
 	}
+	f.st.applyMu.Lock()
+	defer f.st.applyMu.Unlock()
+	if cur := f.st.Image(); cur.Offset > im.Offset {
+		return nil // a fetched image is newer; later entries apply on it
+	}
 	f.st.publish(im)
 	return nil
 }
@@ -318,6 +331,9 @@ func (s *fsmSnapshot) Release() {}
 // imageState holds the node's current image, wakes waiters on change and
 // feeds watchers, in order, from one goroutine.
 type imageState struct {
+	// applyMu orders the writers: the raft FSM and, on a node outside
+	// the raft configuration, the fetched images (publishNewer).
+	applyMu  sync.Mutex
 	mu       sync.Mutex
 	im       *metadata.Image
 	changed  chan struct{} // closed and replaced on every publish
@@ -362,6 +378,16 @@ func (s *imageState) publish(im *metadata.Image) {
 	select {
 	case s.wake <- struct{}{}:
 	default:
+	}
+}
+
+// publishNewer publishes a fetched image if it is newer than the
+// current one.
+func (s *imageState) publishNewer(im *metadata.Image) {
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	if im.Offset > s.Image().Offset {
+		s.publish(im)
 	}
 }
 

@@ -119,6 +119,9 @@ func RegisterWith(reg *protocol.Registry, b *broker.Broker, opts Options) *Handl
 		{Key: 51, MinVersion: 0, MaxVersion: 0, Serve: h.alterUserScramCredentials},
 		{Key: 60, MinVersion: 0, MaxVersion: 1, Serve: h.describeCluster},
 		{Key: 64, MinVersion: 0, MaxVersion: 0, Serve: h.unregisterBroker},
+		{Key: 55, MinVersion: 0, MaxVersion: 2, Serve: h.describeQuorum},
+		{Key: 80, MinVersion: 0, MaxVersion: 1, Serve: h.addRaftVoter},
+		{Key: 81, MinVersion: 0, MaxVersion: 0, Serve: h.removeRaftVoter},
 		{Key: 27, MinVersion: 0, MaxVersion: 2, Serve: h.writeTxnMarkers},
 		{Key: 61, MinVersion: 0, MaxVersion: 0, Serve: h.describeProducers},
 	} {
