@@ -76,16 +76,16 @@ type Config struct {
 // and, on a voter, a raft quorum member that may be the active controller.
 // It implements metadata.Controller.
 type Node struct {
-	cfg       Config
-	log       *slog.Logger
-	voter     bool // runs raft: listed in --voters, or prospective
-	raftAddr  string
+	cfg      Config
+	log      *slog.Logger
+	voter    bool // runs raft: listed in --voters, or prospective
+	raftAddr string
 	// prospective: not in --voters but given a controller listener; it
 	// runs raft unbootstrapped and becomes a voter through AddRaftVoter.
 	prospective bool
-	st        *imageState
-	cli       *client
-	incarnate string
+	st          *imageState
+	cli         *client
+	incarnate   string
 
 	// voter only
 	raft     *raft.Raft
