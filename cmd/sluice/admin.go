@@ -65,6 +65,8 @@ type adminOpts struct {
 	json          bool
 	timeout       time.Duration
 	usage         string
+	// cl is runAdmin's client, for the requests kadm does not wrap.
+	cl *kgo.Client
 }
 
 // newFlags returns a flag set for an admin command with the common flags
@@ -361,6 +363,7 @@ func runAdmin(fs *flag.FlagSet, o *adminOpts, args []string, check func(pos []st
 		return err
 	}
 	defer cl.Close()
+	o.cl = cl
 	return fn(ctx, adm, pos)
 }
 

@@ -50,6 +50,8 @@ func main() {
 		err = txnCmd(os.Args[2:])
 	case "cluster":
 		err = clusterCmd(os.Args[2:])
+	case "quorum":
+		err = quorumCmd(os.Args[2:])
 	case "dump-log":
 		err = dumpLogCmd(os.Args[2:])
 	case "version", "--version", "-v":
@@ -130,6 +132,7 @@ admin commands (Kafka clients; docs/operations.md):
   sluice group list|describe|reset-offsets|delete ...
   sluice config get|set ...
   sluice cluster status|decommission|unregister ...
+  sluice quorum describe|add-controller|remove-controller ...
   sluice produce --topic T [--key-separator SEP] [--acks all|1|0]
   sluice consume --topic T [--from-beginning] [--group G] [--max-messages N] [--print-key]
   sluice elect --topic T [--partition P] [--type preferred|unclean]

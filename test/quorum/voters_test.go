@@ -5,7 +5,9 @@ package quorum
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -153,9 +155,10 @@ func TestAddAndRemoveVoters(t *testing.T) {
 		t.Errorf("the refused node 7 stayed in the configuration: observers %v", o)
 	}
 
-	// Voter 1 leaves and stops; {2,3,4} carry the metadata.
-	if code, msg := removeVoter(t, cl, 1); code != 0 {
-		t.Fatalf("RemoveRaftVoter 1: %v %s", kerr.ErrorForCode(code), msg)
+	// Voter 1 leaves (with the CLI, kafka-metadata-quorum.sh's
+	// remove-controller) and stops; {2,3,4} carry the metadata.
+	if out, err := sluice(t, "quorum", "remove-controller", "--id", "1", "--bootstrap", c.Node(2).Addr()); err != nil {
+		t.Fatalf("sluice quorum remove-controller --id 1: %v\n%s", err, out)
 	}
 	waitVoters(t, cl, []int32{2, 3, 4})
 	c.Node(1).Stop()
@@ -190,4 +193,39 @@ func TestAddAndRemoveVoters(t *testing.T) {
 	}
 	n4.Restart()
 	waitVoters(t, cl, []int32{2, 3, 4})
+	out, err := sluice(t, "quorum", "describe", "--json", "--bootstrap", c.Node(3).Addr())
+	if err != nil {
+		t.Fatalf("sluice quorum describe: %v\n%s", err, out)
+	}
+	var d struct {
+		LeaderID int32 `json:"leader_id"`
+		Members  []struct {
+			ID   int32  `json:"id"`
+			Role string `json:"role"`
+		} `json:"members"`
+	}
+	if err := json.Unmarshal([]byte(out), &d); err != nil {
+		t.Fatalf("sluice quorum describe --json: %v\n%s", err, out)
+	}
+	roles := map[int32]string{}
+	for _, m := range d.Members {
+		roles[m.ID] = m.Role
+	}
+	for _, id := range []int32{2, 3, 4} {
+		if r := roles[id]; r != "Leader" && r != "Follower" {
+			t.Errorf("sluice quorum describe: node %d is %q, want a voter:\n%s", id, r, out)
+		}
+	}
+	if roles[d.LeaderID] != "Leader" {
+		t.Errorf("sluice quorum describe: leader %d listed as %q", d.LeaderID, roles[d.LeaderID])
+	}
+}
+
+// sluice runs the built binary's command (bounded by a minute).
+func sluice(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b, err := exec.CommandContext(ctx, testproc.Build(t), args...).CombinedOutput()
+	return string(b), err
 }
