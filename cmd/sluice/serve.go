@@ -23,6 +23,7 @@ import (
 	"github.com/sluice-io/sluice/internal/handler"
 	"github.com/sluice-io/sluice/internal/logging"
 	"github.com/sluice-io/sluice/internal/metadata"
+	"github.com/sluice-io/sluice/internal/metaprops"
 	"github.com/sluice-io/sluice/internal/protocol"
 	"github.com/sluice-io/sluice/internal/security"
 	"github.com/sluice-io/sluice/internal/status"
@@ -168,6 +169,11 @@ func serve(args []string) error {
 		return err
 	}
 	defer lock.Release()
+	// Whose directory, written by which format (Kafka's meta.properties):
+	// checked before anything else reads it.
+	if _, err := metaprops.Ensure(cfg.DataDir, cfg.NodeID); err != nil {
+		return err
+	}
 	// SLUICE_FAULT_INJECTION=1 wraps the data directory's filesystem with a
 	// switchable disk fault (slow or failing writes and fsyncs), driven
 	// through POST /debug/disk on the --http listener (docs/storage.md).

@@ -1,0 +1,175 @@
+// Package metaprops reads and writes a data directory's meta.properties,
+// as Kafka's MetaProperties / MetaPropertiesEnsemble do: which node the
+// directory belongs to and which on-disk format wrote it, checked at every
+// start before anything else reads the directory, so that a binary never
+// opens data of another node or of a newer format it does not know.
+//
+// The file is Kafka's version 1 form plus one sluice key:
+//
+//	version=1
+//	node.id=3
+//	directory.id=<random, base64 URL-safe, 22 characters>
+//	sluice.data.format=1
+//
+// sluice.data.format is the version of everything sluice writes in the
+// directory (segments, indexes, checkpoints, producer snapshots, the
+// metadata log, ...) taken together: a release that changes one of them
+// in a way an older binary cannot read raises it, and an older binary then
+// refuses the directory with a message instead of misreading it. A
+// directory written before the file existed (format 1) gets one at its
+// next start.
+package metaprops
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// FileName is the file's name in the data directory.
+const FileName = "meta.properties"
+
+// CurrentFormat is the data format this binary writes and the newest it
+// reads.
+const CurrentFormat = 1
+
+// maxBytes bounds the file.
+const maxBytes = 64 << 10
+
+// Props are a directory's meta.properties.
+type Props struct {
+	NodeID      int32
+	DirectoryID string
+	Format      int
+}
+
+// ErrNewerFormat is wrapped by Ensure's error for a directory written by
+// a newer format.
+var ErrNewerFormat = errors.New("data directory written by a newer sluice")
+
+// Ensure checks dir's meta.properties against node id and this binary's
+// format, writing the file (durably) if the directory has none: a new
+// directory, or one written before the file existed (format 1).
+func Ensure(dir string, nodeID int32) (Props, error) {
+	path := filepath.Join(dir, FileName)
+	b, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		if len(b) > maxBytes {
+			return Props{}, fmt.Errorf("%s: %d bytes, more than a meta.properties holds", path, len(b))
+		}
+		p, err := Parse(string(b))
+		if err != nil {
+			return Props{}, fmt.Errorf("%s: %w", path, err)
+		}
+		if p.NodeID != nodeID {
+			return Props{}, fmt.Errorf("%s: the data directory belongs to node %d, and this is node %d: start it with --node-id %d, or give this node its own --data-dir", path, p.NodeID, nodeID, p.NodeID)
+		}
+		if p.Format > CurrentFormat {
+			return Props{}, fmt.Errorf("%s: %w (data format %d; this binary reads formats up to %d): run the newer binary again, or restore the directory from before it ran", path, ErrNewerFormat, p.Format, CurrentFormat)
+		}
+		return p, nil
+	case !errors.Is(err, os.ErrNotExist):
+		return Props{}, err
+	}
+	var id [16]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return Props{}, err
+	}
+	p := Props{NodeID: nodeID, DirectoryID: base64.RawURLEncoding.EncodeToString(id[:]), Format: CurrentFormat}
+	return p, write(dir, p)
+}
+
+// Parse reads the file's text.
+func Parse(text string) (Props, error) {
+	kv := map[string]string{}
+	for _, line := range strings.Split(text, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || line[0] == '#' || line[0] == '!' {
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		if !ok {
+			return Props{}, fmt.Errorf("line %q is not key=value", line)
+		}
+		kv[strings.TrimSpace(k)] = strings.TrimSpace(v)
+	}
+	if v := kv["version"]; v != "1" && v != "0" {
+		return Props{}, fmt.Errorf("version=%q: only versions 0 and 1 of meta.properties are known", v)
+	}
+	id, err := strconv.ParseInt(kv["node.id"], 10, 32)
+	if err != nil {
+		if bid, err2 := strconv.ParseInt(kv["broker.id"], 10, 32); err2 == nil { // version 0 (ZooKeeper mode)
+			id, err = bid, nil
+		}
+	}
+	if err != nil {
+		return Props{}, fmt.Errorf("node.id=%q: %v", kv["node.id"], err)
+	}
+	p := Props{NodeID: int32(id), DirectoryID: kv["directory.id"], Format: 1}
+	if f, ok := kv["sluice.data.format"]; ok {
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			return Props{}, fmt.Errorf("sluice.data.format=%q: want a positive integer", f)
+		}
+		p.Format = n
+	}
+	return p, nil
+}
+
+// String is the file's text.
+func (p Props) String() string {
+	kv := map[string]string{
+		"version":            "1",
+		"node.id":            strconv.Itoa(int(p.NodeID)),
+		"directory.id":       p.DirectoryID,
+		"sluice.data.format": strconv.Itoa(p.Format),
+	}
+	keys := make([]string, 0, len(kv))
+	for k := range kv {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var sb strings.Builder
+	sb.WriteString("# sluice data directory (Kafka's meta.properties); written at the first start\n")
+	for _, k := range keys {
+		fmt.Fprintf(&sb, "%s=%s\n", k, kv[k])
+	}
+	return sb.String()
+}
+
+// write stores p durably: a temporary file synced, renamed, and the
+// directory synced.
+func write(dir string, p Props) error {
+	tmp := filepath.Join(dir, FileName+".tmp")
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteString(p.String()); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, FileName)); err != nil {
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
