@@ -164,4 +164,3 @@ func quorumResult(o *adminOpts, code int16, msg *string, done string) error {
 		Result string `json:"result"`
 	}{done}, func(w *tabwriter.Writer) { fmt.Fprintln(w, done) })
 }
-
