@@ -31,6 +31,15 @@ type httpSecurity struct {
 // inconsistent ones.
 func httpSecurityFrom(cfg *config.Broker) (*httpSecurity, error) {
 	hs := &httpSecurity{}
+	// A Kafka listener named HTTP would share the port's
+	// listener.name.http.* settings: refuse the ambiguity.
+	if ls, err := cfg.KafkaListeners(); err == nil {
+		for _, l := range ls {
+			if l.Name == httpListener {
+				return nil, fmt.Errorf("listeners: the name %s is reserved for the --http port's listener.name.http.* settings; rename the Kafka listener", httpListener)
+			}
+		}
+	}
 	if cfg.Bool("sluice.http.ssl.enable", false) {
 		tc, err := security.ServerTLS(cfg, httpListener)
 		if err != nil {

@@ -170,6 +170,7 @@ func TestHTTPPortBadSettings(t *testing.T) {
 		"tls without key store":     {map[string]string{"sluice.http.ssl.enable": "true"}, "sluice.http.ssl.enable=true: listener HTTP: TLS needs a key store"},
 		"client auth without trust": {map[string]string{"sluice.http.ssl.enable": "true", "ssl.keystore.type": "PEM", "ssl.keystore.location": srv.File, "listener.name.http.ssl.client.auth": "required"}, "needs a trust store"},
 		"http ssl without tls":      {map[string]string{"listener.name.http.ssl.client.auth": "required"}, "sluice.http.ssl.enable is false"},
+		"kafka listener named HTTP": {map[string]string{"listeners": "HTTP://127.0.0.1:0", "listener.security.protocol.map": "HTTP:PLAINTEXT"}, "reserved for the --http port"},
 		"missing token file":        {map[string]string{"sluice.http.auth.bearer.token.file": "/nonexistent/tokens"}, "sluice.http.auth.bearer.token.file"},
 	} {
 		t.Run(name, func(t *testing.T) {
