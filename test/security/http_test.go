@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"io"
 	"net/http"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -187,5 +189,72 @@ func TestHTTPPortBadSettings(t *testing.T) {
 				t.Errorf("exit %v, output lacks %q:\n%s", err, tc.want, out)
 			}
 		})
+	}
+}
+
+// TestHTTPPortClusterConsole: in a cluster whose --http ports all serve
+// TLS, ask for a token and require client certificates, a node's console
+// reaches the other node's /api/v1/node (over https, with its own
+// certificate and the token): both brokers are reachable in
+// /api/v1/cluster.
+func TestHTTPPortClusterConsole(t *testing.T) {
+	ca := testcerts.NewCA(t, "sluice-http")
+	nodeCert := ca.Server("node")
+	alice := ca.Client("alice", pkix.Name{CommonName: "alice"})
+	ports, err := testproc.FreePorts(5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	props := writeProps(t, map[string]string{
+		"sluice.http.ssl.enable":                     "true",
+		"sluice.http.auth.bearer.token":              "cluster-token",
+		"listener.name.http.ssl.keystore.type":       "PEM",
+		"listener.name.http.ssl.keystore.location":   nodeCert.File,
+		"listener.name.http.ssl.truststore.type":     "PEM",
+		"listener.name.http.ssl.truststore.location": ca.File,
+		"listener.name.http.ssl.client.auth":         "required",
+	})
+	voters := "1@127.0.0.1:" + strconv.Itoa(ports[2])
+	// Node 1 is the only voter, node 2 a broker-only node.
+	procs := []*testproc.Proc{
+		testproc.Start(t, testproc.Options{NodeID: 1, ListenPort: ports[0], HTTPPort: ports[1], ControllerPort: ports[2],
+			ExtraArgs: []string{"--voters", voters, "--config", props}, NoWait: true}),
+		testproc.Start(t, testproc.Options{NodeID: 2, ListenPort: ports[3], HTTPPort: ports[4],
+			ExtraArgs: []string{"--voters", voters, "--config", props}, NoWait: true}),
+	}
+	for _, p := range procs {
+		if err := p.WaitReady(testproc.DefaultStartTimeout); err != nil {
+			t.Fatalf("node %d: %v", p.NodeID(), err)
+		}
+	}
+	c := httpsClient(ca, false, alice.Cert)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var v struct {
+			Brokers []struct {
+				ID        int32  `json:"id"`
+				Reachable bool   `json:"reachable"`
+				Error     string `json:"error"`
+			} `json:"brokers"`
+		}
+		code, body, err := httpGet(c, "https://"+procs[0].HTTPAddr()+"/api/v1/cluster", "")
+		if err == nil && code == 200 {
+			if err := json.Unmarshal([]byte(body), &v); err != nil {
+				t.Fatal(err)
+			}
+			reachable := 0
+			for _, b := range v.Brokers {
+				if b.Reachable {
+					reachable++
+				}
+			}
+			if len(v.Brokers) == 2 && reachable == 2 {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/api/v1/cluster: %d %v %+v", code, err, v.Brokers)
+		}
+		time.Sleep(500 * time.Millisecond)
 	}
 }
