@@ -65,13 +65,12 @@ func httpSecurityFrom(cfg *config.Broker) (*httpSecurity, error) {
 		// it rather than serve plain HTTP to someone who asked for
 		// certificates.
 		var stray []string
-		for k := range cfg.Props {
+		for _, k := range httpOnlyKeys(cfg) {
 			if strings.HasPrefix(strings.ToLower(k), "listener.name.http.") {
 				stray = append(stray, k)
 			}
 		}
 		if len(stray) > 0 {
-			sort.Strings(stray)
 			return nil, fmt.Errorf("%s set but sluice.http.ssl.enable is false: the --http port would serve plain HTTP; set sluice.http.ssl.enable=true", strings.Join(stray, ", "))
 		}
 	}
@@ -98,4 +97,17 @@ func httpSecurityFrom(cfg *config.Broker) (*httpSecurity, error) {
 		}
 	}
 	return hs, nil
+}
+
+// httpOnlyKeys lists the configured settings that only concern the --http
+// port (sluice.http.*, listener.name.http.*), sorted.
+func httpOnlyKeys(cfg *config.Broker) []string {
+	var keys []string
+	for k := range cfg.Props {
+		if l := strings.ToLower(k); strings.HasPrefix(l, "sluice.http.") || strings.HasPrefix(l, "listener.name.http.") {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	return keys
 }

@@ -163,6 +163,8 @@ func serve(args []string) error {
 		if httpSec, err = httpSecurityFrom(cfg); err != nil {
 			return err
 		}
+	} else if keys := httpOnlyKeys(cfg); len(keys) > 0 {
+		logger.Warn("--http port settings without --http: no effect", "keys", strings.Join(keys, ","))
 	}
 	// The data directory is ours alone for the life of the process
 	// (Kafka's .lock in every log dir): a second process on it would
