@@ -159,6 +159,14 @@ func serve(args []string) error {
 	if keys := config.NoEffectBrokerKeys(cfg.Props); len(keys) > 0 {
 		logger.Info("settings accepted but without effect in sluice (docs/configuration.md)", "keys", strings.Join(keys, ","))
 	}
+	var httpSec *httpSecurity
+	if cfg.HTTP != "" {
+		if httpSec, err = httpSecurityFrom(cfg); err != nil {
+			return err
+		}
+	} else if keys := httpOnlyKeys(cfg); len(keys) > 0 {
+		logger.Warn("--http port settings without --http: no effect", "keys", strings.Join(keys, ","))
+	}
 	// The data directory is ours alone for the life of the process
 	// (Kafka's .lock in every log dir): a second process on it would
 	// interleave writes and skip recovery on the other's clean-shutdown
@@ -241,9 +249,17 @@ func serve(args []string) error {
 			return err
 		}
 		st := status.New(status.Options{Broker: b, Groups: handlers.Groups().Summaries, Version: buildVersion(),
-			Debug: cfg.Bool("sluice.http.debug.enable", false)})
+			Debug: cfg.Bool("sluice.http.debug.enable", false), PeerTLS: httpSec.peerTLS, PeerToken: httpSec.peerToken})
 		defer st.Close()
-		hs = &http.Server{Handler: status.WithDiskFaults(st.Handler(), disk)}
+		// /debug/disk too is behind the credentials.
+		hs = &http.Server{Handler: httpSec.auth.Protect(status.WithDiskFaults(st.Handler(), disk)),
+			ReadHeaderTimeout: 10 * time.Second,
+			// Failed TLS handshakes (plain HTTP, unknown certificates)
+			// are a client's problem: debug level.
+			ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelDebug)}
+		if httpSec.tls != nil {
+			hln = tls.NewListener(hln, httpSec.tls)
+		}
 		go func() {
 			if err := hs.Serve(hln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				errc <- err

@@ -182,9 +182,18 @@ func (s *Server) fetchPeers(ctx context.Context, im *metadata.Image) map[int32]p
 func (s *Server) getNode(ctx context.Context, addr string) (*NodeView, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.peerTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/api/v1/node", nil)
+	scheme := "http://"
+	if s.peerTLS != nil {
+		scheme = "https://"
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, scheme+addr+"/api/v1/node", nil)
 	if err != nil {
 		return nil, err
+	}
+	if s.peerToken != nil {
+		if tok := s.peerToken(); tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
 	}
 	resp, err := s.client.Do(req)
 	if err != nil {

@@ -2,6 +2,7 @@ package status
 
 import (
 	"bytes"
+	"crypto/tls"
 	_ "embed"
 	"encoding/json"
 	"html/template"
@@ -31,12 +32,21 @@ type Options struct {
 	// Debug serves the Go profiles at /debug/pprof/
 	// (sluice.http.debug.enable); off, they do not exist.
 	Debug bool
+	// PeerTLS, when set, fetches the other brokers' /api/v1/node over
+	// https with this client configuration (sluice.http.ssl.enable: the
+	// cluster's nodes share their HTTP settings).
+	PeerTLS *tls.Config
+	// PeerToken, when set, returns the bearer token sent to the other
+	// brokers (sluice.http.auth.bearer.token or the file's first one).
+	PeerToken func() string
 }
 
 // Server is a node's HTTP side: the cluster console, its JSON API and
 // /metrics. Close stops its rate sampler.
 type Server struct {
 	debug       bool
+	peerTLS     *tls.Config
+	peerToken   func() string
 	b           *broker.Broker
 	groups      func() []group.Summary
 	version     string
@@ -63,7 +73,8 @@ func New(o Options) *Server {
 		o.Version = "dev"
 	}
 	s := &Server{b: o.Broker, groups: o.Groups, debug: o.Debug, version: o.Version, started: time.Now(), peerTimeout: o.PeerTimeout,
-		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4, IdleConnTimeout: 30 * time.Second}},
+		peerTLS: o.PeerTLS, peerToken: o.PeerToken,
+		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4, IdleConnTimeout: 30 * time.Second, TLSClientConfig: o.PeerTLS}},
 		rates:  &sampler{b: o.Broker}, stop: make(chan struct{})}
 	s.wg.Add(1)
 	go func() {
@@ -92,6 +103,12 @@ func (s *Server) Close() error {
 //	/api/v1/node          this node's own NodeView (what the others fetch)
 //	/metrics              Prometheus
 //	/debug/pprof/         Go profiles, only with Options.Debug
+//	/healthz              liveness: 200 "ok" while the process serves HTTP
+//	/readyz               readiness: 200 when this broker is registered and
+//	                      unfenced in the cluster metadata, else 503
+//
+// Wrap it with Auth.Protect to ask for credentials (the health paths stay
+// open).
 func (s *Server) Handler() http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(newCollector(s.b))
@@ -111,6 +128,11 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("/api/v1/partitions", view(func(v *ClusterView) any { return v.Partitions }))
 	mux.HandleFunc("/api/v1/topics", view(func(v *ClusterView) any { return v.Topics }))
 	mux.HandleFunc("/api/v1/groups", view(func(v *ClusterView) any { return v.Groups }))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("/readyz", s.serveReady)
 	mux.HandleFunc("/status", s.serveConsole)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/" {
@@ -120,6 +142,23 @@ func (s *Server) Handler() http.Handler {
 		s.serveConsole(w, r)
 	})
 	return mux
+}
+
+// serveReady answers /readyz: 200 when this broker is registered and
+// neither fenced nor shutting down, else 503 with the reason.
+func (s *Server) serveReady(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	br, ok := s.b.Image().Brokers[s.b.NodeID()]
+	switch {
+	case !ok:
+		w.WriteHeader(http.StatusServiceUnavailable)
+		w.Write([]byte("not registered\n"))
+	case !br.Active():
+		w.WriteHeader(http.StatusServiceUnavailable)
+		w.Write([]byte("fenced or shutting down\n"))
+	default:
+		w.Write([]byte("ready\n"))
+	}
 }
 
 // writeJSON answers with v as indented JSON.

@@ -234,3 +234,23 @@ func TestDebugEndpointsOff(t *testing.T) {
 		st.Close()
 	}
 }
+
+// /healthz answers while the process serves; /readyz tells whether the
+// broker is registered and active in the metadata.
+func TestHealthEndpoints(t *testing.T) {
+	b := openBroker(t)
+	st := newServer(t, b)
+	srv := httptest.NewServer(st.Handler())
+	defer srv.Close()
+	for path, want := range map[string]string{"/healthz": "ok\n", "/readyz": "ready\n"} {
+		resp, err := srv.Client().Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || string(body) != want {
+			t.Errorf("GET %s: %d %q, want 200 %q", path, resp.StatusCode, body, want)
+		}
+	}
+}
