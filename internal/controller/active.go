@@ -153,6 +153,11 @@ func (a *active) run(stop chan struct{}, gen uint64) {
 		a.decide(n.baseCtx, func(im *metadata.Image, b *batch) error {
 			if im.ClusterID == "" {
 				b.add(record{Type: recClusterID, ClusterID: metadata.NewUUID().String()[:22]})
+				// A new cluster starts at the highest feature levels
+				// (features.go); an upgraded one keeps what it had.
+				for _, name := range slices.Sorted(maps.Keys(metadata.SupportedFeatures())) {
+					b.add(record{Type: recFeatureLevel, Feature: &featureLevel{Name: name, Level: metadata.SupportedFeatures()[name].Max}})
+				}
 			}
 			return nil
 		})

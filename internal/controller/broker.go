@@ -45,6 +45,9 @@ type heartbeatReq struct {
 	Epoch        int64 `json:"epoch"`
 	Offset       int64 `json:"offset"` // metadata offset applied by the broker
 	WantShutDown bool  `json:"wantShutDown,omitempty"`
+	// Features are the levels the broker's binary supports; the active
+	// controller records them if its registration has others.
+	Features map[string]metadata.FeatureRange `json:"features,omitempty"`
 }
 
 type heartbeatResp struct {
@@ -191,7 +194,7 @@ func (n *Node) heartbeat() (done bool, err error) {
 	ctx, cancel := context.WithTimeout(n.baseCtx, max(n.heartbeatInterval()*2, time.Second))
 	defer cancel()
 	var resp heartbeatResp
-	off, err := n.cli.call(ctx, opHeartbeat, heartbeatReq{ID: n.cfg.NodeID, Epoch: n.epoch.Load(), Offset: n.st.Image().Offset, WantShutDown: n.wantDown.Load()}, &resp, 0)
+	off, err := n.cli.call(ctx, opHeartbeat, heartbeatReq{ID: n.cfg.NodeID, Epoch: n.epoch.Load(), Offset: n.st.Image().Offset, WantShutDown: n.wantDown.Load(), Features: n.cfg.Self.Features}, &resp, 0)
 	if errors.Is(err, kerr.StaleBrokerEpoch) || errors.Is(err, kerr.BrokerIDNotRegistered) {
 		n.epoch.Store(-1) // replaced or unknown: register again
 		return false, err

@@ -151,6 +151,7 @@ func Start(cfg Config) (*Node, error) {
 		cfg.MaxPartitions = lim.MaxPartitions
 	}
 	cfg.Self.ID = cfg.NodeID
+	cfg.Self.Features = metadata.SupportedFeatures()
 	n := &Node{
 		cfg: cfg, log: cfg.Logger.With("component", "controller", "node", cfg.NodeID),
 		st: newImageState(), incarnate: metadata.NewUUID().String(),

@@ -3,6 +3,7 @@ package controller
 import (
 	"encoding/json"
 	"io"
+	"maps"
 	"sync"
 
 	"github.com/hashicorp/raft"
@@ -33,12 +34,20 @@ const (
 	recAclAdd            recType = "AccessControlEntry"
 	recAclRemove         recType = "RemoveAccessControlEntry"
 	recClientQuota       recType = "ClientQuota"
+	recFeatureLevel      recType = "FeatureLevel"
+	recBrokerFeatures    recType = "BrokerFeatures"
 	maxEntryRecords              = 1 << 20
 	producerIDBlock      int64   = 1000
 	initialNextProducer  int64   = 1000
 	noLeader             int32   = -1
 	placeholderRegOffset int64   = -2
 )
+
+// featureLevel is recFeatureLevel's content (Kafka's FeatureLevelRecord).
+type featureLevel struct {
+	Name  string `json:"name"`
+	Level int16  `json:"level"`
+}
 
 // record is one metadata change. Only the fields of its type are set.
 // Everything an apply needs is in the record (ids, placement, the new
@@ -48,6 +57,12 @@ type record struct {
 	Type recType `json:"t"`
 	// ClusterID: recClusterID.
 	ClusterID string `json:"clusterId,omitempty"`
+	// Feature: recFeatureLevel finalizes a feature level.
+	Feature *featureLevel `json:"feature,omitempty"`
+	// Features: recBrokerFeatures replaces the supported features of
+	// broker ID at Epoch (a broker whose binary changed under a
+	// registration another binary wrote).
+	Features map[string]metadata.FeatureRange `json:"features,omitempty"`
 	// Broker: recRegisterBroker (Epoch, Fenced, ShuttingDown are set on apply).
 	Broker *metadata.Broker `json:"broker,omitempty"`
 	// ID, Epoch: the broker of Fence / Unfence / ControlledShutdown /
@@ -150,6 +165,25 @@ func (tx *txn) apply(r *record, idx int64) {
 	case recClusterID:
 		if im.ClusterID == "" {
 			im.ClusterID = r.ClusterID
+		}
+	case recFeatureLevel:
+		if r.Feature == nil || r.Feature.Name == "" {
+			return
+		}
+		fs := maps.Clone(im.Features)
+		if fs == nil {
+			fs = map[string]int16{}
+		}
+		if r.Feature.Level == 0 {
+			delete(fs, r.Feature.Name)
+		} else {
+			fs[r.Feature.Name] = r.Feature.Level
+		}
+		im.Features = fs
+	case recBrokerFeatures:
+		if b, ok := im.Brokers[r.ID]; ok && b.Epoch == r.Epoch {
+			b.Features = r.Features
+			im.Brokers[r.ID] = b
 		}
 	case recRegisterBroker:
 		if r.Broker == nil {

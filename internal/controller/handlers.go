@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -105,13 +106,19 @@ func (a *active) heartbeat(ctx context.Context, body []byte) (any, int64, error)
 	a.noteApplied(in.ID, in.Offset)
 	unfence := br.Fenced && !br.ShuttingDown && !in.WantShutDown && in.Offset >= br.Epoch
 	shutdown := in.WantShutDown && !br.Fenced && !br.ShuttingDown
+	// A registration written by a controller whose binary knew no
+	// features lacks the broker's; its heartbeats carry them.
+	features := in.Features != nil && !maps.Equal(br.Features, in.Features)
 	var off int64
-	if unfence || shutdown {
+	if unfence || shutdown || features {
 		var err error
 		off, err = a.decideSplit(ctx, func(im *metadata.Image, b *batch) error {
 			br, ok := im.Brokers[in.ID]
 			if !ok || br.Epoch != in.Epoch {
 				return kerr.StaleBrokerEpoch
+			}
+			if features && !maps.Equal(br.Features, in.Features) {
+				b.add(record{Type: recBrokerFeatures, ID: in.ID, Epoch: br.Epoch, Features: in.Features})
 			}
 			if unfence && br.Fenced && !br.ShuttingDown {
 				a.n.log.Info("unfencing broker", "broker", in.ID, "epoch", br.Epoch)

@@ -126,6 +126,9 @@ func (a *active) addVoter(ctx context.Context, body []byte) (any, int64, error) 
 	if err := decode(body, &in); err != nil {
 		return nil, 0, err
 	}
+	if lvl := a.n.st.Image().FeatureLevel(metadata.FeatureKRaftVersion); lvl < 1 {
+		return nil, 0, fmt.Errorf("%w: kraft.version is %d (a static quorum, as upgraded from a binary without voter changes): finalize kraft.version 1 first (sluice feature upgrade --feature kraft.version=1)", kerr.UnsupportedVersion, lvl)
+	}
 	if in.ID < 0 || in.Addr == "" {
 		return nil, 0, fmt.Errorf("%w: a voter needs an id and a controller listener address", kerr.InvalidRequest)
 	}
@@ -191,6 +194,9 @@ func (a *active) removeVoter(ctx context.Context, body []byte) (any, int64, erro
 	var in removeVoterReq
 	if err := decode(body, &in); err != nil {
 		return nil, 0, err
+	}
+	if lvl := a.n.st.Image().FeatureLevel(metadata.FeatureKRaftVersion); lvl < 1 {
+		return nil, 0, fmt.Errorf("%w: kraft.version is %d (a static quorum, as upgraded from a binary without voter changes): finalize kraft.version 1 first (sluice feature upgrade --feature kraft.version=1)", kerr.UnsupportedVersion, lvl)
 	}
 	ss, err := a.servers()
 	if err != nil {

@@ -120,6 +120,7 @@ func RegisterWith(reg *protocol.Registry, b *broker.Broker, opts Options) *Handl
 		{Key: 60, MinVersion: 0, MaxVersion: 1, Serve: h.describeCluster},
 		{Key: 64, MinVersion: 0, MaxVersion: 0, Serve: h.unregisterBroker},
 		{Key: 55, MinVersion: 0, MaxVersion: 2, Serve: h.describeQuorum},
+		{Key: 57, MinVersion: 0, MaxVersion: 2, Serve: h.updateFeatures},
 		{Key: 80, MinVersion: 0, MaxVersion: 1, Serve: h.addRaftVoter},
 		{Key: 81, MinVersion: 0, MaxVersion: 0, Serve: h.removeRaftVoter},
 		{Key: 27, MinVersion: 0, MaxVersion: 2, Serve: h.writeTxnMarkers},
@@ -128,6 +129,12 @@ func RegisterWith(reg *protocol.Registry, b *broker.Broker, opts Options) *Handl
 		reg.Register(api)
 	}
 	h.registerGroupAPIs(reg)
+	// kraft.version, finalized in the metadata (57_update_features.go).
+	kv := metadata.SupportedFeatures()[metadata.FeatureKRaftVersion]
+	reg.SetFeature(protocol.Feature{Name: metadata.FeatureKRaftVersion, Min: kv.Min, Max: kv.Max, Level: func() (int16, int64) {
+		im := h.b.Image()
+		return im.FeatureLevel(metadata.FeatureKRaftVersion), im.Offset
+	}})
 	h.registerTxnAPIs(reg)
 	return h
 }

@@ -8,6 +8,7 @@ package metadata
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -96,6 +97,9 @@ type Broker struct {
 	// inter-broker listener. Records written before endpoints existed
 	// have none (Endpoint then answers with Host and Port).
 	Endpoints []Endpoint `json:"endpoints,omitempty"`
+	// Features are the feature levels the broker's binary supports
+	// (features.go); none for a binary that predates features.
+	Features map[string]FeatureRange `json:"features,omitempty"`
 	// Fenced brokers lead nothing and are in no ISR.
 	Fenced bool `json:"fenced,omitempty"`
 	// ShuttingDown is set during a controlled shutdown (KIP-841: such a
@@ -155,6 +159,9 @@ type Image struct {
 	// user then client id (AlterClientQuotas; quota.go). Replaced, never
 	// changed in place (ApplyQuotas), so clones share it.
 	Quotas []ClientQuota `json:"quotas,omitempty"`
+	// Features are the finalized feature levels (features.go), nil for
+	// none (every level 0). Replaced, never changed in place.
+	Features map[string]int16 `json:"features,omitempty"`
 }
 
 // NewImage returns an empty image with a fresh cluster id.
@@ -231,5 +238,5 @@ func (im *Image) BrokerIDs() []int32 {
 func (b Broker) Equal(o Broker) bool {
 	return b.ID == o.ID && b.Host == o.Host && b.Port == o.Port && b.Rack == o.Rack && b.HTTP == o.HTTP &&
 		b.Epoch == o.Epoch && b.Incarnation == o.Incarnation && b.Fenced == o.Fenced &&
-		b.ShuttingDown == o.ShuttingDown && slices.Equal(b.Endpoints, o.Endpoints)
+		b.ShuttingDown == o.ShuttingDown && slices.Equal(b.Endpoints, o.Endpoints) && maps.Equal(b.Features, o.Features)
 }

@@ -71,6 +71,10 @@ type Feature struct {
 	Name      string
 	Min, Max  int16
 	Finalized int16
+	// Level, if set, gives the finalized level at each request instead
+	// of Finalized (a level the cluster can change, UpdateFeatures), with
+	// the epoch of the metadata that finalized it.
+	Level func() (level int16, epoch int64)
 }
 
 // SetFeature adds or replaces a feature (at startup, like Register).
@@ -135,11 +139,15 @@ func (r *Registry) apiVersionsResponse(version int16, errCode int16) *kmsg.ApiVe
 		sf := kmsg.NewApiVersionsResponseSupportedFeature()
 		sf.Name, sf.MinVersion, sf.MaxVersion = f.Name, f.Min, f.Max
 		resp.SupportedFeatures = append(resp.SupportedFeatures, sf)
-		if f.Finalized > 0 {
+		level, epoch := f.Finalized, int64(1)
+		if f.Level != nil {
+			level, epoch = f.Level()
+		}
+		if level > 0 {
 			ff := kmsg.NewApiVersionsResponseFinalizedFeature()
-			ff.Name, ff.MinVersionLevel, ff.MaxVersionLevel = f.Name, f.Finalized, f.Finalized
+			ff.Name, ff.MinVersionLevel, ff.MaxVersionLevel = f.Name, level, level
 			resp.FinalizedFeatures = append(resp.FinalizedFeatures, ff)
-			resp.FinalizedFeaturesEpoch = 1
+			resp.FinalizedFeaturesEpoch = max(resp.FinalizedFeaturesEpoch, epoch)
 		}
 	}
 	return resp

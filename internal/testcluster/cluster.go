@@ -60,6 +60,9 @@ type Options struct {
 	// BrokersTimeout bounds the wait until every node's Metadata lists
 	// all the brokers (default 60 s).
 	BrokersTimeout time.Duration
+	// Binary is the sluice binary every node runs (default: this
+	// checkout's, testproc.Build).
+	Binary string
 }
 
 // Cluster is a set of running (or stopped, or paused) sluice processes.
@@ -117,6 +120,7 @@ func Start(t testing.TB, o Options) *Cluster {
 			Env:          o.Env,
 			StartTimeout: o.StartTimeout,
 			NoWait:       o.NoWait,
+			Binary:       o.Binary,
 		}
 		if i < o.Voters {
 			po.ControllerPort = ctrl(i)

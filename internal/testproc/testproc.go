@@ -230,6 +230,9 @@ type Options struct {
 	Env []string
 	// StartTimeout bounds the readiness wait (default DefaultStartTimeout).
 	StartTimeout time.Duration
+	// Binary is the sluice binary to run (default: Build, this
+	// checkout's).
+	Binary string
 	// NoWait returns as soon as the process is started, without waiting
 	// for the Kafka port (useful for nodes of a cluster that cannot serve
 	// until a quorum is up; call WaitReady later).
@@ -253,7 +256,10 @@ type Proc struct {
 // tail of its log is printed if the test failed.
 func Start(t testing.TB, opts Options) *Proc {
 	t.Helper()
-	bin := Build(t)
+	bin := opts.Binary
+	if bin == "" {
+		bin = Build(t)
+	}
 	if opts.NodeID == 0 {
 		opts.NodeID = 1
 	}
@@ -363,6 +369,14 @@ func Probe(ctx context.Context, addr string) error {
 		return errors.New("ApiVersions: no api keys in response")
 	}
 	return nil
+}
+
+// Name labels the process in logs ("node<NodeID>" by default).
+func (p *Proc) Name() string { return p.name }
+
+// UseBinary makes the next Restart run bin (a rolling upgrade).
+func (p *Proc) UseBinary(bin string) {
+	p.bin, p.ps.Bin = bin, bin
 }
 
 // Addr is the Kafka listener, "127.0.0.1:PORT".

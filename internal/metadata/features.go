@@ -1,0 +1,49 @@
+package metadata
+
+import "context"
+
+// Features (KIP-584, Kafka's FeatureControlManager): a feature has levels;
+// every broker registers the range it supports, and the cluster's
+// finalized level (Image.Features) moves only when every registered
+// broker supports the new one, through UpdateFeatures. A new cluster
+// starts at the highest levels; a cluster upgraded from binaries that
+// knew no feature starts at 0 and is finalized once all its nodes run a
+// binary that supports more (a rolling upgrade, docs/operations.md).
+
+// FeatureKRaftVersion is Kafka's kraft.version: 0 a static quorum
+// (--voters only), 1 dynamic voters (KIP-853: AddRaftVoter,
+// RemoveRaftVoter).
+const FeatureKRaftVersion = "kraft.version"
+
+// FeatureRange is the levels a broker supports.
+type FeatureRange struct {
+	Min int16 `json:"min"`
+	Max int16 `json:"max"`
+}
+
+// SupportedFeatures are the feature levels this binary supports.
+func SupportedFeatures() map[string]FeatureRange {
+	return map[string]FeatureRange{FeatureKRaftVersion: {Min: 0, Max: 1}}
+}
+
+// FeatureLevel returns the cluster's finalized level of name (0 if none).
+func (im *Image) FeatureLevel(name string) int16 { return im.Features[name] }
+
+// FeatureUpdate asks for feature Name at Level (UpdateFeatures).
+type FeatureUpdate struct {
+	Name  string `json:"name"`
+	Level int16  `json:"level"`
+	// Downgrade allows a lower level (Kafka's upgradeType SAFE/UNSAFE
+	// downgrade); kraft.version cannot go down.
+	Downgrade bool `json:"downgrade,omitempty"`
+}
+
+// FeatureController is a Controller that finalizes feature levels
+// (UpdateFeatures). The Raft controller is one; the single-node Local
+// store has every level finalized at its highest from the start.
+type FeatureController interface {
+	// UpdateFeatures checks and (unless validateOnly) applies the
+	// updates, all or none; the error of each update is returned by
+	// name (nil: accepted).
+	UpdateFeatures(ctx context.Context, updates []FeatureUpdate, validateOnly bool) (map[string]error, error)
+}
