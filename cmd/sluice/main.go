@@ -52,6 +52,8 @@ func main() {
 		err = clusterCmd(os.Args[2:])
 	case "quorum":
 		err = quorumCmd(os.Args[2:])
+	case "feature":
+		err = featureCmd(os.Args[2:])
 	case "dump-log":
 		err = dumpLogCmd(os.Args[2:])
 	case "version", "--version", "-v":
@@ -133,6 +135,7 @@ admin commands (Kafka clients; docs/operations.md):
   sluice config get|set ...
   sluice cluster status|decommission|unregister ...
   sluice quorum describe|add-controller|remove-controller ...
+  sluice feature describe|upgrade ...
   sluice produce --topic T [--key-separator SEP] [--acks all|1|0]
   sluice consume --topic T [--from-beginning] [--group G] [--max-messages N] [--print-key]
   sluice elect --topic T [--partition P] [--type preferred|unclean]
