@@ -58,7 +58,7 @@ var securityDefs = []Def{
 	{Name: "ssl.protocol", Type: TypeString, Default: "TLSv1.3", NoEffect: true, Doc: "The versions are ssl.enabled.protocols."},
 	{Name: "ssl.cipher.suites", Type: TypeList, Default: "", NoEffect: true, Doc: "Go's default TLS cipher suites are used."},
 	{Name: "ssl.endpoint.identification.algorithm", Type: TypeString, Default: "https", Doc: "https: the inter-broker client checks that the leader's certificate names the host it dials (a DNS name or IP address SAN); empty: the chain is verified, the name is not."},
-	{Name: "ssl.principal.mapping.rules", Type: TypeString, Default: "DEFAULT", NoEffect: true, Doc: "The principal of a client certificate is always its full subject DN."},
+	{Name: "ssl.principal.mapping.rules", Type: TypeString, Default: "DEFAULT", Doc: "KIP-371 rules naming the principal of a client certificate on an SSL listener: RULE:pattern/replacement/[L|U] (a regexp matching the whole RFC 2253 subject DN; $1 groups) and DEFAULT (the DN), comma-separated, first match wins; no match fails the authentication. Checked at start."},
 }
 
 // checkAuthorizerClass accepts the authorizer classes sluice implements.
