@@ -64,6 +64,11 @@ func protocolListener(cfg *config.Broker, l config.Listener, scram security.Scra
 			return protocol.Listener{}, err
 		}
 		pl.TLS = tc
+		pm, err := security.ListenerPrincipalMapper(cfg, l.Name)
+		if err != nil {
+			return protocol.Listener{}, err
+		}
+		pl.MapPrincipal = pm.MapCertificate
 	}
 	return pl, nil
 }

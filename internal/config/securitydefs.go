@@ -47,13 +47,13 @@ var securityDefs = []Def{
 
 	// TLS (SSL and SASL_SSL listeners, and the inter-broker client on one).
 	{Name: "ssl.keystore.type", Type: TypeString, Default: "JKS", Doc: "Format of the key store. sluice reads PEM only: an SSL or SASL_SSL listener needs ssl.keystore.type=PEM (JKS and PKCS12 stores are refused at start)."},
-	{Name: "ssl.keystore.location", Type: TypeString, Default: "", Doc: "PEM file holding the private key (unencrypted PKCS#8, PKCS#1 or EC) and the certificate chain, leaf first. Read at start."},
+	{Name: "ssl.keystore.location", Type: TypeString, Default: "", Doc: "PEM file holding the private key (unencrypted PKCS#8, PKCS#1 or EC) and the certificate chain, leaf first. Read at start, and again for new connections when the file changes (checked at most once a second; a file that does not parse leaves the previous certificate in use)."},
 	{Name: "ssl.keystore.certificate.chain", Type: TypePassword, Default: "", Doc: "The certificate chain in PEM, inline (instead of ssl.keystore.location); line breaks may be dropped."},
 	{Name: "ssl.keystore.key", Type: TypePassword, Default: "", Doc: "The private key in PEM, inline (with ssl.keystore.certificate.chain)."},
 	{Name: "ssl.keystore.password", Type: TypePassword, Default: "", NoEffect: true, Doc: "Not needed for a PEM key store."},
 	{Name: "ssl.key.password", Type: TypePassword, Default: "", Doc: "Password of an encrypted private key. sluice does not read encrypted PEM keys: setting it is refused at start on a TLS listener."},
 	{Name: "ssl.truststore.type", Type: TypeString, Default: "JKS", Doc: "Format of the trust store; PEM only (as ssl.keystore.type), required when a trust store is given."},
-	{Name: "ssl.truststore.location", Type: TypeString, Default: "", Doc: "PEM file of the CA certificates that verify client certificates (ssl.client.auth) and, for the inter-broker client, the other brokers' certificates. Empty: the system's CAs for the client; none for client certificates."},
+	{Name: "ssl.truststore.location", Type: TypeString, Default: "", Doc: "PEM file of the CA certificates that verify client certificates (ssl.client.auth) and, for the inter-broker client, the other brokers' certificates. Empty: the system's CAs for the client; none for client certificates. Re-read for new connections when the file changes, like ssl.keystore.location."},
 	{Name: "ssl.truststore.certificates", Type: TypePassword, Default: "", Doc: "The trusted CA certificates in PEM, inline (instead of ssl.truststore.location)."},
 	{Name: "ssl.truststore.password", Type: TypePassword, Default: "", NoEffect: true, Doc: "Not needed for a PEM trust store."},
 	{Name: "ssl.client.auth", Type: TypeString, Default: "none", Enum: []string{"required", "requested", "none"}, Doc: "Client certificates on a TLS listener: required (a client without a valid one is refused in the handshake), requested (verified if sent), none. A verified client's principal is User:<certificate subject DN>."},
@@ -61,7 +61,7 @@ var securityDefs = []Def{
 	{Name: "ssl.protocol", Type: TypeString, Default: "TLSv1.3", NoEffect: true, Doc: "The versions are ssl.enabled.protocols."},
 	{Name: "ssl.cipher.suites", Type: TypeList, Default: "", NoEffect: true, Doc: "Go's default TLS cipher suites are used."},
 	{Name: "ssl.endpoint.identification.algorithm", Type: TypeString, Default: "https", Doc: "https: the inter-broker client checks that the leader's certificate names the host it dials (a DNS name or IP address SAN); empty: the chain is verified, the name is not."},
-	{Name: "ssl.principal.mapping.rules", Type: TypeString, Default: "DEFAULT", NoEffect: true, Doc: "The principal of a client certificate is always its full subject DN."},
+	{Name: "ssl.principal.mapping.rules", Type: TypeString, Default: "DEFAULT", Doc: "KIP-371 rules naming the principal of a client certificate on an SSL listener: RULE:pattern/replacement/[L|U] (a regexp matching the whole RFC 2253 subject DN; $1 groups) and DEFAULT (the DN), comma-separated, first match wins; no match fails the authentication. Checked at start."},
 }
 
 // checkAuthorizerClass accepts the authorizer classes sluice implements.

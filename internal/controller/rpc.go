@@ -15,6 +15,8 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/sluice-io/sluice/internal/security"
 )
 
 // The controller port carries two protocols. The dialer writes one byte
@@ -240,8 +242,10 @@ func dialKind(ctx context.Context, addr string, timeout time.Duration, kind byte
 	c.SetDeadline(time.Now().Add(timeout))
 	if tc != nil {
 		cfg := tc.Clone()
-		if host, _, err := net.SplitHostPort(addr); err == nil && cfg.ServerName == "" {
-			cfg.ServerName = host
+		if tc.ServerName == "" {
+			// The certificate must name the host dialed; ForHost also
+			// binds it to the check of a trust store that is reloaded.
+			cfg = security.ForHost(tc, addr)
 		}
 		t := tls.Client(c, cfg)
 		if err := t.HandshakeContext(ctx); err != nil {

@@ -18,9 +18,10 @@ var (
 		Name: "sluice_successful_authentication_total", Help: "Successful authentications (SASL, or TLS on an SSL listener), by listener (successful-authentication-total).",
 	}, []string{"listener"})
 	// AuthFailures counts failed SASL authentications, by listener and
-	// mechanism (failed-authentication-total).
+	// mechanism (failed-authentication-total), and with mechanism SSL the
+	// client certificates no ssl.principal.mapping.rules rule applies to.
 	AuthFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "sluice_failed_authentication_total", Help: "Failed SASL authentications, by listener and mechanism (failed-authentication-total).",
+		Name: "sluice_failed_authentication_total", Help: "Failed SASL authentications, by listener and mechanism (failed-authentication-total); mechanism SSL: client certificates no ssl.principal.mapping.rules rule applies to.",
 	}, []string{"listener", "mechanism"})
 	// Reauthentications counts successful KIP-368 re-authentications, by
 	// listener (Kafka's successful-reauthentication-total).

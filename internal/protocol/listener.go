@@ -2,6 +2,8 @@ package protocol
 
 import (
 	"crypto/tls"
+	"crypto/x509"
+	"fmt"
 	"net"
 	"time"
 
@@ -24,6 +26,14 @@ type Listener struct {
 	// SASL, if set, makes this a SASL_PLAINTEXT or SASL_SSL listener:
 	// connections must authenticate first (sasl.go).
 	SASL *SASL
+	// MapPrincipal, if set, names the principal of a connection that
+	// presented a verified client certificate on a TLS listener without
+	// SASL (Kafka's ssl.principal.mapping.rules, security.PrincipalMapper):
+	// the connection becomes User:<name>, and an error fails its
+	// authentication (the connection is closed, as Kafka's
+	// DefaultKafkaPrincipalBuilder does when no rule applies). Unset, the
+	// principal is the certificate's subject DN.
+	MapPrincipal func(cert *x509.Certificate) (string, error)
 }
 
 // TLSHandshakeTimeout is the default bound of a TLS handshake, server
@@ -45,8 +55,8 @@ func (c *Conn) Listener() string {
 }
 
 // Principal is who the connection authenticated as, "User:<name>": the
-// subject DN of a TLS client certificate (Kafka's default
-// ssl.principal.mapping.rules), the SASL user, else User:ANONYMOUS. Only
+// SASL user, else the name Listener.MapPrincipal gives a TLS client
+// certificate (by default its subject DN), else User:ANONYMOUS. Only
 // the reader goroutine (handlers) may call it.
 func (c *Conn) Principal() string {
 	if c == nil || c.principal == "" {
@@ -66,8 +76,9 @@ func (c *Conn) Spliceable() bool {
 }
 
 // handshakeTLS runs the TLS handshake of a TLS listener's connection
-// within Config.TLSHandshakeTimeout (or IdleTimeout if shorter) and takes the client certificate's
-// subject as the principal.
+// within Config.TLSHandshakeTimeout (or IdleTimeout if shorter) and takes
+// the client certificate's subject, mapped by Listener.MapPrincipal, as
+// the principal.
 func (c *Conn) handshakeTLS() error {
 	tc, ok := c.nc.(*tls.Conn)
 	if !ok {
@@ -83,6 +94,14 @@ func (c *Conn) handshakeTLS() error {
 	tc.SetDeadline(time.Time{})
 	if certs := tc.ConnectionState().PeerCertificates; len(certs) > 0 {
 		c.principal = "User:" + certs[0].Subject.String()
+		if c.l.MapPrincipal != nil && c.l.SASL == nil {
+			name, err := c.l.MapPrincipal(certs[0])
+			if err != nil {
+				metrics.AuthFailures.WithLabelValues(c.l.Name, "SSL").Inc()
+				return fmt.Errorf("principal of the client certificate: %w", err)
+			}
+			c.principal = "User:" + name
+		}
 	}
 	if c.l.SASL == nil {
 		metrics.AuthSuccesses.WithLabelValues(c.l.Name).Inc()

@@ -3,7 +3,9 @@ package protocol
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"crypto/x509/pkix"
+	"errors"
 	"net"
 	"testing"
 	"time"
@@ -113,5 +115,46 @@ func TestTLSListener(t *testing.T) {
 	}
 	if got, want := <-pseen, (connInfo{"User:ANONYMOUS", "PLAINTEXT", true}); got != want {
 		t.Errorf("plain connection %+v, want %+v", got, want)
+	}
+}
+
+// TestTLSMapPrincipal: Listener.MapPrincipal names the principal of a
+// client certificate (User:<name>); when it fails (no
+// ssl.principal.mapping.rules rule applies) the connection is closed
+// before any request is served.
+func TestTLSMapPrincipal(t *testing.T) {
+	ca := testcerts.NewCA(t, "test")
+	srvCert := ca.Server("broker")
+	alice := ca.Client("alice", pkix.Name{CommonName: "alice", OrganizationalUnit: []string{"eng"}, Organization: []string{"corp"}})
+	other := ca.Client("other", pkix.Name{Organization: []string{"corp"}})
+	_, addr, seen := startListener(t, Config{TLSHandshakeTimeout: time.Second}, Listener{Name: "SSL",
+		TLS: &tls.Config{Certificates: []tls.Certificate{srvCert.Cert}, ClientCAs: ca.Pool, ClientAuth: tls.RequireAndVerifyClientCert},
+		MapPrincipal: func(c *x509.Certificate) (string, error) {
+			if c.Subject.CommonName == "" {
+				return "", errors.New("no rule applies")
+			}
+			return c.Subject.CommonName, nil
+		}})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cl := NewClient(addr, "test")
+	cl.TLS = &tls.Config{RootCAs: ca.Pool, Certificates: []tls.Certificate{alice.Cert}, ServerName: "127.0.0.1"}
+	defer cl.Close()
+	if _, err := cl.Request(ctx, metadataReq()); err != nil {
+		t.Fatal(err)
+	}
+	if got := (<-seen).principal; got != "User:alice" {
+		t.Errorf("principal %q, want User:alice", got)
+	}
+	oc := NewClient(addr, "test")
+	oc.TLS = &tls.Config{RootCAs: ca.Pool, Certificates: []tls.Certificate{other.Cert}, ServerName: "127.0.0.1"}
+	defer oc.Close()
+	if _, err := oc.Request(ctx, metadataReq()); err == nil {
+		t.Error("a certificate no rule maps was served")
+	}
+	select {
+	case got := <-seen:
+		t.Errorf("a request of the unmapped certificate reached the handler: %+v", got)
+	default:
 	}
 }

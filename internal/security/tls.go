@@ -16,6 +16,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/sluice-io/sluice/internal/config"
 )
@@ -26,29 +27,34 @@ const maxPEMBytes = 4 << 20
 // ServerTLS returns the TLS configuration of an SSL or SASL_SSL listener
 // from its ssl.* settings (listener.name.<listener>.ssl.* overriding
 // ssl.*): its certificate and key, the CAs that verify client
-// certificates, ssl.client.auth and ssl.enabled.protocols.
+// certificates, ssl.client.auth and ssl.enabled.protocols. Key and trust
+// stores read from files are re-read when the files change (stores):
+// new connections get the new certificate, connections already open keep
+// theirs.
 func ServerTLS(cfg *config.Broker, listener string) (*tls.Config, error) {
-	cert, err := keyStore(cfg, listener)
+	st, err := loadStores(cfg, listener)
 	if err != nil {
 		return nil, err
 	}
-	if cert == nil {
+	if st.cert == nil {
 		return nil, fmt.Errorf("listener %s: TLS needs a key store: set ssl.keystore.location (or ssl.keystore.certificate.chain and ssl.keystore.key) with ssl.keystore.type=PEM", listener)
 	}
-	pool, err := trustStore(cfg, listener)
-	if err != nil {
-		return nil, err
-	}
 	min, max := tlsVersions(cfg.Setting(listener, "ssl.enabled.protocols"))
-	tc := &tls.Config{Certificates: []tls.Certificate{*cert}, MinVersion: min, MaxVersion: max, ClientCAs: pool}
+	tc := &tls.Config{Certificates: []tls.Certificate{*st.cert}, MinVersion: min, MaxVersion: max, ClientCAs: st.pool}
 	switch auth := cfg.Setting(listener, "ssl.client.auth"); auth {
 	case "required", "requested":
-		if pool == nil {
+		if st.pool == nil {
 			return nil, fmt.Errorf("listener %s: ssl.client.auth=%s needs a trust store (ssl.truststore.location) to verify client certificates", listener, auth)
 		}
 		tc.ClientAuth = tls.RequireAndVerifyClientCert
 		if auth == "requested" {
 			tc.ClientAuth = tls.VerifyClientCertIfGiven
+		}
+	}
+	if st.reloads() {
+		base := tc.Clone()
+		tc.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			return st.serverConfig(base), nil
 		}
 	}
 	return tc, nil
@@ -58,45 +64,87 @@ func ServerTLS(cfg *config.Broker, listener string) (*tls.Config, error) {
 // inter-broker listener's ssl.* settings: the broker's own certificate (if
 // it has a key store) as client certificate, the trust store (else the
 // system's CAs) for the leaders' certificates, and the host name check of
-// ssl.endpoint.identification.algorithm. Use it through ForHost.
+// ssl.endpoint.identification.algorithm. Stores read from files are
+// re-read when the files change, as for ServerTLS: the certificate
+// presented is the key store file's current one; the trust store file's
+// current CAs verify servers through ForHost's copies (and always without
+// the name check). Use it through ForHost.
 func ClientTLS(cfg *config.Broker, listener string) (*tls.Config, error) {
-	cert, err := keyStore(cfg, listener)
-	if err != nil {
-		return nil, err
-	}
-	pool, err := trustStore(cfg, listener)
+	st, err := loadStores(cfg, listener)
 	if err != nil {
 		return nil, err
 	}
 	min, max := tlsVersions(cfg.Setting(listener, "ssl.enabled.protocols"))
-	tc := &tls.Config{RootCAs: pool, MinVersion: min, MaxVersion: max}
-	if cert != nil {
-		tc.Certificates = []tls.Certificate{*cert}
-	}
-	if cfg.Setting(listener, "ssl.endpoint.identification.algorithm") == "" {
-		// Verify the chain, not the name (Kafka with an empty algorithm).
-		tc.InsecureSkipVerify = true
-		tc.VerifyConnection = func(cs tls.ConnectionState) error {
-			if len(cs.PeerCertificates) == 0 {
-				return errors.New("tls: no server certificate")
+	tc := &tls.Config{RootCAs: st.pool, MinVersion: min, MaxVersion: max}
+	if st.cert != nil {
+		tc.Certificates = []tls.Certificate{*st.cert}
+		if st.keyFile != "" {
+			// Takes precedence over Certificates.
+			tc.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+				cert, _ := st.current()
+				return cert, nil
 			}
-			inter := x509.NewCertPool()
-			for _, c := range cs.PeerCertificates[1:] {
-				inter.AddCert(c)
-			}
-			_, err := cs.PeerCertificates[0].Verify(x509.VerifyOptions{Roots: pool, Intermediates: inter})
-			return err
 		}
+	}
+	checkName := cfg.Setting(listener, "ssl.endpoint.identification.algorithm") != ""
+	verify := func(host string) func(tls.ConnectionState) error {
+		return func(cs tls.ConnectionState) error { return verifyServer(st, checkName, host, cs) }
+	}
+	switch {
+	case !checkName:
+		// Verify the chain, not the name (Kafka with an empty
+		// algorithm), with the trust store in use.
+		tc.InsecureSkipVerify = true
+		tc.VerifyConnection = verify("")
+	case st.trustFile != "":
+		// Go verifies the chain and the name with the trust store read
+		// at start; ForHost's copies verify with the trust store in use.
+		hostVerifiers.Store(tc, verify)
 	}
 	return tc, nil
 }
 
+// hostVerifiers holds, for a ClientTLS configuration with a trust store
+// file and the name check, how to check a server's certificate for one
+// host with the trust store in use: ForHost binds the host, which the
+// connection state does not carry when it is an IP address (no SNI is
+// sent).
+var hostVerifiers sync.Map // *tls.Config → func(host string) func(tls.ConnectionState) error
+
+// verifyServer verifies a server's certificate chain with the trust
+// store in use (the system's CAs without one), and its name against host
+// when checkName is set.
+func verifyServer(st *stores, checkName bool, host string, cs tls.ConnectionState) error {
+	if len(cs.PeerCertificates) == 0 {
+		return errors.New("tls: no server certificate")
+	}
+	_, roots := st.current()
+	opts := x509.VerifyOptions{Roots: roots, Intermediates: x509.NewCertPool()}
+	if checkName {
+		if host == "" {
+			return errors.New("tls: no server name to check the certificate against")
+		}
+		opts.DNSName = host
+	}
+	for _, c := range cs.PeerCertificates[1:] {
+		opts.Intermediates.AddCert(c)
+	}
+	_, err := cs.PeerCertificates[0].Verify(opts)
+	return err
+}
+
 // ForHost returns a copy of a ClientTLS configuration for dialing addr
-// (host:port): the host is the name the certificate must carry.
+// (host:port): the host is the name the certificate must carry. Unlike
+// the ClientTLS configuration itself, the copy verifies the server with
+// the trust store file's current contents.
 func ForHost(tc *tls.Config, addr string) *tls.Config {
 	c := tc.Clone()
 	if host, _, err := net.SplitHostPort(addr); err == nil {
 		c.ServerName = host
+		if v, ok := hostVerifiers.Load(tc); ok {
+			c.InsecureSkipVerify = true // VerifyConnection checks chain and name
+			c.VerifyConnection = v.(func(string) func(tls.ConnectionState) error)(host)
+		}
 	}
 	return c
 }

@@ -81,8 +81,20 @@ func TestClientTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(tc.Certificates) != 1 || tc.InsecureSkipVerify || tc.MinVersion != tls.VersionTLS13 {
-		t.Errorf("client config: certs %d skip %v min %x", len(tc.Certificates), tc.InsecureSkipVerify, tc.MinVersion)
+	if len(tc.Certificates) != 1 || tc.GetClientCertificate == nil || tc.MinVersion != tls.VersionTLS13 {
+		t.Errorf("client config: certs %d reloadable %v min %x", len(tc.Certificates), tc.GetClientCertificate != nil, tc.MinVersion)
+	}
+	// The trust store file may change: ForHost's copies check the chain
+	// and the host with the store in use.
+	leaf := []*x509.Certificate{mustLeaf(t, srv)}
+	if tc.InsecureSkipVerify {
+		t.Error("ClientTLS itself skips Go's verification")
+	}
+	if err := ForHost(tc, "127.0.0.1:9093").VerifyConnection(tls.ConnectionState{PeerCertificates: leaf}); err != nil {
+		t.Errorf("the leader's certificate for 127.0.0.1 refused: %v", err)
+	}
+	if err := ForHost(tc, "elsewhere.example:9093").VerifyConnection(tls.ConnectionState{PeerCertificates: leaf}); err == nil {
+		t.Error("a certificate not naming the host was accepted")
 	}
 	if got := ForHost(tc, "127.0.0.1:9093").ServerName; got != "127.0.0.1" {
 		t.Errorf("ServerName %q", got)
