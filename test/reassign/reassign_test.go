@@ -35,6 +35,7 @@ func TestReassignAndElect(t *testing.T) {
 		// Leadership moves back only when the test asks for it.
 		"auto.leader.rebalance.enable": "false",
 	}})
+	t.Run("bad", func(t *testing.T) { badReassignments(t, c) })
 	t.Run("move", func(t *testing.T) { move(t, c) })
 	t.Run("preferred", func(t *testing.T) { preferred(t, c) })
 	t.Run("unclean", func(t *testing.T) { unclean(t, c) })
@@ -196,5 +197,46 @@ func unclean(t *testing.T, c *testcluster.Cluster) {
 	cl := c.Client(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic(topic))
 	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("after")}).FirstErr(); err != nil {
 		t.Fatalf("produce after the unclean election: %v", err)
+	}
+}
+
+// badReassignments: kadm's AlterPartitionAssignments with an unknown
+// broker, a duplicate replica or an empty replica list gets
+// INVALID_REPLICA_ASSIGNMENT for that partition, an unknown topic
+// UNKNOWN_TOPIC_OR_PARTITION, and nothing changes: the partitions keep
+// their replicas and no reassignment is listed.
+func badReassignments(t *testing.T, c *testcluster.Cluster) {
+	c.CreateTopic("bad", 3, -1, nil, [][]int32{{1, 2}, {2, 3}, {3, 1}})
+	adm := c.Admin()
+	ctx := ctxFor(t, time.Minute)
+	var req kadm.AlterPartitionAssignmentsReq
+	req.Assign("bad", 0, []int32{1, 42})
+	req.Assign("bad", 1, []int32{2, 2})
+	req.Assign("bad", 2, []int32{})
+	req.Assign("no-such-topic", 0, []int32{1, 2})
+	res, err := adm.AlterPartitionAssignments(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, what := range map[int32]string{0: "an unknown broker", 1: "a duplicate replica", 2: "no replicas"} {
+		if e := res["bad"][p].Err; !errors.Is(e, kerr.InvalidReplicaAssignment) {
+			t.Errorf("reassigning to %s: %v, want INVALID_REPLICA_ASSIGNMENT", what, e)
+		}
+	}
+	if e := res["no-such-topic"][0].Err; !errors.Is(e, kerr.UnknownTopicOrPartition) {
+		t.Errorf("reassigning an unknown topic: %v, want UNKNOWN_TOPIC_OR_PARTITION", e)
+	}
+	ls, err := adm.ListPartitionReassignments(ctx, nil)
+	if err != nil || len(ls) != 0 {
+		t.Errorf("reassignments after refused requests: %v %v", ls, err)
+	}
+	m, err := c.Meta("bad")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range [][]int32{{1, 2}, {2, 3}, {3, 1}} {
+		if !slices.Equal(m[int32(p)].Replicas, want) {
+			t.Errorf("bad-%d replicas %v after refused requests, want %v", p, m[int32(p)].Replicas, want)
+		}
 	}
 }
