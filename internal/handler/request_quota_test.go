@@ -187,3 +187,44 @@ func TestThrottledFetchCarriesNoRecords(t *testing.T) {
 		t.Error("no fetch was throttled")
 	}
 }
+
+// A franz-go consumer (incremental fetch sessions, KIP-227) under a
+// small consumer_byte_rate gets throttled fetches and still reads every
+// record once, in order: a throttled incremental fetch keeps its session
+// and commits nothing to it.
+func TestThrottledFetchConsumer(t *testing.T) {
+	const quota = 8 << 10 // bytes/s
+	n := startNode(t, "", map[string]string{"quota.window.num": "2", "quota.window.size.seconds": "1"})
+	adm := n.client()
+	createTopic(t, adm, "fc", 1, nil)
+	setClientQuota(t, adm, "slowc", "consumer_byte_rate", quota)
+	prod := n.client(kgo.DefaultProduceTopic("fc"), kgo.ProducerLinger(0), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	const records = 30
+	for i := 0; i < records; i++ {
+		if err := prod.ProduceSync(ctx(t), &kgo.Record{Value: make([]byte, 1<<10)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var hook throttleHook
+	cl := n.client(kgo.ClientID("slowc"), kgo.WithHooks(&hook), kgo.ConsumeTopics("fc"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
+	c := ctx(t)
+	next := int64(0)
+	for next < records {
+		fs := cl.PollFetches(c)
+		if err := c.Err(); err != nil {
+			t.Fatalf("consumed %d of %d records: %v", next, records, err)
+		}
+		fs.EachError(func(_ string, _ int32, err error) { t.Fatalf("fetch error: %v", err) })
+		fs.EachRecord(func(r *kgo.Record) {
+			if r.Offset != next {
+				t.Fatalf("record at offset %d, want %d", r.Offset, next)
+			}
+			next++
+		})
+	}
+	t.Logf("%d records, %d throttled responses", next, hook.n.Load())
+	if hook.n.Load() == 0 {
+		t.Error("no fetch was throttled")
+	}
+}
