@@ -319,8 +319,12 @@ func (c *Conn) handle(frame []byte) (p pending, err error) {
 // carries a larger one (a response carries the largest of its throttles).
 func withThrottle(reply Reply, ms int32) Reply {
 	set := func(resp kmsg.Response) kmsg.Response {
-		if tr, ok := resp.(kmsg.SetThrottleResponse); ok {
-			if cur, _ := resp.(kmsg.ThrottleResponse).Throttle(); cur < ms {
+		tr, ok := resp.(interface {
+			kmsg.ThrottleResponse
+			kmsg.SetThrottleResponse
+		})
+		if ok {
+			if cur, _ := tr.Throttle(); cur < ms {
 				tr.SetThrottle(ms)
 			}
 		}
