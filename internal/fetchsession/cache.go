@@ -369,6 +369,15 @@ func (c *Cache) Incremental(id, epoch int32, usesIDs bool, updates []Entry, forg
 // ID is the session's id.
 func (t *Txn) ID() int32 { return t.s.id }
 
+// Current reports whether the session is still open at this request's
+// epoch, as Commit requires; a throttled response, which commits
+// nothing, checks it (Kafka's IncrementalFetchContext.getThrottledResponse).
+func (t *Txn) Current() bool {
+	t.c.mu.Lock()
+	defer t.c.mu.Unlock()
+	return t.c.sessions[t.s.id] == t.s && t.s.epoch == t.epoch
+}
+
 // Len is the number of partitions to read.
 func (t *Txn) Len() int { return len(t.parts) }
 

@@ -70,9 +70,13 @@ func (h *Handlers) fetch(r *protocol.Request) protocol.Reply {
 	req := r.Body.(*kmsg.FetchRequest)
 	plan := h.planFetch(req)
 	if plan.resp != nil {
+		if d := h.fetchThrottle(r, req, 0); d > 0 {
+			plan.resp.ThrottleMillis = throttleMillis(d)
+		}
 		return protocol.Reply{Resp: plan.resp}
 	}
 	h.authorizeFetch(r, req, plan.items)
+	h.capFetchToQuota(r, req)
 	splice := h.splice && r.Conn.Spliceable()
 	read := h.readFetch(req, plan.items, h.b.LookupDeadline(), splice)
 	wait := time.Duration(req.MaxWaitMillis) * time.Millisecond
@@ -112,10 +116,18 @@ func (h *Handlers) fetch(r *protocol.Request) protocol.Reply {
 
 // sendFetch records the throttled partitions' bytes of the read being
 // sent (KafkaApis records them against the leader's replication quota once
-// the response is built) and responds.
+// the response is built) and responds. A consumer over its
+// consumer_byte_rate or request_percentage quota gets an empty response
+// with the throttle time instead (KIP-219; quota.go): the records stay
+// for a later fetch, and nothing is recorded in its fetch session.
 func (h *Handlers) sendFetch(r *protocol.Request, req *kmsg.FetchRequest, plan fetchPlan, read fetchRead) kmsg.Response {
 	if read.throttled > 0 || read.held > 0 {
 		h.b.RecordLeaderThrottled(read.throttled, read.held)
+	}
+	if d := h.fetchThrottle(r, req, read.bytes); d > 0 {
+		resp := plan.throttledResponse(req)
+		resp.ThrottleMillis = throttleMillis(d)
+		return resp
 	}
 	return h.respond(r, req, plan.finish(read), read.holes)
 }

@@ -22,7 +22,21 @@ type fetchPlan struct {
 	// finish assembles the response from the read actually sent and
 	// records it in the session.
 	finish func(fetchRead) *kmsg.FetchResponse
-	resp   *kmsg.FetchResponse
+	// throttled, if set, is the response of a fetch throttled by a
+	// client quota (Kafka's FetchContext.getThrottledResponse): no
+	// partitions, nothing recorded in the session; an incremental
+	// fetch's keeps its session id. Nil: an empty sessionless response.
+	throttled func() *kmsg.FetchResponse
+	resp      *kmsg.FetchResponse
+}
+
+// throttledResponse is the response of a fetch throttled by a client
+// quota: no partitions, so no records.
+func (p fetchPlan) throttledResponse(req *kmsg.FetchRequest) *kmsg.FetchResponse {
+	if p.throttled != nil {
+		return p.throttled()
+	}
+	return req.ResponseKind().(*kmsg.FetchResponse)
 }
 
 // planFetch opens the fetch's context: sessionless, full (creating a
@@ -85,7 +99,14 @@ func (h *Handlers) planFetch(req *kmsg.FetchRequest) fetchPlan {
 			h.resolve(&items[i])
 		}
 	}
-	return fetchPlan{items: items, finish: func(rd fetchRead) *kmsg.FetchResponse {
+	return fetchPlan{items: items, throttled: func() *kmsg.FetchResponse {
+		resp := req.ResponseKind().(*kmsg.FetchResponse)
+		resp.SessionID = tx.ID()
+		if !tx.Current() {
+			resp.ErrorCode = kerr.InvalidFetchSessionEpoch.Code
+		}
+		return resp
+	}, finish: func(rd fetchRead) *kmsg.FetchResponse {
 		include, ok := tx.Commit(rd.results)
 		if !ok {
 			// Another request used the session meanwhile (Kafka:

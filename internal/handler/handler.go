@@ -35,8 +35,9 @@ type Handlers struct {
 	// auth decides requests when authorizer.class.name is set; nil
 	// allows everything (authz.go).
 	auth *acl.Authorizer
-	// produceQuota and fetchQuota keep the client byte rates (quota.go).
-	produceQuota, fetchQuota *quota.Manager
+	// produceQuota and fetchQuota keep the client byte rates,
+	// requestQuota the request times (quota.go).
+	produceQuota, fetchQuota, requestQuota *quota.Manager
 }
 
 // Options tune the handlers.
@@ -91,10 +92,12 @@ func RegisterWith(reg *protocol.Registry, b *broker.Broker, opts Options) *Handl
 		Slots: opts.FetchSessionCacheSlots, MaxPartitions: opts.FetchSessionMaxPartitions, Now: b.Now,
 	}), splice: !opts.NoSplice, auth: authorizerFromConfig(b.Config()),
 		produceQuota: quota.New(metadata.QuotaProducerByteRate, quotaConfig(b.Config())),
-		fetchQuota:   quota.New(metadata.QuotaConsumerByteRate, quotaConfig(b.Config()))}
+		fetchQuota:   quota.New(metadata.QuotaConsumerByteRate, quotaConfig(b.Config())),
+		requestQuota: quota.New(metadata.QuotaRequestPercentage, quotaConfig(b.Config()))}
+	reg.SetRequestTime(h.recordRequestTime)
 	for _, api := range []protocol.Handler{
 		{Key: 0, MinVersion: 0, MaxVersion: 12, Serve: h.withProduceQuota(h.produce)},
-		{Key: 1, MinVersion: 4, MaxVersion: fetchMaxVersion, Serve: h.withFetchQuota(h.fetch)},
+		{Key: 1, MinVersion: 4, MaxVersion: fetchMaxVersion, Serve: h.fetch},
 		{Key: 2, MinVersion: 1, MaxVersion: 7, Serve: h.listOffsets},
 		{Key: 3, MinVersion: 0, MaxVersion: 11, Serve: h.metadata},
 		{Key: 19, MinVersion: 0, MaxVersion: 7, Serve: h.createTopics},

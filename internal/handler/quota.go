@@ -7,9 +7,22 @@ package handler
 // user and client id (internal/quota). Over the quota, the response
 // carries ThrottleMillis and the connection reads no further request for
 // that long. Followers' fetches are not counted (replication quotas are
-// separate in Kafka and not implemented).
+// separate in Kafka, replquota.go in package broker).
+//
+// request_percentage (KIP-124, ClientRequestQuotaManager): the time the
+// protocol layer measures for each request (its handler's time, then the
+// encoding and writing of its response) is recorded as a percentage of
+// one thread (recordRequestTime); over the quota the response carries
+// the larger of its throttles and the connection is muted, the throttle
+// being at most one quota.window.size.seconds. Cluster actions are exempt
+// (requestExempt), as are acks=0 produces (KafkaApis'
+// sendNoOpResponseExemptThrottle). A consumer's Fetch is decided with
+// its byte rate when its response is made (fetchThrottle): throttled by
+// either quota, it is answered empty and its bytes are not recorded
+// (KafkaApis.handleFetchRequest, getThrottledResponse).
 
 import (
+	"math"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -26,6 +39,108 @@ func quotaConfig(cfg *config.Broker) quota.Config {
 		Samples: int(cfg.Int("quota.window.num", 11)),
 		Window:  time.Duration(cfg.Int("quota.window.size.seconds", 1)) * time.Second,
 	}
+}
+
+// requestExempt reports whether r is exempt from request_percentage:
+// the cluster actions (Kafka's ApiKeys with clusterAction, answered with
+// sendResponseExemptThrottle: a follower's Fetch, WriteTxnMarkers,
+// LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown,
+// AlterPartition, Envelope, BrokerRegistration, BrokerHeartbeat), an
+// acks=0 Produce, and SaslHandshake / SaslAuthenticate (authentication,
+// which Kafka's SaslServerAuthenticator does outside the request
+// handlers).
+func requestExempt(r *protocol.Request) bool {
+	switch r.Key {
+	case 4, 5, 6, 7, 17, 27, 36, 56, 58, 62, 63:
+		return true
+	case 0:
+		pr, ok := r.Body.(*kmsg.ProduceRequest)
+		return ok && pr.Acks == 0
+	case 1:
+		fr, ok := r.Body.(*kmsg.FetchRequest)
+		if !ok {
+			return true
+		}
+		id, _ := replicaOf(fr)
+		return id >= 0
+	}
+	return false
+}
+
+// recordRequestTime is the protocol.RequestTimeFunc: d recorded against
+// the request_percentage of r's user and client id. A consumer's Fetch
+// is throttled by fetchThrottle instead, with its byte rate; only the
+// time of writing its response is recorded here.
+func (h *Handlers) recordRequestTime(r *protocol.Request, d time.Duration, throttle bool) time.Duration {
+	if requestExempt(r) {
+		return 0
+	}
+	quotas := h.b.Image().Quotas
+	if len(quotas) == 0 || (throttle && r.Key == 1) {
+		return 0
+	}
+	t := h.requestQuota.RecordValue(quotas, quota.User(r.Conn.Principal()), r.ClientID, quota.Percent(d), h.b.Now())
+	if !throttle || t <= 0 {
+		return 0
+	}
+	metrics.QuotaThrottle.WithLabelValues("request").Add(t.Seconds())
+	return t
+}
+
+// fetchThrottle records a consumer fetch's record bytes and its
+// handler's time so far against consumer_byte_rate and
+// request_percentage and returns the larger throttle (KafkaApis
+// records both when the response is made). Throttled, the bytes are
+// taken back (the response goes out empty) and the connection muted.
+func (h *Handlers) fetchThrottle(r *protocol.Request, req *kmsg.FetchRequest, n int64) time.Duration {
+	if id, _ := replicaOf(req); id >= 0 {
+		return 0
+	}
+	quotas := h.b.Image().Quotas
+	if len(quotas) == 0 {
+		return 0
+	}
+	user, clientID, now := quota.User(r.Conn.Principal()), r.ClientID, h.b.Now()
+	metrics.QuotaBytes.WithLabelValues("fetch").Add(float64(n))
+	bytesT := h.fetchQuota.Record(quotas, user, clientID, n, now)
+	reqT := h.requestQuota.RecordValue(quotas, user, clientID, quota.Percent(r.HandlerTime()), now)
+	d := max(bytesT, reqT)
+	if d <= 0 {
+		return 0
+	}
+	h.fetchQuota.Unrecord(quotas, user, clientID, n, now)
+	if bytesT > reqT {
+		metrics.QuotaThrottle.WithLabelValues("fetch").Add(d.Seconds())
+	} else {
+		metrics.QuotaThrottle.WithLabelValues("request").Add(d.Seconds())
+	}
+	r.Conn.Throttle(d)
+	return d
+}
+
+// capFetchToQuota bounds a consumer fetch's MaxBytes (and MinBytes) to
+// what its consumer_byte_rate lets through in one quota window with
+// nothing recorded before (KafkaApis.handleFetchRequest's
+// maxQuotaWindowBytes): a larger response would be throttled, and so
+// answered empty, every time. The first batch is still returned whole
+// (KIP-74).
+func (h *Handlers) capFetchToQuota(r *protocol.Request, req *kmsg.FetchRequest) {
+	if id, _ := replicaOf(req); id >= 0 {
+		return
+	}
+	quotas := h.b.Image().Quotas
+	if len(quotas) == 0 {
+		return
+	}
+	limit, ok := h.fetchQuota.MaxInWindow(quotas, quota.User(r.Conn.Principal()), r.ClientID)
+	if !ok {
+		return
+	}
+	budget := int64(min(max(limit, 1), float64(math.MaxInt32)))
+	if req.MaxBytes <= 0 || int64(req.MaxBytes) > budget {
+		req.MaxBytes = int32(budget)
+	}
+	req.MinBytes = min(req.MinBytes, req.MaxBytes)
 }
 
 // throttleMillis converts a throttle time for a response field.
@@ -71,70 +186,4 @@ func (h *Handlers) withProduceQuota(serve protocol.HandlerFunc) protocol.Handler
 		}
 		return reply
 	}
-}
-
-// withFetchQuota wraps the Fetch handler: a consumer's response record
-// bytes are recorded when the response is ready.
-func (h *Handlers) withFetchQuota(serve protocol.HandlerFunc) protocol.HandlerFunc {
-	return func(r *protocol.Request) protocol.Reply {
-		reply := serve(r)
-		req, ok := r.Body.(*kmsg.FetchRequest)
-		if !ok {
-			return reply
-		}
-		if id, _ := replicaOf(req); id >= 0 || len(h.b.Image().Quotas) == 0 {
-			return reply
-		}
-		user, clientID := quota.User(r.Conn.Principal()), r.ClientID
-		account := func(resp kmsg.Response) kmsg.Response {
-			fr := fetchResponseOf(resp)
-			if fr == nil {
-				return resp
-			}
-			n := fetchBytes(resp, fr)
-			metrics.QuotaBytes.WithLabelValues("fetch").Add(float64(n))
-			d := h.fetchQuota.Record(h.b.Image().Quotas, user, clientID, n, h.b.Now())
-			if d > 0 {
-				metrics.QuotaThrottle.WithLabelValues("fetch").Add(d.Seconds())
-				fr.ThrottleMillis = throttleMillis(d)
-				r.Conn.Throttle(d)
-			}
-			return resp
-		}
-		if reply.Await != nil {
-			await := reply.Await
-			reply.Await = func() kmsg.Response { return account(await()) }
-		} else if reply.Resp != nil {
-			reply.Resp = account(reply.Resp)
-		}
-		return reply
-	}
-}
-
-// fetchResponseOf is the FetchResponse of a fetch handler's response.
-func fetchResponseOf(resp kmsg.Response) *kmsg.FetchResponse {
-	switch v := resp.(type) {
-	case *kmsg.FetchResponse:
-		return v
-	case *splicedFetch:
-		return v.FetchResponse
-	}
-	return nil
-}
-
-// fetchBytes is the record bytes of a fetch response, spliced ones
-// included.
-func fetchBytes(resp kmsg.Response, fr *kmsg.FetchResponse) int64 {
-	var n int64
-	for _, t := range fr.Topics {
-		for _, p := range t.Partitions {
-			n += int64(len(p.RecordBatches))
-		}
-	}
-	if sp, ok := resp.(protocol.Spliced); ok {
-		for _, s := range sp.Splices() {
-			n += s.Len
-		}
-	}
-	return n
 }

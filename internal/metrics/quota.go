@@ -28,9 +28,10 @@ var (
 		Name: "sluice_connection_accept_throttle_seconds_total", Help: "Time the acceptors waited for max.connection.creation.rate (connection-accept-throttle-time).",
 	})
 	// QuotaThrottle is the throttle time given to clients over a client
-	// quota, by quota type: produce or fetch (throttle-time).
+	// quota, by quota type: produce, fetch or request (throttle-time;
+	// request is request_percentage, KIP-124).
 	QuotaThrottle = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "sluice_quota_throttle_seconds_total", Help: "Throttle time given to clients over a client quota, by type (produce, fetch).",
+		Name: "sluice_quota_throttle_seconds_total", Help: "Throttle time given to clients over a client quota, by type (produce, fetch, request).",
 	}, []string{"type"})
 	// QuotaBytes counts bytes recorded against client quotas, by type.
 	QuotaBytes = prometheus.NewCounterVec(prometheus.CounterOpts{

@@ -53,6 +53,8 @@ type pending struct {
 	reply        Reply
 	size         int64
 	start        time.Time
+	// req is the request, when its time is recorded (RequestTimeFunc).
+	req *Request
 	// raw is a raw SASL token frame to write (after SaslHandshake v0).
 	raw []byte
 }
@@ -294,8 +296,48 @@ func (c *Conn) handle(frame []byte) (p pending, err error) {
 		p.reply = c.serveSASL(req)
 		return p, nil
 	}
+	rt := c.srv.reg.requestTime
+	if rt == nil || c.saslPending() {
+		p.reply, err = c.serveSafely(h, req)
+		return p, err
+	}
+	req.start = time.Now()
 	p.reply, err = c.serveSafely(h, req)
-	return p, err
+	req.served = max(time.Since(req.start), 1)
+	if err != nil {
+		return p, err
+	}
+	p.req = req
+	if d := rt(req, req.served, true); d > 0 {
+		c.Throttle(d)
+		p.reply = withThrottle(p.reply, int32(min(d, MaxThrottle).Milliseconds()))
+	}
+	return p, nil
+}
+
+// withThrottle sets ms as the throttle of reply's response unless it
+// carries a larger one (a response carries the largest of its throttles).
+func withThrottle(reply Reply, ms int32) Reply {
+	set := func(resp kmsg.Response) kmsg.Response {
+		tr, ok := resp.(interface {
+			kmsg.ThrottleResponse
+			kmsg.SetThrottleResponse
+		})
+		if ok {
+			if cur, _ := tr.Throttle(); cur < ms {
+				tr.SetThrottle(ms)
+			}
+		}
+		return resp
+	}
+	switch {
+	case reply.Await != nil:
+		await := reply.Await
+		reply.Await = func() kmsg.Response { return set(await()) }
+	case reply.Resp != nil:
+		reply.Resp = set(reply.Resp)
+	}
+	return reply
 }
 
 // serveSafely runs a handler and turns a panic into a closed connection, so
@@ -378,6 +420,7 @@ func (c *Conn) writeLoop() {
 			}
 			continue
 		}
+		wstart := time.Now()
 		resp.SetVersion(p.version)
 		buf = buf[:0]
 		buf = append(buf, 0, 0, 0, 0)
@@ -393,6 +436,9 @@ func (c *Conn) writeLoop() {
 		}
 		if cap(buf) > 1<<20 {
 			buf = make([]byte, 0, 4096)
+		}
+		if p.req != nil {
+			c.srv.reg.requestTime(p.req, time.Since(wstart), false)
 		}
 		metrics.ObserveRequest(p.key, time.Since(p.start))
 		if len(c.pending) == 0 {

@@ -7,6 +7,7 @@ package protocol
 
 import (
 	"sort"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -41,7 +42,33 @@ type Request struct {
 	Body kmsg.Request
 	// Conn identifies the connection (for fetch sessions and logs).
 	Conn *Conn
+
+	// start is when the handler was called; served how long it ran
+	// (HandlerTime), set once it returned.
+	start  time.Time
+	served time.Duration
 }
+
+// HandlerTime is the time the request's handler spent on it: the time
+// its HandlerFunc ran, or, called from within it, the time so far. An
+// Await's waiting is not counted, as Kafka's requestThreadTimeNanos does
+// not count a delayed operation's time in purgatory.
+func (r *Request) HandlerTime() time.Duration {
+	if r.served > 0 || r.start.IsZero() {
+		return r.served
+	}
+	return time.Since(r.start)
+}
+
+// RequestTimeFunc records the time spent on a request against its
+// client's request_percentage quota (KIP-124, Kafka's
+// ClientRequestQuotaManager): d is the handler's time (HandlerTime) when
+// throttle is set, then the time spent encoding and writing its response
+// (Kafka's network-thread time, recorded without a throttle). It returns
+// the throttle time, zero for none or when throttle is false; the
+// protocol layer then mutes the connection (Conn.Throttle) and puts the
+// throttle in the response's ThrottleMillis unless a larger one is there.
+type RequestTimeFunc func(r *Request, d time.Duration, throttle bool) time.Duration
 
 // HandlerFunc serves one request. It runs on the connection's reader
 // goroutine, so requests of one connection are handled in order; anything
@@ -62,7 +89,14 @@ type Handler struct {
 type Registry struct {
 	handlers map[int16]Handler
 	features []Feature
+	// requestTime records request times (SetRequestTime).
+	requestTime RequestTimeFunc
 }
+
+// SetRequestTime installs the request-time recorder (at startup, like
+// Register). SASL exchanges before authentication are not recorded
+// (Kafka's SaslServerAuthenticator handles them on the network thread).
+func (r *Registry) SetRequestTime(f RequestTimeFunc) { r.requestTime = f }
 
 // Feature is a feature advertised in ApiVersions v3+ (KIP-584): the
 // levels this node supports and the level finalized for the cluster (0:

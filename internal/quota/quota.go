@@ -1,9 +1,11 @@
-// Package quota enforces client byte-rate quotas as Kafka's
-// ClientQuotaManager does (KIP-13, KIP-55, KIP-219): each request's bytes
-// are recorded in a rate over quota.window.num samples of
-// quota.window.size.seconds, kept per quota entity; when the rate is over
-// the entity's quota the request gets a throttle time, returned in the
-// response, for which the broker then stops reading from the connection.
+// Package quota enforces client quotas as Kafka's ClientQuotaManager does
+// (KIP-13, KIP-55, KIP-219): each request's bytes (producer_byte_rate,
+// consumer_byte_rate) or handling time (request_percentage, KIP-124, as
+// ClientRequestQuotaManager) are recorded in a rate over quota.window.num
+// samples of quota.window.size.seconds, kept per quota entity; when the
+// rate is over the entity's quota the request gets a throttle time,
+// returned in the response, for which the broker then stops reading from
+// the connection.
 package quota
 
 import (
@@ -28,11 +30,14 @@ type Config struct {
 	Window time.Duration
 }
 
-// Manager keeps the rates of one quota type (produce or fetch).
+// Manager keeps the rates of one quota type (produce, fetch or request).
 type Manager struct {
-	key     string // metadata.QuotaProducerByteRate or QuotaConsumerByteRate
+	key     string // metadata.QuotaProducerByteRate, QuotaConsumerByteRate or QuotaRequestPercentage
 	samples int
 	window  time.Duration
+	// maxThrottle bounds a throttle time: MaxThrottle, or one window for
+	// request_percentage (ClientRequestQuotaManager's maxThrottleTimeMs).
+	maxThrottle time.Duration
 
 	mu      sync.Mutex
 	sensors map[sensorKey]*sensor
@@ -42,8 +47,8 @@ type Manager struct {
 	idxLen int
 }
 
-// New returns a manager of the quota key (producer_byte_rate or
-// consumer_byte_rate).
+// New returns a manager of the quota key (producer_byte_rate,
+// consumer_byte_rate or request_percentage).
 func New(key string, cfg Config) *Manager {
 	if cfg.Samples < 2 {
 		cfg.Samples = 2
@@ -51,8 +56,18 @@ func New(key string, cfg Config) *Manager {
 	if cfg.Window <= 0 {
 		cfg.Window = time.Second
 	}
-	return &Manager{key: key, samples: cfg.Samples, window: cfg.Window, sensors: map[sensorKey]*sensor{}}
+	m := &Manager{key: key, samples: cfg.Samples, window: cfg.Window, maxThrottle: MaxThrottle, sensors: map[sensorKey]*sensor{}}
+	if key == metadata.QuotaRequestPercentage {
+		m.maxThrottle = min(cfg.Window, MaxThrottle)
+	}
+	return m
 }
+
+// Percent is the value request_percentage records for d of handling
+// time: percent of one thread for a second (ClientRequestQuotaManager's
+// nanosToPercentage), so that its rate per second is the percentage of
+// one thread used.
+func Percent(d time.Duration) float64 { return float64(d) * 100 / float64(time.Second) }
 
 // MaxThrottle bounds a throttle time. Kafka's ClientQuotaManager does
 // not bound it: a burst larger than the sampled span must be paid in
@@ -120,8 +135,14 @@ func (m *Manager) lookup(quotas []metadata.ClientQuota, user, clientID string) (
 // the quotas of the image, and returns the throttle time: zero when the
 // rate is within the quota or there is none, else Kafka's
 // (rate - quota) / quota * window span (QuotaUtils.throttleTime), at
-// most MaxThrottle.
+// most MaxThrottle (one window for request_percentage).
 func (m *Manager) Record(quotas []metadata.ClientQuota, user, clientID string, n int64, now time.Time) time.Duration {
+	return m.RecordValue(quotas, user, clientID, float64(n), now)
+}
+
+// RecordValue is Record of a value that need not be whole (request
+// time, Percent).
+func (m *Manager) RecordValue(quotas []metadata.ClientQuota, user, clientID string, v float64, now time.Time) time.Duration {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	limit, k, ok := m.lookup(quotas, user, clientID)
@@ -139,12 +160,26 @@ func (m *Manager) Record(quotas []metadata.ClientQuota, user, clientID string, n
 		s = &sensor{vals: make([]float64, m.samples), starts: make([]time.Time, m.samples)}
 		m.sensors[k] = s
 	}
-	rate, span := s.record(float64(n), now, m.window)
+	rate, span := s.record(v, now, m.window)
 	if rate <= limit {
 		return 0
 	}
 	d := time.Duration((rate - limit) / limit * float64(span))
-	return min(d, MaxThrottle)
+	return min(d, m.maxThrottle)
+}
+
+// MaxInWindow is the most (user, clientID) can record at once, with
+// nothing recorded before, without being throttled: its quota times
+// quota.window.num - 1 windows (ClientQuotaManager's
+// getMaxValueInQuotaWindow). ok is false when no quota applies.
+func (m *Manager) MaxInWindow(quotas []metadata.ClientQuota, user, clientID string) (float64, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	limit, _, ok := m.lookup(quotas, user, clientID)
+	if !ok {
+		return 0, false
+	}
+	return limit * float64(m.samples-1) * m.window.Seconds(), true
 }
 
 // Unrecord takes back n bytes recorded at now (a throttled fetch returns

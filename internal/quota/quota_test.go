@@ -82,3 +82,36 @@ func TestRecordThrottle(t *testing.T) {
 		t.Fatalf("average %.0f B/s, want ~1000", r)
 	}
 }
+
+// request_percentage (KIP-124) records handling time as percent of one
+// thread: 50 ms over a 10 s span is 0.5 %; the throttle is at most one
+// window (ClientRequestQuotaManager); MaxInWindow is the quota times
+// quota.window.num - 1 windows.
+func TestRequestPercentage(t *testing.T) {
+	im := &metadata.Image{}
+	metadata.ApplyQuotas(im, []metadata.QuotaAlteration{{Entity: metadata.QuotaEntity{ClientID: name("c")},
+		Ops: []metadata.QuotaOp{{Key: metadata.QuotaRequestPercentage, Value: 1}, {Key: metadata.QuotaConsumerByteRate, Value: 1000}}}})
+	if p := Percent(50 * time.Millisecond); p != 5 {
+		t.Fatalf("Percent(50ms) = %v, want 5 (percent-seconds)", p)
+	}
+	m := New(metadata.QuotaRequestPercentage, Config{Samples: 11, Window: time.Second})
+	t0 := time.Unix(1000, 0)
+	// 1 % over a 10 s span: 100 ms of handling pass.
+	if d := m.RecordValue(im.Quotas, "u", "c", Percent(100*time.Millisecond), t0); d != 0 {
+		t.Fatalf("100 ms within 1%% of 10 s throttled %v", d)
+	}
+	// 50 ms more: rate 1.5 %, throttle 0.5 * 10 s = 5 s, bounded to 1 s.
+	if d := m.RecordValue(im.Quotas, "u", "c", Percent(50*time.Millisecond), t0); d != time.Second {
+		t.Fatalf("throttle %v, want one window (1s)", d)
+	}
+	if d := m.RecordValue(im.Quotas, "u", "free", Percent(time.Hour), t0); d != 0 {
+		t.Fatalf("a client without a quota throttled %v", d)
+	}
+	f := New(metadata.QuotaConsumerByteRate, Config{Samples: 11, Window: time.Second})
+	if v, ok := f.MaxInWindow(im.Quotas, "u", "c"); !ok || v != 10000 {
+		t.Fatalf("MaxInWindow = %v %v, want 10000", v, ok)
+	}
+	if _, ok := f.MaxInWindow(im.Quotas, "u", "free"); ok {
+		t.Fatal("MaxInWindow without a quota")
+	}
+}
