@@ -3,12 +3,17 @@ package handler
 // DescribeLogDirs, versions 0-4. One log directory (the data dir) holding
 // every partition, with each partition's size in bytes; v4 adds the
 // directory's total and usable bytes. A null topic list means all topics.
+// With an authorizer the caller needs DESCRIBE on the cluster
+// (KafkaApis.handleDescribeLogDirsRequest): refused, the answer has no
+// directory and, from v3, CLUSTER_AUTHORIZATION_FAILED.
 
 import (
 	"path/filepath"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-io/sluice/internal/acl"
 	"github.com/sluice-io/sluice/internal/protocol"
 )
 
@@ -16,6 +21,10 @@ func (h *Handlers) describeLogDirs(r *protocol.Request) protocol.Reply {
 	lookup := h.b.LookupDeadline()
 	req := r.Body.(*kmsg.DescribeLogDirsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeLogDirsResponse)
+	if !h.allowedCluster(r, acl.OpDescribe) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return protocol.Reply{Resp: resp}
+	}
 	dir := kmsg.NewDescribeLogDirsResponseDir()
 	dir.Dir, _ = filepath.Abs(h.b.Config().DataDir)
 	dir.TotalBytes, dir.UsableBytes = diskSpace(h.b.Config().DataDir)

@@ -117,3 +117,35 @@ func TestAclAPIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// DescribeLogDirs needs DESCRIBE on the cluster (as in Kafka's
+// KafkaApis.handleDescribeLogDirsRequest): refused, the answer lists no
+// directory and carries CLUSTER_AUTHORIZATION_FAILED; a super user gets
+// the data directory.
+func TestDescribeLogDirsAuthorization(t *testing.T) {
+	for _, tc := range []struct {
+		supers string
+		want   int16
+		dirs   int
+	}{
+		{"", kerr.ClusterAuthorizationFailed.Code, 0},
+		{"User:ANONYMOUS", 0, 1},
+	} {
+		props := map[string]string{"authorizer.class.name": standardAuthorizer}
+		if tc.supers != "" {
+			props["super.users"] = tc.supers
+		}
+		cl := startNode(t, "", props).client()
+		// Straight to the node: the client's sharded DescribeLogDirs
+		// keeps no top-level error code.
+		md := request[*kmsg.MetadataResponse](t, cl, kmsg.NewPtrMetadataRequest())
+		resp, err := cl.Broker(int(md.Brokers[0].NodeID)).Request(ctx(t), kmsg.NewPtrDescribeLogDirsRequest())
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := resp.(*kmsg.DescribeLogDirsResponse)
+		if r.ErrorCode != tc.want || len(r.Dirs) != tc.dirs {
+			t.Errorf("super.users=%q: DescribeLogDirs code %d with %d dirs, want %d with %d", tc.supers, r.ErrorCode, len(r.Dirs), tc.want, tc.dirs)
+		}
+	}
+}
