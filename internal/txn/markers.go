@@ -184,6 +184,11 @@ func (c *Coordinator) sendMarkers(s *shard, commit bool, pid int64, epoch int16,
 					}
 				case kerr.InvalidProducerEpoch.Code, kerr.TransactionCoordinatorFenced.Code:
 					fenced = true
+				case kerr.ClusterAuthorizationFailed.Code:
+					// Retried like any failure, but it will not pass until an
+					// operator acts: say so (the logger is rate-limited).
+					c.log.Warn("transaction marker refused: the inter-broker principal needs CLUSTER_ACTION on the cluster (make it a super user, docs/security.md); the transaction stays in "+map[bool]string{true: "PrepareCommit", false: "PrepareAbort"}[commit],
+						"topic", p.Topic, "partition", p.Partition, "producer.id", pid)
 				default:
 					c.log.Debug("transaction marker not written", "topic", p.Topic, "partition", p.Partition,
 						"producer.id", pid, "err", kerr.ErrorForCode(code))
