@@ -218,3 +218,24 @@ func TestClientTLSReload(t *testing.T) {
 		t.Errorf("the leader saw client certificate %q, want broker-b", got)
 	}
 }
+
+// TestServerTLSClientAuthChange: ClientAuth changed on ServerTLS's config
+// after it was built (as the --http port does) holds for the reloading
+// per-connection configs too.
+func TestServerTLSClientAuthChange(t *testing.T) {
+	ca := testcerts.NewCA(t, "one")
+	dir := t.TempDir()
+	keyFile, trustFile := filepath.Join(dir, "keystore.pem"), filepath.Join(dir, "truststore.pem")
+	rewrite(t, keyFile, readFile(t, ca.Server("a").File))
+	rewrite(t, trustFile, readFile(t, ca.File))
+	tc, err := ServerTLS(brokerCfg(map[string]string{"ssl.keystore.type": "PEM", "ssl.keystore.location": keyFile,
+		"ssl.truststore.type": "PEM", "ssl.truststore.location": trustFile, "ssl.client.auth": "required"}), "HTTP")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc.ClientAuth = tls.VerifyClientCertIfGiven
+	c, err := tc.GetConfigForClient(&tls.ClientHelloInfo{})
+	if err != nil || c.ClientAuth != tls.VerifyClientCertIfGiven {
+		t.Fatalf("per-connection ClientAuth %v %v, want VerifyClientCertIfGiven", c.ClientAuth, err)
+	}
+}

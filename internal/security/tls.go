@@ -54,7 +54,12 @@ func ServerTLS(cfg *config.Broker, listener string) (*tls.Config, error) {
 	if st.reloads() {
 		base := tc.Clone()
 		tc.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
-			return st.serverConfig(base), nil
+			c := st.serverConfig(base)
+			// A caller may change ClientAuth before serving (the
+			// --http port asks for certificates at the TLS level and
+			// demands them per path): the returned config follows.
+			c.ClientAuth = tc.ClientAuth
+			return c, nil
 		}
 	}
 	return tc, nil
