@@ -171,19 +171,11 @@ func (h *Handlers) withProduceQuota(serve protocol.HandlerFunc) protocol.Handler
 		// mute the channel). acks=0 has no response but is muted too.
 		r.Conn.Throttle(d)
 		ms := throttleMillis(d)
-		set := func(resp kmsg.Response) kmsg.Response {
+		return reply.Map(func(resp kmsg.Response) kmsg.Response {
 			if pr, ok := resp.(*kmsg.ProduceResponse); ok {
 				pr.ThrottleMillis = ms
 			}
 			return resp
-		}
-		switch {
-		case reply.Await != nil:
-			await := reply.Await
-			reply.Await = func() kmsg.Response { return set(await()) }
-		case reply.Resp != nil:
-			reply.Resp = set(reply.Resp)
-		}
-		return reply
+		})
 	}
 }

@@ -330,14 +330,7 @@ func withThrottle(reply Reply, ms int32) Reply {
 		}
 		return resp
 	}
-	switch {
-	case reply.Await != nil:
-		await := reply.Await
-		reply.Await = func() kmsg.Response { return set(await()) }
-	case reply.Resp != nil:
-		reply.Resp = set(reply.Resp)
-	}
-	return reply
+	return reply.Map(set)
 }
 
 // serveSafely runs a handler and turns a panic into a closed connection, so

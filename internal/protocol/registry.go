@@ -30,6 +30,19 @@ type Reply struct {
 	Close bool
 }
 
+// Map returns the reply with f applied to its response, whether it is
+// ready (Resp) or comes later (Await).
+func (r Reply) Map(f func(kmsg.Response) kmsg.Response) Reply {
+	switch {
+	case r.Await != nil:
+		await := r.Await
+		r.Await = func() kmsg.Response { return f(await()) }
+	case r.Resp != nil:
+		r.Resp = f(r.Resp)
+	}
+	return r
+}
+
 // Request is one decoded request handed to a handler.
 type Request struct {
 	Key           int16
