@@ -303,10 +303,16 @@ func TestCoordinatorFailover(t *testing.T) {
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
-		adm := c.Admin()
 		var after map[int32]int64
 		for {
+			// A fresh client each try: a broker that has not yet
+			// applied the change can still name the old coordinator,
+			// and franz-go keeps a coordinator it cannot dial until the
+			// request's context ends, so a reused client would keep
+			// dialing the killed node.
+			adm := c.Admin()
 			after, err = c.committed(adm, group, topic)
+			adm.Close()
 			if err == nil {
 				break
 			}
