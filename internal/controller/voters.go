@@ -170,8 +170,10 @@ func (a *active) addVoter(ctx context.Context, body []byte) (any, int64, error) 
 			break
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			// Leave the configuration as it was.
-			r.RemoveServer(serverID(in.ID), 0, 10*time.Second)
+			// Leave the configuration as it was before answering.
+			if err := r.RemoveServer(serverID(in.ID), 0, 10*time.Second).Error(); err != nil {
+				a.n.log.Warn("removing the non-voter that did not catch up", "voter", in.ID, "err", err)
+			}
 			why := "no answer"
 			if perr == nil {
 				why = fmt.Sprintf("its log is at %d of %d", p.LastIndex, target)
