@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/sluice-io/sluice/internal/vfs"
 )
 
 // A voter that lost its metadata log (a replaced disk, a wiped data
@@ -150,27 +152,7 @@ func (n *Node) probeState() probeResp {
 // writeRejoinMarker creates the marker durably (file and directory
 // synced).
 func writeRejoinMarker(dir string) error {
-	f, err := os.Create(filepath.Join(dir, rejoinMarker))
-	if err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return vfs.WriteFileAtomic(vfs.Default, filepath.Join(dir, rejoinMarker), nil, true)
 }
 
 // rejoin runs while the node is guarded and lifts the guard once voting
@@ -192,7 +174,7 @@ func (n *Node) rejoin(dir string) {
 		n.guard.guarded.Store(false)
 		if err := os.Remove(filepath.Join(dir, rejoinMarker)); err != nil && !os.IsNotExist(err) {
 			n.log.Warn("removing the rejoin marker", "err", err)
-		} else if err := syncDir(dir); err != nil {
+		} else if err := vfs.Default.SyncDir(dir); err != nil {
 			n.log.Warn("syncing the raft directory", "err", err)
 		}
 		n.log.Info("controller voter votes again", "reason", why, "last.index", n.raft.LastIndex())

@@ -30,6 +30,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/sluice-io/sluice/internal/vfs"
 )
 
 // FileName is the file's name in the data directory.
@@ -144,32 +146,8 @@ func (p Props) String() string {
 	return sb.String()
 }
 
-// write stores p durably: a temporary file synced, renamed, and the
-// directory synced.
+// write stores p durably: vfs.WriteFileAtomic with syncs (a temporary
+// file synced, renamed, the directory synced).
 func write(dir string, p Props) error {
-	tmp := filepath.Join(dir, FileName+".tmp")
-	f, err := os.Create(tmp)
-	if err != nil {
-		return err
-	}
-	if _, err := f.WriteString(p.String()); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, FileName)); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return vfs.WriteFileAtomic(vfs.Default, filepath.Join(dir, FileName), []byte(p.String()), true)
 }
