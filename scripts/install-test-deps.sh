@@ -31,6 +31,15 @@ apt_install() {
 }
 
 # kcat: Debian's package is named kcat (older releases: kafkacat).
+# git and tar: test/upgrade builds an earlier commit's binary (git archive | tar -x).
+for tool in git tar; do
+	if command -v "$tool" >/dev/null 2>&1; then
+		echo "install-test-deps: $tool present"
+	else
+		apt_install "$tool"
+	fi
+done
+
 if command -v kcat >/dev/null 2>&1; then
 	echo "install-test-deps: kcat present ($(command -v kcat))"
 else
