@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -34,6 +35,26 @@ type active struct {
 	// applied it (BrokerHeartbeatManager.calculateNextBrokerState, §4.3).
 	applied    map[int32]int64
 	shutdownAt map[int32]int64
+
+	// now and newUUID default to time.Now and metadata.NewUUID; a Machine
+	// (machine.go) gives the simulator's clock and a seeded id source.
+	now     func() time.Time
+	newUUID func() metadata.UUID
+	// propose, when set, commits a group's entries instead of raft (a
+	// Machine's in-memory log), and submit makes each decision at once on
+	// the caller's goroutine instead of queueing it for the decision loop.
+	propose func(entries [][]record) ([]int64, int, error)
+	// knobs re-introduce fixed bugs (tests only; never set in production).
+	knobs Knobs
+}
+
+// Knobs re-introduce fixed controller bugs, for the simulator to show it
+// catches them (internal/sim). Production never sets them.
+type Knobs struct {
+	// GrantShutdownEarly grants a controlled shutdown once the broker
+	// leads nothing, without waiting until every other active broker has
+	// applied the shutdown (BrokerHeartbeatManager's check).
+	GrantShutdownEarly bool
 }
 
 func (a *active) init(n *Node) {
@@ -42,6 +63,41 @@ func (a *active) init(n *Node) {
 	a.contact = map[int32]time.Time{}
 	a.applied = map[int32]int64{}
 	a.shutdownAt = map[int32]int64{}
+	a.now = time.Now
+	a.newUUID = metadata.NewUUID
+}
+
+// activateLocked (a.mu held) starts a term of leadership on the committed image: every
+// registered broker gets a full session from now (contact from the
+// previous term is not known here), no heartbeat's applied offset or
+// shutdown offset is carried over, and decisions are taken from now on.
+func (a *active) activateLocked() {
+	now := a.now()
+	a.contact = map[int32]time.Time{}
+	for id := range a.n.st.Image().Brokers {
+		a.contact[id] = now
+	}
+	a.applied = map[int32]int64{}
+	a.shutdownAt = map[int32]int64{}
+	a.on = true
+}
+
+// bootstrap writes a new cluster's id and feature levels, once.
+func (a *active) bootstrap(ctx context.Context) {
+	if a.n.st.Image().ClusterID != "" {
+		return
+	}
+	a.decide(ctx, func(im *metadata.Image, b *batch) error {
+		if im.ClusterID == "" {
+			b.add(record{Type: recClusterID, ClusterID: a.newUUID().String()[:22]})
+			// A new cluster starts at the highest feature levels
+			// (features.go); an upgraded one keeps what it had.
+			for _, name := range slices.Sorted(maps.Keys(metadata.SupportedFeatures())) {
+				b.add(record{Type: recFeatureLevel, Feature: &featureLevel{Name: name, Level: metadata.SupportedFeatures()[name].Max}})
+			}
+		}
+		return nil
+	})
 }
 
 // noteApplied records a broker's reported metadata offset.
@@ -141,27 +197,10 @@ func (a *active) run(stop chan struct{}, gen uint64) {
 		a.mu.Unlock()
 		return
 	}
-	now := time.Now()
-	a.contact = map[int32]time.Time{}
-	for id := range n.st.Image().Brokers {
-		a.contact[id] = now
-	}
-	a.on = true
+	a.activateLocked()
 	a.mu.Unlock()
 	n.log.Info("active controller", "offset", n.st.Image().Offset)
-	if n.st.Image().ClusterID == "" {
-		a.decide(n.baseCtx, func(im *metadata.Image, b *batch) error {
-			if im.ClusterID == "" {
-				b.add(record{Type: recClusterID, ClusterID: metadata.NewUUID().String()[:22]})
-				// A new cluster starts at the highest feature levels
-				// (features.go); an upgraded one keeps what it had.
-				for _, name := range slices.Sorted(maps.Keys(metadata.SupportedFeatures())) {
-					b.add(record{Type: recFeatureLevel, Feature: &featureLevel{Name: name, Level: metadata.SupportedFeatures()[name].Max}})
-				}
-			}
-			return nil
-		})
-	}
+	a.bootstrap(n.baseCtx)
 	tick := time.NewTicker(min(a.sessionTimeout()/4, 250*time.Millisecond))
 	defer tick.Stop()
 	lastRebalance := time.Now()
@@ -358,7 +397,7 @@ func (a *active) fenceStale() {
 	sess := a.sessionTimeout()
 	im := a.n.st.Image()
 	var stale []int32
-	now := time.Now()
+	now := a.now()
 	a.mu.Lock()
 	for _, id := range im.BrokerIDs() {
 		if im.Brokers[id].Fenced {
@@ -378,7 +417,7 @@ func (a *active) fenceStale() {
 			a.mu.Lock()
 			last := a.contact[id]
 			a.mu.Unlock()
-			if !ok || br.Fenced || time.Since(last) <= sess {
+			if !ok || br.Fenced || a.now().Sub(last) <= sess {
 				return nil
 			}
 			a.n.log.Info("fencing broker: session expired", "broker", id, "epoch", br.Epoch)
@@ -391,7 +430,7 @@ func (a *active) fenceStale() {
 
 func (a *active) touch(id int32) {
 	a.mu.Lock()
-	a.contact[id] = time.Now()
+	a.contact[id] = a.now()
 	a.mu.Unlock()
 }
 

@@ -202,6 +202,11 @@ func (a *active) submit(ctx context.Context, opts decideOpts, fn func(im *metada
 		defer a.q.admin.Add(-1)
 	}
 	d := &decision{ctx: ctx, fn: fn, opts: opts, done: make(chan decisionResult, 1)}
+	if a.propose != nil {
+		// A Machine: decide and commit now, on this goroutine.
+		a.commitGroup([]*decision{d})
+		return <-d.done
+	}
 	timedOut := func() decisionResult {
 		return decisionResult{err: fmt.Errorf("%w: %v", kerr.RequestTimedOut, ctx.Err())}
 	}
@@ -356,6 +361,9 @@ func (a *active) commitGroup(group []*decision) (rest []*decision) {
 // on failure, the index of the first entry that failed (len(entries) if
 // none) and the error.
 func (a *active) proposeAll(entries [][]record) ([]int64, int, error) {
+	if a.propose != nil {
+		return a.propose(entries)
+	}
 	offs := make([]int64, len(entries))
 	futures := make([]raft.ApplyFuture, len(entries))
 	sizes := make([]int, len(entries))

@@ -145,7 +145,7 @@ func (a *active) heartbeat(ctx context.Context, body []byte) (any, int64, error)
 	br = im.Brokers[in.ID]
 	resp := heartbeatResp{Fenced: br.Fenced, ShuttingDown: br.ShuttingDown}
 	if in.WantShutDown {
-		resp.ShouldShutDown = br.Fenced || (br.ShuttingDown && !leadsAny(im, in.ID) && a.othersCaughtUp(im, in.ID))
+		resp.ShouldShutDown = br.Fenced || (br.ShuttingDown && !leadsAny(im, in.ID) && (a.knobs.GrantShutdownEarly || a.othersCaughtUp(im, in.ID)))
 		if resp.ShouldShutDown {
 			off = im.Offset // the broker catches up to this before it stops
 		}
@@ -306,7 +306,7 @@ func (a *active) createTopic(ctx context.Context, body []byte) (any, int64, erro
 		if err != nil || in.ValidateOnly {
 			return err
 		}
-		t := &metadata.Topic{Name: in.Name, ID: metadata.NewUUID(), Configs: map[string]string{}}
+		t := &metadata.Topic{Name: in.Name, ID: a.newUUID(), Configs: map[string]string{}}
 		for k, v := range in.Configs {
 			t.Configs[k] = v
 		}
