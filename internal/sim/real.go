@@ -9,6 +9,7 @@ import (
 	mrand "math/rand"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -21,6 +22,7 @@ import (
 	sbroker "github.com/sluice-io/sluice/internal/broker"
 	"github.com/sluice-io/sluice/internal/clock"
 	"github.com/sluice-io/sluice/internal/config"
+	"github.com/sluice-io/sluice/internal/controller"
 	"github.com/sluice-io/sluice/internal/handler"
 	"github.com/sluice-io/sluice/internal/metadata"
 	"github.com/sluice-io/sluice/internal/protocol"
@@ -50,13 +52,18 @@ type RealOptions struct {
 	Verbose   bool
 	TraceTail int // default 300
 
-	// knobs re-introduce fixed driver bugs (real_test.go).
-	knobs sbroker.Knobs
+	// knobs and ctlKnobs re-introduce fixed driver and controller bugs
+	// (real_test.go).
+	knobs    sbroker.Knobs
+	ctlKnobs controller.Knobs
 }
 
 // RealStats counts what a run did.
 type RealStats struct {
 	Crashes, Restarts, Fences, Cuts, ISRChanges, Produced, Acked, Failed int
+	// Shutdowns counts controlled shutdowns granted; CtlFailovers the
+	// controller's failovers.
+	Shutdowns, CtlFailovers int
 	// Transactions (realtxn.go): completed by commit or abort, and
 	// coordinator failovers.
 	TxnCommitted, TxnAborted, TxnFailovers, TxnLateMarkers int
@@ -72,6 +79,8 @@ func (s *RealStats) add(o RealStats) {
 	s.Produced += o.Produced
 	s.Acked += o.Acked
 	s.Failed += o.Failed
+	s.Shutdowns += o.Shutdowns
+	s.CtlFailovers += o.CtlFailovers
 	s.TxnCommitted += o.TxnCommitted
 	s.TxnAborted += o.TxnAborted
 	s.TxnFailovers += o.TxnFailovers
@@ -123,6 +132,9 @@ type realBroker struct {
 	// per partition as leader, with its leader epoch: neither goes back
 	// within an epoch.
 	hw, lso map[string][2]int64
+	// flushed is each partition's flushed offset, as last seen while up:
+	// what the disk keeps while the broker is down.
+	flushed map[string]int64
 	// last is the image the broker applied last before it crashed: what
 	// it replays on restart. pendingReg is its registration, committed at
 	// regAt.
@@ -258,15 +270,19 @@ func fmtPart(topic string, p metadata.Partition) string {
 // setup starts three brokers and creates two RF 3 topics with min ISR 2.
 func (w *realWorld) setup() {
 	for id := int32(1); id <= realBrokers; id++ {
-		rb := &realBroker{id: id, fs: vfs.NewMem(), hw: map[string][2]int64{}, lso: map[string][2]int64{}}
+		rb := &realBroker{id: id, fs: vfs.NewMem(), hw: map[string][2]int64{}, lso: map[string][2]int64{}, flushed: map[string]int64{}}
 		w.brokers = append(w.brokers, rb)
 		w.startBroker(rb)
+	}
+	// Each broker heartbeats once, caught up: the controller unfences it.
+	for _, id := range w.ctrl.ids() {
+		w.ctrl.heartbeat(w.ctrl.nodes[id], 0)
 	}
 	for i := 0; i < 2; i++ {
 		name := fmt.Sprintf("t%d", i)
 		w.topics = append(w.topics, name)
 		w.idem[name] = &idemProducer{pid: 1000 + int64(i)}
-		if err := w.brokers[0].b.CreateTopic(name, 1, realBrokers, map[string]string{"min.insync.replicas": "2"}, false); err != nil {
+		if err := w.brokers[0].b.CreateTopic(name, 1, realBrokers, map[string]string{"min.insync.replicas": strconv.Itoa(realMinISR)}, false); err != nil {
 			w.fail("create topic %s: %v", name, err)
 		}
 	}
@@ -319,24 +335,35 @@ func (w *realWorld) startBroker(rb *realBroker) {
 	}
 }
 
-// register commits rb's pending registration.
+// register sends rb's pending registration; an unanswered one is sent
+// again 50 ms later.
 func (w *realWorld) register(rb *realBroker) {
 	n := rb.pendingReg
+	if err := w.ctrl.register(n, rb.self); err != nil {
+		rb.regAt = w.clk.Now().Add(50 * time.Millisecond)
+		return
+	}
 	rb.pendingReg = nil
-	w.ctrl.register(n, rb.self)
 	w.tracef("broker %d registered, epoch %d", rb.id, n.BrokerEpoch())
 }
 
 // crash stops rb as a power loss would: its file system keeps what was
 // synced and a random part of the rest; the broker object is dropped.
 func (w *realWorld) crash(rb *realBroker) {
+	w.stop(rb)
+	rb.fs = rb.fs.Crash(mrand.New(mrand.NewSource(int64(w.rng.Uint64()))))
+	w.stats.Crashes++
+	w.tracef("broker %d crashed", rb.id)
+}
+
+// stop takes rb down: its connections close, its requests in flight go
+// unanswered.
+func (w *realWorld) stop(rb *realBroker) {
 	rb.up = false
 	rb.downAt = w.clk.Now()
 	rb.last = rb.b.Image()
 	rb.pendingReg = nil
 	rb.h.Close()
-	rb.b, rb.h, rb.reg = nil, nil, nil
-	rb.fs = rb.fs.Crash(mrand.New(mrand.NewSource(int64(w.rng.Uint64()))))
 	for k, l := range w.conns {
 		if k[0] == rb.id || k[1] == rb.id {
 			l.Close()
@@ -353,8 +380,41 @@ func (w *realWorld) crash(rb *realBroker) {
 	}
 	w.pending = kept
 	w.crashTxn(rb.id)
-	w.stats.Crashes++
-	w.tracef("broker %d crashed", rb.id)
+}
+
+// shutdownGranted completes rb's controlled shutdown (reference §4.3).
+// A handoff (rb was not fenced: the grant waited until it led nothing and
+// every other active broker had applied its shutdown) promises that no
+// broker the controller counts as active still follows rb or keeps it in
+// an ISR it leads; a fenced broker is granted at once and promises
+// nothing (it left every ISR when fenced, and brokers cut off with it may
+// not know yet). Then rb closes cleanly (every log flushed) and stops, to
+// restart later.
+func (w *realWorld) shutdownGranted(rb *realBroker, handoff bool) {
+	im := w.ctrl.image()
+	for _, y := range w.brokers {
+		if !handoff || y == rb || !y.up || !im.Brokers[y.id].Active() {
+			continue
+		}
+		for _, p := range y.b.Partitions() {
+			st := p.Status(nil)
+			switch {
+			case st.Role == "follower" && st.Leader == rb.id:
+				w.fail("%s-%d@%d still follows broker %d (epoch %d) when its controlled shutdown completes", p.Topic, p.Partition, y.id, rb.id, st.LeaderEpoch)
+				return
+			case st.Role == "leader" && slices.Contains(st.ISR, rb.id):
+				w.fail("%s-%d@%d leads with ISR %v including broker %d when its controlled shutdown completes", p.Topic, p.Partition, y.id, st.ISR, rb.id)
+				return
+			}
+		}
+	}
+	b := rb.b
+	w.stop(rb)
+	if err := b.Close(); err != nil {
+		w.fail("closing broker %d: %v", rb.id, err)
+	}
+	w.stats.Shutdowns++
+	w.tracef("broker %d stopped (controlled shutdown granted)", rb.id)
 }
 
 func (w *realWorld) upBrokers() []*realBroker {
@@ -369,7 +429,7 @@ func (w *realWorld) upBrokers() []*realBroker {
 
 // step runs one simulation step; faults only when nemesis is set.
 func (w *realWorld) step(nemesis bool) {
-	w.expireSessions()
+	w.control(0.5)
 	up := w.upBrokers()
 	r := w.rng.IntN(100)
 	switch {
@@ -416,10 +476,20 @@ func (w *realWorld) step(nemesis bool) {
 			w.stats.Cuts++
 			w.tracef("link %d->%d cut=%v", from, to, w.cut[k])
 		}
-	default:
+	case r < 99:
 		id := int32(1 + w.rng.IntN(realBrokers))
 		w.cutFromController[id] = !w.cutFromController[id]
 		w.tracef("broker %d cut from the controller=%v", id, w.cutFromController[id])
+	case w.chance(0.5):
+		w.ctrl.startFailover()
+	case len(up) > realBrokers-realMaxDown:
+		// SIGTERM: the broker asks for a controlled shutdown in its
+		// next heartbeats.
+		n := w.ctrl.nodes[up[w.rng.IntN(len(up))].id]
+		if !n.wantDown && n.epoch >= 0 {
+			n.wantDown = true
+			w.tracef("SIGTERM broker %d (controlled shutdown)", n.id)
+		}
 	}
 	w.collect()
 	w.collectTxn()
@@ -432,42 +502,22 @@ func (w *realWorld) step(nemesis bool) {
 	w.checkHW()
 }
 
-// expireSessions fences a broker down, or cut from the controller, for
-// longer than the session timeout (a crashed broker's heartbeats stop).
-func (w *realWorld) expireSessions() {
+// control sends due registrations and runs the controller's step.
+func (w *realWorld) control(lag float64) {
 	now := w.clk.Now()
 	for _, rb := range w.brokers {
 		if rb.up && rb.pendingReg != nil && !now.Before(rb.regAt) {
 			w.register(rb)
 		}
 	}
-	im := w.ctrl.img
-	for _, rb := range w.brokers {
-		br, ok := im.Brokers[rb.id]
-		if !ok {
-			continue
-		}
-		if br.Fenced {
-			// A heartbeat from a live broker the controller hears again.
-			if rb.up && !w.cutFromController[rb.id] && w.chance(0.05) {
-				w.tracef("controller: unfence broker %d", rb.id)
-				w.ctrl.unfence(rb.id)
-			}
-			continue
-		}
-		if (!rb.up && now.Sub(rb.downAt) >= realSessionMs*time.Millisecond) || (rb.up && w.cutFromController[rb.id] && w.chance(0.05)) {
-			w.stats.Fences++
-			w.tracef("controller: fence broker %d", rb.id)
-			w.ctrl.fence(rb.id)
-		}
-	}
+	w.ctrl.step(lag)
 }
 
 // produce sends one acks=all batch of one record to the partition's
 // current leader (as the image names it).
 func (w *realWorld) produce() {
 	topic := w.topics[w.rng.IntN(len(w.topics))]
-	leader := w.ctrl.img.Topics[topic].Partitions[0].Leader
+	leader := w.ctrl.image().Topics[topic].Partitions[0].Leader
 	if leader < 1 || !w.brokers[leader-1].up {
 		return
 	}
@@ -534,7 +584,7 @@ func (w *realWorld) idemDone(ip *idemProducer, code int16) {
 // transaction that was not committed.
 func (w *realWorld) consume() {
 	topic := w.topics[w.rng.IntN(len(w.topics))]
-	leader := w.ctrl.img.Topics[topic].Partitions[0].Leader
+	leader := w.ctrl.image().Topics[topic].Partitions[0].Leader
 	if leader < 1 || !w.brokers[leader-1].up {
 		return
 	}
@@ -650,7 +700,32 @@ func (w *realWorld) checkHW() {
 			}
 			rb.hw[topic] = [2]int64{hw, le}
 			w.checkLSO(rb, topic, p)
+			w.checkDurable(rb.id, topic, hw)
 		}
+	}
+}
+
+// realMinISR is the topics' min.insync.replicas.
+const realMinISR = 2
+
+// checkDurable is check 6 of docs/replication.md: every record below a
+// leader's HW is flushed on at least min(min.insync.replicas, RF)
+// replicas: on the disk of a live broker, or kept by a stopped one
+// (a crash keeps what was synced).
+func (w *realWorld) checkDurable(leader int32, topic string, hw int64) {
+	n := 0
+	for _, rb := range w.brokers {
+		if rb.up {
+			if p, err := rb.b.PartitionBy(topic, 0, time.Time{}); err == nil {
+				rb.flushed[topic] = p.Log().FlushedOffset()
+			}
+		}
+		if rb.flushed[topic] >= hw {
+			n++
+		}
+	}
+	if n < realMinISR {
+		w.fail("%s-0: broker %d's HW %d is flushed on %d replicas (min.insync.replicas %d): %s", topic, leader, hw, n, realMinISR, w.describe(topic))
 	}
 }
 
@@ -658,7 +733,7 @@ func (w *realWorld) checkHW() {
 // image) holds every acknowledged record at its offset.
 func (w *realWorld) checkAcked() {
 	for _, topic := range w.topics {
-		leader := w.ctrl.img.Topics[topic].Partitions[0].Leader
+		leader := w.ctrl.image().Topics[topic].Partitions[0].Leader
 		if leader < 1 || !w.brokers[leader-1].up {
 			continue
 		}
@@ -710,7 +785,7 @@ func (w *realWorld) checkLog(id int32, topic string, l *storage.Log, end int64) 
 func (w *realWorld) describe(topic string) string {
 	var b strings.Builder
 	for _, rb := range w.brokers {
-		br := w.ctrl.img.Brokers[rb.id]
+		br := w.ctrl.image().Brokers[rb.id]
 		fmt.Fprintf(&b, "broker %d (up %v, epoch %d, fenced %v): ", rb.id, rb.up, br.Epoch, br.Fenced)
 		if !rb.up {
 			b.WriteString("down; ")
@@ -769,12 +844,45 @@ func readRecords(l *storage.Log, end int64, fn func(off int64, value []byte) boo
 	return nil
 }
 
+// converged reports a quiet cluster: no request or transaction in flight,
+// every broker up and registered, every partition with its whole replica
+// set in the ISR and every replica at the leader's HW and log end.
+func (w *realWorld) converged() bool {
+	if len(w.pending) > 0 || len(w.txnPending) > 0 || w.txn.phase != txnIdle {
+		return false
+	}
+	for _, rb := range w.brokers {
+		if !rb.up || rb.pendingReg != nil {
+			return false
+		}
+	}
+	im := w.ctrl.image()
+	for _, topic := range w.topics {
+		part := im.Topics[topic].Partitions[0]
+		if len(part.ISR) != realBrokers || part.Leader < 1 {
+			return false
+		}
+		lp, err := w.brokers[part.Leader-1].b.PartitionBy(topic, 0, time.Time{})
+		if err != nil || !lp.IsLeader() {
+			return false
+		}
+		for _, rb := range w.brokers {
+			p, err := rb.b.PartitionBy(topic, 0, time.Time{})
+			if err != nil || p.HighWatermark() != lp.HighWatermark() || p.LogEndOffset() != lp.LogEndOffset() || p.LeaderEpoch() != lp.LeaderEpoch() {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // settle heals every fault, restarts every broker and runs without faults
 // until the cluster converges, then checks every replica.
 func (w *realWorld) settle() {
 	w.tracef("settle: heal all, restart all")
 	w.cut = map[[2]int32]bool{}
 	w.cutFromController = map[int32]bool{}
+	w.ctrl.downUntil = time.Time{}
 	for _, rb := range w.brokers {
 		if !rb.up {
 			w.startBroker(rb)
@@ -784,7 +892,12 @@ func (w *realWorld) settle() {
 	for i := 0; i < realSettleSteps && w.failed == ""; i++ {
 		// A healthy cluster: every broker runs every loop each 5 ms, no
 		// message is lost; the workload stops halfway.
-		w.expireSessions()
+		for _, rb := range w.brokers {
+			if !rb.up { // a controlled shutdown asked for before settling
+				w.startBroker(rb)
+			}
+		}
+		w.control(0)
 		w.clk.Advance(5 * time.Millisecond)
 		for _, rb := range w.upBrokers() {
 			rb.b.StepFetch()
@@ -799,6 +912,9 @@ func (w *realWorld) settle() {
 		w.collect()
 		w.collectTxn()
 		w.checkHW()
+		if i >= realSettleSteps/2+100 && i%25 == 0 && w.converged() {
+			break
+		}
 	}
 	if w.failed != "" {
 		return
@@ -809,7 +925,7 @@ func (w *realWorld) settle() {
 	w.checkAcked()
 	w.checkTxnsSettled()
 	for _, topic := range w.topics {
-		part := w.ctrl.img.Topics[topic].Partitions[0]
+		part := w.ctrl.image().Topics[topic].Partitions[0]
 		if len(part.ISR) != realBrokers {
 			w.fail("after settling, %s-0 has ISR %v; %s", topic, part.ISR, w.describe(topic))
 			return

@@ -2,12 +2,16 @@ package sim
 
 import (
 	"flag"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	sbroker "github.com/sluice-io/sluice/internal/broker"
+	"github.com/sluice-io/sluice/internal/controller"
 )
 
 var (
@@ -31,13 +35,11 @@ func TestRealSeeds(t *testing.T) {
 		return
 	}
 	start := time.Now()
-	var total RealStats
-	for seed := uint64(1); seed <= uint64(*flagRealSeeds); seed++ {
-		res := RunReal(RealOptions{Seed: seed, Steps: *flagRealSteps})
-		if res.Violation != "" {
-			t.Fatal(res.Report())
-		}
-		total.add(res.Stats)
+	total, failed := runSeeds(uint64(*flagRealSeeds), func(seed uint64) RealOptions {
+		return RealOptions{Seed: seed, Steps: *flagRealSteps}
+	})
+	if failed != nil {
+		t.Fatal(failed.Report())
 	}
 	el := time.Since(start)
 	t.Logf("%d seeds in %v (%.1f seeds/s); totals %+v", *flagRealSeeds, el.Round(time.Millisecond),
@@ -45,6 +47,45 @@ func TestRealSeeds(t *testing.T) {
 	if total.Crashes == 0 || total.Acked == 0 || total.ISRChanges == 0 {
 		t.Fatalf("the runs exercised too little: %+v", total)
 	}
+}
+
+// runSeeds runs seeds 1..n, one worker per CPU (the worlds share
+// nothing), and returns the totals and the lowest failing seed's result.
+func runSeeds(n uint64, opts func(seed uint64) RealOptions) (RealStats, *RealResult) {
+	var (
+		mu     sync.Mutex
+		total  RealStats
+		failed *RealResult
+		next   atomic.Uint64
+		wg     sync.WaitGroup
+	)
+	for range runtime.GOMAXPROCS(0) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				seed := next.Add(1)
+				if seed > n {
+					return
+				}
+				mu.Lock()
+				stop := failed != nil && failed.Seed < seed
+				mu.Unlock()
+				if stop {
+					return
+				}
+				res := RunReal(opts(seed))
+				mu.Lock()
+				total.add(res.Stats)
+				if res.Violation != "" && (failed == nil || res.Seed < failed.Seed) {
+					failed = res
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return total, failed
 }
 
 // TestRealDeterminism: a seed run twice gives the same trace, line for
@@ -76,18 +117,20 @@ func checkDeterministic(t *testing.T, seed uint64) {
 // 1..1000); the same seed passes without it.
 func TestRealOldBugsAreCaught(t *testing.T) {
 	for _, b := range []struct {
-		name  string
-		knobs sbroker.Knobs
-		want  []string // the violation names one of these
+		name     string
+		knobs    sbroker.Knobs
+		ctlKnobs controller.Knobs
+		want     []string // the violation names one of these
 	}{
-		{"ISR proposal made while one is in flight dropped (1cf2b54)", sbroker.Knobs{DropQueuedISR: true}, []string{"after settling"}},
-		{"restarting broker acts on replayed metadata (3369e98)", sbroker.Knobs{ActOnReplayedMetadata: true}, []string{"both lead", "acknowledged", "a consumer read"}},
-		{"machine keeps its producer state after a truncation", sbroker.Knobs{KeepMachineProducers: true}, []string{"open transactions", "read_committed"}},
-		{"a late transaction version 2 marker is accepted", sbroker.Knobs{AcceptLateMarkers: true}, []string{"read_committed", "missing from a read_committed"}},
+		{"ISR proposal made while one is in flight dropped (1cf2b54)", sbroker.Knobs{DropQueuedISR: true}, controller.Knobs{}, []string{"after settling"}},
+		{"restarting broker acts on replayed metadata (3369e98)", sbroker.Knobs{ActOnReplayedMetadata: true}, controller.Knobs{}, []string{"both lead", "acknowledged", "a consumer read", "twice"}},
+		{"machine keeps its producer state after a truncation", sbroker.Knobs{KeepMachineProducers: true}, controller.Knobs{}, []string{"open transactions", "read_committed"}},
+		{"a late transaction version 2 marker is accepted", sbroker.Knobs{AcceptLateMarkers: true}, controller.Knobs{}, []string{"read_committed", "missing from a read_committed"}},
+		{"controlled shutdown granted before the others applied it (1cf2b54)", sbroker.Knobs{}, controller.Knobs{GrantShutdownEarly: true}, []string{"controlled shutdown completes"}},
 	} {
 		t.Run(b.name, func(t *testing.T) {
 			for seed := uint64(1); seed <= 1000; seed++ {
-				with := RunReal(RealOptions{Seed: seed, Steps: *flagRealSteps, knobs: b.knobs})
+				with := RunReal(RealOptions{Seed: seed, Steps: *flagRealSteps, knobs: b.knobs, ctlKnobs: b.ctlKnobs})
 				if with.Violation == "" {
 					continue
 				}

@@ -2,26 +2,39 @@ package sim
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/sluice-io/sluice/internal/config"
+	"github.com/sluice-io/sluice/internal/controller"
 	"github.com/sluice-io/sluice/internal/metadata"
 )
 
-// rctl is the controller of the real-broker world (real.go): a
-// metadata.Controller whose every change commits at once into a new
-// metadata.Image, delivered to each live broker's watchers on the
-// simulation's goroutine, in commit order, as a KRaft broker follows the
-// metadata log. It registers brokers with fresh epochs, fences them (and
-// elects new leaders from the ISR in assignment order), unfences them on
-// restart (electing leaderless partitions), and commits ISR changes by
-// compare-and-set on (leader epoch, partition epoch), refusing fenced
-// members (KIP-841) and stale broker epochs (KIP-903).
+// rctl is the controller of the real-broker world (real.go): the
+// production active controller's decisions (controller.Machine: the
+// controller port's handlers, session fencing, elections, the FSM) on the
+// simulation's goroutine and clock, behind a simulated network. Brokers
+// register, heartbeat (asking for a controlled shutdown on SIGTERM) and
+// send AlterPartition through it; each follows the committed metadata by
+// fetching it, so a broker may apply an image late (or, cut from the
+// controller, not at all), as a KRaft broker fetching the metadata log.
+// A controller failover makes the controller unreachable for a while and
+// then starts a new term (controller.Machine.Failover).
 type rctl struct {
-	w     *realWorld
-	img   *metadata.Image
+	w *realWorld
+	m *controller.Machine
+	// nodes are the brokers' current incarnations.
 	nodes map[int32]*rnode
+	// downUntil: no controller answers before it (a failover's election);
+	// failover is set while a new term is due.
+	downUntil time.Time
+	failover  bool
+	// incarnations numbers registrations, so each start is a new one.
+	incarnations int
 }
 
 // rnode is one broker incarnation's handle on the controller. Until its
@@ -32,69 +45,170 @@ type rnode struct {
 	c        *rctl
 	id       int32
 	epoch    int64
-	replay   *metadata.Image
+	applied  *metadata.Image // the image the broker applied last
+	inc      string
 	watchers []func(*metadata.Image)
+	// wantDown: SIGTERM asked for a controlled shutdown; nextBeat is when
+	// the next heartbeat goes out.
+	wantDown bool
+	nextBeat time.Time
 }
 
 func newRctl(w *realWorld) *rctl {
-	return &rctl{w: w, img: metadata.NewImage(), nodes: map[int32]*rnode{}}
+	cfg := config.Defaults()
+	cfg.Props["broker.session.timeout.ms"] = fmt.Sprint(realSessionMs)
+	cfg.Props["unclean.leader.election.enable"] = "false"
+	return &rctl{w: w, nodes: map[int32]*rnode{}, m: controller.NewMachine(controller.MachineOptions{
+		Broker: cfg, Now: w.clk.Now, Seed: w.opts.Seed, Knobs: w.opts.ctlKnobs})}
 }
 
-// node returns a fresh, unregistered handle for broker self.ID (a start
-// or restart: the old incarnation's watchers are dropped) whose image is
+// image is the controller's committed image.
+func (c *rctl) image() *metadata.Image { return c.m.Image() }
+
+// reachable reports whether broker id can talk to the controller now.
+func (c *rctl) reachable(id int32) bool {
+	return c.w.brokers[id-1].up && !c.w.cutFromController[id] && !c.w.clk.Now().Before(c.downUntil)
+}
+
+// node returns a fresh, unregistered handle for broker id (a start or
+// restart: the old incarnation's watchers are dropped) whose image is
 // replay until register.
 func (c *rctl) node(id int32, replay *metadata.Image) *rnode {
 	if replay == nil {
 		replay = metadata.NewImage()
 	}
-	n := &rnode{c: c, id: id, epoch: -1, replay: replay}
+	c.incarnations++
+	n := &rnode{c: c, id: id, epoch: -1, applied: replay, inc: fmt.Sprintf("incarnation-%d", c.incarnations)}
 	c.nodes[id] = n
 	return n
 }
 
-// register commits n's registration: a registered incarnation still
-// unfenced is fenced first (KRaft fences the old one), then n is
-// registered unfenced with a new broker epoch, and any leaderless
-// partition it can lead gets it.
-func (c *rctl) register(n *rnode, self metadata.Broker) {
-	if old, ok := c.img.Brokers[self.ID]; ok && !old.Fenced {
-		c.fence(self.ID)
+// register sends n's BrokerRegistration; the broker then fetches the
+// metadata up to its registration, as Node.register waits for it.
+func (c *rctl) register(n *rnode, self metadata.Broker) error {
+	if !c.reachable(n.id) {
+		return errUnreachable
 	}
-	c.update(func(im *metadata.Image) error {
-		self.Epoch = im.Offset + 1
-		self.Fenced = false
-		im.Brokers[self.ID] = self
-		n.epoch, n.replay = self.Epoch, nil
-		c.electLeaderless(im)
-		return nil
-	})
-}
-
-// update applies fn to a copy of the image and delivers the result.
-func (c *rctl) update(fn func(*metadata.Image) error) error {
-	next := c.img.Clone()
-	if err := fn(next); err != nil {
+	self.Incarnation = n.inc
+	ep, err := c.m.Register(self)
+	if err != nil {
 		return err
 	}
-	next.Offset++
-	c.img = next
-	c.w.tracef("metadata %d: %s", next.Offset, c.describe(next))
-	ids := make([]int32, 0, len(c.nodes))
-	for id, n := range c.nodes {
-		if n.replay == nil {
-			ids = append(ids, id)
+	n.epoch = ep
+	n.nextBeat = c.w.clk.Now()
+	c.deliver(n)
+	return nil
+}
+
+// deliver has n fetch and apply the latest committed image.
+func (c *rctl) deliver(n *rnode) {
+	im := c.m.Image()
+	if n.epoch < 0 || n.applied.Offset >= im.Offset || !c.w.brokers[n.id-1].up || c.w.cutFromController[n.id] {
+		return
+	}
+	n.applied = im
+	for _, fn := range n.watchers {
+		fn(im)
+	}
+}
+
+// publish follows a commit: each registered broker fetches it now, or
+// (with probability lag) on a later step.
+func (c *rctl) publish(lag float64) {
+	if c.w.opts.Verbose {
+		c.w.tracef("metadata %d:%s", c.m.Image().Offset, c.describe(c.m.Image()))
+	}
+	for _, id := range c.ids() {
+		if !c.w.chance(lag) {
+			c.deliver(c.nodes[id])
 		}
+	}
+}
+
+func (c *rctl) ids() []int32 {
+	ids := make([]int32, 0, len(c.nodes))
+	for id := range c.nodes {
+		ids = append(ids, id)
 	}
 	slices.Sort(ids)
-	for _, id := range ids {
-		if !c.w.brokers[id-1].up {
-			continue
+	return ids
+}
+
+// step runs the controller side of one simulation step: a due failover,
+// the active controller's periodic work (fencing expired sessions,
+// electing leaderless partitions), due heartbeats and late metadata
+// fetches.
+func (c *rctl) step(lag float64) {
+	w := c.w
+	now := w.clk.Now()
+	if now.Before(c.downUntil) {
+		return
+	}
+	if c.failover {
+		c.failover = false
+		c.m.Failover()
+		w.tracef("controller: new term at offset %d", c.m.Image().Offset)
+	}
+	before := c.m.Image()
+	c.m.Tick()
+	if im := c.m.Image(); im.Offset != before.Offset {
+		for id, br := range im.Brokers {
+			if br.Fenced && !before.Brokers[id].Fenced {
+				w.stats.Fences++
+				w.tracef("controller: broker %d fenced (session expired)", id)
+			}
 		}
-		for _, fn := range c.nodes[id].watchers {
-			fn(next)
+		c.publish(lag)
+	}
+	for _, id := range c.ids() {
+		n := c.nodes[id]
+		if n.epoch >= 0 && !now.Before(n.nextBeat) && c.reachable(id) {
+			n.nextBeat = now.Add(time.Duration(20+w.rng.IntN(60)) * time.Millisecond)
+			c.heartbeat(n, lag)
 		}
 	}
-	return nil
+	for _, id := range c.ids() {
+		if w.chance(0.2) {
+			c.deliver(c.nodes[id])
+		}
+	}
+}
+
+// startFailover makes the controller unreachable for up to 300 ms, after
+// which a new term starts.
+func (c *rctl) startFailover() {
+	c.downUntil = c.w.clk.Now().Add(time.Duration(50+c.w.rng.IntN(250)) * time.Millisecond)
+	c.failover = true
+	c.w.stats.CtlFailovers++
+	c.w.tracef("controller failover: unreachable until %d", c.downUntil.Sub(c.w.start).Milliseconds())
+}
+
+// heartbeat sends n's BrokerHeartbeat with the offset it applied.
+func (c *rctl) heartbeat(n *rnode, lag float64) {
+	w := c.w
+	before := c.m.Image().Offset
+	r, err := c.m.Heartbeat(n.id, n.epoch, n.applied.Offset, n.wantDown)
+	if c.m.Image().Offset != before {
+		w.tracef("heartbeat of broker %d (applied %d, want down %v): fenced %v shutting down %v", n.id, n.applied.Offset, n.wantDown, r.Fenced, r.ShuttingDown)
+		c.publish(lag)
+	}
+	switch {
+	case errors.Is(err, kerr.StaleBrokerEpoch), errors.Is(err, kerr.BrokerIDNotRegistered):
+		// Replaced (a fencing can't do that; a registration can): a
+		// broker registers again.
+		w.tracef("broker %d heartbeat: %v; registering again", n.id, err)
+		n.epoch = -1
+		w.brokers[n.id-1].regAt = w.clk.Now()
+		w.brokers[n.id-1].pendingReg = n
+	case err != nil:
+		w.fail("broker %d heartbeat: %v", n.id, err)
+	case r.ShouldShutDown && n.wantDown:
+		c.deliver(n)
+		if n.applied.Offset < r.CatchUp {
+			return // not caught up yet (cut off): the next heartbeat
+		}
+		w.shutdownGranted(w.brokers[n.id-1], !r.Fenced)
+	}
 }
 
 // describe renders every partition's leader, epochs and ISR.
@@ -108,165 +222,78 @@ func (c *rctl) describe(im *metadata.Image) string {
 	return string(out)
 }
 
-// fence marks a broker fenced (its session expired), takes it out of
-// every ISR it is not the last member of and moves its leaderships.
-func (c *rctl) fence(id int32) {
-	c.update(func(im *metadata.Image) error {
-		br := im.Brokers[id]
-		br.Fenced = true
-		im.Brokers[id] = br
-		for _, name := range im.TopicNames() {
-			t := im.Topics[name]
-			for i := range t.Partitions {
-				p := &t.Partitions[i]
-				if len(p.ISR) > 1 && slices.Contains(p.ISR, id) {
-					p.ISR = slices.DeleteFunc(slices.Clone(p.ISR), func(x int32) bool { return x == id })
-					p.PartitionEpoch++
-				}
-				if p.Leader == id {
-					c.elect(im, p)
-				}
-			}
-		}
-		return nil
-	})
-}
+// Image is the image the broker applied last.
+func (n *rnode) Image() *metadata.Image { return n.applied }
 
-// unfence lets a fenced broker that heartbeats again back in (same broker
-// epoch) and elects the leaderless partitions it can lead.
-func (c *rctl) unfence(id int32) {
-	c.update(func(im *metadata.Image) error {
-		br := im.Brokers[id]
-		br.Fenced = false
-		im.Brokers[id] = br
-		c.electLeaderless(im)
-		return nil
-	})
-}
-
-// elect picks the first active ISR member in assignment order (clean
-// elections only), or none.
-func (c *rctl) elect(im *metadata.Image, p *metadata.Partition) {
-	p.Leader = -1
-	for _, r := range p.Replicas {
-		if slices.Contains(p.ISR, r) && im.Brokers[r].Active() {
-			p.Leader = r
-			break
-		}
-	}
-	p.LeaderEpoch++
-	p.PartitionEpoch++
-}
-
-func (c *rctl) electLeaderless(im *metadata.Image) {
-	for _, name := range im.TopicNames() {
-		t := im.Topics[name]
-		for i := range t.Partitions {
-			if p := &t.Partitions[i]; p.Leader < 0 {
-				c.elect(im, p)
-				if p.Leader < 0 {
-					p.LeaderEpoch-- // nothing changed: no new epoch
-					p.PartitionEpoch--
-				}
-			}
-		}
-	}
-}
-
-func (n *rnode) Image() *metadata.Image {
-	if n.replay != nil {
-		return n.replay
-	}
-	return n.c.img
-}
-
+// Watch adds a watcher of the images the broker applies.
 func (n *rnode) Watch(fn func(*metadata.Image)) { n.watchers = append(n.watchers, fn) }
 
+// BrokerEpoch is the incarnation's broker epoch, -1 until registered.
 func (n *rnode) BrokerEpoch() int64 { return n.epoch }
 
-// CreateTopic creates a topic with replicas assigned round-robin from the
-// lowest broker id, every replica in the ISR, the first one leading.
+// CreateTopic creates a topic with the controller's placement; the
+// creating broker applies it at once.
 func (n *rnode) CreateTopic(_ context.Context, name string, partitions int32, rf int16, _ [][]int32, configs map[string]string, validateOnly bool) error {
 	if validateOnly {
 		return nil
 	}
-	return n.c.update(func(im *metadata.Image) error {
-		if _, ok := im.Topics[name]; ok {
-			return kerr.TopicAlreadyExists
-		}
-		ids := im.BrokerIDs()
-		if int(rf) > len(ids) || rf < 1 || partitions < 1 {
-			return kerr.InvalidReplicationFactor
-		}
-		t := &metadata.Topic{Name: name, ID: metadata.UUID{byte(len(im.Topics) + 1)}, Configs: configs}
-		for i := int32(0); i < partitions; i++ {
-			var reps []int32
-			for j := 0; j < int(rf); j++ {
-				reps = append(reps, ids[(int(i)+j)%len(ids)])
-			}
-			t.Partitions = append(t.Partitions, metadata.Partition{Index: i, Leader: reps[0], Replicas: reps, ISR: slices.Clone(reps)})
-		}
-		im.Topics[name] = t
-		return nil
-	})
+	if !n.c.reachable(n.id) {
+		return errUnreachable
+	}
+	if err := n.c.m.CreateTopic(name, partitions, rf, configs); err != nil {
+		return err
+	}
+	n.c.publish(0)
+	return nil
 }
 
-// AlterPartition commits an ISR change by compare-and-set (reference §2.4).
+// AlterPartition commits an ISR change by compare-and-set (reference §2.4);
+// one in twenty commits loses its answer on the way back.
 func (n *rnode) AlterPartition(_ context.Context, req metadata.AlterPartitionRequest) (metadata.AlterPartitionResponse, error) {
-	if !n.c.w.brokers[n.id-1].up || n.c.w.cutFromController[n.id] {
+	c := n.c
+	if !c.reachable(n.id) {
 		return metadata.AlterPartitionResponse{}, errUnreachable
 	}
-	var resp metadata.AlterPartitionResponse
-	err := n.c.update(func(im *metadata.Image) error {
-		t := im.Topics[req.Topic]
-		if t == nil || int(req.Partition) >= len(t.Partitions) {
-			resp.Error = kerr.UnknownTopicOrPartition.Code
-			return nil
-		}
-		p := &t.Partitions[req.Partition]
-		switch {
-		case im.Brokers[req.BrokerID].Epoch != req.BrokerEpoch:
-			resp.Error = kerr.StaleBrokerEpoch.Code
-		case req.LeaderEpoch < p.LeaderEpoch:
-			resp.Error = kerr.FencedLeaderEpoch.Code
-		case req.BrokerID != p.Leader:
-			resp.Error = kerr.InvalidRequest.Code
-		case req.PartitionEpoch != p.PartitionEpoch:
-			resp.Error = kerr.InvalidUpdateVersion.Code
-		}
-		for i, id := range req.NewISR {
-			br, ok := im.Brokers[id]
-			switch {
-			case resp.Error != 0:
-			case !ok || !br.Active():
-				resp.Error = kerr.IneligibleReplica.Code
-			case i < len(req.ISRBrokerEpochs) && req.ISRBrokerEpochs[i] >= 0 && req.ISRBrokerEpochs[i] != br.Epoch:
-				resp.Error = kerr.IneligibleReplica.Code
-			}
-		}
-		if resp.Error == 0 {
-			p.ISR = slices.Clone(req.NewISR)
-			slices.Sort(p.ISR)
-			p.PartitionEpoch++
-			n.c.w.stats.ISRChanges++
-		}
-		resp.Leader, resp.LeaderEpoch, resp.PartitionEpoch, resp.ISR = p.Leader, p.LeaderEpoch, p.PartitionEpoch, slices.Clone(p.ISR)
-		return nil
-	})
-	n.c.w.tracef("AlterPartition %s-%d from %d (epochs %d/%d) ISR %v %v: error %d", req.Topic, req.Partition, req.BrokerID,
+	before := c.m.Image().Offset
+	resp, err := c.m.AlterPartition(req)
+	if err != nil {
+		c.w.fail("AlterPartition: %v", err)
+		return resp, err
+	}
+	c.w.tracef("AlterPartition %s-%d from %d (epochs %d/%d) ISR %v %v: error %d", req.Topic, req.Partition, req.BrokerID,
 		req.LeaderEpoch, req.PartitionEpoch, req.NewISR, req.ISRBrokerEpochs, resp.Error)
-	return resp, err
+	if c.m.Image().Offset != before {
+		c.w.stats.ISRChanges++
+		c.publish(0.3)
+		if !c.w.settling && c.w.chance(0.05) {
+			c.w.tracef("AlterPartition answer lost")
+			return metadata.AlterPartitionResponse{}, errUnreachable
+		}
+	}
+	return resp, nil
 }
 
 // The administrative calls the simulated workload does not make.
 
+// DeleteTopic is not simulated.
 func (n *rnode) DeleteTopic(context.Context, string) error { return kerr.InvalidRequest }
+
+// CreatePartitions is not simulated.
 func (n *rnode) CreatePartitions(context.Context, string, int32, bool) error {
 	return kerr.InvalidRequest
 }
+
+// AlterTopicConfigs is not simulated.
 func (n *rnode) AlterTopicConfigs(context.Context, string, []metadata.ConfigOp, bool) error {
 	return kerr.InvalidRequest
 }
+
+// AllocateProducerID is not simulated.
 func (n *rnode) AllocateProducerID(context.Context) (int64, error) { return 0, kerr.InvalidRequest }
-func (n *rnode) ControlledShutdown(context.Context) error          { return nil }
-func (n *rnode) Close() error                                      { return nil }
+
+// ControlledShutdown is driven by the simulation's heartbeats instead
+// (rctl.heartbeat).
+func (n *rnode) ControlledShutdown(context.Context) error { return nil }
+
+// Close does nothing.
+func (n *rnode) Close() error { return nil }

@@ -108,7 +108,7 @@ func newSimTxn() *simTxn {
 // txnLeader returns topic's leader partition as the image names it, if
 // that broker is up and leads it.
 func (w *realWorld) txnLeader(topic string) (int32, *sbroker.Partition) {
-	leader := w.ctrl.img.Topics[topic].Partitions[0].Leader
+	leader := w.ctrl.image().Topics[topic].Partitions[0].Leader
 	if leader < 1 || !w.brokers[leader-1].up {
 		return -1, nil
 	}
@@ -402,7 +402,7 @@ func (w *realWorld) checkTxnsSettled() {
 		return
 	}
 	for _, topic := range w.topics {
-		part := w.ctrl.img.Topics[topic].Partitions[0]
+		part := w.ctrl.image().Topics[topic].Partitions[0]
 		p, err := w.brokers[part.Leader-1].b.PartitionBy(topic, 0, time.Time{})
 		if err != nil {
 			w.fail("leader of %s-0: %v", topic, err)
