@@ -186,10 +186,24 @@ func (m *Machine) CreateTopic(name string, partitions int32, rf int16, configs m
 func (m *Machine) Tick() {
 	a := &m.n.act
 	a.fenceStale()
+	if !leaderless(m.Image()) {
+		return
+	}
 	a.decideSplit(m.n.baseCtx, func(im *metadata.Image, b *batch) error {
 		a.electOffline(b, "")
 		return nil
 	})
+}
+
+func leaderless(im *metadata.Image) bool {
+	for _, t := range im.Topics {
+		for _, p := range t.Partitions {
+			if p.Leader == noLeader {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Failover starts a new term of leadership on the committed log, as a

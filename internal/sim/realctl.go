@@ -152,8 +152,8 @@ func (c *rctl) step(lag float64) {
 	before := c.m.Image()
 	c.m.Tick()
 	if im := c.m.Image(); im.Offset != before.Offset {
-		for id, br := range im.Brokers {
-			if br.Fenced && !before.Brokers[id].Fenced {
+		for _, id := range im.BrokerIDs() {
+			if im.Brokers[id].Fenced && !before.Brokers[id].Fenced {
 				w.stats.Fences++
 				w.tracef("controller: broker %d fenced (session expired)", id)
 			}
