@@ -42,6 +42,7 @@ type Partition struct {
 	r       *replica.Replica
 	nextID  uint64
 	waiters map[uint64]chan replica.ProduceResult
+	deletes []deleteWaiter // DeleteRecords waiting for the low watermark
 	closed  bool
 
 	// busy is set while the machine has something time may complete or
@@ -369,7 +370,8 @@ func (p *Partition) processReady() {
 	if p.r.LEO() > p.r.FlushedOffset() {
 		p.b.flusher.kick(p)
 	}
-	p.busy.Store(len(p.waiters) > 0 || p.r.InflightISR() != 0 || p.r.PendingISR() != nil || p.r.LeadsFollowers())
+	p.checkDeletes()
+	p.busy.Store(len(p.waiters) > 0 || len(p.deletes) > 0 || p.r.InflightISR() != 0 || p.r.PendingISR() != nil || p.r.LeadsFollowers())
 }
 
 // publish copies the machine's HW, LEO, epoch, leader and role into the
@@ -697,6 +699,7 @@ func (p *Partition) close(remove bool) error {
 		delete(p.waiters, id)
 		ch <- replica.ProduceResult{ID: id, Error: kerr.NotLeaderForPartition.Code, BaseOffset: -1, LastOffset: -1}
 	}
+	p.checkDeletes()
 	p.isLeader.Store(false)
 	p.mu.Unlock()
 	close(p.done)

@@ -38,6 +38,11 @@ type Knobs struct {
 	// AcceptLateMarkers lets a late transaction version 2 marker end the
 	// producer's next transaction (replica.Config.AcceptLateMarkers).
 	AcceptLateMarkers bool
+	// AnswerDeleteRecordsEarly answers DeleteRecords once the leader has
+	// raised its own log start, without waiting for the low watermark
+	// (the real-broker simulator found it at its seed 15: a new leader
+	// that had not learnt the log start served the deleted records again).
+	AnswerDeleteRecordsEarly bool
 }
 
 // StepTick is one round of the tick loop.

@@ -3,8 +3,13 @@ package handler
 // DeleteRecords, versions 0-2. Raises a partition's log start offset to
 // Offset (-1 means the high watermark); an offset above the high watermark
 // is OFFSET_OUT_OF_RANGE. Whole segments below the new start are deleted.
+// The answer waits, at most TimeoutMillis, until every live replica has
+// raised its log start too (broker.Partition.DeleteRecords; Kafka's
+// DelayedDeleteRecords); past it the partition gets REQUEST_TIMED_OUT.
 
 import (
+	"time"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -17,6 +22,12 @@ func (h *Handlers) deleteRecords(r *protocol.Request) protocol.Reply {
 	lookup := h.b.LookupDeadline()
 	req := r.Body.(*kmsg.DeleteRecordsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteRecordsResponse)
+	deadline := h.b.Clock().Now().Add(time.Duration(max(req.TimeoutMillis, 0)) * time.Millisecond)
+	type waiting struct {
+		topic, part int
+		ch          <-chan broker.DeleteResult
+	}
+	var waits []waiting
 	for _, rt := range req.Topics {
 		st := kmsg.NewDeleteRecordsResponseTopic()
 		st.Topic = rt.Topic
@@ -40,11 +51,8 @@ func (h *Handlers) deleteRecords(r *protocol.Request) protocol.Reply {
 				case off < 0 || off > hw:
 					err = kerr.OffsetOutOfRange
 				}
-				if err == nil && off > p.LogStartOffset() {
-					err = p.AdvanceLogStart(off)
-				}
 				if err == nil {
-					sp.LowWatermark = p.LogStartOffset()
+					waits = append(waits, waiting{len(resp.Topics), len(st.Partitions), p.DeleteRecords(off, deadline)})
 				}
 			}
 			sp.ErrorCode = code(err)
@@ -52,5 +60,15 @@ func (h *Handlers) deleteRecords(r *protocol.Request) protocol.Reply {
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
-	return protocol.Reply{Resp: resp}
+	if len(waits) == 0 {
+		return protocol.Reply{Resp: resp}
+	}
+	return protocol.Reply{Await: func() kmsg.Response {
+		for _, w := range waits {
+			res := <-w.ch
+			sp := &resp.Topics[w.topic].Partitions[w.part]
+			sp.LowWatermark, sp.ErrorCode = res.LowWatermark, code(res.Err)
+		}
+		return resp
+	}}
 }

@@ -461,3 +461,23 @@ func (r *Replica) ISRChangeResult(res AlterPartitionResult) {
 		r.retryAt = r.now + isrRetryBackoffMs
 	}
 }
+
+// LowWatermark is Partition.lowWatermarkIfLeader: the lowest log start
+// offset of the leader and every follower on a live broker (not fenced or
+// shutting down, KIP-841), as the followers' fetches last reported it; -1
+// while a live follower has not reported one, or when not leading.
+// DeleteRecords answers once it reaches the requested offset, so deleted
+// records cannot come back with a new leader.
+func (r *Replica) LowWatermark() int64 {
+	if r.role != RoleLeader {
+		return -1
+	}
+	lw := r.logStart
+	for i := range r.followers {
+		f := &r.followers[i]
+		if !f.ineligible && f.logStart < lw {
+			lw = f.logStart
+		}
+	}
+	return lw
+}

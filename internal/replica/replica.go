@@ -17,7 +17,7 @@ const never = math.MinInt64 / 4
 type follower struct {
 	id                 int32
 	leo                int64 // last fetch offset; -1 = unknown (§1.4 new leaders)
-	logStart           int64
+	logStart           int64 // from its fetches; -1 unknown
 	lastFetchTime      int64
 	lastCaughtUpTime   int64
 	lastFetchLeaderLEO int64
@@ -263,7 +263,7 @@ func (r *Replica) makeLeader(ps PartitionState, fresh bool) {
 		if id == r.cfg.ID {
 			continue
 		}
-		f := follower{id: id, leo: -1, brokerEpoch: -1, metaBrokerEpoch: -1, lastCaughtUpTime: never, lastFetchTime: never}
+		f := follower{id: id, leo: -1, logStart: -1, brokerEpoch: -1, metaBrokerEpoch: -1, lastCaughtUpTime: never, lastFetchTime: never}
 		if !fresh {
 			for _, o := range old {
 				if o.id == id {

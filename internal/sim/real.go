@@ -64,6 +64,9 @@ type RealStats struct {
 	// Shutdowns counts controlled shutdowns granted; CtlFailovers the
 	// controller's failovers.
 	Shutdowns, CtlFailovers int
+	// AckedOne counts acks=1 acknowledgements checked; Deletes the
+	// DeleteRecords answered.
+	AckedOne, Deletes int
 	// Transactions (realtxn.go): completed by commit or abort, and
 	// coordinator failovers.
 	TxnCommitted, TxnAborted, TxnFailovers, TxnLateMarkers int
@@ -81,6 +84,8 @@ func (s *RealStats) add(o RealStats) {
 	s.Failed += o.Failed
 	s.Shutdowns += o.Shutdowns
 	s.CtlFailovers += o.CtlFailovers
+	s.AckedOne += o.AckedOne
+	s.Deletes += o.Deletes
 	s.TxnCommitted += o.TxnCommitted
 	s.TxnAborted += o.TxnAborted
 	s.TxnFailovers += o.TxnFailovers
@@ -155,6 +160,7 @@ type pendingProduce struct {
 	value  string
 	ch     <-chan replica.ProduceResult
 	idem   *idemProducer // nil for the plain producer
+	acks   int16         // -1 (all) or 1
 }
 
 // idemProducer is an idempotent producer of one topic with one batch in
@@ -177,7 +183,15 @@ type realWorld struct {
 
 	brokers []*realBroker // index id-1
 	ctrl    *rctl
-	topics  []string
+	// topics are every topic; txnTopics those the transactions write
+	// (realDeleteTopic takes DeleteRecords instead, reallog.go).
+	topics, txnTopics []string
+	// deleted is the highest offset a DeleteRecords asked for per topic
+	// (acknowledged or consumed records below it may be gone), and
+	// deleteAcked the highest one answered (every replica must keep its
+	// log start at or above it); deletes are those awaiting an answer.
+	deleted, deleteAcked map[string]int64
+	deletes              []pendingDelete
 
 	cutFromController map[int32]bool
 	cut               map[[2]int32]bool // one-way links from→to that drop everything
@@ -216,7 +230,8 @@ func RunReal(opts RealOptions) *RealResult {
 	w := &realWorld{opts: opts, rng: rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x5851f42d4c957f2d)),
 		clk: clock.NewManual(start), start: start, cutFromController: map[int32]bool{}, cut: map[[2]int32]bool{},
 		conns: map[[2]int32]*protocol.Local{}, acked: map[string][]ackedRec{}, idem: map[string]*idemProducer{},
-		consumed: map[string]map[int64]string{}, next: map[string]int64{}, nextRC: map[string]int64{}, txn: newSimTxn()}
+		consumed: map[string]map[int64]string{}, next: map[string]int64{}, nextRC: map[string]int64{}, txn: newSimTxn(),
+		deleted: map[string]int64{}, deleteAcked: map[string]int64{}}
 	w.ctrl = newRctl(w)
 	w.txn.tv2 = opts.Seed%2 == 0
 	w.setup()
@@ -278,9 +293,11 @@ func (w *realWorld) setup() {
 	for _, id := range w.ctrl.ids() {
 		w.ctrl.heartbeat(w.ctrl.nodes[id], 0)
 	}
-	for i := 0; i < 2; i++ {
-		name := fmt.Sprintf("t%d", i)
+	for i, name := range []string{"t0", "t1", realDeleteTopic} {
 		w.topics = append(w.topics, name)
+		if name != realDeleteTopic {
+			w.txnTopics = append(w.txnTopics, name)
+		}
 		w.idem[name] = &idemProducer{pid: 1000 + int64(i)}
 		if err := w.brokers[0].b.CreateTopic(name, 1, realBrokers, map[string]string{"min.insync.replicas": strconv.Itoa(realMinISR)}, false); err != nil {
 			w.fail("create topic %s: %v", name, err)
@@ -380,6 +397,7 @@ func (w *realWorld) stop(rb *realBroker) {
 	}
 	w.pending = kept
 	w.crashTxn(rb.id)
+	w.stopDeletes(rb.id)
 }
 
 // shutdownGranted completes rb's controlled shutdown (reference §4.3).
@@ -451,8 +469,10 @@ func (w *realWorld) step(nemesis bool) {
 		w.produce()
 	case r < 86:
 		w.txnStep(true)
-	case r < 90:
+	case r < 89:
 		w.consume()
+	case r < 90:
+		w.deleteRecords()
 	case !nemesis:
 	case r < 93 && len(up) > realBrokers-realMaxDown:
 		w.crash(up[w.rng.IntN(len(up))])
@@ -493,6 +513,7 @@ func (w *realWorld) step(nemesis bool) {
 	}
 	w.collect()
 	w.collectTxn()
+	w.collectDeletes()
 	if w.chance(0.3) {
 		// Transactions need several steps each (produce, decide,
 		// markers): they move on most steps, not only on their own.
@@ -528,6 +549,7 @@ func (w *realWorld) produce() {
 	}
 	opts := batchtest.Options{BaseTimestamp: w.clk.Now().UnixMilli()}
 	var value string
+	acks := int16(-1)
 	ip := w.idem[topic]
 	if w.rng.IntN(2) == 0 {
 		if ip.inflight {
@@ -544,6 +566,10 @@ func (w *realWorld) produce() {
 		ip = nil
 		w.seq++
 		value = fmt.Sprintf("%s-%d", topic, w.seq)
+		if w.rng.IntN(3) == 0 {
+			acks = 1
+			value = fmt.Sprintf("%s-a%d", topic, w.seq)
+		}
 	}
 	data := batchtest.Build(opts, batchtest.Values(value))
 	h, err := batch.ParseHeader(data)
@@ -552,8 +578,8 @@ func (w *realWorld) produce() {
 		return
 	}
 	w.stats.Produced++
-	w.pending = append(w.pending, pendingProduce{broker: leader, topic: topic, value: value, idem: ip,
-		ch: p.Produce(data, h, -1, w.clk.Now().Add(realProduceDeadline))})
+	w.pending = append(w.pending, pendingProduce{broker: leader, topic: topic, value: value, idem: ip, acks: acks,
+		ch: p.Produce(data, h, acks, w.clk.Now().Add(realProduceDeadline))})
 }
 
 // idemDone applies an answer (or a lost one: code -1) to the idempotent
@@ -599,6 +625,10 @@ func (w *realWorld) consume() {
 	}
 	res, sl, err := p.Fetch(replica.FetchRequest{ReplicaID: -1, BrokerEpoch: -1, CurrentLeaderEpoch: -1,
 		FetchOffset: next[topic], LastFetchedEpoch: -1, LogStartOffset: -1, ReadCommitted: rc}, 1<<16, true)
+	if err == nil && res.Error == kerr.OffsetOutOfRange.Code && next[topic] < res.LogStart {
+		next[topic] = res.LogStart // auto.offset.reset=earliest, after a DeleteRecords
+		return
+	}
 	if err != nil || res.Error != 0 || sl.Size == 0 {
 		return
 	}
@@ -657,6 +687,10 @@ func (w *realWorld) collect() {
 				w.stats.Failed++
 				continue
 			}
+			if pp.acks == 1 {
+				w.ackedOne(pp, res.BaseOffset)
+				continue
+			}
 			w.stats.Acked++
 			w.acked[pp.topic] = append(w.acked[pp.topic], ackedRec{off: res.BaseOffset, value: pp.value})
 			w.tracef("acked %s at %s-0@%d by %d", pp.value, pp.topic, res.BaseOffset, pp.broker)
@@ -699,6 +733,9 @@ func (w *realWorld) checkHW() {
 				w.fail("broker %d: HW of %s-0 went back from %d to %d in leader epoch %d", rb.id, topic, last[0], hw, le)
 			}
 			rb.hw[topic] = [2]int64{hw, le}
+			if ls := p.LogStartOffset(); ls < w.deleteAcked[topic] && p.LeaderEpoch() == w.ctrl.image().Topics[topic].Partitions[0].LeaderEpoch {
+				w.fail("broker %d leads %s-0 (epoch %d) from %d, below the answered DeleteRecords to %d", rb.id, topic, le, ls, w.deleteAcked[topic])
+			}
 			w.checkLSO(rb, topic, p)
 			w.checkDurable(rb.id, topic, hw)
 		}
@@ -774,7 +811,7 @@ func (w *realWorld) checkLog(id int32, topic string, l *storage.Log, end int64) 
 		return
 	}
 	for _, a := range w.acked[topic] {
-		if !found[a.off] {
+		if !found[a.off] && a.off >= w.deleted[topic] {
 			w.fail("broker %d leads %s-0 without acknowledged record %q at %d (log end %d)", id, topic, a.value, a.off, end)
 			return
 		}
@@ -848,7 +885,7 @@ func readRecords(l *storage.Log, end int64, fn func(off int64, value []byte) boo
 // every broker up and registered, every partition with its whole replica
 // set in the ISR and every replica at the leader's HW and log end.
 func (w *realWorld) converged() bool {
-	if len(w.pending) > 0 || len(w.txnPending) > 0 || w.txn.phase != txnIdle {
+	if len(w.pending) > 0 || len(w.txnPending) > 0 || len(w.deletes) > 0 || w.txn.phase != txnIdle {
 		return false
 	}
 	for _, rb := range w.brokers {
@@ -908,9 +945,13 @@ func (w *realWorld) settle() {
 		if i < realSettleSteps/2 && i%3 == 0 {
 			w.produce()
 		}
+		if i < realSettleSteps/2 && i%20 == 0 {
+			w.deleteRecords()
+		}
 		w.txnStep(i < realSettleSteps/2)
 		w.collect()
 		w.collectTxn()
+		w.collectDeletes()
 		w.checkHW()
 		if i >= realSettleSteps/2+100 && i%25 == 0 && w.converged() {
 			break
@@ -945,7 +986,7 @@ func (w *realWorld) settle() {
 			return
 		}
 		for off, v := range w.consumed[topic] {
-			if got, ok := final[off]; !ok || got != v {
+			if got, ok := final[off]; (!ok && off >= w.deleted[topic]) || (ok && got != v) {
 				w.fail("a consumer read %q at %s-0@%d, the committed log holds %q (present %v)", v, topic, off, got, ok)
 				return
 			}
@@ -957,6 +998,11 @@ func (w *realWorld) settle() {
 				return
 			}
 			w.checkLog(rb.id, topic, p.Log(), hw)
+			if ls := p.LogStartOffset(); ls < w.deleteAcked[topic] {
+				w.fail("after settling, broker %d's %s-0 starts at %d, below the answered DeleteRecords to %d (its leader's starts at %d)",
+					rb.id, topic, ls, w.deleteAcked[topic], lp.LogStartOffset())
+				return
+			}
 		}
 	}
 }

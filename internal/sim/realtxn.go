@@ -130,7 +130,7 @@ func (w *realWorld) txnStep(start bool) {
 		}
 		tx.n++
 		tx.phase, tx.values, tx.doubtful, tx.inflight = txnProducing, map[string]string{}, false, 0
-		for _, topic := range w.topics {
+		for _, topic := range w.txnTopics {
 			if len(tx.values) > 0 && w.chance(0.3) {
 				continue
 			}
@@ -204,7 +204,7 @@ func (w *realWorld) txnStep(start bool) {
 			tx.phase = txnIdle
 			if !w.settling && tx.coordEpoch > 1 && w.chance(0.5) {
 				// A marker from the previous coordinator arrives late.
-				topic := w.topics[w.rng.IntN(len(w.topics))]
+				topic := w.txnTopics[w.rng.IntN(len(w.txnTopics))]
 				if _, ok := tx.values[topic]; ok {
 					w.sendMarker(topic, tx.coordEpoch-1, true)
 				}
@@ -401,7 +401,7 @@ func (w *realWorld) checkTxnsSettled() {
 		w.fail("after settling, transaction %d is still in phase %d", w.txn.n, w.txn.phase)
 		return
 	}
-	for _, topic := range w.topics {
+	for _, topic := range w.txnTopics {
 		part := w.ctrl.image().Topics[topic].Partitions[0]
 		p, err := w.brokers[part.Leader-1].b.PartitionBy(topic, 0, time.Time{})
 		if err != nil {
