@@ -947,7 +947,7 @@ func (b *Broker) logDirFailed(tp *TP, op string, err error) {
 }
 
 // ControlledShutdown asks the controller to move leadership away from this
-// node and take it out of every ISR, then returns (KRaft §4.3).
+// node and take it out of every ISR, then returns (docs/kafka-replication.md §4.3).
 func (b *Broker) ControlledShutdown(timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()

@@ -21,11 +21,12 @@ import (
 	"github.com/sluice-io/sluice/internal/replica"
 )
 
-// Follower fetching (reference §5): one fetcher per leader broker pulls
-// every partition this node follows from it with Fetch v16 (topic ids,
-// ReplicaState.ID, CurrentLeaderEpoch, LastFetchedEpoch), feeds the answers
-// to each partition's machine and sends the next fetch once the machine
-// asks for it (after the previous records are flushed: the durability rule, docs/architecture.md).
+// Follower fetching (docs/kafka-replication.md §5): one fetcher per leader
+// broker pulls every partition this node follows from it with Fetch v16 (topic
+// ids, ReplicaState.ID, CurrentLeaderEpoch, LastFetchedEpoch), feeds the
+// answers to each partition's machine and sends the next fetch once the machine
+// asks for it (after the previous records are flushed: the durability rule,
+// docs/architecture.md).
 //
 // The fetcher keeps a fetch session with the leader (KIP-227, Kafka's
 // FetchSessionHandler in internal/fetchsession): a full fetch first, then
@@ -405,8 +406,8 @@ func (f *fetcher) handle(ctx context.Context, p *Partition, req replica.FetchReq
 	switch sp.ErrorCode {
 	case 0:
 	case kerr.OffsetOutOfRange.Code:
-		// §3.5: learn the leader's log end and start, then let the machine
-		// truncate or restart the log.
+		// docs/kafka-replication.md §3.5: learn the leader's log end and start,
+		// then let the machine truncate or restart the log.
 		leo, start, err := f.listOffsets(ctx, p.TP, req.CurrentLeaderEpoch)
 		if err != nil {
 			f.backoffPartition(p.TP)
