@@ -85,8 +85,11 @@ type fetcher struct {
 	rounds atomic.Int64
 
 	kick chan struct{}
-	done chan struct{}
-	wg   sync.WaitGroup
+	// done is closed and ctx cancelled by stop (ctx also by Broker.Close).
+	done   chan struct{}
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 }
 
 func newFetcher(b *Broker, leader int32, addr string) *fetcher {
@@ -94,6 +97,7 @@ func newFetcher(b *Broker, leader int32, addr string) *fetcher {
 		cl:    b.transport.Dial(addr, "sluice-replica-"+strconv.Itoa(int(b.cfg.NodeID))),
 		parts: map[TP]*Partition{}, backoff: map[TP]time.Time{},
 		kick: make(chan struct{}, 1), done: make(chan struct{})}
+	f.ctx, f.cancel = context.WithCancel(b.ctx)
 	if !b.steps {
 		f.wg.Add(1)
 		go f.run()
@@ -129,6 +133,7 @@ func (f *fetcher) poke() {
 
 func (f *fetcher) stop() {
 	close(f.done)
+	f.cancel()
 	f.cl.Close()
 	f.wg.Wait()
 }
@@ -347,15 +352,8 @@ func (f *fetcher) fetchOnce(reqs map[TP]replica.FetchRequest, parts map[TP]*Part
 		}
 		kreq.ForgottenTopics[i].Partitions = append(kreq.ForgottenTopics[i].Partitions, k.Partition)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(f.ctx, 10*time.Second)
 	defer cancel()
-	go func() {
-		select {
-		case <-f.done:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	f.rounds.Add(1)
 	kresp, err := f.cl.Request(ctx, kreq)
 	if err != nil {
