@@ -1,6 +1,6 @@
 package main
 
-// The admin commands (issue 15): topic, group, config, cluster, produce,
+// The admin commands: topic, group, config, cluster, produce,
 // consume, elect and reassign. They are Kafka clients: every request goes
 // through franz-go (kgo, and kadm for the admin APIs), so they work against
 // any Kafka-compatible cluster, sluice or Kafka. This file holds what they

@@ -288,9 +288,10 @@ func serve(args []string) error {
 			<-sig
 			exitNow(logger)
 		}()
-		// SIGTERM and SIGINT (Ctrl-C) alike: controlled shutdown (KRaft
-		// §4.3): move leadership away and leave the ISRs while still
-		// serving, so clients follow the new leaders without errors.
+		// SIGTERM and SIGINT (Ctrl-C) alike: controlled shutdown
+		// (docs/kafka-replication.md §4.3): move leadership away and leave the
+		// ISRs while still serving, so clients follow the new leaders without
+		// errors.
 		closeNow = controlledShutdown(cfg, b, logger, forced)
 	case err = <-errc:
 	}

@@ -125,8 +125,19 @@ type Broker struct {
 	// (replquota.go, KIP-73).
 	leaderQuota, followerQuota *replQuota
 
-	closing chan struct{}
-	wg      sync.WaitGroup
+	// ctx is cancelled and closing closed by Close: every goroutine the
+	// broker starts ends on one or the other. wg counts the loops (tick,
+	// retention, cleaner); bgN the goroutines started on demand by
+	// goBackground (ISR proposals, fetcher stops, failing waiters after a
+	// disk failure), which Close waits for.
+	ctx      context.Context
+	cancel   context.CancelFunc
+	closing  chan struct{}
+	wg       sync.WaitGroup
+	bgMu     sync.Mutex
+	bgIdle   *sync.Cond // (bgMu) broadcast when bgN drops to zero
+	bgN      int        // (bgMu)
+	bgClosed bool       // (bgMu) set by Close: goBackground refuses
 }
 
 // SelfBroker returns the registration this node advertises to clients and
@@ -240,6 +251,8 @@ func Open(opts Options) (*Broker, error) {
 	b := &Broker{cfg: cfg, fs: opts.FS, log: opts.Logger, clock: opts.Clock, ctrl: opts.Controller, onFatal: opts.OnFatal,
 		parts: map[TP]*Partition{}, fetchers: map[int32]*fetcher{}, closing: make(chan struct{}), flusher: newFlusher(opts.Steps), inter: inter, transport: opts.Transport,
 		steps: opts.Steps}
+	b.ctx, b.cancel = context.WithCancel(context.Background())
+	b.bgIdle = sync.NewCond(&b.bgMu)
 	b.leaderQuota = newReplQuota(cfg, b.clock, "leader", "leader.replication.throttled.rate")
 	b.followerQuota = newReplQuota(cfg, b.clock, "follower", "follower.replication.throttled.rate")
 	if opts.Knobs != nil {
@@ -309,15 +322,40 @@ func (b *Broker) OnLeadershipChange(fn func(tp TP, isLeader bool, leaderEpoch in
 // context returns a context bounded by d and cancelled when the broker
 // closes.
 func (b *Broker) context(d time.Duration) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
+	return context.WithTimeout(b.ctx, d)
+}
+
+// goBackground runs fn on a goroutine Close waits for, and reports whether
+// it did: it refuses once Close has stopped the metadata reconciliation.
+func (b *Broker) goBackground(fn func()) bool {
+	b.bgMu.Lock()
+	defer b.bgMu.Unlock()
+	if b.bgClosed {
+		return false
+	}
+	b.bgN++
 	go func() {
-		select {
-		case <-b.closing:
-			cancel()
-		case <-ctx.Done():
-		}
+		defer func() {
+			b.bgMu.Lock()
+			if b.bgN--; b.bgN == 0 {
+				b.bgIdle.Broadcast()
+			}
+			b.bgMu.Unlock()
+		}()
+		fn()
 	}()
-	return ctx, cancel
+	return true
+}
+
+// waitBackground waits until no goroutine of goBackground runs; with
+// final set, none starts after.
+func (b *Broker) waitBackground(final bool) {
+	b.bgMu.Lock()
+	defer b.bgMu.Unlock()
+	b.bgClosed = b.bgClosed || final
+	for b.bgN > 0 {
+		b.bgIdle.Wait()
+	}
 }
 
 func partitionDir(dataDir string, tp TP) string {
@@ -937,17 +975,18 @@ func (b *Broker) logDirFailed(tp *TP, op string, err error) {
 	}
 	b.log.Error("Shutdown broker because all log dirs in ["+b.cfg.DataDir+"] have failed: halting without a controlled shutdown", attrs...)
 	// Waiting produce requests fail, in case OnFatal returns (tests); it
-	// takes partition locks, which the caller may hold.
-	go func() {
+	// takes partition locks, which the caller may hold. (Once the broker
+	// is closing, Close fails them itself.)
+	b.goBackground(func() {
 		for _, p := range b.Partitions() {
 			p.failWaiters()
 		}
-	}()
+	})
 	b.onFatal(fmt.Errorf("log directory %s failed (%s%s): %w", b.cfg.DataDir, op, where, err))
 }
 
 // ControlledShutdown asks the controller to move leadership away from this
-// node and take it out of every ISR, then returns (KRaft §4.3).
+// node and take it out of every ISR, then returns (docs/kafka-replication.md §4.3).
 func (b *Broker) ControlledShutdown(timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -962,8 +1001,17 @@ func (b *Broker) Close() error {
 		return nil
 	default:
 	}
+	b.cancel()
 	close(b.closing)
+	for _, p := range b.Partitions() {
+		p.log.StopCleaning() // the cleaner threads' passes end early
+	}
 	b.wg.Wait()
+	// ISR proposals end at once (ctx is cancelled), fetchers stopping in
+	// the background like those below. Not under applyMu: a controller may
+	// apply a proposal's result before answering it, and reconcile takes
+	// applyMu (then, seeing closing, returns).
+	b.waitBackground(false)
 	b.closePeers()
 	b.applyMu.Lock()
 	defer b.applyMu.Unlock()
@@ -974,6 +1022,9 @@ func (b *Broker) Close() error {
 	for _, f := range fetchers {
 		f.stop()
 	}
+	// With applyMu held no reconcile runs, and none acts after: what a
+	// last one started in the background (fetcher stops) ends now.
+	b.waitBackground(true)
 	b.writeHWCheckpoint()
 	// Partitions flush and close in parallel, as they open.
 	parts := b.Partitions()

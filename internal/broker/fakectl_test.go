@@ -13,8 +13,9 @@ import (
 )
 
 // fakeQuorum is an in-memory controller shared by in-process brokers: it
-// commits every change at once and lets tests fence brokers and elect
-// leaders by hand. It follows the AlterPartition rules of reference §2.4.
+// commits every change at once and lets tests fence brokers and elect leaders
+// by hand. It follows the AlterPartition rules of docs/kafka-replication.md
+// §2.4.
 type fakeQuorum struct {
 	mu    sync.Mutex
 	img   *metadata.Image

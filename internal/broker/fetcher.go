@@ -21,11 +21,12 @@ import (
 	"github.com/sluice-io/sluice/internal/replica"
 )
 
-// Follower fetching (reference §5): one fetcher per leader broker pulls
-// every partition this node follows from it with Fetch v16 (topic ids,
-// ReplicaState.ID, CurrentLeaderEpoch, LastFetchedEpoch), feeds the answers
-// to each partition's machine and sends the next fetch once the machine
-// asks for it (after the previous records are flushed: the durability rule, docs/architecture.md).
+// Follower fetching (docs/kafka-replication.md §5): one fetcher per leader
+// broker pulls every partition this node follows from it with Fetch v16 (topic
+// ids, ReplicaState.ID, CurrentLeaderEpoch, LastFetchedEpoch), feeds the
+// answers to each partition's machine and sends the next fetch once the machine
+// asks for it (after the previous records are flushed: the durability rule,
+// docs/architecture.md).
 //
 // The fetcher keeps a fetch session with the leader (KIP-227, Kafka's
 // FetchSessionHandler in internal/fetchsession): a full fetch first, then
@@ -84,8 +85,11 @@ type fetcher struct {
 	rounds atomic.Int64
 
 	kick chan struct{}
-	done chan struct{}
-	wg   sync.WaitGroup
+	// done is closed and ctx cancelled by stop (ctx also by Broker.Close).
+	done   chan struct{}
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 }
 
 func newFetcher(b *Broker, leader int32, addr string) *fetcher {
@@ -93,6 +97,7 @@ func newFetcher(b *Broker, leader int32, addr string) *fetcher {
 		cl:    b.transport.Dial(addr, "sluice-replica-"+strconv.Itoa(int(b.cfg.NodeID))),
 		parts: map[TP]*Partition{}, backoff: map[TP]time.Time{},
 		kick: make(chan struct{}, 1), done: make(chan struct{})}
+	f.ctx, f.cancel = context.WithCancel(b.ctx)
 	if !b.steps {
 		f.wg.Add(1)
 		go f.run()
@@ -128,6 +133,7 @@ func (f *fetcher) poke() {
 
 func (f *fetcher) stop() {
 	close(f.done)
+	f.cancel()
 	f.cl.Close()
 	f.wg.Wait()
 }
@@ -346,15 +352,8 @@ func (f *fetcher) fetchOnce(reqs map[TP]replica.FetchRequest, parts map[TP]*Part
 		}
 		kreq.ForgottenTopics[i].Partitions = append(kreq.ForgottenTopics[i].Partitions, k.Partition)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(f.ctx, 10*time.Second)
 	defer cancel()
-	go func() {
-		select {
-		case <-f.done:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	f.rounds.Add(1)
 	kresp, err := f.cl.Request(ctx, kreq)
 	if err != nil {
@@ -405,8 +404,8 @@ func (f *fetcher) handle(ctx context.Context, p *Partition, req replica.FetchReq
 	switch sp.ErrorCode {
 	case 0:
 	case kerr.OffsetOutOfRange.Code:
-		// §3.5: learn the leader's log end and start, then let the machine
-		// truncate or restart the log.
+		// docs/kafka-replication.md §3.5: learn the leader's log end and start,
+		// then let the machine truncate or restart the log.
 		leo, start, err := f.listOffsets(ctx, p.TP, req.CurrentLeaderEpoch)
 		if err != nil {
 			f.backoffPartition(p.TP)

@@ -407,6 +407,12 @@ func (p *Partition) publish() {
 // answer (or the failure to get one) back to the machine.
 func (p *Partition) alterPartition(req replica.AlterPartitionRequest) {
 	ctx, cancel := p.b.context(30 * time.Second)
+	if ctx.Err() != nil {
+		// The broker is closing: no call (a controller may apply the
+		// answer to this broker, whose reconcile Close is holding off).
+		cancel()
+		return
+	}
 	resp, err := p.b.ctrl.AlterPartition(ctx, metadata.AlterPartitionRequest{
 		Topic: p.Topic, Partition: p.Partition, BrokerID: p.b.cfg.NodeID, BrokerEpoch: p.b.ctrl.BrokerEpoch(),
 		LeaderEpoch: req.LeaderEpoch, PartitionEpoch: req.PartitionEpoch, NewISR: req.NewISR, ISRBrokerEpochs: req.BrokerEpochs,

@@ -98,20 +98,22 @@ func (f *fetcher) step() {
 }
 
 // stopFetcher stops f: in the background normally (its round in flight
-// may take a while), at once in step mode (it has no goroutine).
+// may take a while; Close waits for it), at once in step mode (it has no
+// goroutine). Called with applyMu and mu held (assignFetcher), so never
+// after Close has stopped the reconciliation and goBackground refuses.
 func (b *Broker) stopFetcher(f *fetcher) {
 	if b.steps {
 		f.stop()
 		return
 	}
-	go f.stop()
+	b.goBackground(f.stop)
 }
 
 // sendAlter sends an ISR proposal to the controller: in a goroutine
 // normally, by StepAlter in step mode.
 func (b *Broker) sendAlter(p *Partition, req replica.AlterPartitionRequest) {
 	if !b.steps {
-		go p.alterPartition(req)
+		b.goBackground(func() { p.alterPartition(req) })
 		return
 	}
 	b.alters.add(pendingAlter{p: p, req: req})

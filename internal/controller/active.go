@@ -32,7 +32,7 @@ type active struct {
 	// applied is each broker's metadata offset from its last heartbeat;
 	// shutdownAt the offset at which a broker's controlled shutdown was
 	// committed. Shutdown is granted once every other active broker has
-	// applied it (BrokerHeartbeatManager.calculateNextBrokerState, §4.3).
+	// applied it (BrokerHeartbeatManager.calculateNextBrokerState, docs/kafka-replication.md §4.3).
 	applied    map[int32]int64
 	shutdownAt map[int32]int64
 
@@ -287,7 +287,7 @@ func (a *active) unclean(t *metadata.Topic) bool {
 	return config.TopicConfig{Set: t.Configs, Broker: a.n.cfg.Broker}.Bool("unclean.leader.election.enable")
 }
 
-// electLeader is PartitionChangeBuilder.electLeader (reference §4.1) for a
+// electLeader is PartitionChangeBuilder.electLeader (docs/kafka-replication.md §4.1) for a
 // target ISR: keep a valid leader; else the first replica in assignment
 // order that is in the ISR and active; else, if the topic allows it, the
 // first active replica (ISR := {it}, recovering); else no leader.
@@ -346,7 +346,7 @@ func (b *batch) forEachPartition(fn func(t *metadata.Topic, p *metadata.Partitio
 }
 
 // removeBroker takes a fenced or shutting-down broker out of every ISR
-// (unless it is the last member: the ISR keeps it, reference §4.1) and
+// (unless it is the last member: the ISR keeps it, docs/kafka-replication.md §4.1) and
 // re-elects the leaders of its partitions without it.
 func (a *active) removeBroker(b *batch, id int32) {
 	im := b.tx.im

@@ -233,7 +233,7 @@ func (n *Node) LastContact() time.Time {
 	return time.Time{}
 }
 
-// ControlledShutdown implements metadata.Controller (reference §4.3): the
+// ControlledShutdown implements metadata.Controller (docs/kafka-replication.md §4.3): the
 // broker heartbeats with WantShutDown; the controller marks it shutting
 // down, moves its leaderships and takes it out of every ISR, and grants the
 // shutdown once it leads nothing. Heartbeats stop then (the session expires

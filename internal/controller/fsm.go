@@ -12,7 +12,7 @@ import (
 	"github.com/sluice-io/sluice/internal/metadata"
 )
 
-// recType names a metadata record (KRaft's record types, reference §6).
+// recType names a metadata record (KRaft's record types, docs/kafka-replication.md §6).
 type recType string
 
 // Record types. One raft entry is a JSON array of records applied

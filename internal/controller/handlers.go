@@ -88,7 +88,7 @@ func leadsAny(im *metadata.Image, id int32) bool {
 }
 
 // heartbeat is BrokerHeartbeat: it refreshes the session, unfences a
-// caught-up broker, and runs controlled shutdown (reference §4.3).
+// caught-up broker, and runs controlled shutdown (docs/kafka-replication.md §4.3).
 func (a *active) heartbeat(ctx context.Context, body []byte) (any, int64, error) {
 	var in heartbeatReq
 	if err := decode(body, &in); err != nil {
@@ -153,7 +153,8 @@ func (a *active) heartbeat(ctx context.Context, body []byte) (any, int64, error)
 	return resp, off, nil
 }
 
-// validateAlter is §2.4's validation, in order. It returns an error code.
+// validateAlter is the validation of docs/kafka-replication.md §2.4, in
+// order. It returns an error code.
 func validateAlter(im *metadata.Image, req *metadata.AlterPartitionRequest) int16 {
 	br, ok := im.Brokers[req.BrokerID]
 	if !ok || br.Epoch != req.BrokerEpoch {

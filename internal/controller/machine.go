@@ -153,7 +153,7 @@ type HeartbeatReply struct {
 }
 
 // Heartbeat is BrokerHeartbeat from broker id at its broker epoch, which
-// has applied the metadata up to offset applied (reference §4.3 for
+// has applied the metadata up to offset applied (docs/kafka-replication.md §4.3 for
 // wantShutDown).
 func (m *Machine) Heartbeat(id int32, epoch, applied int64, wantShutDown bool) (HeartbeatReply, error) {
 	var resp heartbeatResp

@@ -122,7 +122,7 @@ func (c *Cache) TruncateFromStart(offset int64) bool {
 }
 
 // EndOffsetFor answers "where does epoch end on this log?" as Kafka's
-// endOffsetFor(requested, logEndOffset) does (§3.3):
+// endOffsetFor(requested, logEndOffset) does (docs/kafka-replication.md §3.3):
 //   - requested is the latest epoch: (requested, leo);
 //   - requested is below the earliest epoch: (requested, earliest start);
 //   - requested lies between known epochs: (largest epoch <= requested,

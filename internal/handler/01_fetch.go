@@ -2,22 +2,22 @@ package handler
 
 // Fetch, versions 4-16.
 //
-// READ_UNCOMMITTED consumers read up to the high watermark, READ_COMMITTED
-// ones up to the last stable offset (KIP-98: the first offset of the
-// oldest transaction not yet decided and replicated), with the aborted
-// transactions that overlap the records returned (AbortedTransactions,
-// from the aborted index; an empty list when there are none, null under
-// READ_UNCOMMITTED); LastStableOffset is the partition's. Followers (ReplicaID
-// set, ReplicaState.ID from v15) read up to the log end, and their fetch
-// offset is their acknowledgement (reference §1.3). Only the leader serves
-// fetches. MaxWaitMs/MinBytes long-poll: with fewer than MinBytes
+// READ_UNCOMMITTED consumers read up to the high watermark, READ_COMMITTED ones
+// up to the last stable offset (KIP-98: the first offset of the oldest
+// transaction not yet decided and replicated), with the aborted transactions
+// that overlap the records returned (AbortedTransactions, from the aborted
+// index; an empty list when there are none, null under READ_UNCOMMITTED);
+// LastStableOffset is the partition's. Followers (ReplicaID set,
+// ReplicaState.ID from v15) read up to the log end, and their fetch offset is
+// their acknowledgement (docs/kafka-replication.md §1.3). Only the leader
+// serves fetches. MaxWaitMs/MinBytes long-poll: with fewer than MinBytes
 // readable, the request parks (in Reply.Await, so later requests on the
 // connection keep flowing) until a partition's high watermark or log start
 // moves, or MaxWaitMs passes. MaxBytes and PartitionMaxBytes bound the
-// response, except that the first batch of the first non-empty partition
-// is always returned whole (KIP-74). CurrentLeaderEpoch is fenced (KIP-320:
-// FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH) and LastFetchedEpoch is
-// checked for divergence (DivergingEpoch, reference §3.4). From v15 the
+// response, except that the first batch of the first non-empty partition is
+// always returned whole (KIP-74). CurrentLeaderEpoch is fenced (KIP-320:
+// FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH) and LastFetchedEpoch is checked
+// for divergence (DivergingEpoch, docs/kafka-replication.md §3.4). From v15 the
 // follower's broker epoch (ReplicaState.Epoch, KIP-903) is fenced too.
 //
 // Fetch sessions (KIP-227, fetch_session.go and internal/fetchsession):

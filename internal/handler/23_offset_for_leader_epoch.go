@@ -3,7 +3,7 @@ package handler
 // OffsetForLeaderEpoch, versions 0-4 (KIP-101, KIP-279, KIP-320).
 //
 // For each partition, the largest epoch <= the requested one and the offset
-// where it ends, from the leader-epoch cache (reference §3.3). A
+// where it ends, from the leader-epoch cache (docs/kafka-replication.md §3.3). A
 // CurrentLeaderEpoch (v2+) that does not match is fenced.
 
 import (

@@ -1,6 +1,6 @@
 package handler
 
-// Authorization (issue 14): with authorizer.class.name set to Kafka's
+// Authorization: with authorizer.class.name set to Kafka's
 // StandardAuthorizer (or AclAuthorizer), each handler checks what Kafka's
 // KafkaApis checks, against the ACLs of the metadata image, with the
 // connection's principal and client address (internal/acl decides).

@@ -55,7 +55,8 @@ type ConfigOp struct {
 }
 
 // AlterPartitionRequest is a partition leader's ISR change proposal: a
-// compare-and-set on (LeaderEpoch, PartitionEpoch) (reference §2.4).
+// compare-and-set on (LeaderEpoch, PartitionEpoch) (docs/kafka-replication.md
+// §2.4).
 type AlterPartitionRequest struct {
 	Topic          string
 	Partition      int32

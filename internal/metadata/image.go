@@ -36,10 +36,12 @@ type Partition struct {
 	Index int32 `json:"index"`
 	// Leader is the leader's broker id, or -1 when the partition is offline.
 	Leader int32 `json:"leader"`
-	// LeaderEpoch is bumped on every leader change (reference §1.1).
+	// LeaderEpoch is bumped on every leader change (docs/kafka-replication.md
+	// §1.1).
 	LeaderEpoch int32 `json:"leaderEpoch"`
 	// PartitionEpoch is bumped on every change to the partition, ISR-only
-	// changes included; AlterPartition compares and sets it (§2.4).
+	// changes included; AlterPartition compares and sets it
+	// (docs/kafka-replication.md §2.4).
 	PartitionEpoch int32   `json:"partitionEpoch"`
 	Replicas       []int32 `json:"replicas"`
 	ISR            []int32 `json:"isr"`

@@ -43,5 +43,5 @@
 // everything it appended is flushed, so the fetch offset the leader records
 // is a flushed offset. An acks=all acknowledgement therefore means the
 // records are fsynced on every member of the maximal ISR, which has at least
-// min.insync.replicas members (strict min ISR, §1.4).
+// min.insync.replicas members (strict min ISR, docs/kafka-replication.md §1.4).
 package replica

@@ -29,8 +29,9 @@ func (r *Replica) FetchRequest() (FetchRequest, bool) {
 }
 
 // HandleFetchResponse applies a leader's answer to this follower's fetch
-// (processPartitionData, §1.3). Responses to requests other than the current
-// one (another leader epoch or fetch offset) are ignored.
+// (processPartitionData, docs/kafka-replication.md §1.3). Responses to requests
+// other than the current one (another leader epoch or fetch offset) are
+// ignored.
 func (r *Replica) HandleFetchResponse(resp FetchResponse) {
 	if r.role != RoleFollower || resp.Request.CurrentLeaderEpoch != r.leaderEpoch ||
 		resp.Request.Leader != r.leader || resp.Request.FetchOffset != r.leo {
@@ -43,12 +44,14 @@ func (r *Replica) HandleFetchResponse(resp FetchResponse) {
 		return
 	default:
 		// FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER:
-		// the driver backs off until new metadata arrives (§5).
+		// the driver backs off until new metadata arrives
+		// (docs/kafka-replication.md §5).
 		return
 	}
 	if d := resp.Diverging; d != nil {
-		// §3.4: truncate and ignore the records and the HW (KAFKA-14704:
-		// the HW must not be applied before the truncation).
+		// docs/kafka-replication.md §3.4: truncate and ignore the records and
+		// the HW (KAFKA-14704: the HW must not be applied before the
+		// truncation).
 		r.truncateDiverged(*d)
 		return
 	}
@@ -60,14 +63,16 @@ func (r *Replica) HandleFetchResponse(resp FetchResponse) {
 		// A batch may start past the LEO: the leader's log is compacted
 		// and the offsets between were removed (Kafka's follower append
 		// refuses only offsets below its log end).
-		r.appendBatch(b) // verbatim: the leader's offsets and epoch (§9.1)
+		r.appendBatch(b) // verbatim: the leader's offsets and epoch (docs/kafka-replication.md §1.3 follower step 2)
 	}
-	// Follower HW = min(leader HW, local LEO), monotonic (§1.3 step 3).
+	// Follower HW = min(leader HW, local LEO), monotonic
+	// (docs/kafka-replication.md §1.3 step 3).
 	if hw := min(resp.HW, r.leo); hw > r.hw {
 		r.setHW(hw)
 	}
 	r.leaderTombstoneBound = resp.TombstoneBound
-	// Follower log start follows the leader's, never past the HW (§1.3).
+	// Follower log start follows the leader's, never past the HW
+	// (docs/kafka-replication.md §1.3 step 4, §1.1).
 	if ls := min(resp.LogStart, r.hw); ls > r.logStart {
 		r.logStart = ls
 		if r.epochs.TruncateFromStart(ls) {
@@ -77,10 +82,10 @@ func (r *Replica) HandleFetchResponse(resp FetchResponse) {
 	}
 }
 
-// truncateDiverged is getOffsetTruncationState (§3.4). If the follower never
-// saw the leader's epoch it truncates to the end of its own largest earlier
-// epoch; the next fetch carries the new last epoch, and rounds repeat until
-// the common point. It never truncates to the HW.
+// truncateDiverged is getOffsetTruncationState (docs/kafka-replication.md
+// §3.4). If the follower never saw the leader's epoch it truncates to the end
+// of its own largest earlier epoch; the next fetch carries the new last epoch,
+// and rounds repeat until the common point. It never truncates to the HW.
 func (r *Replica) truncateDiverged(d DivergingEpoch) {
 	fe, fend := r.epochs.EndOffsetFor(d.Epoch, r.leo)
 	switch {
@@ -93,8 +98,9 @@ func (r *Replica) truncateDiverged(d DivergingEpoch) {
 	}
 }
 
-// handleOutOfRange is fetchOffsetAndTruncate (§3.5), using the leader's LEO
-// and log start from the response in place of ListOffsets round trips.
+// handleOutOfRange is fetchOffsetAndTruncate (docs/kafka-replication.md §3.5),
+// using the leader's LEO and log start from the response in place of
+// ListOffsets round trips.
 func (r *Replica) handleOutOfRange(leaderLEO, leaderStart int64) {
 	switch {
 	case leaderLEO < r.leo:

@@ -9,7 +9,8 @@ import (
 )
 
 // Append handles a produce request on the leader (appendRecordsToLeader,
-// §1.3). The result, immediate or later, arrives in Ready.Completed.
+// docs/kafka-replication.md §1.3). The result, immediate or later, arrives in
+// Ready.Completed.
 func (r *Replica) Append(req ProduceRequest) {
 	fail := func(code int16) {
 		r.rd.Completed = append(r.rd.Completed, ProduceResult{ID: req.ID, Acks: req.Acks, Error: code, BaseOffset: -1, LastOffset: -1})
@@ -23,8 +24,8 @@ func (r *Replica) Append(req ProduceRequest) {
 		fail(ErrInvalidRequest)
 		return
 	}
-	// §2.5: acks=all is rejected before the append when the committed ISR is
-	// below the effective min ISR.
+	// docs/kafka-replication.md §2.5: acks=all is rejected before the append
+	// when the committed ISR is below the effective min ISR.
 	if req.Acks == AcksAll && len(r.isr) < r.minIS {
 		fail(ErrNotEnoughReplicas)
 		return
@@ -61,7 +62,8 @@ func (r *Replica) Append(req ProduceRequest) {
 			return
 		}
 	} else if b.ProducerID >= 0 {
-		// §7 idempotence: duplicates answer with the original offsets.
+		// docs/kafka-replication.md §7 idempotence: duplicates answer with the
+		// original offsets.
 		dup, err := r.producers.Check(b.ProducerID, b.ProducerEpoch, b.BaseSeq, b.LastSeq())
 		switch {
 		case errors.Is(err, producer.ErrInvalidProducerEpoch):
@@ -107,12 +109,12 @@ func (r *Replica) ack(req ProduceRequest, base, last int64, dup bool) {
 	r.acks = slices.Insert(r.acks, i, p)
 }
 
-// complete resolves a parked acks=all request whose offset the HW reached:
-// NONE if the maximal ISR still meets min ISR, else
-// NOT_ENOUGH_REPLICAS_AFTER_APPEND (checkEnoughReplicasReachOffset, §2.5).
-// With strict min ISR and completion at the moment the HW moves, the second
-// case cannot arise here (the maximal ISR contains the committed one, which
-// must meet min ISR for the HW to move); it is kept as Kafka's rule.
+// complete resolves a parked acks=all request whose offset the HW reached: NONE
+// if the maximal ISR still meets min ISR, else NOT_ENOUGH_REPLICAS_AFTER_APPEND
+// (checkEnoughReplicasReachOffset, docs/kafka-replication.md §2.5). With strict
+// min ISR and completion at the moment the HW moves, the second case cannot
+// arise here (the maximal ISR contains the committed one, which must meet min
+// ISR for the HW to move); it is kept as Kafka's rule.
 func (r *Replica) complete(p pendingAck) {
 	res := ProduceResult{ID: p.id, Acks: AcksAll, BaseOffset: p.base, LastOffset: p.last, Duplicate: p.dup}
 	if r.maximalSize() < r.minIS {
@@ -174,7 +176,8 @@ func (r *Replica) expireAcks() {
 	n := 0
 	for _, p := range r.acks {
 		if p.deadline > 0 && r.now >= p.deadline {
-			// Ambiguous: the batch may still commit (§2.5).
+			// Ambiguous: the batch may still commit (docs/kafka-replication.md
+			// §2.5).
 			r.rd.Completed = append(r.rd.Completed, ProduceResult{ID: p.id, Acks: AcksAll, Error: ErrRequestTimedOut, BaseOffset: -1, LastOffset: -1})
 			continue
 		}
@@ -195,16 +198,17 @@ func (r *Replica) expireAcks() {
 }
 
 // HandleFetch answers a Fetch for this partition (Partition.fetchRecords,
-// §1.3). A follower's fetch offset is its acknowledgement: it updates the
-// follower's LEO, caught-up time and maybe the ISR and HW. ReplicaID -1 is a
-// consumer, which reads only up to the HW (§1.5).
+// docs/kafka-replication.md §1.3). A follower's fetch offset is its
+// acknowledgement: it updates the follower's LEO, caught-up time and maybe the
+// ISR and HW. ReplicaID -1 is a consumer, which reads only up to the HW
+// (docs/kafka-replication.md §1.5).
 func (r *Replica) HandleFetch(req FetchRequest) FetchResult {
 	res := FetchResult{HW: r.hw, LogStart: r.logStart, LEO: r.leo, From: req.FetchOffset, To: req.FetchOffset}
 	if r.role != RoleLeader {
 		res.Error = ErrNotLeaderOrFollower
 		return res
 	}
-	// §3.6 KIP-320 fencing.
+	// docs/kafka-replication.md §3.6 KIP-320 fencing.
 	if req.CurrentLeaderEpoch >= 0 {
 		if req.CurrentLeaderEpoch < r.leaderEpoch {
 			res.Error = ErrFencedLeaderEpoch
@@ -229,7 +233,7 @@ func (r *Replica) HandleFetch(req FetchRequest) FetchResult {
 	}
 	f := r.follower(req.ReplicaID)
 	if f == nil {
-		res.Error = ErrUnknownLeaderEpoch // not in the assignment (§1.3)
+		res.Error = ErrUnknownLeaderEpoch // not in the assignment (docs/kafka-replication.md §1.3)
 		return res
 	}
 	// KIP-903: a fetch from an older incarnation is fenced.
@@ -237,7 +241,7 @@ func (r *Replica) HandleFetch(req FetchRequest) FetchResult {
 		res.Error = ErrNotLeaderOrFollower
 		return res
 	}
-	// §3.4 divergence check.
+	// docs/kafka-replication.md §3.4 divergence check.
 	if req.LastFetchedEpoch != epoch.Undefined {
 		e, end := r.epochs.EndOffsetFor(req.LastFetchedEpoch, r.leo)
 		if e == epoch.Undefined || end == epoch.Undefined || req.FetchOffset < r.logStart {
@@ -259,14 +263,15 @@ func (r *Replica) HandleFetch(req FetchRequest) FetchResult {
 }
 
 // updateFollower records a follower's fetch (updateFollowerFetchState and
-// Replica.updateFetchStateOrThrow, §1.3 and §2.1).
+// Replica.updateFetchStateOrThrow, docs/kafka-replication.md §1.3 and §2.1).
 func (r *Replica) updateFollower(f *follower, req FetchRequest) {
 	leaderLEO := r.leo // sampled before the read
 	switch {
 	case req.FetchOffset >= leaderLEO:
 		f.lastCaughtUpTime = max(f.lastCaughtUpTime, r.now)
 	case req.FetchOffset >= f.lastFetchLeaderLEO:
-		// Caught up to where the leader was at the previous fetch (§2.1).
+		// Caught up to where the leader was at the previous fetch
+		// (docs/kafka-replication.md §2.1).
 		f.lastCaughtUpTime = max(f.lastCaughtUpTime, f.lastFetchTime)
 	}
 	f.lastFetchLeaderLEO = max(f.lastFetchLeaderLEO, leaderLEO)
@@ -281,11 +286,12 @@ func (r *Replica) updateFollower(f *follower, req FetchRequest) {
 	}
 }
 
-// maybeIncrementHW is Partition.maybeIncrementLeaderHW (§1.4): the minimum
-// LEO over the maximal ISR and the caught-up eligible replicas, monotonic,
-// frozen while the committed ISR is below the effective min ISR. The
-// leader's own LEO counts only up to what it has flushed (the durability rule); a
-// follower's LEO is its last fetch offset, which it only sends once flushed.
+// maybeIncrementHW is Partition.maybeIncrementLeaderHW
+// (docs/kafka-replication.md §1.4): the minimum LEO over the maximal ISR and
+// the caught-up eligible replicas, monotonic, frozen while the committed ISR is
+// below the effective min ISR. The leader's own LEO counts only up to what it
+// has flushed (the durability rule); a follower's LEO is its last fetch offset,
+// which it only sends once flushed.
 func (r *Replica) maybeIncrementHW() {
 	if len(r.isr) < r.minIS { // strict min ISR (KAFKA-15583)
 		return
@@ -303,14 +309,14 @@ func (r *Replica) maybeIncrementHW() {
 	}
 }
 
-// caughtUp is Replica.isCaughtUp (§2.1).
+// caughtUp is Replica.isCaughtUp (docs/kafka-replication.md §2.1).
 func (r *Replica) caughtUp(f *follower) bool {
 	return f.leo == r.leo || r.now-f.lastCaughtUpTime <= r.cfg.LagTimeMaxMs
 }
 
 // eligible: not fenced or shutting down, and the broker epoch of its fetches
 // matches the metadata, or is unknown (-1: Fetch before v15 carries none)
-// (KIP-841, KIP-903, §2.3).
+// (KIP-841, KIP-903, docs/kafka-replication.md §2.3).
 func (r *Replica) eligible(f *follower) bool {
 	return !f.ineligible && (f.metaBrokerEpoch < 0 || f.brokerEpoch < 0 || f.brokerEpoch == f.metaBrokerEpoch)
 }
@@ -344,7 +350,8 @@ func (r *Replica) refreshMembership() {
 }
 
 // maybeExpandISR adds a follower that has reached both the HW and the
-// leader-epoch start offset (§2.3; the latter is KAFKA-7128).
+// leader-epoch start offset (docs/kafka-replication.md §2.3; the latter is
+// KAFKA-7128).
 func (r *Replica) maybeExpandISR(f *follower) {
 	if r.pending != nil || f.inISR || !r.eligible(f) {
 		return
@@ -354,11 +361,12 @@ func (r *Replica) maybeExpandISR(f *follower) {
 	}
 	newISR := append(slices.Clone(r.isr), f.id)
 	slices.Sort(newISR)
-	r.propose(newISR) // counts at once in the maximal ISR (§2.3)
+	r.propose(newISR) // counts at once in the maximal ISR (docs/kafka-replication.md §2.3)
 }
 
-// maybeShrinkISR removes ISR members that are not caught up (§2.2). The
-// maximal ISR stays the old one until the controller commits.
+// maybeShrinkISR removes ISR members that are not caught up
+// (docs/kafka-replication.md §2.2). The maximal ISR stays the old one until the
+// controller commits.
 func (r *Replica) maybeShrinkISR() {
 	if r.pending != nil {
 		return
@@ -409,7 +417,7 @@ const isrRetryBackoffMs = 500
 // maybeSendProposal puts the pending proposal in Ready when it wants
 // sending, none is with the controller, and its retry pause is over: the
 // machine keeps at most one AlterPartition in flight, and a proposal made
-// meanwhile goes once the answer arrives (§2.4).
+// meanwhile goes once the answer arrives (docs/kafka-replication.md §2.4).
 func (r *Replica) maybeSendProposal() {
 	if r.cfg.DropQueuedProposal && r.inflight != 0 {
 		r.sendPending = false
@@ -427,7 +435,7 @@ func (r *Replica) maybeSendProposal() {
 func (r *Replica) InflightISR() uint64 { return r.inflight }
 
 // ISRChangeResult applies the controller's answer to an ISR proposal
-// (Partition.submitAlterPartition, §2.4).
+// (Partition.submitAlterPartition, docs/kafka-replication.md §2.4).
 func (r *Replica) ISRChangeResult(res AlterPartitionResult) {
 	if res.Seq == r.inflight {
 		r.inflight = 0

@@ -13,10 +13,11 @@ import (
 const never = math.MinInt64 / 4
 
 // follower is the leader's view of one remote replica (Replica.scala's
-// ReplicaState, §1.2). It changes only when that replica fetches.
+// ReplicaState, docs/kafka-replication.md §1.2). It changes only when that
+// replica fetches.
 type follower struct {
 	id                 int32
-	leo                int64 // last fetch offset; -1 = unknown (§1.4 new leaders)
+	leo                int64 // last fetch offset; -1 = unknown (docs/kafka-replication.md §1.4 new leaders)
 	logStart           int64 // from its fetches; -1 unknown
 	lastFetchTime      int64
 	lastCaughtUpTime   int64
@@ -136,9 +137,9 @@ func New(cfg Config, st LogState) *Replica {
 	return r
 }
 
-// Tick advances the state machine's clock to nowMs (monotonic; earlier
-// values are ignored). On a leader it expires acks=all requests past their
-// deadline and, every LagTimeMaxMs/2, shrinks the ISR (§2.2).
+// Tick advances the state machine's clock to nowMs (monotonic; earlier values
+// are ignored). On a leader it expires acks=all requests past their deadline
+// and, every LagTimeMaxMs/2, shrinks the ISR (docs/kafka-replication.md §2.2).
 func (r *Replica) Tick(nowMs int64) {
 	if nowMs > r.now {
 		r.now = nowMs
@@ -199,8 +200,8 @@ func (r *Replica) Advance() {
 }
 
 // ApplyMetadata applies the controller's partition state (makeLeader /
-// makeFollower, §4.4). Stale states (older leader epoch, or same leader epoch
-// and older partition epoch) are ignored.
+// makeFollower, docs/kafka-replication.md §4.4). Stale states (older leader
+// epoch, or same leader epoch and older partition epoch) are ignored.
 func (r *Replica) ApplyMetadata(ps PartitionState) {
 	if ps.LeaderEpoch < r.leaderEpoch ||
 		(ps.LeaderEpoch == r.leaderEpoch && ps.PartitionEpoch < r.partitionEpoch) {
@@ -232,11 +233,12 @@ func (r *Replica) ApplyMetadata(ps PartitionState) {
 		r.leaderTombstoneBound = 0 // until the new leader says
 	}
 	r.followers = r.followers[:0]
-	r.isr = r.isr[:0] // followers do not know the ISR (§1.2)
+	r.isr = r.isr[:0] // followers do not know the ISR (docs/kafka-replication.md §1.2)
 	r.pending = nil
-	// A demoted leader may hold an epoch entry with no data (its (epoch,
-	// LEO) from makeLeader); drop it so the next fetch carries the epoch of
-	// the last batch actually in the log (§3.3 truncateFromEnd).
+	// A demoted leader may hold an epoch entry with no data (its (epoch, LEO)
+	// from makeLeader); drop it so the next fetch carries the epoch of the last
+	// batch actually in the log (docs/kafka-replication.md §3.3
+	// truncateFromEnd).
 	if r.epochs.TruncateFromEnd(r.leo) {
 		r.epochsChanged = true
 	}
@@ -248,15 +250,17 @@ func (r *Replica) makeLeader(ps PartitionState, fresh bool) {
 	if fresh {
 		r.failAcks(ErrNotLeaderOrFollower)
 		r.role = RoleLeader
-		// §3.2 KAFKA-7415: assign (epoch, LEO) at once, before any data.
+		// docs/kafka-replication.md §3.2 KAFKA-7415: assign (epoch, LEO) at
+		// once, before any data.
 		r.epochStart = r.leo
 		if r.epochs.Assign(ps.LeaderEpoch, r.leo) {
 			r.epochsChanged = true
 		}
 		r.lastShrink = r.now
 	}
-	// Rebuild the follower table; on a new leader epoch every follower's LEO
-	// is unknown, so the HW is held until each ISR member fetches (§1.4).
+	// Rebuild the follower table; on a new leader epoch every follower's LEO is
+	// unknown, so the HW is held until each ISR member fetches
+	// (docs/kafka-replication.md §1.4).
 	old := r.followers
 	r.followers = make([]follower, 0, len(ps.Replicas))
 	for i, id := range ps.Replicas {
@@ -271,7 +275,7 @@ func (r *Replica) makeLeader(ps PartitionState, fresh bool) {
 				}
 			}
 		} else if slices.Contains(ps.ISR, id) {
-			f.lastCaughtUpTime = r.now // resetReplicaState (§2.1)
+			f.lastCaughtUpTime = r.now // resetReplicaState (docs/kafka-replication.md §2.1)
 		}
 		if i < len(ps.BrokerEpochs) {
 			f.metaBrokerEpoch = ps.BrokerEpochs[i]
@@ -344,8 +348,8 @@ func (r *Replica) ISR() []int32 { return slices.Clone(r.isr) }
 // replicas (whose lag Tick checks).
 func (r *Replica) LeadsFollowers() bool { return r.role == RoleLeader && len(r.replicas) > 1 }
 
-// MaximalISR returns the committed ISR plus any in-flight expansion (§1.4
-// KIP-497), sorted.
+// MaximalISR returns the committed ISR plus any in-flight expansion
+// (docs/kafka-replication.md §1.4 KIP-497), sorted.
 func (r *Replica) MaximalISR() []int32 {
 	if r.role != RoleLeader {
 		return nil
@@ -372,8 +376,8 @@ func (r *Replica) FollowerLEO(id int32) (int64, bool) {
 	return -1, false
 }
 
-// FollowerCaughtUp returns the leader's lastCaughtUpTime (ms) of a
-// follower (§2.1) and whether id is a follower of this leader.
+// FollowerCaughtUp returns the leader's lastCaughtUpTime (ms) of a follower
+// (docs/kafka-replication.md §2.1) and whether id is a follower of this leader.
 func (r *Replica) FollowerCaughtUp(id int32) (int64, bool) {
 	if f := r.follower(id); f != nil {
 		return f.lastCaughtUpTime, true
@@ -422,11 +426,12 @@ func (r *Replica) appendBatch(b *Batch) {
 	r.rd.Append = append(r.rd.Append, *b)
 }
 
-// truncateTo cuts the log to offset (truncateTo, §3.4): epoch cache,
-// producer state and HW follow. Unwritten appends at or above offset are
-// dropped from the Ready instead of being written and truncated.
+// truncateTo cuts the log to offset (truncateTo, docs/kafka-replication.md
+// §3.4): epoch cache, producer state and HW follow. Unwritten appends at or
+// above offset are dropped from the Ready instead of being written and
+// truncated.
 func (r *Replica) truncateTo(offset int64) {
-	if r.epochs.TruncateFromEnd(offset) { // even when no data goes (§3.3)
+	if r.epochs.TruncateFromEnd(offset) { // even when no data goes (docs/kafka-replication.md §3.3)
 		r.epochsChanged = true
 	}
 	if offset >= r.leo {
@@ -452,7 +457,7 @@ func (r *Replica) truncateTo(offset int64) {
 	r.leo = offset
 	r.flushed = min(r.flushed, offset)
 	r.failLocalAcks(ErrNotLeaderOrFollower, offset)
-	r.producers.TruncateFrom(offset) // §7: roll producer state back
+	r.producers.TruncateFrom(offset) // docs/kafka-replication.md §7: roll producer state back
 	// A transaction whose marker is cut is open again.
 	n = 0
 	for _, c := range r.completed {
@@ -471,7 +476,8 @@ func (r *Replica) truncateTo(offset int64) {
 	}
 }
 
-// truncateFullyAndStartAt empties the log and restarts it at offset (§3.5).
+// truncateFullyAndStartAt empties the log and restarts it at offset
+// (docs/kafka-replication.md §3.5).
 func (r *Replica) truncateFullyAndStartAt(offset int64) {
 	clear(r.rd.Append)
 	r.rd.Append = r.rd.Append[:0]
@@ -515,8 +521,8 @@ func (r *Replica) LastStable() int64 {
 }
 
 // AdvanceLogStart raises the log start offset on the leader (retention,
-// DeleteRecords), never past the HW (reference §1.1). Followers learn it from
-// the LogStartOffset of fetch responses.
+// DeleteRecords), never past the HW (docs/kafka-replication.md §1.1). Followers
+// learn it from the LogStartOffset of fetch responses.
 func (r *Replica) AdvanceLogStart(offset int64) {
 	offset = min(offset, r.hw)
 	if offset <= r.logStart {

@@ -85,8 +85,8 @@ func TestHWMonotonic(t *testing.T) {
 
 func TestCaughtUpAndShrink(t *testing.T) {
 	// Steady small produces: the follower always fetches a little behind the
-	// live LEO but reaches the LEO of its previous fetch (§2.1 second rule),
-	// so it never leaves the ISR.
+	// live LEO but reaches the LEO of its previous fetch
+	// (docs/kafka-replication.md §2.1 second rule), so it never leaves the ISR.
 	r := newLeader(t, 1, []int32{1, 2, 3}, 1, 0)
 	now := int64(10_000)
 	off2 := int64(0)
@@ -364,8 +364,9 @@ func TestFollowerFetchesOnlyFlushed(t *testing.T) {
 }
 
 func TestIdempotentRollback(t *testing.T) {
-	// §9 item 15: a truncated batch, retried, is appended again rather than
-	// reported as a duplicate; a retry of a surviving batch is a duplicate.
+	// docs/kafka-replication.md §9 item 15: a truncated batch, retried, is
+	// appended again rather than reported as a duplicate; a retry of a
+	// surviving batch is a duplicate.
 	f := follower2(t, 1, nil)
 	req, _ := f.FetchRequest()
 	f.HandleFetchResponse(FetchResponse{Request: req, FetchResult: FetchResult{HW: 0}, Batches: []Batch{

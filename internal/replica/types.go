@@ -33,7 +33,7 @@ const (
 const (
 	AcksNone   int16 = 0  // no response is sent (the driver drops the result)
 	AcksLeader int16 = 1  // acknowledged once the local log is durable past the batch
-	AcksAll    int16 = -1 // acknowledged once the HW covers the batch (§2.5)
+	AcksAll    int16 = -1 // acknowledged once the HW covers the batch (docs/kafka-replication.md §2.5)
 	// AcksAppended answers at once with the batch's offsets, durable or
 	// not: for the broker's own writes that wait for durability their own
 	// way (the group coordinator's). Never a client's acks value.
@@ -73,10 +73,12 @@ type Config struct {
 	// Partition labels the partition in traces (e.g. "orders-3").
 	Partition string
 	// MinISR is the topic's min.insync.replicas. The effective minimum is
-	// min(MinISR, replication factor) (§1.3). Zero means 1.
+	// min(MinISR, replication factor) (docs/kafka-replication.md §1.3). Zero
+	// means 1.
 	MinISR int
-	// LagTimeMaxMs is replica.lag.time.max.ms (§2.1): a follower that has not
-	// been caught up for longer leaves the ISR. Zero means 30000.
+	// LagTimeMaxMs is replica.lag.time.max.ms (docs/kafka-replication.md §2.1):
+	// a follower that has not been caught up for longer leaves the ISR. Zero
+	// means 30000.
 	LagTimeMaxMs int64
 	// ProducerIDExpirationMs is producer.id.expiration.ms: an idempotent
 	// producer whose last batch's max timestamp is older than this is
@@ -113,7 +115,7 @@ type LogState struct {
 
 // Batch is one record batch as the state machine sees it: a header plus an
 // opaque payload it never reads. The leader assigns BaseOffset and stamps
-// Epoch (§1.3); followers append batches verbatim.
+// Epoch (docs/kafka-replication.md §1.3); followers append batches verbatim.
 type Batch struct {
 	BaseOffset    int64
 	NumRecords    int32 // records in the batch (lastOffsetDelta+1), >= 1
@@ -192,7 +194,7 @@ type ProduceResult struct {
 	// duplicate: the original offsets). -1 on error.
 	BaseOffset, LastOffset int64
 	// Duplicate is set when the batch was a retry of a retained batch and
-	// nothing was appended (§7).
+	// nothing was appended (docs/kafka-replication.md §7).
 	Duplicate bool
 }
 
@@ -210,10 +212,12 @@ type FetchRequest struct {
 	CurrentLeaderEpoch int32
 	// FetchOffset is the first offset wanted. For a follower it is its LEO,
 	// which under sluice's durability rule is also its flushed offset: the
-	// leader counts it as the follower's acknowledgement (§1.3, the durability rule).
+	// leader counts it as the follower's acknowledgement
+	// (docs/kafka-replication.md §1.3; the durability rule is
+	// docs/architecture.md, "Durability").
 	FetchOffset int64
 	// LastFetchedEpoch is the epoch of the follower's last batch (-1: none);
-	// it drives the divergence check (§3.4).
+	// it drives the divergence check (docs/kafka-replication.md §3.4).
 	LastFetchedEpoch int32
 	// LogStartOffset is the follower's log start offset.
 	LogStartOffset int64
@@ -222,7 +226,8 @@ type FetchRequest struct {
 	ReadCommitted bool
 }
 
-// DivergingEpoch tells a follower where its log leaves the leader's (§3.4).
+// DivergingEpoch tells a follower where its log leaves the leader's
+// (docs/kafka-replication.md §3.4).
 type DivergingEpoch struct {
 	Epoch     int32
 	EndOffset int64
@@ -233,9 +238,9 @@ type DivergingEpoch struct {
 // its byte limits) and sends them.
 type FetchResult struct {
 	Error int16
-	// HW, LogStart and LEO are the leader's, sampled before the read (§1.3).
-	// On OFFSET_OUT_OF_RANGE they give the follower what ListOffsets would
-	// (§3.5).
+	// HW, LogStart and LEO are the leader's, sampled before the read
+	// (docs/kafka-replication.md §1.3). On OFFSET_OUT_OF_RANGE they give the
+	// follower what ListOffsets would (docs/kafka-replication.md §3.5).
 	HW, LogStart, LEO int64
 	// From and To bound the records to return: From is the request's fetch
 	// offset, To is the LEO for followers, the HW for read_uncommitted
@@ -262,7 +267,7 @@ type FetchResponse struct {
 }
 
 // PartitionState is the controller's view of the partition, as applied from
-// metadata (§4.4).
+// metadata (docs/kafka-replication.md §4.4).
 type PartitionState struct {
 	Leader         int32 // -1: no leader
 	LeaderEpoch    int32
@@ -279,8 +284,8 @@ type PartitionState struct {
 	Ineligible []int32
 }
 
-// AlterPartitionRequest is an ISR change proposal (§2.4): a compare-and-set
-// on (LeaderEpoch, PartitionEpoch).
+// AlterPartitionRequest is an ISR change proposal (docs/kafka-replication.md
+// §2.4): a compare-and-set on (LeaderEpoch, PartitionEpoch).
 type AlterPartitionRequest struct {
 	// Seq identifies the proposal; return it in the AlterPartitionResult.
 	// It is local to this Replica and not part of the wire request.
@@ -306,7 +311,7 @@ type Truncation struct {
 	// Offset is the new log end offset; with Fully, the new log start too.
 	Offset int64
 	// Fully empties the log and restarts it at Offset (truncateFullyAndStartAt,
-	// §3.5).
+	// docs/kafka-replication.md §3.5).
 	Fully bool
 }
 

@@ -400,7 +400,7 @@ func (w *realWorld) stop(rb *realBroker) {
 	w.stopDeletes(rb.id)
 }
 
-// shutdownGranted completes rb's controlled shutdown (reference §4.3).
+// shutdownGranted completes rb's controlled shutdown (docs/kafka-replication.md §4.3).
 // A handoff (rb was not fenced: the grant waited until it led nothing and
 // every other active broker had applied its shutdown) promises that no
 // broker the controller counts as active still follows rb or keeps it in

@@ -247,7 +247,7 @@ func (n *rnode) CreateTopic(_ context.Context, name string, partitions int32, rf
 	return nil
 }
 
-// AlterPartition commits an ISR change by compare-and-set (reference §2.4);
+// AlterPartition commits an ISR change by compare-and-set (docs/kafka-replication.md §2.4);
 // one in twenty commits loses its answer on the way back.
 func (n *rnode) AlterPartition(_ context.Context, req metadata.AlterPartitionRequest) (metadata.AlterPartitionResponse, error) {
 	c := n.c

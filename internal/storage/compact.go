@@ -66,6 +66,11 @@ type CleanableInfo struct {
 // starts again.
 var ErrCleanAborted = errors.New("storage: cleaning aborted by a concurrent change")
 
+// StopCleaning makes a running cleaning pass, and every later one, give up
+// with ErrCleanAborted at its next batch, as Close does: the broker calls
+// it when it starts closing, so that it need not wait for a whole pass.
+func (l *Log) StopCleaning() { l.stopClean.Store(true) }
+
 // SetTombstoneBound sets the offset below which the cleaner may remove a
 // tombstone whose delete horizon passed; tombstones at or above it are kept
 // until the bound moves past them. A replicated partition sets it to the

@@ -1,4 +1,4 @@
-// Package cli runs the admin commands of the sluice binary (issue 15) as
+// Package cli runs the admin commands of the sluice binary as
 // processes against real `sluice serve` brokers over TCP, and checks their
 // table and --json output, their exit statuses and their effect as seen
 // by a separate franz-go client.

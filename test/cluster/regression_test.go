@@ -43,7 +43,7 @@ func TestCreateTopicsHonoursReplicaAssignment(t *testing.T) {
 // still names it leader (leader epoch unchanged, ISR still with it), and
 // clients are sent to a dead broker.
 //
-// Kafka (reference §4.3 step 4, BrokerHeartbeatManager.
+// Kafka (docs/kafka-replication.md §4.3 step 4, BrokerHeartbeatManager.
 // calculateNextBrokerState) grants ShouldShutDown only when the broker leads
 // nothing AND every active broker's metadata offset has reached the
 // broker's controlled-shutdown offset. sluice's heartbeat handler

@@ -44,9 +44,9 @@ func TestControlledShutdownUnderLoad(t *testing.T) {
 	c.Node(x).Stop()
 	stopped := time.Since(stopAt)
 	t.Logf("controlled shutdown of node %d took %v", x, stopped.Round(time.Millisecond))
-	// Kafka grants the shutdown only once every active broker has applied
-	// the leadership changes (§4.3), so the survivors' Metadata should show
-	// them at once; sluice may lag a little
+	// Kafka grants the shutdown only once every active broker has applied the
+	// leadership changes (docs/kafka-replication.md §4.3), so the survivors'
+	// Metadata should show them at once; sluice may lag a little
 	// (TestBrokerBug_ControlledShutdownGrantedBeforeSurvivorsApplied).
 	moved := testcluster.WaitFor(t, 10*time.Second, fmt.Sprintf("survivors' Metadata without node %d as leader or in an ISR", x), func() (bool, string) {
 		all, err := c.MetaAll(topic)

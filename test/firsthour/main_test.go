@@ -1,5 +1,5 @@
 // Package firsthour holds real-process tests of what a new user meets in
-// the first hour (issue 16): strict configuration, shutdown, `sluice dev`.
+// the first hour: strict configuration, shutdown, `sluice dev`.
 package firsthour
 
 import (

@@ -326,7 +326,7 @@ func scramFinal(first, serverFirst, password string, iterations int) (string, er
 	return without + ",p=" + base64.StdEncoding.EncodeToString(ck), nil
 }
 
-// TestBadInputSecurity (issue 14): malformed TLS handshakes, SASL frames
+// TestBadInputSecurity: malformed TLS handshakes, SASL frames
 // and SCRAM exchanges, and a flood of idle connections, against one node
 // with a SASL_SSL and a SASL_PLAINTEXT listener (SCRAM-SHA-512 and
 // PLAIN). Each attack gets an error, a closed connection or a bounded

@@ -205,7 +205,7 @@ func checkValues(t *testing.T, who string, got, want []string) {
 	}
 }
 
-// TestClientsSASLSSLAndMTLS (issue 14): franz-go, sarama, kafka-go, kcat
+// TestClientsSASLSSLAndMTLS: franz-go, sarama, kafka-go, kcat
 // (librdkafka) and KafkaJS each produce records with acks=all to an RF 3
 // topic (min.insync.replicas=3) of a three-node cluster and read them back,
 // once over SASL_SSL with SCRAM-SHA-512 (user created by
