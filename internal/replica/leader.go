@@ -351,12 +351,16 @@ func (r *Replica) refreshMembership() {
 
 // maybeExpandISR adds a follower that has reached both the HW and the
 // leader-epoch start offset (docs/kafka-replication.md §2.3; the latter is
-// KAFKA-7128).
+// KAFKA-7128), and whose log starts where the leader's does. The last
+// condition is sluice's, not Kafka's: a DeleteRecords answered while the
+// follower was down (not counted in the low watermark) must not come undone
+// if the follower joins the ISR and is elected before a fetch response has
+// told it the log start; it costs the follower one more fetch.
 func (r *Replica) maybeExpandISR(f *follower) {
 	if r.pending != nil || f.inISR || !r.eligible(f) {
 		return
 	}
-	if f.leo < r.hw || f.leo < r.epochStart {
+	if f.leo < r.hw || f.leo < r.epochStart || f.logStart < r.logStart {
 		return
 	}
 	newISR := append(slices.Clone(r.isr), f.id)

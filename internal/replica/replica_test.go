@@ -151,6 +151,42 @@ func TestExpandConditions(t *testing.T) {
 	}
 }
 
+// TestExpandWaitsForLogStart: a follower caught up to the leader's end
+// joins the ISR only once its fetches show it has the leader's log start
+// (a DeleteRecords answered while it was away must hold if it is elected).
+func TestExpandWaitsForLogStart(t *testing.T) {
+	r := newLeader(t, 1, []int32{1, 2}, 1, 10)
+	r.HandleFetch(FetchRequest{ReplicaID: 2, BrokerEpoch: -1, CurrentLeaderEpoch: 1, FetchOffset: 10, LastFetchedEpoch: 1, LogStartOffset: 0})
+	r.Advance()
+	if r.HW() != 10 {
+		t.Fatalf("HW %d", r.HW())
+	}
+	r.AdvanceLogStart(4)
+	r.Advance()
+	for _, tc := range []struct {
+		logStart int64
+		propose  bool
+	}{{0, false}, {3, false}, {4, true}} {
+		res := r.HandleFetch(FetchRequest{ReplicaID: 3, BrokerEpoch: -1, CurrentLeaderEpoch: 1, FetchOffset: 10, LastFetchedEpoch: 1, LogStartOffset: tc.logStart})
+		if res.Error != ErrNone || res.LogStart != 4 {
+			t.Fatalf("fetch: %+v", res)
+		}
+		if got := r.Ready().ISRProposal != nil; got != tc.propose {
+			t.Fatalf("follower log start %d (leader's 4): proposal=%v want %v", tc.logStart, got, tc.propose)
+		}
+		r.Advance()
+	}
+	// The low watermark waits for follower 2, which reported 0.
+	if lw := r.LowWatermark(); lw != 0 {
+		t.Fatalf("low watermark %d, want 0 until follower 2 reports the new log start", lw)
+	}
+	r.HandleFetch(FetchRequest{ReplicaID: 2, BrokerEpoch: -1, CurrentLeaderEpoch: 1, FetchOffset: 10, LastFetchedEpoch: 1, LogStartOffset: 4})
+	r.Advance()
+	if lw := r.LowWatermark(); lw != 4 {
+		t.Fatalf("low watermark %d, want 4", lw)
+	}
+}
+
 func TestAcksAll(t *testing.T) {
 	produce := func(r *Replica, id uint64) ProduceResult {
 		r.Append(ProduceRequest{ID: id, Acks: AcksAll, DeadlineMs: 20_000, Batch: Batch{NumRecords: 1, ProducerID: NoProducer}})
