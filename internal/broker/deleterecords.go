@@ -43,30 +43,29 @@ type deleteWaiter struct {
 // has, or at deadline.
 func (p *Partition) DeleteRecords(offset int64, deadline time.Time) <-chan DeleteResult {
 	ch := make(chan DeleteResult, 1)
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	switch {
-	case p.closed || !p.isLeader.Load():
-		ch <- DeleteResult{LowWatermark: -1, Err: kerr.NotLeaderForPartition}
-		return ch
-	case offset > p.r.HW():
-		ch <- DeleteResult{LowWatermark: -1, Err: kerr.OffsetOutOfRange}
-		return ch
-	case len(p.deletes) >= maxPendingDeletes:
-		ch <- DeleteResult{LowWatermark: -1, Err: kerr.RequestTimedOut}
-		return ch
-	}
-	if offset > p.r.LogStart() {
-		p.r.AdvanceLogStart(offset)
-	}
-	p.deletes = append(p.deletes, deleteWaiter{offset: offset, deadline: deadline, ch: ch})
-	p.processReady()
+	p.do(func() {
+		switch {
+		case p.closed || !p.isLeader.Load():
+			ch <- DeleteResult{LowWatermark: -1, Err: kerr.NotLeaderForPartition}
+			return
+		case offset > p.r.HW():
+			ch <- DeleteResult{LowWatermark: -1, Err: kerr.OffsetOutOfRange}
+			return
+		case len(p.deletes) >= maxPendingDeletes:
+			ch <- DeleteResult{LowWatermark: -1, Err: kerr.RequestTimedOut}
+			return
+		}
+		if offset > p.r.LogStart() {
+			p.r.AdvanceLogStart(offset)
+		}
+		p.deletes = append(p.deletes, deleteWaiter{offset: offset, deadline: deadline, ch: ch})
+	})
 	p.wake()
 	return ch
 }
 
 // checkDeletes answers the DeleteRecords the low watermark has reached,
-// fails the rest once expired or when not leading (mu held).
+// fails the rest once expired or when not leading (by the owner).
 func (p *Partition) checkDeletes() {
 	if len(p.deletes) == 0 {
 		return

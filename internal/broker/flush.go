@@ -106,13 +106,12 @@ func (f *flusher) work() {
 func (p *Partition) flush() {
 	p.flushing.Lock()
 	defer p.flushing.Unlock()
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
+	var gen uint64
+	closed := false
+	p.do(func() { gen, closed = p.r.LogGen(), p.closed })
+	if closed {
 		return
 	}
-	gen := p.r.LogGen()
-	p.mu.Unlock()
 	err := p.log.Sync()
 	// From here a kick queues p again; the processReady below re-checks
 	// for data appended since this round started.
@@ -131,11 +130,11 @@ func (p *Partition) flush() {
 		}
 		return
 	}
-	p.mu.Lock()
-	if !p.closed {
-		p.r.Flushed(p.log.FlushedOffset(), gen)
-		p.processReady()
-	}
-	p.mu.Unlock()
+	flushed := p.log.FlushedOffset()
+	p.post(func() {
+		if !p.closed {
+			p.r.Flushed(flushed, gen)
+		}
+	})
 	p.wake() // a follower's next fetch may now go out
 }

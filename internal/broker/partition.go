@@ -28,8 +28,9 @@ type TP struct {
 // Partition is this node's replica of one partition: the pure replica
 // state machine (internal/replica) and the local log, with the driver that
 // executes what the machine decides (append, truncate, flush, acknowledge,
-// propose ISR changes). All machine calls happen under mu; offsets readers
-// need often (HW, LEO, leader epoch) are mirrored in atomics.
+// propose ISR changes). Machine calls are steps run by the partition's one
+// owner (owner.go); offsets readers need often (HW, LEO, leader epoch) are
+// mirrored in atomics.
 type Partition struct {
 	TP
 	b   *Broker
@@ -38,7 +39,15 @@ type Partition struct {
 	// (KIP-516); a topic recreated under the same name has another.
 	topicID metadata.UUID
 
-	mu      sync.Mutex
+	// qmu guards the owner's queue: owned is set while a goroutine owns
+	// the partition; queue holds the steps handed in meanwhile, spare
+	// the owner's other buffer.
+	qmu   sync.Mutex
+	owned bool
+	queue []step
+	spare []step
+
+	// The owner's state: only steps read or write it.
 	r       *replica.Replica
 	nextID  uint64
 	waiters map[uint64]chan replica.ProduceResult
@@ -101,13 +110,13 @@ func newPartition(b *Broker, tp TP, log *storage.Log, minISR int) *Partition {
 	// No tombstone goes until the machine knows where the replicas are.
 	log.SetTombstoneBound(0)
 	p.leader.Store(-1)
-	p.mu.Lock()
-	// The machine's clock starts at zero: set it before any metadata, or a
-	// new leader would see its followers as not caught up since 1970.
-	p.r.Tick(b.now().UnixMilli())
-	p.r.Flushed(log.FlushedOffset(), p.r.LogGen())
-	p.processReady()
-	p.mu.Unlock()
+	p.do(func() {
+		// The machine's clock starts at zero: set it before any metadata,
+		// or a new leader would see its followers as not caught up since
+		// 1970.
+		p.r.Tick(b.now().UnixMilli())
+		p.r.Flushed(log.FlushedOffset(), p.r.LogGen())
+	})
 	return p
 }
 
@@ -125,9 +134,9 @@ func (p *Partition) IsLeader() bool { return p.isLeader.Load() }
 
 // EpochStart is the log end offset at which this leader's epoch began.
 func (p *Partition) EpochStart() int64 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.r.EpochStart()
+	var v int64
+	p.do(func() { v = p.r.EpochStart() })
+	return v
 }
 
 // HighWatermark is the first offset not yet committed: consumers read below it.
@@ -154,7 +163,16 @@ const MaxDescribedProducers = 10_000
 // ActiveProducers returns the producers the partition's state machine
 // tracks, sorted by producer id, at most MaxDescribedProducers.
 func (p *Partition) ActiveProducers() []ProducerInfo {
-	p.mu.Lock()
+	var out []ProducerInfo
+	p.do(func() { out = p.activeProducers() })
+	slices.SortFunc(out, func(a, b ProducerInfo) int { return cmp.Compare(a.ProducerID, b.ProducerID) })
+	if len(out) > MaxDescribedProducers {
+		out = out[:MaxDescribedProducers]
+	}
+	return out
+}
+
+func (p *Partition) activeProducers() []ProducerInfo {
 	ps := p.r.Producers()
 	var out []ProducerInfo
 	ps.Each(func(e *producer.Entry) {
@@ -168,21 +186,14 @@ func (p *Partition) ActiveProducers() []ProducerInfo {
 		}
 		out = append(out, pi)
 	})
-	p.mu.Unlock()
-	slices.SortFunc(out, func(a, b ProducerInfo) int { return cmp.Compare(a.ProducerID, b.ProducerID) })
-	if len(out) > MaxDescribedProducers {
-		out = out[:MaxDescribedProducers]
-	}
 	return out
 }
 
 // OpenTransactions returns the partition's ongoing transactions: producer
 // id to the offset of its first batch in the transaction.
 func (p *Partition) OpenTransactions() map[int64]int64 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	out := map[int64]int64{}
-	p.r.Producers().EachOpenTxn(func(pid, first int64) { out[pid] = first })
+	p.do(func() { p.r.Producers().EachOpenTxn(func(pid, first int64) { out[pid] = first }) })
 	return out
 }
 
@@ -237,8 +248,12 @@ type Status struct {
 
 // Status returns the replica's state as the state machine sees it.
 func (p *Partition) Status(replicas []int32) Status {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	var st Status
+	p.do(func() { st = p.status(replicas) })
+	return st
+}
+
+func (p *Partition) status(replicas []int32) Status {
 	st := Status{Role: p.r.Role().String(), Leader: p.r.Leader(), LeaderEpoch: p.r.LeaderEpoch(), HW: p.r.HW(), LEO: p.r.LEO(),
 		LogStart: p.r.LogStart(), ISR: p.r.ISR(), Maximal: p.r.MaximalISR(), FlushedOffset: p.r.FlushedOffset(),
 		PartitionEpoch: p.r.PartitionEpoch(), FollowerLEO: map[int32]int64{}, FollowerCaughtUp: map[int32]int64{},
@@ -259,31 +274,29 @@ func (p *Partition) Status(replicas []int32) Status {
 
 // applyState applies the controller's view of the partition.
 func (p *Partition) applyState(ps replica.PartitionState, minISR int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return
-	}
-	p.r.Tick(p.b.now().UnixMilli())
-	p.r.SetMinISR(minISR)
-	p.r.ApplyMetadata(ps)
-	p.processReady()
+	p.do(func() {
+		if p.closed {
+			return
+		}
+		p.r.Tick(p.b.now().UnixMilli())
+		p.r.SetMinISR(minISR)
+		p.r.ApplyMetadata(ps)
+	})
 }
 
 // tick advances the machine's clock.
 func (p *Partition) tick(nowMs int64) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return
-	}
-	p.r.Tick(nowMs)
-	p.processReady()
+	p.post(func() {
+		if !p.closed {
+			p.r.Tick(nowMs)
+		}
+	})
 }
 
 // processReady executes the machine's Ready in order (replica.Ready's
 // contract): truncate, append, persist epochs / log start, publish the HW,
-// complete produce requests, propose ISR changes. Called with mu held.
+// complete produce requests, propose ISR changes. Run by the owner after
+// each step (owner.go).
 func (p *Partition) processReady() {
 	for p.r.HasReady() {
 		rd := p.r.Ready()
@@ -376,7 +389,7 @@ func (p *Partition) processReady() {
 
 // publish copies the machine's HW, LEO, epoch, leader and role into the
 // atomics lock-free readers use (ListOffsets, Metadata, the status page),
-// waking waiters if anything moved (mu held).
+// waking waiters if anything moved (by the owner).
 func (p *Partition) publish() {
 	changed := false
 	if hw := p.r.HW(); p.hw.Swap(hw) != hw {
@@ -431,13 +444,11 @@ func (p *Partition) alterPartition(req replica.AlterPartitionRequest) {
 	} else {
 		res.Error, res.LeaderEpoch, res.PartitionEpoch, res.ISR = resp.Error, resp.LeaderEpoch, resp.PartitionEpoch, resp.ISR
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return
-	}
-	p.r.ISRChangeResult(res)
-	p.processReady()
+	p.post(func() {
+		if !p.closed {
+			p.r.ISRChangeResult(res)
+		}
+	})
 }
 
 // Produce appends one validated client batch (leader only) and returns a
@@ -460,20 +471,22 @@ func (p *Partition) ProduceVerified(data []byte, h batch.Header, acks int16, dea
 // transaction: an open one at an older epoch is the previous transaction,
 // its markers still on their way.)
 func (p *Partition) TxnOpen(pid int64, epoch int16) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	ps := p.r.Producers()
-	_, ok := ps.OpenTxn(pid)
-	e := ps.Get(pid)
-	return ok && e != nil && e.Epoch == epoch
+	var open bool
+	p.do(func() {
+		ps := p.r.Producers()
+		_, ok := ps.OpenTxn(pid)
+		e := ps.Get(pid)
+		open = ok && e != nil && e.Epoch == epoch
+	})
+	return open
 }
 
 // BeginVerification starts the verification of producer pid's
 // transaction (replica.Replica.BeginVerification) and returns its guard.
 func (p *Partition) BeginVerification(pid int64) uint64 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.r.BeginVerification(pid)
+	var guard uint64
+	p.do(func() { guard = p.r.BeginVerification(pid) })
+	return guard
 }
 
 func (p *Partition) produce(data []byte, h batch.Header, acks int16, deadline time.Time, origin replica.Origin, guard uint64, bumpedEpoch bool) <-chan replica.ProduceResult {
@@ -484,30 +497,29 @@ func (p *Partition) produce(data []byte, h batch.Header, acks int16, deadline ti
 		ch <- replica.ProduceResult{Acks: acks, Error: kerr.CorruptMessage.Code, BaseOffset: -1, LastOffset: -1}
 		return ch
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		ch <- replica.ProduceResult{Error: kerr.NotLeaderForPartition.Code, BaseOffset: -1, LastOffset: -1}
-		return ch
-	}
-	if p.b.dirFailed.Load() {
-		ch <- replica.ProduceResult{Acks: acks, Error: kerr.KafkaStorageError.Code, BaseOffset: -1, LastOffset: -1}
-		return ch
-	}
-	p.nextID++
-	id := p.nextID
-	if acks != 0 {
-		p.waiters[id] = ch
-	}
 	var dl int64
 	if !deadline.IsZero() {
 		dl = deadline.UnixMilli()
 	}
-	p.r.Append(replica.ProduceRequest{ID: id, Acks: acks, DeadlineMs: dl, Batch: b, Origin: origin, VerifyGuard: guard})
-	p.processReady()
-	if acks == 0 {
-		ch <- replica.ProduceResult{Acks: 0}
-	}
+	p.post(func() {
+		if p.closed {
+			ch <- replica.ProduceResult{Error: kerr.NotLeaderForPartition.Code, BaseOffset: -1, LastOffset: -1}
+			return
+		}
+		if p.b.dirFailed.Load() {
+			ch <- replica.ProduceResult{Acks: acks, Error: kerr.KafkaStorageError.Code, BaseOffset: -1, LastOffset: -1}
+			return
+		}
+		p.nextID++
+		id := p.nextID
+		if acks != 0 {
+			p.waiters[id] = ch
+		}
+		p.r.Append(replica.ProduceRequest{ID: id, Acks: acks, DeadlineMs: dl, Batch: b, Origin: origin, VerifyGuard: guard})
+		if acks == 0 {
+			ch <- replica.ProduceResult{Acks: 0}
+		}
+	})
 	return ch
 }
 
@@ -594,20 +606,17 @@ func (p *Partition) Commit(end int64) error {
 // most maxBytes (the first batch whole when first is set, KIP-74), as byte
 // ranges of its files (copied, or sent with sendfile, by the caller).
 func (p *Partition) Fetch(req replica.FetchRequest, maxBytes int, first bool) (replica.FetchResult, storage.Slice, error) {
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		return replica.FetchResult{Error: kerr.NotLeaderForPartition.Code}, storage.Slice{}, nil
-	}
-	if p.b.dirFailed.Load() {
-		p.mu.Unlock()
-		return replica.FetchResult{Error: kerr.KafkaStorageError.Code}, storage.Slice{}, nil
-	}
-	res := p.r.HandleFetch(req)
-	if req.ReplicaID >= 0 {
-		p.processReady()
-	}
-	p.mu.Unlock()
+	var res replica.FetchResult
+	p.do(func() {
+		switch {
+		case p.closed:
+			res = replica.FetchResult{Error: kerr.NotLeaderForPartition.Code}
+		case p.b.dirFailed.Load():
+			res = replica.FetchResult{Error: kerr.KafkaStorageError.Code}
+		default:
+			res = p.r.HandleFetch(req)
+		}
+	})
 	if res.Error != 0 || res.Diverging != nil || res.From >= res.To || maxBytes <= 0 {
 		return res, storage.Slice{}, nil
 	}
@@ -627,48 +636,51 @@ func (p *Partition) Fetch(req replica.FetchRequest, maxBytes int, first bool) (r
 
 // followerFetchRequest returns the next fetch to send to the leader, if the
 // machine wants one now.
-func (p *Partition) followerFetchRequest() (replica.FetchRequest, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return replica.FetchRequest{}, false
-	}
-	return p.r.FetchRequest()
+func (p *Partition) followerFetchRequest() (req replica.FetchRequest, ok bool) {
+	p.do(func() {
+		if !p.closed {
+			req, ok = p.r.FetchRequest()
+		}
+	})
+	return req, ok
 }
 
 // awaitingFlush reports a follower whose next fetch waits for its flush.
 func (p *Partition) awaitingFlush() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return !p.closed && p.r.Role() == replica.RoleFollower && p.r.Leader() >= 0 && p.r.FlushedOffset() < p.r.LEO()
+	var v bool
+	p.do(func() {
+		v = !p.closed && p.r.Role() == replica.RoleFollower && p.r.Leader() >= 0 && p.r.FlushedOffset() < p.r.LEO()
+	})
+	return v
 }
 
 // handleFetchResponse feeds a leader's answer to the machine.
 func (p *Partition) handleFetchResponse(resp replica.FetchResponse) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return
-	}
-	p.r.HandleFetchResponse(resp)
-	p.processReady()
+	p.do(func() {
+		if !p.closed {
+			p.r.HandleFetchResponse(resp)
+		}
+	})
 }
 
 // AdvanceLogStart raises the log start offset on the leader (DeleteRecords);
 // it cannot pass the high watermark.
 func (p *Partition) AdvanceLogStart(offset int64) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed || !p.isLeader.Load() {
-		return kerr.NotLeaderForPartition
+	var err error
+	p.do(func() {
+		switch {
+		case p.closed || !p.isLeader.Load():
+			err = kerr.NotLeaderForPartition
+		case offset > p.r.HW():
+			err = kerr.OffsetOutOfRange
+		default:
+			p.r.AdvanceLogStart(offset)
+		}
+	})
+	if err == nil {
+		p.wake()
 	}
-	if offset > p.r.HW() {
-		return kerr.OffsetOutOfRange
-	}
-	p.r.AdvanceLogStart(offset)
-	p.processReady()
-	p.wake()
-	return nil
+	return err
 }
 
 // ioFailed reports whether err is an I/O failure that took the log offline
@@ -684,30 +696,33 @@ func (p *Partition) ioFailed(op string, err error) bool {
 // failWaiters fails every waiting produce request with
 // KAFKA_STORAGE_ERROR (the data directory failed).
 func (p *Partition) failWaiters() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for id, ch := range p.waiters {
-		delete(p.waiters, id)
-		ch <- replica.ProduceResult{ID: id, Error: kerr.KafkaStorageError.Code, BaseOffset: -1, LastOffset: -1}
-	}
+	p.do(func() {
+		for id, ch := range p.waiters {
+			delete(p.waiters, id)
+			ch <- replica.ProduceResult{ID: id, Error: kerr.KafkaStorageError.Code, BaseOffset: -1, LastOffset: -1}
+		}
+	})
 }
 
 // close stops the partition: pending produce requests fail with
 // NOT_LEADER_OR_FOLLOWER. With remove set the log is deleted.
 func (p *Partition) close(remove bool) error {
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
+	already := false
+	p.do(func() {
+		if already = p.closed; already {
+			return
+		}
+		p.closed = true
+		for id, ch := range p.waiters {
+			delete(p.waiters, id)
+			ch <- replica.ProduceResult{ID: id, Error: kerr.NotLeaderForPartition.Code, BaseOffset: -1, LastOffset: -1}
+		}
+		p.checkDeletes()
+		p.isLeader.Store(false)
+	})
+	if already {
 		return nil
 	}
-	p.closed = true
-	for id, ch := range p.waiters {
-		delete(p.waiters, id)
-		ch <- replica.ProduceResult{ID: id, Error: kerr.NotLeaderForPartition.Code, BaseOffset: -1, LastOffset: -1}
-	}
-	p.checkDeletes()
-	p.isLeader.Store(false)
-	p.mu.Unlock()
 	close(p.done)
 	p.flushing.Lock() // a running fsync round ends first
 	p.flushing.Unlock()
@@ -721,7 +736,7 @@ func (p *Partition) close(remove bool) error {
 // inISR reports whether replica is in the partition's ISR as the replica
 // machine knows it (the leader's own, or the metadata's on a follower).
 func (p *Partition) inISR(replica int32) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return slices.Contains(p.r.ISR(), replica)
+	var in bool
+	p.do(func() { in = slices.Contains(p.r.ISR(), replica) })
+	return in
 }

@@ -1,0 +1,107 @@
+package broker
+
+// One owner per partition.
+//
+// A partition's replica machine, its log's writes and its waiters are
+// driven by one owner at a time, as etcd's node.run drives its raft
+// machine: every event (a produce, a fetch, a fetch response, a tick, a
+// flush completion, an ISR answer, a metadata change, a read of the
+// machine's state) is a step, a function run by the owner, in arrival
+// order; after each step the owner executes what the machine decided
+// (processReady). There is no goroutine per partition: a goroutine that
+// hands in a step while no one owns the partition becomes the owner and
+// runs it, and every step queued meanwhile by others, before it lets go
+// (the partition is an actor without a thread of its own). A step posted
+// with post returns at once (produce, a tick, a flush completion, an ISR
+// answer); one handed in with do returns once it has run (a fetch, a
+// status read, a metadata change). In step mode (Options.Steps) every
+// event comes from the simulator's goroutine, so each is run at once by
+// its caller, in a deterministic order.
+//
+// A step must not hand in a step of the same partition and wait for it
+// (do): it would wait for itself. Steps may post.
+
+// maxStepsPerTurn bounds how many steps of others an owner runs before it
+// hands the queue to a background owner (Broker.goBackground) and returns
+// to its own work: a connection goroutine that took the partition over
+// does not serve everyone else's produce requests for ever.
+const maxStepsPerTurn = 256
+
+// step is one event for the owner.
+type step struct {
+	fn   func()
+	done chan struct{} // closed once fn has run; nil when no one waits
+}
+
+// do runs fn as the partition's owner and returns once it has run.
+func (p *Partition) do(fn func()) {
+	p.qmu.Lock()
+	if !p.owned {
+		// No owner and so nothing queued: run it now, then whatever
+		// was queued meanwhile.
+		p.owned = true
+		p.qmu.Unlock()
+		p.runStep(fn)
+		p.own()
+		return
+	}
+	done := make(chan struct{})
+	p.queue = append(p.queue, step{fn: fn, done: done})
+	p.qmu.Unlock()
+	<-done
+}
+
+// post hands fn to the partition's owner and returns, having run it
+// itself if there was no owner.
+func (p *Partition) post(fn func()) {
+	p.qmu.Lock()
+	if !p.owned {
+		p.owned = true
+		p.qmu.Unlock()
+		p.runStep(fn)
+		p.own()
+		return
+	}
+	p.queue = append(p.queue, step{fn: fn})
+	p.qmu.Unlock()
+}
+
+// runStep runs one step and executes the machine's decisions.
+func (p *Partition) runStep(fn func()) {
+	fn()
+	if !p.closed {
+		p.processReady()
+	}
+}
+
+// own runs the queued steps until none is left, then lets go; after
+// maxStepsPerTurn steps it hands ownership to a background goroutine.
+func (p *Partition) own() {
+	ran := 0
+	for {
+		p.qmu.Lock()
+		if len(p.queue) == 0 {
+			p.owned = false
+			p.qmu.Unlock()
+			return
+		}
+		if ran >= maxStepsPerTurn && !p.b.steps && p.b.goBackground(p.own) {
+			p.qmu.Unlock()
+			return
+		}
+		// Two buffers: others append to one while the owner runs the
+		// other.
+		turn := p.queue
+		p.queue, p.spare = p.spare, nil
+		p.qmu.Unlock()
+		for i := range turn {
+			p.runStep(turn[i].fn)
+			if turn[i].done != nil {
+				close(turn[i].done)
+			}
+			turn[i] = step{}
+		}
+		ran += len(turn)
+		p.spare = turn[:0]
+	}
+}

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Interleaved A/B throughput of sluice on a 3-node cluster (RF 3 topics)
+# with sluice-bench (docs/performance.md): each round starts a fresh
+# 3-node cluster of A and of B (alternating which goes first), runs
+# sluice-bench once against each and prints produce and consume throughput
+# and the B/A ratio.
+#
+#   scripts/bench-ab3.sh ROUNDS "A-BINARY A-BENCH-ARGS" "B-BINARY B-BENCH-ARGS"
+#
+# Example, 100 B acks=all RF 3, this tree against an older commit:
+#   BENCH_ARGS="--acks all --records 300000" scripts/bench-ab3.sh 3 "/tmp/sluice-old" "/tmp/sluice-new"
+set -euo pipefail
+rounds=$1
+a=$2
+b=$3
+root=$(cd "$(dirname "$0")/.." && pwd)
+tmp=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$tmp"' EXIT
+(cd "$root" && go build -o "$tmp/sluice-bench" ./cmd/sluice-bench)
+wait_port() {
+	for _ in $(seq 200); do
+		if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
+		sleep 0.1
+	done
+	return 1
+}
+field() { # name json -> the number of field name in sluice-bench's one-line JSON
+	sed -n "s/.*\"$1\":\([-0-9.e+]*\).*/\1/p" <<<"$2"
+}
+run() { # "binary bench-args" -> "produce_rec/s consume_rec/s"
+	local bin args base voters pids out d
+	read -r bin args <<<"$1"
+	base=$((20000 + RANDOM % 20000))
+	voters="1@127.0.0.1:$((base + 11)),2@127.0.0.1:$((base + 12)),3@127.0.0.1:$((base + 13))"
+	d="$tmp/run-$RANDOM$RANDOM"
+	pids=()
+	for n in 1 2 3; do
+		"$bin" serve --node-id "$n" --listen "127.0.0.1:$((base + n))" --controller-listen "127.0.0.1:$((base + 10 + n))" \
+			--voters "$voters" --data-dir "$d/$n" >"$tmp/serve-$n.log" 2>&1 &
+		pids+=($!)
+	done
+	for n in 1 2 3; do wait_port $((base + n)); done
+	# shellcheck disable=SC2086
+	out=$("$tmp/sluice-bench" --brokers "127.0.0.1:$((base + 1)),127.0.0.1:$((base + 2)),127.0.0.1:$((base + 3))" \
+		--replication-factor 3 --json ${BENCH_ARGS:-} $args)
+	kill "${pids[@]}"
+	wait "${pids[@]}" 2>/dev/null || true
+	printf '%.0f %.0f\n' "$(field produceRecordsPerSec "$out")" "$(field consumeRecordsPerSec "$out")"
+}
+printf '%-6s %-3s %14s %14s\n' round run produce_rec/s consume_rec/s
+for r in $(seq "$rounds"); do
+	if [ $((r % 2)) -eq 1 ]; then
+		read -r pa ca < <(run "$a"); read -r pb cb < <(run "$b")
+	else
+		read -r pb cb < <(run "$b"); read -r pa ca < <(run "$a")
+	fi
+	printf '%-6s %-3s %14s %14s\n' "$r" A "$pa" "$ca" "$r" B "$pb" "$cb"
+	awk -v r="$r" -v pa="$pa" -v pb="$pb" -v ca="$ca" -v cb="$cb" 'BEGIN { printf "round %s: B/A produce %.2fx, consume %.2fx\n", r, pb / pa, cb / ca }'
+done
