@@ -326,7 +326,7 @@ func (p *Partition) processReady() {
 			bt := &rd.Append[i]
 			batch.SetBaseOffset(bt.Data, bt.BaseOffset)
 			batch.SetLeaderEpoch(bt.Data, bt.Epoch)
-			if err := p.log.AppendAsFollower(bt.Data); err != nil && !p.ioFailed("append", err) {
+			if err := p.log.Append(bt.Data); err != nil && !p.ioFailed("append", err) {
 				p.b.log.Error("append", "topic", p.Topic, "partition", p.Partition, "offset", bt.BaseOffset, "err", err)
 			}
 		}

@@ -37,12 +37,12 @@ func BenchmarkLoadCompacted(b *testing.B) {
 		for p := range recs {
 			recs[p] = offsetRecord("billing", TopicPartition{"orders", int32(p)}, Offset{Offset: int64(i), LeaderEpoch: 1, CommitTime: t0})
 		}
-		if _, err := log.AppendAsLeader(encodeBatch(recs, t0), 0, t0); err != nil {
+		if _, err := log.AppendAssigning(encodeBatch(recs, t0), 0, t0); err != nil {
 			b.Fatal(err)
 		}
 	}
 	// Roll past the commits so the cleaner may clean them all.
-	if _, err := log.AppendAsLeader(encodeBatch([]record{offsetRecord("other", TopicPartition{"t", 0}, Offset{CommitTime: t0})}, t0.Add(8*24*time.Hour)), 0, t0.Add(8*24*time.Hour)); err != nil {
+	if _, err := log.AppendAssigning(encodeBatch([]record{offsetRecord("other", TopicPartition{"t", 0}, Offset{CommitTime: t0})}, t0.Add(8*24*time.Hour)), 0, t0.Add(8*24*time.Hour)); err != nil {
 		b.Fatal(err)
 	}
 	if err := log.Sync(); err != nil {

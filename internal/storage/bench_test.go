@@ -20,7 +20,7 @@ func benchLog(b *testing.B, fsys vfs.FS) *Log {
 	return l
 }
 
-// BenchmarkAppend measures AppendAsLeader of ~16 KiB batches on the OS
+// BenchmarkAppend measures AppendAssigning of ~16 KiB batches on the OS
 // filesystem, without fsync (the produce path fsyncs through SyncTo).
 func BenchmarkAppend(b *testing.B) {
 	for _, c := range []struct {
@@ -34,7 +34,7 @@ func BenchmarkAppend(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				if _, err := l.AppendAsLeader(data, 1, t0); err != nil {
+				if _, err := l.AppendAssigning(data, 1, t0); err != nil {
 					b.Fatal(err)
 				}
 				if i%4096 == 4095 {
@@ -65,7 +65,7 @@ func BenchmarkSync(b *testing.B) {
 			if par == 1 {
 				b.ResetTimer()
 				for i := 0; i < b.N; i++ {
-					info, err := l.AppendAsLeader(proto, 1, t0)
+					info, err := l.AppendAssigning(proto, 1, t0)
 					if err == nil {
 						err = l.SyncTo(info.LastOffset + 1)
 					}
@@ -79,7 +79,7 @@ func BenchmarkSync(b *testing.B) {
 				b.RunParallel(func(pb *testing.PB) {
 					data := append([]byte(nil), proto...)
 					for pb.Next() {
-						info, err := l.AppendAsLeader(data, 1, t0)
+						info, err := l.AppendAssigning(data, 1, t0)
 						if err == nil {
 							err = l.SyncTo(info.LastOffset + 1)
 						}

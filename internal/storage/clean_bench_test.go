@@ -47,7 +47,7 @@ func BenchmarkCleanThroughput(b *testing.B) {
 				n++
 			}
 			bt := batchtest.Build(batchtest.Options{Codec: batch.None, BaseTimestamp: 1}, rs)
-			if _, err := l.AppendAsLeader(bt, 0, time.Now()); err != nil {
+			if _, err := l.AppendAssigning(bt, 0, time.Now()); err != nil {
 				b.Fatal(err)
 			}
 			written += int64(len(bt))

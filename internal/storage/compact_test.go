@@ -48,7 +48,7 @@ func appendKeyed(t testing.TB, l *Log, now time.Time, codec batch.Codec, pid int
 	if pid >= 0 {
 		opts.Idempotent, opts.ProducerID, opts.BaseSequence = true, pid, seq
 	}
-	info, err := l.AppendAsLeader(batchtest.Build(opts, rs), 1, now)
+	info, err := l.AppendAssigning(batchtest.Build(opts, rs), 1, now)
 	if err != nil {
 		t.Fatalf("append: %v", err)
 	}
@@ -433,7 +433,7 @@ func TestCompactedFollowerAndTruncation(t *testing.T) {
 			t.Fatal(err)
 		}
 		b, _ := sl.AppendTo(nil)
-		if err := f.AppendAsFollower(b); err != nil {
+		if err := f.Append(b); err != nil {
 			t.Fatalf("follower append at %d: %v", off, err)
 		}
 		off = f.LogEndOffset()

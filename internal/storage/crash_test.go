@@ -75,7 +75,7 @@ func crashOnce(t *testing.T, seed int64) {
 				epochNo++
 			}
 			b := mkBatch(s)
-			info, err := l.AppendAsLeader(b, epochNo, t0)
+			info, err := l.AppendAssigning(b, epochNo, t0)
 			if err != nil {
 				t.Fatalf("seed %d: append: %v", seed, err)
 			}
@@ -98,7 +98,7 @@ func crashOnce(t *testing.T, seed int64) {
 				off += int64(h.LastOffsetDelta) + 1
 				buf = append(buf, b...)
 			}
-			if err := l.AppendAsFollower(buf); err != nil {
+			if err := l.Append(buf); err != nil {
 				t.Fatalf("seed %d: follower append: %v", seed, err)
 			}
 		case r < 88: // acknowledge: SyncTo the end
@@ -187,7 +187,7 @@ func crashOnce(t *testing.T, seed int64) {
 
 	// Appending after recovery works and is readable.
 	b := mkBatch(plain(2, 10, t0.UnixMilli()))
-	info, err := l2.AppendAsLeader(b, l2.LatestEpoch()+1, t0)
+	info, err := l2.AppendAssigning(b, l2.LatestEpoch()+1, t0)
 	if err != nil {
 		t.Fatalf("seed %d: append after recovery: %v", seed, err)
 	}

@@ -76,7 +76,7 @@ func FuzzRecover(f *testing.F) {
 			}
 		}
 		l.OffsetForTimestamp(0)
-		if _, err := l.AppendAsLeader(mkBatch(plain(2, 3, 5)), 9, t0); err != nil {
+		if _, err := l.AppendAssigning(mkBatch(plain(2, 3, 5)), 9, t0); err != nil {
 			t.Fatalf("append after recovery: %v", err)
 		}
 		if err := l.Close(); err != nil {

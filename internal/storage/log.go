@@ -157,14 +157,16 @@ func (l *Log) fail(err error) error {
 	return l.failed
 }
 
-// AppendAsLeader appends one client batch b (already validated by the
+// AppendAssigning appends one client batch b (already validated by the
 // caller: CRC and records), assigning it the next offsets and stamping
-// leaderEpoch. b is modified in place (base offset and leader epoch). For an
+// leaderEpoch, with the log's own sequence check: a log written without a
+// replica machine (tests, benchmarks, tools). The broker appends with
+// Append, its machine having assigned offsets and epochs. b is modified in place (base offset and leader epoch). For an
 // idempotent producer the sequence is checked first: a retried batch returns
 // the original offsets with Duplicate set; an invalid one returns an error
 // wrapping producer.ErrOutOfOrderSequence or ErrInvalidProducerEpoch.
 // The batch is not durable until Sync/SyncTo.
-func (l *Log) AppendAsLeader(b []byte, leaderEpoch int32, now time.Time) (AppendInfo, error) {
+func (l *Log) AppendAssigning(b []byte, leaderEpoch int32, now time.Time) (AppendInfo, error) {
 	h, err := batch.ParseHeader(b)
 	if err != nil {
 		return AppendInfo{}, err
@@ -202,14 +204,15 @@ func (l *Log) AppendAsLeader(b []byte, leaderEpoch int32, now time.Time) (Append
 	return AppendInfo{FirstOffset: h.BaseOffset, LastOffset: h.LastOffset(), MaxTimestamp: h.MaxTimestamp}, nil
 }
 
-// AppendAsFollower appends one or more batches fetched from the leader,
-// offsets and epochs already set: each must start at or after the end of
+// Append appends one or more batches whose offsets and epochs are already
+// set (by the replica machine, for a leader's own appends and a follower's
+// fetched batches alike): each must start at or after the end of
 // the one before (the first at or after the log end). A compacted leader
 // log has gaps, which the follower's log keeps (Kafka's follower append
 // only refuses offsets below the log end). The epoch cache and producer state are
 // updated without sequence checks. Time-based rolling uses the batches'
 // timestamps, or the latest time passed to another method.
-func (l *Log) AppendAsFollower(b []byte) error {
+func (l *Log) Append(b []byte) error {
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
 	if err := l.writable(); err != nil {

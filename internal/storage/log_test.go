@@ -23,7 +23,7 @@ func appendN(t *testing.T, l *Log, n, records, valSize int, epoch int32) [][]byt
 	var out [][]byte
 	for i := 0; i < n; i++ {
 		b := mkBatch(plain(records, valSize, t0.UnixMilli()+int64(i)))
-		info, err := l.AppendAsLeader(b, epoch, t0)
+		info, err := l.AppendAssigning(b, epoch, t0)
 		if err != nil {
 			t.Fatalf("append %d: %v", i, err)
 		}
@@ -109,7 +109,7 @@ func TestReopenClean(t *testing.T) {
 	want := appendN(t, l, 20, 2, 300, 3)
 	want = append(want, appendN(t, l, 5, 1, 10, 4)...)
 	p := mkBatch(spec{records: 2, valSize: 5, ts: t0.UnixMilli(), pid: 7, pepoch: 1, seq: 0})
-	if _, err := l.AppendAsLeader(p, 4, t0); err != nil {
+	if _, err := l.AppendAssigning(p, 4, t0); err != nil {
 		t.Fatal(err)
 	}
 	want = append(want, append([]byte(nil), p...))
@@ -117,7 +117,7 @@ func TestReopenClean(t *testing.T) {
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.AppendAsLeader(mkBatch(plain(1, 1, 0)), 4, t0); !errors.Is(err, ErrClosed) {
+	if _, err := l.AppendAssigning(mkBatch(plain(1, 1, 0)), 4, t0); !errors.Is(err, ErrClosed) {
 		t.Fatalf("append after close: %v", err)
 	}
 	l = mustOpen(t, fsys, testConfig())
@@ -142,27 +142,27 @@ func TestIdempotence(t *testing.T) {
 		return mkBatch(spec{records: 3, valSize: 10, ts: t0.UnixMilli(), pid: 42, pepoch: pepoch, seq: seq})
 	}
 	appendN(t, l, 1, 1, 1, 0)
-	a, err := l.AppendAsLeader(prod(0, 0), 0, t0)
+	a, err := l.AppendAssigning(prod(0, 0), 0, t0)
 	if err != nil || a.FirstOffset != 1 || a.LastOffset != 3 {
 		t.Fatalf("%+v %v", a, err)
 	}
-	if _, err := l.AppendAsLeader(prod(3, 0), 0, t0); err != nil {
+	if _, err := l.AppendAssigning(prod(3, 0), 0, t0); err != nil {
 		t.Fatal(err)
 	}
-	d, err := l.AppendAsLeader(prod(0, 0), 0, t0)
+	d, err := l.AppendAssigning(prod(0, 0), 0, t0)
 	if err != nil || !d.Duplicate || d.FirstOffset != 1 || d.LastOffset != 3 {
 		t.Fatalf("duplicate: %+v %v", d, err)
 	}
 	if l.LogEndOffset() != 7 {
 		t.Fatalf("duplicate was written: LEO %d", l.LogEndOffset())
 	}
-	if _, err := l.AppendAsLeader(prod(9, 0), 0, t0); !errors.Is(err, producer.ErrOutOfOrderSequence) {
+	if _, err := l.AppendAssigning(prod(9, 0), 0, t0); !errors.Is(err, producer.ErrOutOfOrderSequence) {
 		t.Fatalf("gap: %v", err)
 	}
-	if _, err := l.AppendAsLeader(prod(0, 1), 0, t0); err != nil {
+	if _, err := l.AppendAssigning(prod(0, 1), 0, t0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.AppendAsLeader(prod(6, 0), 0, t0); !errors.Is(err, producer.ErrInvalidProducerEpoch) {
+	if _, err := l.AppendAssigning(prod(6, 0), 0, t0); !errors.Is(err, producer.ErrInvalidProducerEpoch) {
 		t.Fatalf("old epoch: %v", err)
 	}
 }
@@ -173,7 +173,7 @@ func TestTruncateTo(t *testing.T) {
 	want := appendN(t, l, 20, 3, 200, 1) // offsets 0..59
 	want = append(want, appendN(t, l, 20, 3, 200, 2)...)
 	p := mkBatch(spec{records: 1, valSize: 5, ts: t0.UnixMilli(), pid: 9, pepoch: 0, seq: 0})
-	l.AppendAsLeader(p, 2, t0) // offset 120
+	l.AppendAssigning(p, 2, t0) // offset 120
 	if err := l.Sync(); err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +196,7 @@ func TestTruncateTo(t *testing.T) {
 	if e := l.ProducerEntry(9); e != nil {
 		t.Fatalf("producer state not rolled back: %+v", e)
 	}
-	info, err := l.AppendAsLeader(mkBatch(spec{records: 1, valSize: 5, ts: t0.UnixMilli(), pid: 9, seq: 0}), 3, t0)
+	info, err := l.AppendAssigning(mkBatch(spec{records: 1, valSize: 5, ts: t0.UnixMilli(), pid: 9, seq: 0}), 3, t0)
 	if err != nil || info.Duplicate || info.FirstOffset != 45 {
 		t.Fatalf("retry after truncation: %+v %v", info, err)
 	}
@@ -285,7 +285,7 @@ func TestRetention(t *testing.T) {
 	// 10 segments' worth, timestamps one hour apart per batch.
 	for i := 0; i < 40; i++ {
 		ts := t0.UnixMilli() + int64(i)*3600_000
-		if _, err := l.AppendAsLeader(mkBatch(plain(1, 900, ts)), 0, t0); err != nil {
+		if _, err := l.AppendAssigning(mkBatch(plain(1, 900, ts)), 0, t0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -339,7 +339,7 @@ func TestOffsetForTimestamp(t *testing.T) {
 	defer l.Close()
 	// Batch i has 4 records with timestamps 1000*i + 0..3.
 	for i := 0; i < 50; i++ {
-		if _, err := l.AppendAsLeader(mkBatch(plain(4, 100, int64(1000*i))), 0, t0); err != nil {
+		if _, err := l.AppendAssigning(mkBatch(plain(4, 100, int64(1000*i))), 0, t0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -367,10 +367,10 @@ func TestFollowerAppendAndEpochs(t *testing.T) {
 
 	f := mustOpen(t, vfs.NewMem(), testConfig())
 	defer f.Close()
-	if err := f.AppendAsFollower(data); err != nil {
+	if err := f.Append(data); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.AppendAsFollower(data[len(data)/2:]); err == nil {
+	if err := f.Append(data[len(data)/2:]); err == nil {
 		t.Fatal("follower accepted an append below its log end")
 	}
 	if f.LogEndOffset() != 20 {
@@ -447,7 +447,7 @@ func TestGroupCommit(t *testing.T) {
 	for w := 0; w < writers; w++ {
 		go func() {
 			for i := 0; i < each; i++ {
-				info, err := l.AppendAsLeader(mkBatch(plain(1, 100, 0)), 0, t0)
+				info, err := l.AppendAssigning(mkBatch(plain(1, 100, 0)), 0, t0)
 				if err == nil {
 					err = l.SyncTo(info.LastOffset + 1)
 				}
@@ -488,7 +488,7 @@ func TestSyncFailureIsSticky(t *testing.T) {
 	if err := l.SyncTo(l.LogEndOffset()); !errors.Is(err, ErrFailed) {
 		t.Fatalf("SyncTo after failure = %v", err)
 	}
-	if _, err := l.AppendAsLeader(mkBatch(plain(1, 1, 0)), 0, t0); !errors.Is(err, ErrFailed) {
+	if _, err := l.AppendAssigning(mkBatch(plain(1, 1, 0)), 0, t0); !errors.Is(err, ErrFailed) {
 		t.Fatalf("append after failure = %v", err)
 	}
 	l.Close()
@@ -511,7 +511,7 @@ func TestConfigValidate(t *testing.T) {
 func TestBatchTooLarge(t *testing.T) {
 	l := mustOpen(t, vfs.NewMem(), testConfig())
 	defer l.Close()
-	if _, err := l.AppendAsLeader(mkBatch(plain(1, 5000, 0)), 0, t0); !errors.Is(err, ErrBatchTooLarge) {
+	if _, err := l.AppendAssigning(mkBatch(plain(1, 5000, 0)), 0, t0); !errors.Is(err, ErrBatchTooLarge) {
 		t.Fatalf("err = %v", err)
 	}
 }
@@ -529,7 +529,7 @@ func TestRetentionCompactOnly(t *testing.T) {
 	l := mustOpen(t, vfs.NewMem(), cfg)
 	defer l.Close()
 	for i := 0; i < 40; i++ {
-		if _, err := l.AppendAsLeader(mkBatch(plain(1, 900, t0.UnixMilli())), 0, t0); err != nil {
+		if _, err := l.AppendAssigning(mkBatch(plain(1, 900, t0.UnixMilli())), 0, t0); err != nil {
 			t.Fatal(err)
 		}
 	}

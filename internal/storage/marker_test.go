@@ -17,7 +17,7 @@ func TestCleanMarkerRemovalDurableBeforeFirstChange(t *testing.T) {
 		cfg := testConfig()
 		l := mustOpen(t, mem, cfg)
 		for range 5 {
-			if _, err := l.AppendAsLeader(mkBatch(plain(3, 20, t0.UnixMilli())), 1, t0); err != nil {
+			if _, err := l.AppendAssigning(mkBatch(plain(3, 20, t0.UnixMilli())), 1, t0); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -29,7 +29,7 @@ func TestCleanMarkerRemovalDurableBeforeFirstChange(t *testing.T) {
 		if ok, _ := vfs.Exists(mem, marker); ok {
 			t.Fatal("marker still there after a clean open")
 		}
-		if _, err := l2.AppendAsLeader(mkBatch(plain(3, 20, t0.UnixMilli())), 1, t0); err != nil {
+		if _, err := l2.AppendAssigning(mkBatch(plain(3, 20, t0.UnixMilli())), 1, t0); err != nil {
 			t.Fatal(err)
 		}
 		crashed := mem.Crash(rand.New(rand.NewSource(seed)))

@@ -85,7 +85,7 @@ func TestConcurrentReadAppend(t *testing.T) {
 		}()
 	}
 	for i := 0; i < 300; i++ {
-		if _, err := l.AppendAsLeader(mkBatch(plain(2, 50, t0.UnixMilli()+int64(i))), 0, t0); err != nil {
+		if _, err := l.AppendAssigning(mkBatch(plain(2, 50, t0.UnixMilli()+int64(i))), 0, t0); err != nil {
 			t.Fatal(err)
 		}
 		if i%50 == 0 {

@@ -31,7 +31,7 @@ func fixCRC(b []byte) {
 
 func appendLeader(t *testing.T, l *Log, b []byte) AppendInfo {
 	t.Helper()
-	info, err := l.AppendAsLeader(b, 1, t0)
+	info, err := l.AppendAssigning(b, 1, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,12 +158,12 @@ func TestCompactionOfTransactions(t *testing.T) {
 		for i := 0; i+1 < len(kvs); i += 2 {
 			rs = append(rs, batchtest.Record{Key: []byte(kvs[i]), Value: []byte(kvs[i+1])})
 		}
-		if _, err := l.AppendAsLeader(batchtest.Build(batchtest.Options{Transactional: true, ProducerID: pid, BaseSequence: seq, BaseTimestamp: now.UnixMilli()}, rs), 1, now); err != nil {
+		if _, err := l.AppendAssigning(batchtest.Build(batchtest.Options{Transactional: true, ProducerID: pid, BaseSequence: seq, BaseTimestamp: now.UnixMilli()}, rs), 1, now); err != nil {
 			t.Fatal(err)
 		}
 	}
 	marker := func(pid int64, commit bool) {
-		if _, err := l.AppendAsLeader(batch.EncodeMarker(pid, 0, batch.Marker{Commit: commit}, now.UnixMilli()), 1, now); err != nil {
+		if _, err := l.AppendAssigning(batch.EncodeMarker(pid, 0, batch.Marker{Commit: commit}, now.UnixMilli()), 1, now); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -237,11 +237,11 @@ func TestCompactionRemovesMarkers(t *testing.T) {
 	seq := map[int64]int32{}
 	txn := func(pid int64, k, v string) {
 		seq[pid]++
-		if _, err := l.AppendAsLeader(batchtest.Build(batchtest.Options{Transactional: true, ProducerID: pid, BaseSequence: seq[pid] - 1, BaseTimestamp: now.UnixMilli()},
+		if _, err := l.AppendAssigning(batchtest.Build(batchtest.Options{Transactional: true, ProducerID: pid, BaseSequence: seq[pid] - 1, BaseTimestamp: now.UnixMilli()},
 			[]batchtest.Record{{Key: []byte(k), Value: []byte(v)}}), 1, now); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := l.AppendAsLeader(batch.EncodeMarker(pid, 0, batch.Marker{Commit: true}, now.UnixMilli()), 1, now); err != nil {
+		if _, err := l.AppendAssigning(batch.EncodeMarker(pid, 0, batch.Marker{Commit: true}, now.UnixMilli()), 1, now); err != nil {
 			t.Fatal(err)
 		}
 	}
