@@ -974,12 +974,13 @@ func (b *Broker) logDirFailed(tp *TP, op string, err error) {
 		where = fmt.Sprintf(" of %s-%d", tp.Topic, tp.Partition)
 	}
 	b.log.Error("Shutdown broker because all log dirs in ["+b.cfg.DataDir+"] have failed: halting without a controlled shutdown", attrs...)
-	// Waiting produce requests fail, in case OnFatal returns (tests); it
-	// takes partition locks, which the caller may hold. (Once the broker
-	// is closing, Close fails them itself.)
+	// Every partition's machine learns it (replica.Replica.StorageFailed:
+	// waiting produce requests fail, in case OnFatal returns, as in
+	// tests). Posted from the background: the caller may be a partition's
+	// owner. (Once the broker is closing, Close fails them itself.)
 	b.goBackground(func() {
 		for _, p := range b.Partitions() {
-			p.failWaiters()
+			p.post(func() { p.r.StorageFailed() })
 		}
 	})
 	b.onFatal(fmt.Errorf("log directory %s failed (%s%s): %w", b.cfg.DataDir, op, where, err))

@@ -684,24 +684,17 @@ func (p *Partition) AdvanceLogStart(offset int64) error {
 }
 
 // ioFailed reports whether err is an I/O failure that took the log offline
-// (storage.ErrFailed) and if so halts the broker (Broker.logDirFailed).
+// (storage.ErrFailed); if so the machine learns it (an event: it fails
+// every waiting produce and serves nothing more) and the broker halts
+// (Broker.logDirFailed). Called by the owner in a step, or by a flush,
+// retention or cleaner goroutine: the event is posted either way.
 func (p *Partition) ioFailed(op string, err error) bool {
 	if !errors.Is(err, storage.ErrFailed) {
 		return false
 	}
+	p.post(func() { p.r.StorageFailed() })
 	p.b.logDirFailed(&p.TP, op, err)
 	return true
-}
-
-// failWaiters fails every waiting produce request with
-// KAFKA_STORAGE_ERROR (the data directory failed).
-func (p *Partition) failWaiters() {
-	p.do(func() {
-		for id, ch := range p.waiters {
-			delete(p.waiters, id)
-			ch <- replica.ProduceResult{ID: id, Error: kerr.KafkaStorageError.Code, BaseOffset: -1, LastOffset: -1}
-		}
-	})
 }
 
 // close stops the partition: pending produce requests fail with

@@ -14,7 +14,7 @@ import "github.com/sluice-io/sluice/internal/epoch"
 // group commit amortises across partitions and batches. With a no-fsync
 // policy the driver calls Flushed right after each append.
 func (r *Replica) FetchRequest() (FetchRequest, bool) {
-	if r.role != RoleFollower || r.leader < 0 || r.flushed < r.leo {
+	if r.role != RoleFollower || r.leader < 0 || r.flushed < r.leo || r.storageFailed {
 		return FetchRequest{}, false
 	}
 	return FetchRequest{

@@ -16,6 +16,10 @@ func (r *Replica) Append(req ProduceRequest) {
 		r.rd.Completed = append(r.rd.Completed, ProduceResult{ID: req.ID, Acks: req.Acks, Error: code, BaseOffset: -1, LastOffset: -1})
 	}
 	b := &req.Batch
+	if r.storageFailed {
+		fail(ErrKafkaStorageError)
+		return
+	}
 	if r.role != RoleLeader {
 		fail(ErrNotLeaderOrFollower)
 		return
@@ -204,6 +208,10 @@ func (r *Replica) expireAcks() {
 // (docs/kafka-replication.md §1.5).
 func (r *Replica) HandleFetch(req FetchRequest) FetchResult {
 	res := FetchResult{HW: r.hw, LogStart: r.logStart, LEO: r.leo, From: req.FetchOffset, To: req.FetchOffset}
+	if r.storageFailed {
+		res.Error = ErrKafkaStorageError
+		return res
+	}
 	if r.role != RoleLeader {
 		res.Error = ErrNotLeaderOrFollower
 		return res

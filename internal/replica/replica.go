@@ -48,8 +48,10 @@ type Replica struct {
 	// Mirror of the local log, including batches handed out in Ready but not
 	// yet written by the driver.
 	logStart, leo, flushed, hw int64
-	epochs                     *epoch.Cache
-	producers                  *producer.State
+	// storageFailed: the log went offline (StorageFailed).
+	storageFailed bool
+	epochs        *epoch.Cache
+	producers     *producer.State
 	// completed holds the transactions whose marker is at or above the HW,
 	// in marker order: still unstable (LastStable).
 	completed []producer.Completed
@@ -165,7 +167,7 @@ func (r *Replica) Tick(nowMs int64) {
 // durability rule (docs/architecture.md) only flushed data counts toward
 // the HW, the leader's included.
 func (r *Replica) Flushed(offset int64, logGen uint64) {
-	if logGen != r.logGen {
+	if logGen != r.logGen || r.storageFailed {
 		return
 	}
 	offset = min(offset, r.leo)
@@ -177,6 +179,20 @@ func (r *Replica) Flushed(offset int64, logGen uint64) {
 	if r.role == RoleLeader {
 		r.maybeIncrementHW()
 	}
+}
+
+// StorageFailed tells the machine its log can no longer be written or
+// read (an I/O error took the log directory offline; Kafka's
+// LogDirFailureChannel): every produce waiting for an acknowledgement
+// fails with KAFKA_STORAGE_ERROR, and from now on so do produce requests
+// and fetches, and nothing more counts as flushed. The broker halts after
+// it (Broker.logDirFailed); a restart recovers the log from disk.
+func (r *Replica) StorageFailed() {
+	if r.storageFailed {
+		return
+	}
+	r.storageFailed = true
+	r.failAcks(ErrKafkaStorageError)
 }
 
 // HasReady reports whether Ready has work.

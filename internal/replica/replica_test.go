@@ -669,3 +669,48 @@ func TestAcksOneWaitsForTheFlush(t *testing.T) {
 		t.Fatalf("after losing the leadership unflushed: %+v", rd.Completed)
 	}
 }
+
+// TestStorageFailed: once the log is offline, waiting acknowledgements
+// fail with KAFKA_STORAGE_ERROR, new produces and fetches are refused, a
+// follower stops fetching, and a late flush counts for nothing.
+func TestStorageFailed(t *testing.T) {
+	r := newLeader(t, 1, []int32{1, 2}, 1, 0)
+	r.Append(ProduceRequest{ID: 1, Acks: AcksAll, DeadlineMs: 60_000, Batch: Batch{NumRecords: 1, ProducerID: NoProducer}})
+	r.Append(ProduceRequest{ID: 2, Acks: AcksLeader, DeadlineMs: 60_000, Batch: Batch{NumRecords: 1, ProducerID: NoProducer}})
+	if rd := r.Ready(); len(rd.Completed) != 0 {
+		t.Fatalf("completed before any flush: %+v", rd.Completed)
+	}
+	r.Advance()
+	r.StorageFailed()
+	rd := r.Ready()
+	got := map[uint64]int16{}
+	for _, c := range rd.Completed {
+		got[c.ID] = c.Error
+	}
+	if got[1] != ErrKafkaStorageError || got[2] != ErrKafkaStorageError || len(got) != 2 {
+		t.Fatalf("waiting acks after the failure: %+v", rd.Completed)
+	}
+	r.Advance()
+	r.Flushed(r.LEO(), r.LogGen())
+	if r.FlushedOffset() != 0 || r.HW() != 0 {
+		t.Fatalf("a flush after the failure counted: flushed %d HW %d", r.FlushedOffset(), r.HW())
+	}
+	r.Append(ProduceRequest{ID: 3, Acks: AcksLeader, Batch: Batch{NumRecords: 1, ProducerID: NoProducer}})
+	if rd := r.Ready(); len(rd.Completed) != 1 || rd.Completed[0].Error != ErrKafkaStorageError || len(rd.Append) != 0 {
+		t.Fatalf("produce after the failure: %+v", rd)
+	}
+	r.Advance()
+	if res := fetch(r, 2, 0); res.Error != ErrKafkaStorageError {
+		t.Fatalf("fetch after the failure: %+v", res)
+	}
+	f := New(Config{ID: 2, LagTimeMaxMs: 1000}, LogState{})
+	f.ApplyMetadata(PartitionState{Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1, 2}, ISR: []int32{1, 2}})
+	f.Advance()
+	if _, ok := f.FetchRequest(); !ok {
+		t.Fatal("a follower does not fetch")
+	}
+	f.StorageFailed()
+	if _, ok := f.FetchRequest(); ok {
+		t.Fatal("a follower whose log failed still fetches")
+	}
+}

@@ -13,6 +13,7 @@ const (
 	ErrOffsetOutOfRange             int16 = 1   // OFFSET_OUT_OF_RANGE
 	ErrNotLeaderOrFollower          int16 = 6   // NOT_LEADER_OR_FOLLOWER
 	ErrRequestTimedOut              int16 = 7   // REQUEST_TIMED_OUT
+	ErrKafkaStorageError            int16 = 56  // KAFKA_STORAGE_ERROR
 	ErrNotEnoughReplicas            int16 = 19  // NOT_ENOUGH_REPLICAS
 	ErrNotEnoughReplicasAfterAppend int16 = 20  // NOT_ENOUGH_REPLICAS_AFTER_APPEND
 	ErrNotController                int16 = 41  // NOT_CONTROLLER
