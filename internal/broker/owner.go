@@ -35,35 +35,35 @@ type step struct {
 
 // do runs fn as the partition's owner and returns once it has run.
 func (p *Partition) do(fn func()) {
-	p.qmu.Lock()
-	if !p.owned {
-		// No owner and so nothing queued: run it now, then whatever
-		// was queued meanwhile.
-		p.owned = true
-		p.qmu.Unlock()
-		p.runStep(fn)
-		p.own()
-		return
+	if done := p.hand(fn, true); done != nil {
+		<-done
 	}
-	done := make(chan struct{})
-	p.queue = append(p.queue, step{fn: fn, done: done})
-	p.qmu.Unlock()
-	<-done
 }
 
 // post hands fn to the partition's owner and returns, having run it
 // itself if there was no owner.
-func (p *Partition) post(fn func()) {
+func (p *Partition) post(fn func()) { p.hand(fn, false) }
+
+// hand runs fn (and then every step queued meanwhile) if the partition
+// has no owner, or queues it for the owner; queued with wait set, it
+// returns a channel closed once fn has run.
+func (p *Partition) hand(fn func(), wait bool) chan struct{} {
 	p.qmu.Lock()
 	if !p.owned {
+		// No owner, so nothing queued: run it now.
 		p.owned = true
 		p.qmu.Unlock()
 		p.runStep(fn)
 		p.own()
-		return
+		return nil
 	}
-	p.queue = append(p.queue, step{fn: fn})
+	s := step{fn: fn}
+	if wait {
+		s.done = make(chan struct{})
+	}
+	p.queue = append(p.queue, s)
 	p.qmu.Unlock()
+	return s.done
 }
 
 // runStep runs one step and executes the machine's decisions.

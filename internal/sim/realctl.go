@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -125,14 +126,7 @@ func (c *rctl) publish(lag float64) {
 	}
 }
 
-func (c *rctl) ids() []int32 {
-	ids := make([]int32, 0, len(c.nodes))
-	for id := range c.nodes {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	return ids
-}
+func (c *rctl) ids() []int32 { return slices.Sorted(maps.Keys(c.nodes)) }
 
 // step runs the controller side of one simulation step: a due failover,
 // the active controller's periodic work (fencing expired sessions,
