@@ -722,7 +722,7 @@ func (w *realWorld) checkHW() {
 	for _, rb := range w.upBrokers() {
 		for _, topic := range w.topics {
 			p, err := rb.b.PartitionBy(topic, 0, time.Time{})
-			if err == nil {
+			if err == nil && topic != realDeleteTopic {
 				w.checkOpenTxns(rb, topic, p)
 			}
 			if err != nil || !p.IsLeader() {

@@ -386,8 +386,7 @@ func (w *realWorld) checkLSO(rb *realBroker, topic string, p *sbroker.Partition)
 // open transactions (the machine's LSO comes from its copy; the log's
 // aborted index and recovery from the other).
 func (w *realWorld) checkOpenTxns(rb *realBroker, topic string, p *sbroker.Partition) {
-	want := map[int64]int64{}
-	p.Log().ProducerState().EachOpenTxn(func(pid, first int64) { want[pid] = first })
+	want := p.Log().OpenTxns()
 	if got := p.OpenTransactions(); !maps.Equal(got, want) {
 		w.fail("broker %d: %s-0's replica machine has open transactions %v, its log %v", rb.id, topic, got, want)
 	}

@@ -477,6 +477,17 @@ func (l *Log) ProducerState() *producer.State {
 	return l.producers.Clone()
 }
 
+// OpenTxns returns the log's ongoing transactions: producer id to the
+// offset of its first batch in the transaction (without copying the
+// whole producer state, as ProducerState does).
+func (l *Log) OpenTxns() map[int64]int64 {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	out := map[int64]int64{}
+	l.producers.EachOpenTxn(func(pid, first int64) { out[pid] = first })
+	return out
+}
+
 // SetConfig replaces the configuration; it applies to later appends and
 // retention runs. An invalid config is rejected.
 func (l *Log) SetConfig(cfg Config) error {
