@@ -104,7 +104,10 @@ type Broker struct {
 	// retryOpen is set when partitions could not be opened for want of
 	// file descriptors; the tick loop applies the image again.
 	retryOpen atomic.Bool
-	onFatal   func(error)
+	// retentionAt is when (UnixNano, by the clock) the latest completed
+	// retention pass started (retention.go).
+	retentionAt atomic.Int64
+	onFatal     func(error)
 
 	// stats are the per-topic produce and fetch counters (stats.go).
 	stats topicStats
@@ -908,45 +911,6 @@ func (b *Broker) tickOnce(st *tickState) {
 	if now.Sub(st.lastCheckpoint) >= 5*time.Second {
 		st.lastCheckpoint = now
 		b.writeHWCheckpoint()
-	}
-}
-
-// retentionLoop applies retention.ms / retention.bytes every
-// log.retention.check.interval.ms on the partitions this node leads.
-func (b *Broker) retentionLoop() {
-	defer b.wg.Done()
-	every := time.Duration(b.cfg.Int("log.retention.check.interval.ms", 300000)) * time.Millisecond
-	if every < 10*time.Millisecond {
-		every = 10 * time.Millisecond
-	}
-	t := b.clock.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-b.closing:
-			return
-		case <-t.C():
-		}
-		b.retentionOnce()
-	}
-}
-
-// retentionOnce applies retention to every partition this node leads.
-func (b *Broker) retentionOnce() {
-	for _, p := range b.Partitions() {
-		if !p.IsLeader() {
-			continue
-		}
-		n, err := p.log.ApplyRetention(b.now(), p.HighWatermark())
-		if err != nil {
-			if !p.ioFailed("retention", err) {
-				b.log.Warn("retention", "topic", p.Topic, "partition", p.Partition, "err", err)
-			}
-			continue
-		}
-		if n > 0 {
-			p.AdvanceLogStart(p.log.LogStartOffset())
-		}
 	}
 }
 

@@ -44,16 +44,16 @@ func idleFollowerCluster(t *testing.T, n int, leaderProps map[string]string) (*f
 }
 
 // measureFollower returns broker 2's fetch bytes per round (request and
-// response frames) over d.
-func measureFollower(t *testing.T, m *member, d time.Duration) (sent, recv float64, rounds int64) {
+// response frames) over the next n fetch rounds (at least).
+func measureFollower(t *testing.T, m *member, n int64) (sent, recv float64, rounds int64) {
 	t.Helper()
 	a := m.b.FetcherStats()[0]
-	time.Sleep(d)
-	b := m.b.FetcherStats()[0]
+	b := a
+	waitFor(t, fmt.Sprintf("%d fetch rounds", n), 60*time.Second, func() bool {
+		b = m.b.FetcherStats()[0]
+		return b.Rounds-a.Rounds >= n
+	})
 	rounds = b.Rounds - a.Rounds
-	if rounds <= 0 {
-		t.Fatalf("no fetch rounds in %v", d)
-	}
 	return float64(b.BytesSent-a.BytesSent) / float64(rounds), float64(b.BytesReceived-a.BytesReceived) / float64(rounds), rounds
 }
 
@@ -80,7 +80,7 @@ func TestFollowerFetchBytesIdlePartitions(t *testing.T) {
 	var per [2]float64
 	for i, mode := range modes {
 		_, ms, _ := idleFollowerCluster(t, n, mode.props)
-		sent, recv, rounds := measureFollower(t, ms[1], 2*time.Second)
+		sent, recv, rounds := measureFollower(t, ms[1], 10)
 		per[i] = sent + recv
 		t.Logf("%d idle partitions, %s: %.0f bytes sent + %.0f received per follower fetch round (%d rounds)", n, mode.name, sent, recv, rounds)
 		fmt.Printf("idle-follower partitions=%d mode=%q sent_per_round=%.0f recv_per_round=%.0f rounds=%d\n", n, mode.name, sent, recv, rounds)

@@ -99,3 +99,26 @@ func unixMs(t time.Time) int64 {
 	}
 	return t.UnixMilli()
 }
+
+// WaitingSync returns how many members of group have a SyncGroup waiting
+// for the leader's assignment (0 if this node does not coordinate the
+// group). Tests use it to know that a follower's SyncGroup has arrived
+// and is parked, rather than sleeping and hoping it has.
+func (c *Coordinator) WaitingSync(group string) int {
+	s, err := c.lockShard(group)
+	if err != nil {
+		return 0
+	}
+	defer s.mu.Unlock()
+	g := s.groups[group]
+	if g == nil {
+		return 0
+	}
+	n := 0
+	for _, m := range g.members {
+		if m.syncWait != nil {
+			n++
+		}
+	}
+	return n
+}

@@ -10,6 +10,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-io/sluice/internal/clock"
 )
 
 // TestCompactedTopicWithFranzGo produces many versions of each key and
@@ -18,7 +20,8 @@ import (
 // latest value at its original offset, at most one record per key below
 // the active segment, tombstoned keys gone after delete.retention.ms.
 func TestCompactedTopicWithFranzGo(t *testing.T) {
-	n := startNode(t, "", map[string]string{"log.cleaner.backoff.ms": "20"})
+	clk := clock.NewManual(time.Now())
+	n := startNodeClock(t, "", map[string]string{"log.cleaner.backoff.ms": "20"}, clk)
 	cl := n.client()
 	createTopic(t, cl, "changelog", 1, map[string]*string{"cleanup.policy": strp("compact"), "segment.bytes": strp("2048"),
 		"min.cleanable.dirty.ratio": strp("0.01"), "delete.retention.ms": strp("300"), "segment.ms": strp("100")})
@@ -45,14 +48,17 @@ func TestCompactedTopicWithFranzGo(t *testing.T) {
 	if !errors.Is(err, kerr.InvalidRecord) {
 		t.Fatalf("keyless record: %v, want INVALID_RECORD", err)
 	}
-	// Roll the last segment with a late record (segment.ms), then wait
-	// for the cleaner.
-	time.Sleep(150 * time.Millisecond)
-	if err := cl.ProduceSync(ctx(t), &kgo.Record{Topic: "changelog", Key: []byte("roll"), Value: []byte("x")}).FirstErr(); err != nil {
+	// Roll the last segment with a late record (segment.ms: by the
+	// records' timestamps, so this one is stamped a second later), then
+	// wait for the cleaner, moving the broker's clock past its backoff
+	// and delete.retention.ms a step at a time.
+	late := time.Now().Add(time.Second)
+	if err := cl.ProduceSync(ctx(t), &kgo.Record{Topic: "changelog", Key: []byte("roll"), Value: []byte("x"), Timestamp: late}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
+		clk.Advance(100 * time.Millisecond)
 		recs := readAllRecords(t, n, "changelog")
 		per := map[string]int{}
 		ok := true
@@ -87,7 +93,7 @@ func TestCompactedTopicWithFranzGo(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("not compacted after 20 s: %d records, per key %v", len(recs), per)
 		}
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(time.Millisecond)
 	}
 }
 

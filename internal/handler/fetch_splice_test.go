@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
 
+	"github.com/sluice-io/sluice/internal/clock"
 	"github.com/sluice-io/sluice/internal/metrics"
 )
 
@@ -88,9 +89,16 @@ func splicedBytes(t *testing.T) float64 {
 
 // A long-poll fetch over many partitions of a topic deleted meanwhile
 // answers promptly: the wait for lagging metadata is paid once per
-// request, not once per partition.
+// request, not once per partition. The broker runs on a manual clock that
+// never moves: the poll cannot expire, and a wait for lagging metadata
+// (per partition, or again on the re-read of a woken poll) could never
+// end, so the answer shows that the re-read after the deletion waits for
+// none.
 func TestFetchOfDeletedTopicAnswersPromptly(t *testing.T) {
-	n := startNode(t, "", nil)
+	clk := clock.NewManual(time.Now())
+	stopped := make(chan struct{})
+	t.Cleanup(func() { close(stopped) }) // runs after the node's stop
+	n := startNodeClock(t, "", nil, clk)
 	const topic, parts = "goner", 200
 	cl := n.client()
 	adm := kadm.NewClient(cl)
@@ -119,7 +127,16 @@ func TestFetchOfDeletedTopicAnswersPromptly(t *testing.T) {
 		cl.Request(ctx(t), req)
 		done <- time.Since(t0)
 	}()
-	time.Sleep(200 * time.Millisecond) // the fetch is parked
+	// The fetch is parked on every partition.
+	waitFor(t, func() bool {
+		for i := range int32(parts) {
+			p, err := n.b.Partition(topic, i)
+			if err != nil || p.Watchers() == 0 {
+				return false
+			}
+		}
+		return true
+	}, "the fetch to park")
 	if _, err := adm.DeleteTopics(ctx(t), topic); err != nil {
 		t.Fatal(err)
 	}
@@ -127,6 +144,19 @@ func TestFetchOfDeletedTopicAnswersPromptly(t *testing.T) {
 	case d := <-done:
 		t.Logf("the parked fetch answered %v after it was sent", d)
 	case <-time.After(10 * time.Second):
-		t.Fatal("a fetch of a deleted topic's partitions still waits after 10 s")
+		// Keep the clock moving until the node has stopped, so that the
+		// stuck fetch ends and lets it.
+		go func() {
+			for {
+				select {
+				case <-stopped:
+					return
+				default:
+					clk.Advance(time.Second)
+					time.Sleep(time.Millisecond)
+				}
+			}
+		}()
+		t.Fatal("a fetch of a deleted topic's partitions still waits after 10 s with the broker's clock stopped: it waits for lagging metadata")
 	}
 }

@@ -164,10 +164,18 @@ func TestGroupErrors(t *testing.T) {
 		}
 		bSync <- r.(*kmsg.SyncGroupResponse)
 	}()
-	select {
-	case r := <-bSync:
-		t.Fatalf("non-leader SyncGroup answered before the leader's: %v %q", kerr.ErrorForCode(r.ErrorCode), r.MemberAssignment)
-	case <-time.After(200 * time.Millisecond):
+	// B's SyncGroup is parked: the coordinator has taken it and holds
+	// it (a follower answered at once, before the leader's assignment,
+	// never parks).
+	for deadline := time.Now().Add(10 * time.Second); n.h.Groups().WaitingSync(g) != 1; time.Sleep(time.Millisecond) {
+		select {
+		case r := <-bSync:
+			t.Fatalf("non-leader SyncGroup answered before the leader's: %v %q", kerr.ErrorForCode(r.ErrorCode), r.MemberAssignment)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("B's SyncGroup never parked")
+		}
 	}
 	aSync := request[*kmsg.SyncGroupResponse](t, cl, syncReq(g, a.MemberID, 2, map[string]string{a.MemberID: "A2", bID: "B2"}))
 	bs := <-bSync

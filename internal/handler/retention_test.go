@@ -8,6 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-io/sluice/internal/clock"
 )
 
 // TestCompactOnlyTopicKeepsItsData is the regression test for compacted
@@ -18,7 +20,8 @@ import (
 // contains delete (LogConfig.delete); Kafka Connect's and Schema
 // Registry's topics rely on it.
 func TestCompactOnlyTopicKeepsItsData(t *testing.T) {
-	n := startNode(t, "", map[string]string{"log.retention.check.interval.ms": "50"})
+	clk := clock.NewManual(time.Now())
+	n := startNodeClock(t, "", map[string]string{"log.retention.check.interval.ms": "50"}, clk)
 	cl := n.client()
 	small := func(policy string) map[string]*string {
 		return map[string]*string{"cleanup.policy": strp(policy), "retention.ms": strp("1000"),
@@ -37,22 +40,21 @@ func TestCompactOnlyTopicKeepsItsData(t *testing.T) {
 		}
 	}
 	adm := kadm.NewClient(cl)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		starts, err := adm.ListStartOffsets(ctx(t), "control")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if o, _ := starts.Lookup("control", 0); o.Offset > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("retention never trimmed the delete topic")
-		}
-		time.Sleep(100 * time.Millisecond)
+	// Past retention.ms, with a few retention passes; then wait for a
+	// pass that started at that time or later to complete, rather than
+	// sleeping through passes hoped to have run.
+	for i := 0; i < 3; i++ {
+		clk.Advance(time.Second)
+		retentionPass(t, n, clk.Now())
 	}
-	time.Sleep(300 * time.Millisecond) // a few more retention passes
-	starts, err := adm.ListStartOffsets(ctx(t), "connect-configs")
+	starts, err := adm.ListStartOffsets(ctx(t), "control")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := starts.Lookup("control", 0); o.Err != nil || o.Offset == 0 {
+		t.Fatalf("retention did not trim the delete topic: log start %d (%v)", o.Offset, o.Err)
+	}
+	starts, err = adm.ListStartOffsets(ctx(t), "connect-configs")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,5 +66,18 @@ func TestCompactOnlyTopicKeepsItsData(t *testing.T) {
 		if r.Offset != int64(i) || string(r.Key) != fmt.Sprintf("k%d", i) {
 			t.Fatalf("record %d: offset %d key %q", i, r.Offset, r.Key)
 		}
+	}
+}
+
+// retentionPass waits until a retention pass of n that started at at or
+// later has completed (the broker's clock is at at or past it).
+func retentionPass(t *testing.T, n *node, at time.Time) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for n.b.RetentionCheckedAt().Before(at) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no retention pass as of %v: the last started at %v", at, n.b.RetentionCheckedAt())
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

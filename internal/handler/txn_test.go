@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
 
+	"github.com/sluice-io/sluice/internal/clock"
 	"github.com/sluice-io/sluice/internal/protocol"
 	"github.com/sluice-io/sluice/internal/txn"
 )
@@ -275,7 +276,8 @@ func TestTxnTimeoutEndToEnd(t *testing.T) {
 	for k, v := range txnProps {
 		props[k] = v
 	}
-	n := startNode(t, "", props)
+	clk := clock.NewManual(time.Now())
+	n := startNodeClock(t, "", props, clk)
 	if err := n.b.CreateTopic("tto", 1, 1, nil, false); err != nil {
 		t.Fatal(err)
 	}
@@ -290,7 +292,15 @@ func TestTxnTimeoutEndToEnd(t *testing.T) {
 	if err := p.ProduceSync(ctx(t), &kgo.Record{Value: []byte("late")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; ; i++ {
+	// The coordinator's abort check runs on the broker's manual clock, on
+	// the goroutine that moves it: at 500 ms the transaction is not past
+	// its timeout yet; at the check after, it is.
+	clk.Advance(500 * time.Millisecond)
+	if m, _ := n.h.Transactions().Describe("tx-timeout"); m.State != txn.Ongoing || m.Pending() != nil {
+		t.Fatalf("at its timeout, not past it: %+v", m)
+	}
+	clk.Advance(100 * time.Millisecond)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
 		m, _ := n.h.Transactions().Describe("tx-timeout")
 		if m.State == txn.CompleteAbort {
 			if m.Epoch != 1 {
@@ -298,10 +308,9 @@ func TestTxnTimeoutEndToEnd(t *testing.T) {
 			}
 			break
 		}
-		if i == 500 {
+		if time.Now().After(deadline) {
 			t.Fatalf("not aborted after its timeout: %+v", m)
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
 	if err := p.EndTransaction(ctx(t), kgo.TryCommit); !errors.Is(err, kerr.ProducerFenced) {
 		t.Fatalf("commit after the timeout: %v", err)

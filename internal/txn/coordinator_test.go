@@ -420,10 +420,21 @@ func TestCoordinatorMarkerRetries(t *testing.T) {
 	for len(fm.markers()) == sent {
 		time.Sleep(time.Millisecond)
 	}
+	// The sender gives up on the fenced answer: its goroutine ends
+	// (c.work holds only marker senders and loaders, all done but this
+	// one) instead of arming a retry. Once it has, no goroutine is left
+	// to send anything, so the clock moving past every backoff shows
+	// that nothing more is sent, without a guess at how long to wait.
+	idle := make(chan struct{})
+	go func() { c.work.Wait(); close(idle) }()
+	select {
+	case <-idle:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the marker sender did not stop on a fenced answer")
+	}
 	for i := 0; i < 50; i++ {
 		clk.Advance(time.Second)
 	}
-	time.Sleep(20 * time.Millisecond)
 	if m, _ := c.Describe("tx"); m.State != PrepareAbort || len(fm.markers()) != sent+1 {
 		t.Fatalf("fenced: %v, %d markers", m.State, len(fm.markers())-sent)
 	}
