@@ -244,6 +244,10 @@ type Status struct {
 	// transactions with records in the partition (docs/transactions.md).
 	LSO      int64
 	OpenTxns int
+	// ProposalWaiting is set while the leader has an ISR change to
+	// propose that is not with the controller (waiting for a retry's
+	// back-off, or for the one in flight to be answered).
+	ProposalWaiting bool `json:",omitempty"`
 }
 
 // Status returns the replica's state as the state machine sees it.
@@ -257,7 +261,8 @@ func (p *Partition) status(replicas []int32) Status {
 	st := Status{Role: p.r.Role().String(), Leader: p.r.Leader(), LeaderEpoch: p.r.LeaderEpoch(), HW: p.r.HW(), LEO: p.r.LEO(),
 		LogStart: p.r.LogStart(), ISR: p.r.ISR(), Maximal: p.r.MaximalISR(), FlushedOffset: p.r.FlushedOffset(),
 		PartitionEpoch: p.r.PartitionEpoch(), FollowerLEO: map[int32]int64{}, FollowerCaughtUp: map[int32]int64{},
-		Compacted: p.log.Config().Compact, LSO: p.r.LastStable(), OpenTxns: p.r.Producers().OpenTxns()}
+		Compacted: p.log.Config().Compact, LSO: p.r.LastStable(), OpenTxns: p.r.Producers().OpenTxns(),
+		ProposalWaiting: p.r.PendingISR() != nil && p.r.InflightISR() == 0}
 	if st.Compacted {
 		st.DirtyRatio = p.log.Cleanable(p.b.now(), st.HW).DirtyRatio
 	}

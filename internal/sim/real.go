@@ -118,6 +118,7 @@ const (
 	realSessionMs       = 300 // broker.session.timeout.ms of the simulated controller
 	realDropP           = 0.02
 	realSettleSteps     = 1000
+	realSettleWork      = 500 // settle rounds with a workload, then it may end once converged
 	realCheckEvery      = 25 // steps between full acknowledged-record checks
 	realMaxDown         = 2
 	realProduceDeadline = 2 * time.Second
@@ -140,6 +141,9 @@ type realBroker struct {
 	// flushed is each partition's flushed offset, as last seen while up:
 	// what the disk keeps while the broker is down.
 	flushed map[string]int64
+	// proposalSince is when each partition it leads last began holding
+	// an unsent ISR change (checkProposal).
+	proposalSince map[string]time.Time
 	// last is the image the broker applied last before it crashed: what
 	// it replays on restart. pendingReg is its registration, committed at
 	// regAt.
@@ -340,7 +344,7 @@ func (w *realWorld) startBroker(rb *realBroker) {
 	rb.b = b
 	rb.reg = protocol.NewRegistry()
 	rb.h = handler.Register(rb.reg, b)
-	rb.hw, rb.lso = map[string][2]int64{}, map[string][2]int64{}
+	rb.hw, rb.lso, rb.proposalSince = map[string][2]int64{}, map[string][2]int64{}, map[string]time.Time{}
 	rb.pendingReg, rb.self = n, self
 	if rb.last == nil || w.settling {
 		w.register(rb)
@@ -455,12 +459,14 @@ func (w *realWorld) step(nemesis bool) {
 		w.clk.Advance(time.Duration(1+w.rng.IntN(30)) * time.Millisecond)
 	case r < 75 && len(up) > 0:
 		rb := up[w.rng.IntN(len(up))]
-		switch k := w.rng.IntN(10); {
-		case k < 4:
+		// ISR proposals go out on 1 step in 25: each stays in flight
+		// a while, as over a slow link to the controller.
+		switch k := w.rng.IntN(100); {
+		case k < 40:
 			rb.b.StepFetch()
-		case k < 7:
+		case k < 70:
 			rb.b.StepFlush()
-		case k < 9:
+		case k < 96:
 			rb.b.StepTick()
 		default:
 			rb.b.StepAlter()
@@ -733,12 +739,36 @@ func (w *realWorld) checkHW() {
 				w.fail("broker %d: HW of %s-0 went back from %d to %d in leader epoch %d", rb.id, topic, last[0], hw, le)
 			}
 			rb.hw[topic] = [2]int64{hw, le}
+			w.checkProposal(rb, topic, p)
 			if ls := p.LogStartOffset(); ls < w.deleteAcked[topic] && p.LeaderEpoch() == w.ctrl.image().Topics[topic].Partitions[0].LeaderEpoch {
 				w.fail("broker %d leads %s-0 (epoch %d) from %d, below the answered DeleteRecords to %d", rb.id, topic, le, ls, w.deleteAcked[topic])
 			}
 			w.checkLSO(rb, topic, p)
 			w.checkDurable(rb.id, topic, hw)
 		}
+	}
+}
+
+// realProposalStuck is how long a leader may keep an ISR change it has
+// not sent (the machine retries a failed one after 500 ms).
+const realProposalStuck = 2 * time.Second
+
+// checkProposal: a leader never sits on an ISR change without sending it
+// (the machine keeps one proposal with the controller and sends the next
+// once it is answered, or retries after a back-off); one held for longer
+// than realProposalStuck would leave the ISR stuck.
+func (w *realWorld) checkProposal(rb *realBroker, topic string, p *sbroker.Partition) {
+	if !p.Status(nil).ProposalWaiting {
+		delete(rb.proposalSince, topic)
+		return
+	}
+	since, ok := rb.proposalSince[topic]
+	if !ok {
+		rb.proposalSince[topic] = w.clk.Now()
+		return
+	}
+	if w.clk.Now().Sub(since) > realProposalStuck {
+		w.fail("broker %d has held an ISR change of %s-0 unsent since %d ms; %s", rb.id, topic, since.Sub(w.start).Milliseconds(), w.describe(topic))
 	}
 }
 
@@ -928,7 +958,7 @@ func (w *realWorld) settle() {
 	w.settling = true
 	for i := 0; i < realSettleSteps && w.failed == ""; i++ {
 		// A healthy cluster: every broker runs every loop each 5 ms, no
-		// message is lost; the workload stops halfway.
+		// message is lost; the workload stops after realSettleWork rounds.
 		for _, rb := range w.brokers {
 			if !rb.up { // a controlled shutdown asked for before settling
 				w.startBroker(rb)
@@ -942,18 +972,18 @@ func (w *realWorld) settle() {
 			rb.b.StepAlter()
 			rb.b.StepTick()
 		}
-		if i < realSettleSteps/2 && i%3 == 0 {
+		if i < realSettleWork && i%3 == 0 {
 			w.produce()
 		}
-		if i < realSettleSteps/2 && i%20 == 0 {
+		if i < realSettleWork && i%20 == 0 {
 			w.deleteRecords()
 		}
-		w.txnStep(i < realSettleSteps/2)
+		w.txnStep(i < realSettleWork)
 		w.collect()
 		w.collectTxn()
 		w.collectDeletes()
 		w.checkHW()
-		if i >= realSettleSteps/2+100 && i%25 == 0 && w.converged() {
+		if i >= realSettleWork+100 && i%25 == 0 && w.converged() {
 			break
 		}
 	}
