@@ -119,7 +119,7 @@ const (
 	realDropP           = 0.02
 	realSettleSteps     = 1000
 	realSettleWork      = 500 // settle rounds with a workload, then it may end once converged
-	realCheckEvery      = 25 // steps between full acknowledged-record checks
+	realCheckEvery      = 25  // steps between full acknowledged-record checks
 	realMaxDown         = 2
 	realProduceDeadline = 2 * time.Second
 )
