@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-io/sluice/internal/metrics"
 	"github.com/sluice-io/sluice/internal/storage"
 	"github.com/sluice-io/sluice/internal/vfs"
 )
@@ -186,6 +187,8 @@ func (f *flusher) flushBatch(ps []*Partition) {
 	}
 	f.batches.Add(1)
 	f.batched.Add(int64(len(ents)))
+	metrics.FlushRounds.WithLabelValues("syncfs").Inc()
+	metrics.FlushPartitions.WithLabelValues("syncfs").Add(float64(len(ents)))
 	err := f.syncer.SyncFS(f.dir)
 	for _, e := range ents {
 		serr := e.round.End(err)
@@ -206,6 +209,8 @@ func (p *Partition) flush() {
 	}
 	g := p.r.LogGen()
 	p.mu.Unlock()
+	metrics.FlushRounds.WithLabelValues("fsync").Inc()
+	metrics.FlushPartitions.WithLabelValues("fsync").Inc()
 	p.flushed(g, p.log.Sync())
 }
 
