@@ -2,8 +2,10 @@ package vfs
 
 import (
 	"errors"
+	"fmt"
 	"math/rand"
 	"runtime"
+	"sync"
 	"syscall"
 	"testing"
 )
@@ -129,5 +131,74 @@ func TestKernelAtLeast(t *testing.T) {
 		if got := kernelAtLeast(c.rel, 5, 8); got != c.want {
 			t.Errorf("kernelAtLeast(%q) = %v", c.rel, got)
 		}
+	}
+}
+
+// BenchmarkSyncManyFiles compares, on the OS filesystem of the test's
+// temporary directory, making N files each with one fresh 64 KiB append
+// durable by N concurrent fsyncs (32 at a time, as the broker's flush
+// workers do) against one syncfs: what a flush round of N partitions
+// costs either way (docs/performance.md). Other writers on the same
+// filesystem add to the syncfs's cost.
+//
+//	go test ./internal/vfs -run '^$' -bench SyncManyFiles -benchtime 50x
+func BenchmarkSyncManyFiles(b *testing.B) {
+	if runtime.GOOS != "linux" {
+		b.Skip("syncfs is Linux's")
+	}
+	for _, n := range []int{1, 4, 16, 64} {
+		dir := b.TempDir()
+		s, err := SyncFSOf(Default, dir)
+		if err != nil || s == nil {
+			b.Skip("no syncfs:", err)
+		}
+		files := make([]File, n)
+		for i := range files {
+			f, err := Default.Create(fmt.Sprintf("%s/%d.log", dir, i))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer f.Close()
+			files[i] = f
+		}
+		buf := make([]byte, 64<<10)
+		write := func() {
+			for _, f := range files {
+				if _, err := f.Write(buf); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		b.Run(fmt.Sprintf("files=%d/fsync", n), func(b *testing.B) {
+			for range b.N {
+				b.StopTimer()
+				write()
+				b.StartTimer()
+				var wg sync.WaitGroup
+				sem := make(chan struct{}, 32)
+				for _, f := range files {
+					wg.Add(1)
+					sem <- struct{}{}
+					go func() {
+						defer wg.Done()
+						if err := f.Sync(); err != nil {
+							b.Error(err)
+						}
+						<-sem
+					}()
+				}
+				wg.Wait()
+			}
+		})
+		b.Run(fmt.Sprintf("files=%d/syncfs", n), func(b *testing.B) {
+			for range b.N {
+				b.StopTimer()
+				write()
+				b.StartTimer()
+				if err := s.SyncFS(dir); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
