@@ -190,9 +190,15 @@ func (f *flusher) flushBatch(ps []*Partition) {
 	metrics.FlushRounds.WithLabelValues("syncfs").Inc()
 	metrics.FlushPartitions.WithLabelValues("syncfs").Add(float64(len(ents)))
 	err := f.syncer.SyncFS(f.dir)
-	for _, e := range ents {
-		serr := e.round.End(err)
-		e.p.flushed(e.gen, serr)
+	// Every log's round ends before any partition reports: a truncation
+	// waiting for one log's round under its partition's lock never waits
+	// for another partition's report.
+	errs := make([]error, len(ents))
+	for i, e := range ents {
+		errs[i] = e.round.End(err)
+	}
+	for i, e := range ents {
+		e.p.flushed(e.gen, errs[i])
 		e.p.flushing.Unlock()
 	}
 }
