@@ -240,7 +240,7 @@ func Open(opts Options) (*Broker, error) {
 	// Before any partition writes: an OS FSSyncer reports the writeback
 	// errors that happen while it is open.
 	var syncer vfs.FSSyncer
-	minSyncFS := int(cfg.Int(syncFSMinPartitions, 0))
+	minSyncFS := int(cfg.Int(syncFSMinPartitions, defaultSyncFSMinPartitions))
 	if minSyncFS > 0 {
 		if syncer, err = vfs.SyncFSOf(opts.FS, cfg.DataDir); err != nil {
 			return nil, err

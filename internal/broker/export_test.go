@@ -5,3 +5,6 @@ package broker
 func (b *Broker) SyncFSRounds() (rounds, partitions int64) {
 	return b.flusher.batches.Load(), b.flusher.batched.Load()
 }
+
+// DefaultSyncFSMinPartitions is the default threshold of syncfs rounds.
+const DefaultSyncFSMinPartitions = defaultSyncFSMinPartitions

@@ -22,6 +22,9 @@ const flushWorkers = 32
 // (syncfs) instead of fsyncing each.
 const syncFSMinPartitions = "sluice.log.flush.syncfs.min.partitions"
 
+// defaultSyncFSMinPartitions is its default (the table's, config.BrokerDef).
+const defaultSyncFSMinPartitions = 16
+
 // flusher makes appended data durable for every partition of the broker:
 // a queue of partitions with unflushed data (each queued at most once) and
 // flushWorkers goroutines draining it. Only flushed data counts toward the

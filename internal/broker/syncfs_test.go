@@ -156,3 +156,12 @@ func TestSyncFSThreshold(t *testing.T) {
 		b.Close()
 	}
 }
+
+// TestSyncFSDefault: the broker's default threshold is the one the
+// configuration table documents.
+func TestSyncFSDefault(t *testing.T) {
+	d, ok := config.BrokerDef("sluice.log.flush.syncfs.min.partitions")
+	if !ok || d.Default != fmt.Sprint(broker.DefaultSyncFSMinPartitions) {
+		t.Fatalf("table default %q (%v), broker default %d", d.Default, ok, broker.DefaultSyncFSMinPartitions)
+	}
+}
