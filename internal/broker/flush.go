@@ -2,6 +2,7 @@ package broker
 
 import (
 	"errors"
+	"io"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -86,7 +87,8 @@ func (f *flusher) kick(p *Partition) {
 	f.cond.Signal()
 }
 
-// stop ends the workers once their current flushes return.
+// stop ends the workers once their current flushes return, and closes
+// the syncer (an OS one holds the data directory open).
 func (f *flusher) stop() {
 	f.mu.Lock()
 	f.closed = true
@@ -94,6 +96,9 @@ func (f *flusher) stop() {
 	f.mu.Unlock()
 	f.cond.Broadcast()
 	f.wg.Wait()
+	if c, ok := f.syncer.(io.Closer); ok {
+		c.Close()
+	}
 }
 
 // drain flushes every queued partition on the caller's goroutine, until

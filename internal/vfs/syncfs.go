@@ -3,6 +3,7 @@ package vfs
 import (
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 )
@@ -37,7 +38,8 @@ var ErrNoSyncFS = errors.New("vfs: syncfs not supported")
 // The operating system's FSSyncer opens dir now and keeps it open: syncfs
 // reports a writeback error to a descriptor that was open when the error
 // happened (or that nobody had seen yet when it was opened), so get the
-// FSSyncer before writing what its SyncFS calls must cover, and keep it.
+// FSSyncer before writing what its SyncFS calls must cover, and keep it;
+// it implements io.Closer to let that descriptor go.
 func SyncFSOf(fsys FS, dir string) (FSSyncer, error) {
 	s, ok := fsys.(syncFSer)
 	if !ok {
@@ -106,6 +108,14 @@ func (f *faultFS) syncFSOf(dir string) (FSSyncer, error) {
 type faultSyncer struct {
 	s  FSSyncer
 	fs *faultFS
+}
+
+// Close closes the wrapped FSSyncer if it has a Close.
+func (f faultSyncer) Close() error {
+	if c, ok := f.s.(io.Closer); ok {
+		return c.Close()
+	}
+	return nil
 }
 
 func (f faultSyncer) SyncFS(dir string) error {

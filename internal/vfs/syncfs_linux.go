@@ -38,6 +38,9 @@ type osSyncer struct {
 	d   *os.File
 }
 
+// Close closes the directory's descriptor; SyncFS fails after it.
+func (s *osSyncer) Close() error { return s.d.Close() }
+
 func (s *osSyncer) SyncFS(dir string) error {
 	if filepath.Clean(dir) != s.dir {
 		// Another directory may be another filesystem.

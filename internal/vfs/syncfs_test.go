@@ -3,6 +3,7 @@ package vfs
 import (
 	"errors"
 	"fmt"
+	"io"
 	"math/rand"
 	"runtime"
 	"sync"
@@ -120,6 +121,12 @@ func TestOSSyncFS(t *testing.T) {
 	}
 	if err := s.SyncFS(t.TempDir()); !errors.Is(err, ErrNoSyncFS) {
 		t.Fatalf("SyncFS of another directory = %v", err)
+	}
+	if err := s.(io.Closer).Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SyncFS(dir); err == nil {
+		t.Fatal("SyncFS after Close succeeded")
 	}
 }
 
