@@ -251,8 +251,20 @@ func Open(opts Options) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Before any partition writes: an OS FSSyncer reports the writeback
+	// errors that happen while it is open.
+	var syncer vfs.FSSyncer
+	minSyncFS := int(cfg.Int(syncFSMinPartitions, defaultSyncFSMinPartitions))
+	if minSyncFS > 0 {
+		if syncer, err = vfs.SyncFSOf(opts.FS, cfg.DataDir); err != nil {
+			return nil, err
+		}
+		if syncer == nil {
+			opts.Logger.Info("syncfs not available (Linux 5.8 or later only): one fsync per partition", syncFSMinPartitions, minSyncFS)
+		}
+	}
 	b := &Broker{cfg: cfg, fs: opts.FS, log: opts.Logger, clock: opts.Clock, ctrl: opts.Controller, onFatal: opts.OnFatal,
-		parts: map[TP]*Partition{}, fetchers: map[int32]*fetcher{}, closing: make(chan struct{}), flusher: newFlusher(opts.Steps), inter: inter, transport: opts.Transport,
+		parts: map[TP]*Partition{}, fetchers: map[int32]*fetcher{}, closing: make(chan struct{}), flusher: newFlusher(opts.Steps, syncer, cfg.DataDir, minSyncFS), inter: inter, transport: opts.Transport,
 		steps: opts.Steps}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.bgIdle = sync.NewCond(&b.bgMu)

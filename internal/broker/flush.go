@@ -2,10 +2,14 @@ package broker
 
 import (
 	"errors"
+	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/sluice-io/sluice/internal/metrics"
 	"github.com/sluice-io/sluice/internal/storage"
+	"github.com/sluice-io/sluice/internal/vfs"
 )
 
 // flushWorkers is how many partitions fsync at once. Appends between two
@@ -14,21 +18,49 @@ import (
 // partitions, and an idle partition costs no goroutine.
 const flushWorkers = 32
 
+// syncFSMinPartitions is the setting of how many partitions dirty at once
+// make the flusher sync the data directory's whole filesystem once
+// (syncfs) instead of fsyncing each.
+const syncFSMinPartitions = "sluice.log.flush.syncfs.min.partitions"
+
+// defaultSyncFSMinPartitions is its default (the table's, config.BrokerDef).
+const defaultSyncFSMinPartitions = 16
+
 // flusher makes appended data durable for every partition of the broker:
 // a queue of partitions with unflushed data (each queued at most once) and
 // flushWorkers goroutines draining it. Only flushed data counts toward the
 // HW (docs/replication.md).
+//
+// With a syncer (sluice.log.flush.syncfs.min.partitions), once at least
+// minParts partitions are dirty at once — queued, or in an fsync of their
+// own — one worker takes the whole queue and makes it durable with one
+// syncfs of the data directory's filesystem instead of one fsync per
+// partition (flushBatch). One such round runs at a time; while it does,
+// the queue waits for the next one, which then covers everything queued
+// meanwhile: group commit across partitions.
 type flusher struct {
 	mu     sync.Mutex
 	cond   *sync.Cond
 	queue  []*Partition
 	closed bool
 	wg     sync.WaitGroup
+
+	syncer   vfs.FSSyncer // nil: fsync each partition
+	dir      string       // the data directory, given to syncer
+	minParts int
+	single   int  // partitions in an fsync of their own (mu)
+	batching bool // a syncfs round runs (mu)
+
+	// batches and batched count syncfs rounds and the partitions they
+	// covered (tests).
+	batches, batched atomic.Int64
 }
 
 // newFlusher starts the workers, or none with steps (drain flushes then).
-func newFlusher(steps bool) *flusher {
-	f := &flusher{}
+// syncer, if not nil, replaces the fsyncs of rounds of minParts or more
+// partitions with one SyncFS(dir).
+func newFlusher(steps bool, syncer vfs.FSSyncer, dir string, minParts int) *flusher {
+	f := &flusher{syncer: syncer, dir: dir, minParts: minParts}
 	f.cond = sync.NewCond(&f.mu)
 	if steps {
 		return f
@@ -55,7 +87,8 @@ func (f *flusher) kick(p *Partition) {
 	f.cond.Signal()
 }
 
-// stop ends the workers once their current flushes return.
+// stop ends the workers once their current flushes return, and closes
+// the syncer (an OS one holds the data directory open).
 func (f *flusher) stop() {
 	f.mu.Lock()
 	f.closed = true
@@ -63,16 +96,27 @@ func (f *flusher) stop() {
 	f.mu.Unlock()
 	f.cond.Broadcast()
 	f.wg.Wait()
+	if c, ok := f.syncer.(io.Closer); ok {
+		c.Close()
+	}
 }
 
 // drain flushes every queued partition on the caller's goroutine, until
-// the queue is empty (Broker.StepFlush).
+// the queue is empty (Broker.StepFlush): the whole queue in one syncfs
+// round when it holds minParts partitions or more, else one by one.
 func (f *flusher) drain() {
 	for {
 		f.mu.Lock()
 		if len(f.queue) == 0 || f.closed {
 			f.mu.Unlock()
 			return
+		}
+		if f.useBatch(len(f.queue)) {
+			batch := f.queue
+			f.queue = nil
+			f.mu.Unlock()
+			f.flushBatch(batch)
+			continue
 		}
 		p := f.queue[0]
 		f.queue[0] = nil
@@ -82,22 +126,87 @@ func (f *flusher) drain() {
 	}
 }
 
+// useBatch reports whether dirty partitions are enough for a syncfs
+// round.
+func (f *flusher) useBatch(dirty int) bool {
+	return f.syncer != nil && f.minParts > 0 && dirty >= f.minParts
+}
+
 func (f *flusher) work() {
 	defer f.wg.Done()
 	for {
 		f.mu.Lock()
-		for len(f.queue) == 0 && !f.closed {
+		for !f.closed && (len(f.queue) == 0 || (f.batching && f.useBatch(len(f.queue)+f.single))) {
+			// While a syncfs round runs, a busy queue waits for the
+			// next round rather than fsyncing partitions one by one.
 			f.cond.Wait()
 		}
 		if f.closed {
 			f.mu.Unlock()
 			return
 		}
+		if f.useBatch(len(f.queue) + f.single) {
+			batch := f.queue
+			f.queue = nil
+			f.batching = true
+			f.mu.Unlock()
+			f.flushBatch(batch)
+			f.mu.Lock()
+			f.batching = false
+			f.mu.Unlock()
+			f.cond.Broadcast()
+			continue
+		}
 		p := f.queue[0]
 		f.queue[0] = nil
 		f.queue = f.queue[1:]
+		f.single++
 		f.mu.Unlock()
 		p.flush()
+		f.mu.Lock()
+		f.single--
+		f.mu.Unlock()
+	}
+}
+
+// flushBatch makes ps durable with one syncfs: each partition's log
+// captures its round (storage.Log.BeginSync), the filesystem is synced
+// once, then each log ends its round with that one result and the
+// partition reports it as flush does. A failed syncfs fails every log of
+// the round, as a failed fsync fails its own.
+func (f *flusher) flushBatch(ps []*Partition) {
+	type entry struct {
+		p     *Partition
+		gen   uint64
+		round *storage.SyncRound
+	}
+	ents := make([]entry, 0, len(ps))
+	for _, p := range ps {
+		p.flushing.Lock()
+		var gen uint64
+		closed := false
+		p.do(func() { gen, closed = p.r.LogGen(), p.closed })
+		if closed {
+			p.flushing.Unlock()
+			continue
+		}
+		ents = append(ents, entry{p: p, gen: gen, round: p.log.BeginSync()})
+	}
+	f.batches.Add(1)
+	f.batched.Add(int64(len(ents)))
+	metrics.FlushRounds.WithLabelValues("syncfs").Inc()
+	metrics.FlushPartitions.WithLabelValues("syncfs").Add(float64(len(ents)))
+	err := f.syncer.SyncFS(f.dir)
+	// Every log's round ends before any partition reports: a truncation
+	// waiting for one log's round in its partition's owner step never
+	// waits for another partition's report.
+	errs := make([]error, len(ents))
+	for i, e := range ents {
+		errs[i] = e.round.End(err)
+	}
+	for i, e := range ents {
+		e.p.flushed(e.gen, errs[i])
+		e.p.flushing.Unlock()
 	}
 }
 
@@ -112,7 +221,14 @@ func (p *Partition) flush() {
 	if closed {
 		return
 	}
-	err := p.log.Sync()
+	metrics.FlushRounds.WithLabelValues("fsync").Inc()
+	metrics.FlushPartitions.WithLabelValues("fsync").Inc()
+	p.flushed(gen, p.log.Sync())
+}
+
+// flushed reports the end of a flush round of p's log that began at log
+// generation gen, err its result (p.flushing held).
+func (p *Partition) flushed(gen uint64, err error) {
 	// From here a kick queues p again; the processReady below re-checks
 	// for data appended since this round started.
 	p.flushQueued.Store(false)

@@ -105,6 +105,19 @@ var FetchSplicedBytes = prometheus.NewCounter(prometheus.CounterOpts{
 	Name: "sluice_fetch_spliced_bytes_total", Help: "Fetched record bytes sent from the log files without a copy (zero-copy fetch).",
 })
 
+// FlushRounds counts the flush workers' rounds by kind: "fsync" (one
+// partition's log, storage.Log.Sync) or "syncfs" (many partitions' logs,
+// one syncfs of the data directory's filesystem); FlushPartitions counts
+// the partition rounds they covered (equal to FlushRounds for fsync).
+var (
+	FlushRounds = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_log_flush_rounds_total", Help: "Flush rounds of the flush workers, by kind: fsync (one partition) or syncfs (many partitions, one syncfs of the data directory's filesystem).",
+	}, []string{"kind"})
+	FlushPartitions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_log_flush_partitions_total", Help: "Partition logs made durable by the flush workers' rounds, by kind of round (fsync, syncfs).",
+	}, []string{"kind"})
+)
+
 // OpenFiles reports the segment and index files held open (the
 // log.max.open.files cache); set by the broker process at startup.
 var openFiles = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -125,7 +138,8 @@ func init() {
 	Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		Requests, RequestSeconds, ISRShrinks, ISRExpands, LeaderElections, ControllerEntries, ControllerRecords,
 		CleanerMaxDirtyPercent, CleanerSinceLastRun, CleanerReadBytes, CleanerWrittenBytes, CleanerRecordsRemoved,
-		CleanerPasses, CleanerBacklogBytes, CleanerBacklogPartitions, CleanerBufferBytes, CleanerRunning, openFiles, FetchSplicedBytes)
+		CleanerPasses, CleanerBacklogBytes, CleanerBacklogPartitions, CleanerBufferBytes, CleanerRunning, openFiles, FetchSplicedBytes,
+		FlushRounds, FlushPartitions)
 }
 
 var apiNames = func() [100]string {

@@ -319,6 +319,15 @@ func (w *realWorld) brokerConfig(id int32) *config.Broker {
 	cfg.Props["log.segment.bytes"] = "2048"
 	cfg.Props["unclean.leader.election.enable"] = "false"
 	cfg.Props["group.initial.rebalance.delay.ms"] = "0"
+	// A third of the seeds make every flush round one syncfs of the
+	// broker's Mem (storage.SyncRound), a third never use syncfs, the rest
+	// keep the default threshold.
+	switch w.opts.Seed % 3 {
+	case 0:
+		cfg.Props["sluice.log.flush.syncfs.min.partitions"] = "1"
+	case 1:
+		cfg.Props["sluice.log.flush.syncfs.min.partitions"] = "0"
+	}
 	return cfg
 }
 

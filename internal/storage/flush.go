@@ -62,6 +62,12 @@ func (l *Log) waitRound(need uint64, offset int64) error {
 		l.flushCond.Broadcast()
 	}
 	l.flushMu.Unlock()
+	return l.roundResult(offset)
+}
+
+// roundResult is what Sync (offset -1) or SyncTo(offset) returns once
+// its round completed.
+func (l *Log) roundResult(offset int64) error {
 	l.mu.RLock()
 	err := l.failed
 	if err == nil && l.closed && (offset < 0 || l.flushed.Load() < offset) {
@@ -77,6 +83,59 @@ func (l *Log) waitRound(need uint64, offset int64) error {
 	return nil
 }
 
+// SyncRound is an fsync round of a Log whose files the caller makes
+// durable by other means: one vfs.FSSyncer.SyncFS of the filesystem
+// holding the log's directory, shared by many logs. BeginSync captures
+// what the round covers, then the caller syncs the filesystem and calls
+// End with the result.
+type SyncRound struct {
+	l     *Log
+	round uint64
+	c     roundCapture
+	ok    bool // c was captured (the log was neither closed nor failed)
+}
+
+// BeginSync starts an fsync round as Sync does (after the running round,
+// if any) and captures the log end and the dirty files — segments,
+// indexes of newly sealed segments, producer snapshots, new names in the
+// directory — without syncing them. Until End, the round is running:
+// Sync callers, truncations and Close wait for it, so End must follow
+// soon, on every path.
+func (l *Log) BeginSync() *SyncRound {
+	l.flushMu.Lock()
+	for l.flushing {
+		l.flushCond.Wait()
+	}
+	l.flushing = true
+	l.started++
+	r := &SyncRound{l: l, round: l.started}
+	l.inflightTarget = -1
+	l.flushMu.Unlock()
+	r.c, r.ok = l.captureRound()
+	return r
+}
+
+// End completes the round. err is the result of syncing the whole
+// filesystem after BeginSync returned: nil makes the captured log end the
+// flushed offset, as a successful Sync would; an error takes the log
+// offline as a failed fsync does (ErrFailed: nothing after the last good
+// round counts). It returns what Sync would have returned.
+func (r *SyncRound) End(err error) error {
+	l := r.l
+	if r.ok {
+		for _, f := range r.c.snaps {
+			f.Close()
+		}
+		l.finishRound(r.c, err)
+	}
+	l.flushMu.Lock()
+	l.flushing = false
+	l.completed = r.round
+	l.flushCond.Broadcast()
+	l.flushMu.Unlock()
+	return l.roundResult(-1)
+}
+
 // syncItem is one file to fsync in a round.
 type syncItem struct {
 	seg     *segment
@@ -84,62 +143,85 @@ type syncItem struct {
 	indexes bool  // also sync the index files (sealed segment)
 }
 
+// roundCapture is what an fsync round covers, captured under mu.
+type roundCapture struct {
+	target     int64 // log end
+	gen        uint64
+	dirDirty   bool
+	items      []syncItem
+	snaps      []vfs.File
+	activeBase int64
+}
+
 // flushRound is one fsync round: it captures the log end and the dirty
 // files under mu, fsyncs them without any lock, then publishes the new
 // flushed offset. A truncation meanwhile (truncGen) voids the round's
 // result, since TruncateTo flushes by itself.
 func (l *Log) flushRound() {
+	c, ok := l.captureRound()
+	if !ok {
+		return
+	}
+	l.finishRound(c, l.syncFiles(c.dirDirty, c.items, c.snaps))
+}
+
+// captureRound captures a round (false if the log is closed or failed)
+// and publishes its target as the running round's.
+func (l *Log) captureRound() (roundCapture, bool) {
 	l.mu.Lock()
 	if l.failed != nil || l.closed {
 		l.mu.Unlock()
-		return
+		return roundCapture{}, false
 	}
-	target, gen, dirDirty := l.leo, l.truncGen, l.dirDirty
+	c := roundCapture{target: l.leo, gen: l.truncGen, dirDirty: l.dirDirty}
 	l.dirDirty = false
-	var items []syncItem
 	for i, s := range l.segs {
 		sealed := i < len(l.segs)-1
 		if s.syncedSize < s.size || (sealed && !s.indexesSynced) {
-			items = append(items, syncItem{seg: s, size: s.size, indexes: sealed && !s.indexesSynced})
+			c.items = append(c.items, syncItem{seg: s, size: s.size, indexes: sealed && !s.indexesSynced})
 		}
 	}
-	snaps := l.unsyncedSnaps
+	c.snaps = l.unsyncedSnaps
 	l.unsyncedSnaps = nil
-	activeBase := l.active().base
+	c.activeBase = l.active().base
 	l.mu.Unlock()
 
 	l.flushMu.Lock()
-	l.inflightTarget = target
+	l.inflightTarget = c.target
 	l.flushMu.Unlock()
+	return c, true
+}
 
-	err := l.syncFiles(dirDirty, items, snaps)
+// finishRound publishes a captured round whose files were synced with
+// result err (an error fails the log).
+func (l *Log) finishRound(c roundCapture, err error) {
 	if err != nil {
 		l.fail(err)
 		return
 	}
 	l.mu.Lock()
-	if l.truncGen != gen {
+	if l.truncGen != c.gen {
 		l.mu.Unlock()
 		return
 	}
-	for _, it := range items {
+	for _, it := range c.items {
 		s := it.seg
 		s.syncedSize = max(s.syncedSize, it.size)
 		s.indexesSynced = s.indexesSynced || it.indexes
 	}
-	if target > l.flushed.Load() {
-		l.flushed.Store(target)
+	if c.target > l.flushed.Load() {
+		l.flushed.Store(c.target)
 	}
 	l.mu.Unlock()
-	if activeBase != l.rpBase {
+	if c.activeBase != l.rpBase {
 		// Every segment below activeBase is now durable, indexes and
 		// snapshots included: recovery may start there. The file itself
 		// needs no fsync: a stale or torn one only means more scanning.
-		if err := vfs.WriteFileAtomic(l.fs, filepath.Join(l.dir, recoveryPointName), encodeOffsetFile(activeBase), false); err != nil {
+		if err := vfs.WriteFileAtomic(l.fs, filepath.Join(l.dir, recoveryPointName), encodeOffsetFile(c.activeBase), false); err != nil {
 			l.fail(err)
 			return
 		}
-		l.rpBase = activeBase
+		l.rpBase = c.activeBase
 	}
 }
 
@@ -181,12 +263,12 @@ func (l *Log) syncFiles(dirDirty bool, items []syncItem, snaps []vfs.File) error
 			}
 		}
 	}
+	var err error
 	for _, f := range snaps {
-		err := f.Sync()
-		f.Close()
-		if err != nil {
-			return err
+		if serr := f.Sync(); serr != nil && err == nil {
+			err = serr
 		}
+		f.Close()
 	}
-	return nil
+	return err
 }

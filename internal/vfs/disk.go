@@ -15,8 +15,8 @@ type DiskMode int32
 // Disk modes.
 const (
 	DiskOK   DiskMode = iota // no fault
-	DiskSlow                 // every Write, WriteAt and Sync sleeps first
-	DiskFail                 // every Write, WriteAt, Sync, Truncate and Create fails with EIO
+	DiskSlow                 // every Write, WriteAt, Sync and SyncFS sleeps first
+	DiskFail                 // every Write, WriteAt, Sync, SyncFS, Truncate and Create fails with EIO
 )
 
 var diskModeNames = [...]string{"ok", "slow", "fail"}
@@ -85,13 +85,13 @@ func (d *DiskFaults) MaybeError(op Op, name string) error {
 	st := d.state.Load()
 	switch st.mode {
 	case DiskSlow:
-		if (op == OpWrite || op == OpWriteAt || op == OpSync) && d.under(name) {
+		if (op == OpWrite || op == OpWriteAt || op == OpSync || op == OpSyncFS) && d.under(name) {
 			d.fired.Add(1)
 			time.Sleep(st.delay)
 		}
 	case DiskFail:
 		switch op {
-		case OpWrite, OpWriteAt, OpSync, OpTruncate, OpCreate:
+		case OpWrite, OpWriteAt, OpSync, OpSyncFS, OpTruncate, OpCreate:
 			if d.under(name) {
 				d.fired.Add(1)
 				return syscall.EIO

@@ -28,10 +28,11 @@ const (
 	OpTruncate
 	OpSize
 	OpClose
+	OpSyncFS // FSSyncer.SyncFS; name is the directory given
 )
 
 var opNames = [...]string{"create", "open", "remove", "rename", "mkdir", "list", "stat",
-	"syncdir", "read", "write", "writeat", "sync", "truncate", "size", "close"}
+	"syncdir", "read", "write", "writeat", "sync", "truncate", "size", "close", "syncfs"}
 
 // String names the operation.
 func (o Op) String() string {

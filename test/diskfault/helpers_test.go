@@ -7,13 +7,16 @@
 // restarted broker rejoins. Every acknowledged record is read back at its
 // acknowledged offset, once.
 //
-// Run: go test ./test/diskfault -v -count=1
+// Run: go test ./test/diskfault -v -count=1 (add -diskfault.syncfs to make
+// every flush round one syncfs, sluice.log.flush.syncfs.min.partitions=1,
+// so that the faults hit syncfs instead of per-partition fsyncs).
 package diskfault
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -50,10 +53,19 @@ type cluster struct {
 // three brokers.
 func startCluster(t *testing.T) *cluster {
 	t.Helper()
+	p := map[string]string{}
+	for k, v := range props {
+		p[k] = v
+	}
+	if *syncfs {
+		p["sluice.log.flush.syncfs.min.partitions"] = "1"
+	}
 	return &cluster{testcluster.Start(t, testcluster.Options{
-		Nodes: 3, Props: props, Env: []string{"SLUICE_FAULT_INJECTION=1"},
+		Nodes: 3, Props: p, Env: []string{"SLUICE_FAULT_INJECTION=1"},
 	})}
 }
+
+var syncfs = flag.Bool("diskfault.syncfs", false, "flush every round with one syncfs (sluice.log.flush.syncfs.min.partitions=1)")
 
 // waitFor is testcluster.WaitFor polling every 50 ms: the durations it
 // returns are the measurements this test logs.
