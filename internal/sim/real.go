@@ -65,8 +65,10 @@ type RealStats struct {
 	// controller's failovers.
 	Shutdowns, CtlFailovers int
 	// AckedOne counts acks=1 acknowledgements checked; Deletes the
-	// DeleteRecords answered.
-	AckedOne, Deletes int
+	// DeleteRecords answered; ProducersExpired the idempotent producers
+	// back from a pause that their leader had forgotten
+	// (producer.id.expiration.ms).
+	AckedOne, Deletes, ProducersExpired int
 	// Transactions (realtxn.go): completed by commit or abort, and
 	// coordinator failovers.
 	TxnCommitted, TxnAborted, TxnFailovers, TxnLateMarkers int
@@ -86,6 +88,7 @@ func (s *RealStats) add(o RealStats) {
 	s.CtlFailovers += o.CtlFailovers
 	s.AckedOne += o.AckedOne
 	s.Deletes += o.Deletes
+	s.ProducersExpired += o.ProducersExpired
 	s.TxnCommitted += o.TxnCommitted
 	s.TxnAborted += o.TxnAborted
 	s.TxnFailovers += o.TxnFailovers
@@ -122,6 +125,11 @@ const (
 	realCheckEvery      = 25  // steps between full acknowledged-record checks
 	realMaxDown         = 2
 	realProduceDeadline = 2 * time.Second
+	// realProducerExpiryMs is the brokers' producer.id.expiration.ms;
+	// realDeliveryTimeout the idempotent producers' delivery.timeout.ms,
+	// below it as Kafka requires.
+	realProducerExpiryMs = 3000
+	realDeliveryTimeout  = 1500 * time.Millisecond
 )
 
 var errUnreachable = errors.New("sim: unreachable")
@@ -177,6 +185,10 @@ type idemProducer struct {
 	seq      int32
 	value    string // the batch being sent, "" if none
 	inflight bool
+	// firstTry is when the batch being sent was first sent; idleUntil
+	// holds the producer back (it pauses past the brokers'
+	// producer.id.expiration.ms, realProducerExpiryMs).
+	firstTry, idleUntil time.Time
 }
 
 type realWorld struct {
@@ -319,6 +331,8 @@ func (w *realWorld) brokerConfig(id int32) *config.Broker {
 	cfg.Props["log.segment.bytes"] = "2048"
 	cfg.Props["unclean.leader.election.enable"] = "false"
 	cfg.Props["group.initial.rebalance.delay.ms"] = "0"
+	cfg.Props["producer.id.expiration.ms"] = strconv.Itoa(realProducerExpiryMs)
+	cfg.Props["producer.id.expiration.check.interval.ms"] = "500"
 	// A third of the seeds make every flush round one syncfs of the
 	// broker's Mem (storage.SyncRound), a third never use syncfs, the rest
 	// keep the default threshold.
@@ -567,12 +581,37 @@ func (w *realWorld) produce() {
 	acks := int16(-1)
 	ip := w.idem[topic]
 	if w.rng.IntN(2) == 0 {
-		if ip.inflight {
+		if ip.inflight || w.clk.Now().Before(ip.idleUntil) {
 			return
 		}
+		if ip.value != "" && w.clk.Now().Sub(ip.firstTry) > realDeliveryTimeout {
+			// delivery.timeout.ms, below producer.id.expiration.ms: the
+			// client gives the batch up (it may be in the log once) and
+			// bumps its epoch (KIP-360), so a retry never reaches a
+			// broker that has forgotten the producer.
+			w.tracef("producer %d gives up %s, bumps its epoch to %d", ip.pid, ip.value, ip.epoch+1)
+			ip.epoch++
+			ip.seq, ip.value = 0, ""
+		}
 		if ip.value == "" {
+			if !w.settling && w.chance(0.01) {
+				// Idle for longer than producer.id.expiration.ms: the
+				// brokers forget it, and its next batch starts with
+				// UNKNOWN_PRODUCER_ID or OUT_OF_ORDER_SEQUENCE_NUMBER.
+				ip.idleUntil = w.clk.Now().Add(realProducerExpiryMs*time.Millisecond + time.Second)
+				w.tracef("producer %d idles until %d", ip.pid, ip.idleUntil.Sub(w.start).Milliseconds())
+				return
+			}
+			if !ip.idleUntil.IsZero() {
+				// Back from a pause: count whether the leader forgot it.
+				ip.idleUntil = time.Time{}
+				if !slices.ContainsFunc(p.ActiveProducers(), func(pi sbroker.ProducerInfo) bool { return pi.ProducerID == ip.pid }) {
+					w.stats.ProducersExpired++
+				}
+			}
 			w.seq++
 			ip.value = fmt.Sprintf("%s-i%d", topic, w.seq)
+			ip.firstTry = w.clk.Now()
 		}
 		value = ip.value
 		opts.Idempotent, opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence = true, ip.pid, ip.epoch, ip.seq
