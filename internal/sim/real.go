@@ -69,6 +69,8 @@ type RealStats struct {
 	// back from a pause that their leader had forgotten
 	// (producer.id.expiration.ms).
 	AckedOne, Deletes, ProducersExpired int
+	// Retained counts retention passes that raised a log start.
+	Retained int
 	// Transactions (realtxn.go): completed by commit or abort, and
 	// coordinator failovers.
 	TxnCommitted, TxnAborted, TxnFailovers, TxnLateMarkers int
@@ -89,6 +91,7 @@ func (s *RealStats) add(o RealStats) {
 	s.AckedOne += o.AckedOne
 	s.Deletes += o.Deletes
 	s.ProducersExpired += o.ProducersExpired
+	s.Retained += o.Retained
 	s.TxnCommitted += o.TxnCommitted
 	s.TxnAborted += o.TxnAborted
 	s.TxnFailovers += o.TxnFailovers
@@ -315,7 +318,13 @@ func (w *realWorld) setup() {
 			w.txnTopics = append(w.txnTopics, name)
 		}
 		w.idem[name] = &idemProducer{pid: 1000 + int64(i)}
-		if err := w.brokers[0].b.CreateTopic(name, 1, realBrokers, map[string]string{"min.insync.replicas": strconv.Itoa(realMinISR)}, false); err != nil {
+		cfgs := map[string]string{"min.insync.replicas": strconv.Itoa(realMinISR)}
+		if name == realDeleteTopic {
+			// Time-based retention too: whole segments older than 2 s go
+			// (StepRetention), on the leader and the followers alike.
+			cfgs["retention.ms"], cfgs["segment.ms"] = "2000", "500"
+		}
+		if err := w.brokers[0].b.CreateTopic(name, 1, realBrokers, cfgs, false); err != nil {
 			w.fail("create topic %s: %v", name, err)
 		}
 	}
@@ -489,8 +498,10 @@ func (w *realWorld) step(nemesis bool) {
 			rb.b.StepFetch()
 		case k < 70:
 			rb.b.StepFlush()
-		case k < 96:
+		case k < 95:
 			rb.b.StepTick()
+		case k < 96:
+			w.retention(rb)
 		default:
 			rb.b.StepAlter()
 		}
@@ -1025,6 +1036,11 @@ func (w *realWorld) settle() {
 		}
 		if i < realSettleWork && i%20 == 0 {
 			w.deleteRecords()
+		}
+		if i%50 == 25 {
+			for _, rb := range w.upBrokers() {
+				w.retention(rb)
+			}
 		}
 		w.txnStep(i < realSettleWork)
 		w.collect()

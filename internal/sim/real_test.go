@@ -112,9 +112,9 @@ func checkDeterministic(t *testing.T, seed uint64) {
 	}
 }
 
-// TestRealOldBugsAreCaught: a bug of the real driver, put back behind its
-// knob, makes a seed of the real-broker world fail (the first one, of
-// 1..1000); the same seed passes without it.
+// TestRealOldBugsAreCaught: a bug of the real driver or controller, put
+// back behind its knob, makes a seed of the CI's (-real.seeds) fail, on
+// the expected invariant; the first such seed passes without it.
 func TestRealOldBugsAreCaught(t *testing.T) {
 	for _, b := range []struct {
 		name     string
@@ -130,21 +130,20 @@ func TestRealOldBugsAreCaught(t *testing.T) {
 		{"controlled shutdown granted before the others applied it (1cf2b54)", sbroker.Knobs{}, controller.Knobs{GrantShutdownEarly: true}, []string{"controlled shutdown completes"}},
 	} {
 		t.Run(b.name, func(t *testing.T) {
-			for seed := uint64(1); seed <= 1000; seed++ {
-				with := RunReal(RealOptions{Seed: seed, Steps: *flagRealSteps, knobs: b.knobs, ctlKnobs: b.ctlKnobs})
-				if with.Violation == "" {
-					continue
-				}
-				if !slices.ContainsFunc(b.want, func(w string) bool { return strings.Contains(with.Violation, w) }) {
-					t.Fatalf("seed %d fails with the bug, but not on %q: %s", seed, b.want, with.Violation)
-				}
-				if without := RunReal(RealOptions{Seed: seed, Steps: *flagRealSteps}); without.Violation != "" {
-					t.Fatalf("seed %d fails without the bug:\n%s", seed, without.Report())
-				}
-				t.Logf("first failing seed %d: %s", seed, with.Violation)
-				return
+			_, with := runSeeds(uint64(*flagRealSeeds), func(seed uint64) RealOptions {
+				return RealOptions{Seed: seed, Steps: *flagRealSteps, knobs: b.knobs, ctlKnobs: b.ctlKnobs}
+			})
+			if with == nil {
+				t.Fatalf("no seed of the %d CI seeds fails with the bug", *flagRealSeeds)
 			}
-			t.Fatal("no seed of 1..1000 fails with the bug")
+			seed := with.Seed
+			if !slices.ContainsFunc(b.want, func(w string) bool { return strings.Contains(with.Violation, w) }) {
+				t.Fatalf("seed %d fails with the bug, but not on %q: %s", seed, b.want, with.Violation)
+			}
+			if without := RunReal(RealOptions{Seed: seed, Steps: *flagRealSteps}); without.Violation != "" {
+				t.Fatalf("seed %d fails without the bug:\n%s", seed, without.Report())
+			}
+			t.Logf("first failing seed %d: %s", seed, with.Violation)
 		})
 	}
 }

@@ -70,6 +70,22 @@ func (w *realWorld) stopDeletes(id int32) {
 	w.deletes = slices.DeleteFunc(w.deletes, func(d pendingDelete) bool { return d.broker == id })
 }
 
+// retention runs one retention pass on rb (retention.ms on
+// realDeleteTopic): records below the log start it leaves may be gone
+// from then on, as after a DeleteRecords.
+func (w *realWorld) retention(rb *realBroker) {
+	rb.b.StepRetention()
+	p, err := rb.b.PartitionBy(realDeleteTopic, 0, time.Time{})
+	if err != nil {
+		return
+	}
+	if ls := p.LogStartOffset(); ls > w.deleted[realDeleteTopic] {
+		w.tracef("retention on %d: %s-0 starts at %d", rb.id, realDeleteTopic, ls)
+		w.deleted[realDeleteTopic] = ls
+		w.stats.Retained++
+	}
+}
+
 // ackedOne checks an acks=1 acknowledgement: the leader answers only once
 // the record is flushed on its own disk (docs/architecture.md,
 // "Durability"), so at the answer its log holds the record at that offset,
