@@ -54,7 +54,7 @@ func main() {
 func run() {
 	brokers := flag.String("brokers", "127.0.0.1:9092", "bootstrap brokers, comma separated")
 	tlsCA := flag.String("tls-ca", "", "PEM CA file: connect over TLS (an SSL listener) trusting these certificates")
-	topic := flag.String("topic", "", "topic (default: a new sluice-bench-<time> topic)")
+	topic := flag.String("topic", "", "topic (default: a new sluice-bench-<time> topic, deleted at the end unless --keep-topic); a named topic that does not exist is created with --partitions and --replication-factor and kept")
 	partitions := flag.Int("partitions", 3, "partitions of a created topic")
 	rf := flag.Int("replication-factor", 1, "replication factor of a created topic")
 	records := flag.Int("records", 1_000_000, "records to produce")
@@ -87,15 +87,15 @@ func run() {
 	}
 	if *topic == "" {
 		*topic = fmt.Sprintf("sluice-bench-%d", time.Now().UnixNano())
-		adm, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, dialOpts...)...)
-		check(err)
-		resp, err := kadm.NewClient(adm).CreateTopics(ctx, int32(*partitions), int16(*rf), nil, *topic)
-		check(err)
-		check(resp[*topic].Err)
-		adm.Close()
+		createTopic(ctx, seeds, *topic, *partitions, *rf)
 		if !*keepTopic {
 			defer deleteTopic(seeds, *topic)
 		}
+	} else if !topicExists(ctx, seeds, *topic) {
+		// A named topic that does not exist is created with --partitions
+		// and --replication-factor and kept: measuring against a missing
+		// topic would only count UNKNOWN_TOPIC_OR_PARTITION errors.
+		createTopic(ctx, seeds, *topic, *partitions, *rf)
 	}
 	if *ctp {
 		if *rate <= 0 {
@@ -271,6 +271,28 @@ func codec(name string) kgo.CompressionCodec {
 var exitCode int
 
 // deleteTopic removes the topic a run created (best effort).
+// createTopic creates topic with the given partitions and replication
+// factor, or exits.
+func createTopic(ctx context.Context, seeds []string, topic string, partitions, rf int) {
+	adm, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, dialOpts...)...)
+	check(err)
+	defer adm.Close()
+	resp, err := kadm.NewClient(adm).CreateTopics(ctx, int32(partitions), int16(rf), nil, topic)
+	check(err)
+	check(resp[topic].Err)
+}
+
+// topicExists reports whether the cluster has topic, or exits if it cannot
+// tell.
+func topicExists(ctx context.Context, seeds []string, topic string) bool {
+	adm, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, dialOpts...)...)
+	check(err)
+	defer adm.Close()
+	td, err := kadm.NewClient(adm).ListTopics(ctx, topic)
+	check(err)
+	return td.Has(topic)
+}
+
 func deleteTopic(seeds []string, topic string) {
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, dialOpts...)...)
 	if err != nil {
