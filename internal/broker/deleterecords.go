@@ -44,19 +44,13 @@ type deleteWaiter struct {
 func (p *Partition) DeleteRecords(offset int64, deadline time.Time) <-chan DeleteResult {
 	ch := make(chan DeleteResult, 1)
 	p.do(func() {
-		switch {
-		case p.closed || !p.isLeader.Load():
-			ch <- DeleteResult{LowWatermark: -1, Err: kerr.NotLeaderForPartition}
-			return
-		case offset > p.r.HW():
-			ch <- DeleteResult{LowWatermark: -1, Err: kerr.OffsetOutOfRange}
-			return
-		case len(p.deletes) >= maxPendingDeletes:
-			ch <- DeleteResult{LowWatermark: -1, Err: kerr.RequestTimedOut}
-			return
+		err := error(kerr.RequestTimedOut)
+		if len(p.deletes) < maxPendingDeletes {
+			err = p.raiseLogStart(offset)
 		}
-		if offset > p.r.LogStart() {
-			p.r.AdvanceLogStart(offset)
+		if err != nil {
+			ch <- DeleteResult{LowWatermark: -1, Err: err}
+			return
 		}
 		p.deletes = append(p.deletes, deleteWaiter{offset: offset, deadline: deadline, ch: ch})
 	})

@@ -185,7 +185,7 @@ func (f *flusher) flushBatch(ps []*Partition) {
 		p.flushing.Lock()
 		var gen uint64
 		closed := false
-		p.do(func() { gen, closed = p.r.LogGen(), p.closed })
+		p.view(func() { gen, closed = p.r.LogGen(), p.closed })
 		if closed {
 			p.flushing.Unlock()
 			continue
@@ -217,7 +217,7 @@ func (p *Partition) flush() {
 	defer p.flushing.Unlock()
 	var gen uint64
 	closed := false
-	p.do(func() { gen, closed = p.r.LogGen(), p.closed })
+	p.view(func() { gen, closed = p.r.LogGen(), p.closed })
 	if closed {
 		return
 	}

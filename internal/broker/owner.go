@@ -31,33 +31,44 @@ const maxStepsPerTurn = 256
 type step struct {
 	fn   func()
 	done chan struct{} // closed once fn has run; nil when no one waits
+	// read: fn only reads the machine, so nothing follows it (no
+	// processReady).
+	read bool
 }
 
 // do runs fn as the partition's owner and returns once it has run.
 func (p *Partition) do(fn func()) {
-	if done := p.hand(fn, true); done != nil {
+	if done := p.hand(step{fn: fn}, true); done != nil {
+		<-done
+	}
+}
+
+// view is do for a step that only reads the machine (a status, a
+// consumer's fetch): the machine has decided nothing new, so no Ready is
+// executed after it.
+func (p *Partition) view(fn func()) {
+	if done := p.hand(step{fn: fn, read: true}, true); done != nil {
 		<-done
 	}
 }
 
 // post hands fn to the partition's owner and returns, having run it
 // itself if there was no owner.
-func (p *Partition) post(fn func()) { p.hand(fn, false) }
+func (p *Partition) post(fn func()) { p.hand(step{fn: fn}, false) }
 
-// hand runs fn (and then every step queued meanwhile) if the partition
+// hand runs s (and then every step queued meanwhile) if the partition
 // has no owner, or queues it for the owner; queued with wait set, it
-// returns a channel closed once fn has run.
-func (p *Partition) hand(fn func(), wait bool) chan struct{} {
+// returns a channel closed once s has run.
+func (p *Partition) hand(s step, wait bool) chan struct{} {
 	p.qmu.Lock()
 	if !p.owned {
 		// No owner, so nothing queued: run it now.
 		p.owned = true
 		p.qmu.Unlock()
-		p.runStep(fn)
+		p.runStep(s)
 		p.own()
 		return nil
 	}
-	s := step{fn: fn}
 	if wait {
 		s.done = make(chan struct{})
 	}
@@ -67,9 +78,9 @@ func (p *Partition) hand(fn func(), wait bool) chan struct{} {
 }
 
 // runStep runs one step and executes the machine's decisions.
-func (p *Partition) runStep(fn func()) {
-	fn()
-	if !p.closed {
+func (p *Partition) runStep(s step) {
+	s.fn()
+	if !s.read && !p.closed {
 		p.processReady()
 	}
 }
@@ -95,7 +106,7 @@ func (p *Partition) own() {
 		p.queue, p.spare = p.spare, nil
 		p.qmu.Unlock()
 		for i := range turn {
-			p.runStep(turn[i].fn)
+			p.runStep(turn[i])
 			if turn[i].done != nil {
 				close(turn[i].done)
 			}

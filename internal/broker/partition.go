@@ -135,7 +135,7 @@ func (p *Partition) IsLeader() bool { return p.isLeader.Load() }
 // EpochStart is the log end offset at which this leader's epoch began.
 func (p *Partition) EpochStart() int64 {
 	var v int64
-	p.do(func() { v = p.r.EpochStart() })
+	p.view(func() { v = p.r.EpochStart() })
 	return v
 }
 
@@ -164,7 +164,7 @@ const MaxDescribedProducers = 10_000
 // tracks, sorted by producer id, at most MaxDescribedProducers.
 func (p *Partition) ActiveProducers() []ProducerInfo {
 	var out []ProducerInfo
-	p.do(func() { out = p.activeProducers() })
+	p.view(func() { out = p.activeProducers() })
 	slices.SortFunc(out, func(a, b ProducerInfo) int { return cmp.Compare(a.ProducerID, b.ProducerID) })
 	if len(out) > MaxDescribedProducers {
 		out = out[:MaxDescribedProducers]
@@ -193,7 +193,7 @@ func (p *Partition) activeProducers() []ProducerInfo {
 // id to the offset of its first batch in the transaction.
 func (p *Partition) OpenTransactions() map[int64]int64 {
 	out := map[int64]int64{}
-	p.do(func() { p.r.Producers().EachOpenTxn(func(pid, first int64) { out[pid] = first }) })
+	p.view(func() { p.r.Producers().EachOpenTxn(func(pid, first int64) { out[pid] = first }) })
 	return out
 }
 
@@ -253,7 +253,7 @@ type Status struct {
 // Status returns the replica's state as the state machine sees it.
 func (p *Partition) Status(replicas []int32) Status {
 	var st Status
-	p.do(func() { st = p.status(replicas) })
+	p.view(func() { st = p.status(replicas) })
 	return st
 }
 
@@ -477,7 +477,7 @@ func (p *Partition) ProduceVerified(data []byte, h batch.Header, acks int16, dea
 // its markers still on their way.)
 func (p *Partition) TxnOpen(pid int64, epoch int16) bool {
 	var open bool
-	p.do(func() {
+	p.view(func() {
 		ps := p.r.Producers()
 		_, ok := ps.OpenTxn(pid)
 		e := ps.Get(pid)
@@ -612,7 +612,13 @@ func (p *Partition) Commit(end int64) error {
 // ranges of its files (copied, or sent with sendfile, by the caller).
 func (p *Partition) Fetch(req replica.FetchRequest, maxBytes int, first bool) (replica.FetchResult, storage.Slice, error) {
 	var res replica.FetchResult
-	p.do(func() {
+	// A consumer's fetch changes nothing in the machine; a follower's
+	// moves its position, and maybe the HW, the ISR and acks.
+	step := p.do
+	if req.ReplicaID < 0 {
+		step = p.view
+	}
+	step(func() {
 		switch {
 		case p.closed:
 			res = replica.FetchResult{Error: kerr.NotLeaderForPartition.Code}
@@ -653,7 +659,7 @@ func (p *Partition) followerFetchRequest() (req replica.FetchRequest, ok bool) {
 // awaitingFlush reports a follower whose next fetch waits for its flush.
 func (p *Partition) awaitingFlush() bool {
 	var v bool
-	p.do(func() {
+	p.view(func() {
 		v = !p.closed && p.r.Role() == replica.RoleFollower && p.r.Leader() >= 0 && p.r.FlushedOffset() < p.r.LEO()
 	})
 	return v
@@ -668,24 +674,29 @@ func (p *Partition) handleFetchResponse(resp replica.FetchResponse) {
 	})
 }
 
-// AdvanceLogStart raises the log start offset on the leader (DeleteRecords);
-// it cannot pass the high watermark.
+// AdvanceLogStart raises the log start offset on the leader to one its log
+// has already reached (retention); DeleteRecords goes through
+// Partition.DeleteRecords, which also waits for the followers.
 func (p *Partition) AdvanceLogStart(offset int64) error {
 	var err error
-	p.do(func() {
-		switch {
-		case p.closed || !p.isLeader.Load():
-			err = kerr.NotLeaderForPartition
-		case offset > p.r.HW():
-			err = kerr.OffsetOutOfRange
-		default:
-			p.r.AdvanceLogStart(offset)
-		}
-	})
+	p.do(func() { err = p.raiseLogStart(offset) })
 	if err == nil {
 		p.wake()
 	}
 	return err
+}
+
+// raiseLogStart tells the leader's machine its log start moved to offset,
+// which cannot pass the high watermark (by the owner).
+func (p *Partition) raiseLogStart(offset int64) error {
+	switch {
+	case p.closed || !p.isLeader.Load():
+		return kerr.NotLeaderForPartition
+	case offset > p.r.HW():
+		return kerr.OffsetOutOfRange
+	}
+	p.r.AdvanceLogStart(offset)
+	return nil
 }
 
 // ioFailed reports whether err is an I/O failure that took the log offline
@@ -735,6 +746,6 @@ func (p *Partition) close(remove bool) error {
 // machine knows it (the leader's own, or the metadata's on a follower).
 func (p *Partition) inISR(replica int32) bool {
 	var in bool
-	p.do(func() { in = slices.Contains(p.r.ISR(), replica) })
+	p.view(func() { in = slices.Contains(p.r.ISR(), replica) })
 	return in
 }
