@@ -20,16 +20,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$tmp"' EXIT
 (cd "$root" && go build -o "$tmp/sluice-bench" ./cmd/sluice-bench)
-wait_port() {
-	for _ in $(seq 100); do
-		if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
-		sleep 0.1
-	done
-	return 1
-}
-field() { # name json -> the number of field name in sluice-bench's one-line JSON
-	sed -n "s/.*\"$1\":\([-0-9.e+]*\).*/\1/p" <<<"$2"
-}
+# shellcheck source=scripts/bench-lib.sh
+. "$root/scripts/bench-lib.sh"
 run() { # "binary bench-args" -> "produce_rec/s consume_rec/s"
 	local bin args port pid out
 	read -r bin args <<<"$1"
@@ -43,13 +35,4 @@ run() { # "binary bench-args" -> "produce_rec/s consume_rec/s"
 	wait "$pid" 2>/dev/null || true
 	printf '%.0f %.0f\n' "$(field produceRecordsPerSec "$out")" "$(field consumeRecordsPerSec "$out")"
 }
-printf '%-6s %-3s %14s %14s\n' round run produce_rec/s consume_rec/s
-for r in $(seq "$rounds"); do
-	if [ $((r % 2)) -eq 1 ]; then
-		read -r pa ca < <(run "$a"); read -r pb cb < <(run "$b")
-	else
-		read -r pb cb < <(run "$b"); read -r pa ca < <(run "$a")
-	fi
-	printf '%-6s %-3s %14s %14s\n' "$r" A "$pa" "$ca" "$r" B "$pb" "$cb"
-	awk -v r="$r" -v pa="$pa" -v pb="$pb" -v ca="$ca" -v cb="$cb" 'BEGIN { printf "round %s: B/A produce %.2fx, consume %.2fx\n", r, pb / pa, cb / ca }'
-done
+rounds "$rounds" "$a" "$b"
