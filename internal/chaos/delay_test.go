@@ -41,6 +41,16 @@ func TestDelayHoldsOneConnection(t *testing.T) {
 	t0 := time.Now()
 	c1.Write(kframe(apiProduce, 3, "produce"))
 	c1.Write(kframe(3, 4, "meta-after"))
+	// The proxy must have chosen c1 before c2's Produce is sent, or the
+	// rule could choose c2's.
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(time.Millisecond) {
+		if ok, _ := nw.delayMatched(); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first connection's Produce was never held")
+		}
+	}
 	// The request behind it waits too (TCP order), but is read after the
 	// release, so it counts as forwarded, not held.
 	// Another connection's Produce is not held: one connection is chosen.
