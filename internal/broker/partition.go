@@ -88,6 +88,13 @@ type Partition struct {
 func newPartition(b *Broker, tp TP, log *storage.Log, minISR int) *Partition {
 	p := &Partition{TP: tp, b: b, log: log, waiters: map[uint64]chan replica.ProduceResult{},
 		notify: make(chan struct{}), done: make(chan struct{})}
+	// The machine becomes the one owner of the epoch cache and producer
+	// state; the log persists what its Ready says (processReady).
+	epochs, producers := log.HandOver(func() *producer.State {
+		var ps *producer.State
+		p.view(func() { ps = p.r.Producers().Clone() })
+		return ps
+	})
 	p.r = replica.New(replica.Config{
 		ID:           b.cfg.NodeID,
 		BrokerEpoch:  b.ctrl.BrokerEpoch(),
@@ -104,8 +111,8 @@ func newPartition(b *Broker, tp TP, log *storage.Log, minISR int) *Partition {
 		LogStart:  log.LogStartOffset(),
 		LEO:       log.LogEndOffset(),
 		HW:        b.checkpointedHW(tp),
-		Epochs:    epoch.New(log.EpochEntries()),
-		Producers: log.ProducerState(),
+		Epochs:    epoch.New(epochs),
+		Producers: producers,
 	})
 	// No tombstone goes until the machine knows where the replicas are.
 	log.SetTombstoneBound(0)
@@ -299,7 +306,9 @@ func (p *Partition) tick(nowMs int64) {
 }
 
 // processReady executes the machine's Ready in order (replica.Ready's
-// contract): truncate, append, persist epochs / log start, publish the HW,
+// contract): truncate, persist epochs, append (with the aborted-transaction
+// index entries the machine decided), snapshot the machine's producer
+// state after a segment roll, persist the log start, publish the HW,
 // complete produce requests, propose ISR changes. Run by the owner after
 // each step (owner.go).
 func (p *Partition) processReady() {
@@ -324,6 +333,15 @@ func (p *Partition) processReady() {
 				resync = leo
 			}
 		}
+		if rd.Epochs != nil {
+			// Before the batches, as Kafka assigns an epoch's start before
+			// appending: a checkpoint ahead of the log is cut back to the
+			// log end by recovery.
+			if err := p.log.SetEpochs(rd.Epochs); err != nil && !p.ioFailed("leader-epoch checkpoint", err) {
+				p.b.log.Error("epoch checkpoint", "topic", p.Topic, "partition", p.Partition, "err", err)
+			}
+		}
+		appended := false
 		for i := range rd.Append {
 			if resync >= 0 {
 				break
@@ -331,17 +349,19 @@ func (p *Partition) processReady() {
 			bt := &rd.Append[i]
 			batch.SetBaseOffset(bt.Data, bt.BaseOffset)
 			batch.SetLeaderEpoch(bt.Data, bt.Epoch)
-			if err := p.log.Append(bt.Data); err != nil && !p.ioFailed("append", err) {
+			var err error
+			if a := bt.Abort; a != nil {
+				err = p.log.Append(bt.Data, storage.AbortedTxn{ProducerID: a.ProducerID, FirstOffset: a.FirstOffset, LastOffset: a.LastOffset, LastStable: a.LastStable})
+			} else {
+				err = p.log.Append(bt.Data)
+			}
+			if err != nil && !p.ioFailed("append", err) {
 				p.b.log.Error("append", "topic", p.Topic, "partition", p.Partition, "offset", bt.BaseOffset, "err", err)
 			}
+			appended = true
 		}
-		if rd.Epochs != nil && len(rd.Epochs) > 0 {
-			last := rd.Epochs[len(rd.Epochs)-1]
-			if p.log.LatestEpoch() != last.Epoch {
-				if err := p.log.AssignEpoch(last.Epoch, last.StartOffset); err != nil && !p.ioFailed("leader-epoch checkpoint", err) {
-					p.b.log.Error("epoch checkpoint", "topic", p.Topic, "partition", p.Partition, "err", err)
-				}
-			}
+		if appended {
+			p.snapshotProducers()
 		}
 		if rd.LogStartSet && rd.LogStart > p.log.LogStartOffset() {
 			if err := p.log.AdvanceLogStart(rd.LogStart); err != nil && !errors.Is(err, storage.ErrOffsetOutOfRange) && !p.ioFailed("advance log start", err) {
@@ -375,9 +395,13 @@ func (p *Partition) processReady() {
 			p.b.sendAlter(p, req)
 		}
 		if rd.Truncate != nil && resync < 0 && p.log.LogEndOffset() == p.r.LEO() && !p.b.knobs.KeepMachineProducers {
-			// The log's producer state is exact after a truncation
-			// (replica.Replica.ResetProducers).
-			p.r.ResetProducers(p.log.ProducerState())
+			// The producer state rebuilt from the disk is exact after a
+			// truncation (replica.Replica.ResetProducers).
+			if ps, err := p.log.ProducerState(); err == nil {
+				p.r.ResetProducers(ps)
+			} else if !p.ioFailed("producer state", err) {
+				p.b.log.Error("producer state after truncation", "topic", p.Topic, "partition", p.Partition, "err", err)
+			}
 		}
 		p.r.Advance()
 		if resync >= 0 {
@@ -390,6 +414,18 @@ func (p *Partition) processReady() {
 	}
 	p.checkDeletes()
 	p.busy.Store(len(p.waiters) > 0 || len(p.deletes) > 0 || p.r.InflightISR() != 0 || p.r.PendingISR() != nil || p.r.LeadsFollowers())
+}
+
+// snapshotProducers writes the machine's producer state as the log's
+// snapshot at its end when a segment rolled since the last one, once the
+// log holds everything the machine applied (by the owner).
+func (p *Partition) snapshotProducers() {
+	if !p.log.SnapshotDue() || p.log.LogEndOffset() != p.r.LEO() {
+		return
+	}
+	if err := p.log.WriteProducerSnapshot(p.r.Producers().Encode()); err != nil && !p.ioFailed("producer snapshot", err) {
+		p.b.log.Error("producer snapshot", "topic", p.Topic, "partition", p.Partition, "err", err)
+	}
 }
 
 // publish copies the machine's HW, LEO, epoch, leader and role into the
@@ -722,6 +758,11 @@ func (p *Partition) close(remove bool) error {
 			return
 		}
 		p.closed = true
+		if !remove && p.log.LogEndOffset() == p.r.LEO() {
+			// The snapshot at the log end a clean close leaves (the
+			// log's is the machine's); a failed log refuses it.
+			p.log.WriteProducerSnapshot(p.r.Producers().Encode())
+		}
 		for id, ch := range p.waiters {
 			delete(p.waiters, id)
 			ch <- replica.ProduceResult{ID: id, Error: kerr.NotLeaderForPartition.Code, BaseOffset: -1, LastOffset: -1}

@@ -18,23 +18,29 @@
 //
 // # Actions
 //
-// After any events, the driver calls Ready, executes it in field order
-// (truncate, append, persist, reply, propose) and calls Advance:
+// After any events, the driver calls Ready, executes it in order
+// (truncate, persist the epochs, append, persist the log start, reply,
+// propose) and calls Advance:
 //
 //	for {
 //		// feed events ...
 //		if r.HasReady() {
 //			rd := r.Ready()
-//			log.Truncate(rd.Truncate); log.Append(rd.Append...)
-//			persist(rd.Epochs, rd.HW); reply(rd.Completed); send(rd.ISRProposal)
+//			log.Truncate(rd.Truncate); log.SetEpochs(rd.Epochs)
+//			log.Append(rd.Append...) // each ABORT marker with its Abort entry
+//			persist(rd.LogStart, rd.HW); reply(rd.Completed); send(rd.ISRProposal)
 //			r.Advance()
 //		}
 //		if req, ok := r.FetchRequest(); ok && !inflight { send(req) }
 //	}
 //
 // The machine keeps its own mirror of the log's LEO, flushed offset, log
-// start, HW, epoch cache and producer state, so it can assign offsets and
-// check sequences synchronously; the driver's log follows it through Ready.
+// start and HW, so it can assign offsets synchronously. It is the one
+// owner of the partition's leader-epoch cache and idempotent-producer
+// state (sequence checks, open transactions, the aborted-transaction
+// entries of its ABORT markers, Batch.Abort): the driver's log persists
+// them as Ready says (storage.Log.HandOver), and after a truncation the
+// driver hands back the producer state the disk holds (ResetProducers).
 //
 // # Durability (docs/architecture.md, "Durability")
 //

@@ -419,6 +419,7 @@ func (r *Replica) appendBatch(b *Batch) {
 	if r.epochs.Assign(b.Epoch, b.BaseOffset) {
 		r.epochsChanged = true
 	}
+	var abort *AbortIndex
 	switch {
 	case b.Control && b.ProducerID >= 0:
 		delete(r.guards, b.ProducerID) // a verification before it is stale
@@ -426,6 +427,13 @@ func (r *Replica) appendBatch(b *Batch) {
 			// Unstable until the HW passes its marker (Kafka's
 			// unreplicatedTxns): a lost marker reopens it.
 			r.completed = append(r.completed, c)
+			if c.Aborted {
+				lso := c.LastOffset + 1
+				if first, open := r.producers.FirstOpenTxn(); open {
+					lso = first
+				}
+				abort = &AbortIndex{ProducerID: c.ProducerID, FirstOffset: c.FirstOffset, LastOffset: c.LastOffset, LastStable: lso}
+			}
 		}
 	case b.ProducerID >= 0:
 		r.producers.Update(b.ProducerID, b.ProducerEpoch, producer.Batch{
@@ -440,6 +448,7 @@ func (r *Replica) appendBatch(b *Batch) {
 	}
 	r.leo = b.LastOffset() + 1
 	r.rd.Append = append(r.rd.Append, *b)
+	r.rd.Append[len(r.rd.Append)-1].Abort = abort
 }
 
 // truncateTo cuts the log to offset (truncateTo, docs/kafka-replication.md

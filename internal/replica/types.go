@@ -144,6 +144,23 @@ type Batch struct {
 	// Data is the driver's payload (a Kafka v2 batch, or the simulator's
 	// record values). It is carried, never inspected or copied.
 	Data []byte
+	// Abort is set by the machine, in Ready.Append, on an ABORT marker
+	// that ended a transaction: the entry the driver's log keeps in its
+	// aborted-transaction index with the marker. Nil otherwise.
+	Abort *AbortIndex
+}
+
+// AbortIndex is one entry of a log's aborted-transaction index (Kafka's
+// AbortedTxn in a segment's .txnindex file), decided by the machine, the
+// one owner of producer state: read_committed fetches skip the records of
+// ProducerID in [FirstOffset, LastOffset].
+type AbortIndex struct {
+	ProducerID  int64
+	FirstOffset int64 // the transaction's first batch
+	LastOffset  int64 // its ABORT marker
+	// LastStable is the last stable offset right after the marker: the
+	// first offset of the oldest transaction still open, or LastOffset+1.
+	LastStable int64
 }
 
 // LastOffset is the offset of the batch's last record.

@@ -12,11 +12,12 @@ import (
 
 // TruncateTo removes every batch holding an offset >= offset (follower
 // truncation). As in Kafka, a batch that straddles offset is removed whole,
-// so the log end becomes the start of that batch (<= offset). The epoch
-// cache is truncated (even when no data is removed), producer state is
-// rebuilt from the newest snapshot at or below the new end, and the result
-// is fsynced before returning, so no truncated batch can reappear after a
-// crash. An offset below the log start truncates fully (see
+// so the log end becomes the start of that batch (<= offset). Unless the
+// log was handed over (its owner truncates its own and persists them), the
+// epoch cache is truncated (even when no data is removed) and producer
+// state is rebuilt from the newest snapshot at or below the new end. The
+// result is fsynced before returning, so no truncated batch can reappear
+// after a crash. An offset below the log start truncates fully (see
 // TruncateFullyAndStartAt).
 func (l *Log) TruncateTo(offset int64) error {
 	l.appendMu.Lock()
@@ -28,6 +29,9 @@ func (l *Log) TruncateTo(offset int64) error {
 		return l.truncateFully(offset)
 	}
 	if offset >= l.leo {
+		if l.owned() {
+			return nil
+		}
 		l.mu.Lock()
 		changed := l.epochs.TruncateFromEnd(offset)
 		l.mu.Unlock()
@@ -67,7 +71,9 @@ func (l *Log) TruncateTo(offset int64) error {
 	if l.flushed.Load() > newEnd {
 		l.flushed.Store(newEnd)
 	}
-	l.epochs.TruncateFromEnd(newEnd)
+	if !l.owned() {
+		l.epochs.TruncateFromEnd(newEnd)
+	}
 	startMoved := newEnd < l.logStart
 	if startMoved {
 		// The cut batch straddled the log start (Kafka: logStartOffset =
@@ -92,11 +98,13 @@ func (l *Log) TruncateTo(offset int64) error {
 	}
 	l.scheduleDelete(removed)
 	l.removeOldSnapshots()
-	if err := l.rebuildProducers(); err != nil {
-		return l.fail(err)
-	}
-	if err := l.persistEpochs(); err != nil {
-		return err
+	if !l.owned() {
+		if err := l.rebuildProducers(); err != nil {
+			return l.fail(err)
+		}
+		if err := l.persistEpochs(); err != nil {
+			return err
+		}
 	}
 	return l.syncAll()
 }
@@ -159,8 +167,8 @@ func (l *Log) trimIndexes(s *segment, pos, newEnd int64) ([]offsetEntry, []timeE
 	return offsets, times, maxTs, maxTsAt, err
 }
 
-// rebuildProducers recomputes producer state for the current log end from
-// the newest usable snapshot (appendMu held).
+// rebuildProducers recomputes the log's own producer state for the current
+// log end from the newest usable snapshot (appendMu held).
 func (l *Log) rebuildProducers() error {
 	snaps := l.snapshotOffsets()
 	return l.loadProducers(snaps, false, len(l.segs))
@@ -215,14 +223,20 @@ func (l *Log) truncateFully(offset int64) error {
 	l.segs = []*segment{s}
 	l.leo, l.logStart = offset, offset
 	l.cleanedTo, l.tombstoneHorizon, l.tombstoneBlocked = 0, 0, -1
-	l.epochs = &epoch.Cache{}
 	l.truncGen++
 	l.flushed.Store(offset)
-	l.mu.Unlock()
-	l.producers = producer.NewState()
-	if err := l.persistEpochs(); err != nil {
-		return err
+	owned := l.owned()
+	if !owned {
+		l.epochs = &epoch.Cache{}
 	}
+	l.mu.Unlock()
+	if !owned {
+		l.producers = producer.NewState()
+		if err := l.persistEpochs(); err != nil {
+			return err
+		}
+	}
+	l.snapDue = false
 	return l.syncAll()
 }
 
@@ -243,7 +257,7 @@ func (l *Log) AdvanceLogStart(offset int64) error {
 	}
 	l.mu.Lock()
 	l.logStart = offset
-	epochChanged := l.epochs.TruncateFromStart(offset)
+	epochChanged := !l.owned() && l.epochs.TruncateFromStart(offset)
 	l.mu.Unlock()
 	if err := vfs.WriteFileAtomic(l.fs, filepath.Join(l.dir, logStartName), encodeOffsetFile(offset), true); err != nil {
 		return l.fail(err)
@@ -303,7 +317,10 @@ func (l *Log) ApplyRetention(now time.Time, hw int64) (deletedSegments int, err 
 	if err := l.deleteOldest(n, false); err != nil {
 		return 0, err
 	}
-	l.producers.ExpireBefore(nowMs - cfg.ProducerIDExpirationMs)
+	if !l.owned() {
+		// An owner expires its own (replica.Config.ProducerIDExpirationMs).
+		l.producers.ExpireBefore(nowMs - cfg.ProducerIDExpirationMs)
+	}
 	l.processDeletes(nowMs)
 	return n, nil
 }
@@ -325,7 +342,7 @@ func (l *Log) deleteOldest(n int, syncStart bool) error {
 	l.mu.Lock()
 	l.segs = append([]*segment(nil), l.segs[n:]...)
 	l.logStart = max(l.logStart, l.segs[0].base)
-	epochChanged := l.epochs.TruncateFromStart(l.logStart)
+	epochChanged := !l.owned() && l.epochs.TruncateFromStart(l.logStart)
 	start := l.logStart
 	l.mu.Unlock()
 	l.scheduleDelete(dead)
@@ -464,9 +481,11 @@ func (l *Log) closeClean() error {
 	// state changes only with appends (expiry only drops entries, which
 	// loading drops again).
 	// It is not fsynced either: a snapshot torn by a crash fails its CRC,
-	// and recovery replays from an older one.
+	// and recovery replays from an older one. An owned log's snapshot is
+	// the owner's (WriteProducerSnapshot, before Close); without it,
+	// loading replays from an older one.
 	snap := fileName(l.dir, l.leo, snapshotSuffix)
-	if ok, err := vfs.Exists(l.fs, snap); err != nil || !ok {
+	if ok, err := vfs.Exists(l.fs, snap); !l.owned() && (err != nil || !ok) {
 		if err := vfs.WriteFileAtomic(l.fs, snap, l.producers.Encode(), false); err != nil {
 			return l.fail(err)
 		}

@@ -228,7 +228,7 @@ func (l *Log) Clean(now time.Time, hw int64, m *OffsetMap, throttle func(n int64
 
 	// 2. Rewrite the segments overlapping [log start, mapEnd), group by
 	// group, each swapped in as soon as it is written.
-	lastOffsets := l.ProducerState().LastOffsetsBelow(mapEnd)
+	lastOffsets := l.cleanerProducers().LastOffsetsBelow(mapEnd)
 	todo := segs
 	for k, s := range segs {
 		if s.base >= mapEnd {

@@ -71,7 +71,11 @@ type Log struct {
 	dir string
 
 	appendMu  sync.Mutex
-	producers *producer.State // (appendMu)
+	producers *producer.State // (appendMu) the log's own; nil once handed over
+	// owner returns a copy of the owner's producer state once the log was
+	// handed over (HandOver; owner.go), nil before.
+	owner     func() *producer.State
+	snapDue   bool            // (appendMu) rolled since the owner's last snapshot
 	lastNowMs int64           // (appendMu) latest time passed in
 	deletes   []pendingDelete // (appendMu)
 	rpBase    int64           // (flush) segment base last written to the recovery point
@@ -209,14 +213,22 @@ func (l *Log) AppendAssigning(b []byte, leaderEpoch int32, now time.Time) (Appen
 // fetched batches alike): each must start at or after the end of
 // the one before (the first at or after the log end). A compacted leader
 // log has gaps, which the follower's log keeps (Kafka's follower append
-// only refuses offsets below the log end). The epoch cache and producer state are
-// updated without sequence checks. Time-based rolling uses the batches'
-// timestamps, or the latest time passed to another method.
-func (l *Log) Append(b []byte) error {
+// only refuses offsets below the log end). Time-based rolling uses the
+// batches' timestamps, or the latest time passed to another method.
+//
+// Before HandOver the log updates its own epoch cache and producer state
+// (without sequence checks) and indexes the transactions its markers
+// abort. After it, the owner has done both: aborted holds the index
+// entries of the ABORT markers among b, each kept with the segment that
+// receives its marker (LastOffset).
+func (l *Log) Append(b []byte, aborted ...AbortedTxn) error {
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
 	if err := l.writable(); err != nil {
 		return err
+	}
+	if len(aborted) > 0 && !l.owned() {
+		return errNotOwned
 	}
 	next := l.leo
 	// Validate the framing of the whole input before writing any of it.
@@ -242,6 +254,13 @@ func (l *Log) Append(b []byte) error {
 		if err := l.appendBatch(one, &h); err != nil {
 			return err
 		}
+		for len(aborted) > 0 && aborted[0].LastOffset <= h.LastOffset() {
+			l.mu.Lock()
+			seg := l.active()
+			seg.aborted = append(seg.aborted, aborted[0])
+			l.mu.Unlock()
+			aborted = aborted[1:]
+		}
 		b = rest
 	}
 	return nil
@@ -256,8 +275,8 @@ func (l *Log) observe(now time.Time) {
 
 // appendBatch writes one batch whose header h already carries its final
 // base offset and epoch, rolling first if needed, then publishes it to
-// readers and updates indexes, the epoch cache and producer state
-// (appendMu held).
+// readers and updates indexes and, unless the log was handed over, the
+// epoch cache and producer state (appendMu held).
 func (l *Log) appendBatch(b []byte, h *batch.Header) error {
 	seg := l.active()
 	if l.shouldRoll(seg, h, len(b)) {
@@ -282,6 +301,10 @@ func (l *Log) appendBatch(b []byte, h *batch.Header) error {
 	seg.size += int64(len(b))
 	seg.next = h.NextOffset()
 	l.leo = seg.next
+	if l.owned() {
+		l.mu.Unlock()
+		return nil
+	}
 	epochChanged := l.epochs.Assign(h.LeaderEpoch, h.BaseOffset)
 	l.mu.Unlock()
 	if epochChanged {
@@ -317,7 +340,8 @@ func (l *Log) shouldRoll(seg *segment, h *batch.Header, size int) bool {
 }
 
 // roll seals the active segment and starts a new one at the log end, taking
-// a producer-state snapshot named after it (appendMu held). Nothing is
+// a producer-state snapshot named after it, or, once the log was handed
+// over, marking one due from the owner (appendMu held). Nothing is
 // fsynced here: the next Sync covers the new names and the snapshot.
 func (l *Log) roll() (*segment, error) {
 	old := l.active()
@@ -335,20 +359,15 @@ func (l *Log) roll() (*segment, error) {
 		return nil, l.fail(err)
 	}
 	seg.createdMs = l.lastNowMs
-	snap, err := l.fs.Create(fileName(l.dir, l.leo, snapshotSuffix))
-	if err != nil {
+	if l.owned() {
+		l.snapDue = true
+	} else if err := l.writeSnapshot(l.leo, l.producers.Encode()); err != nil {
 		seg.close()
-		return nil, l.fail(err)
-	}
-	if _, err := snap.Write(l.producers.Encode()); err != nil {
-		snap.Close()
-		seg.close()
-		return nil, l.fail(err)
+		return nil, err
 	}
 	l.mu.Lock()
 	l.segs = append(l.segs[:len(l.segs):len(l.segs)], seg)
 	l.dirDirty = true
-	l.unsyncedSnaps = append(l.unsyncedSnaps, snap)
 	l.mu.Unlock()
 	l.removeOldSnapshots()
 	l.processDeletes(l.lastNowMs)
@@ -456,11 +475,14 @@ func (l *Log) AssignEpoch(e int32, start int64) error {
 	return nil
 }
 
-// ProducerEntry returns a copy of the state of producer pid, or nil.
+// ProducerEntry returns a copy of the state of producer pid as the disk
+// holds it (ProducerState), or nil.
 func (l *Log) ProducerEntry(pid int64) *producer.Entry {
-	l.appendMu.Lock()
-	defer l.appendMu.Unlock()
-	e := l.producers.Get(pid)
+	ps, err := l.ProducerState()
+	if err != nil {
+		return nil
+	}
+	e := ps.Get(pid)
 	if e == nil {
 		return nil
 	}
@@ -469,23 +491,33 @@ func (l *Log) ProducerEntry(pid int64) *producer.Entry {
 	return &c
 }
 
-// ProducerState returns a copy of the whole idempotent-producer state at
-// the log end (the replica state machine starts from it).
-func (l *Log) ProducerState() *producer.State {
+// ProducerState returns the idempotent-producer state at the log end: a
+// copy of the log's own before HandOver; after it, the state rebuilt from
+// the disk (the newest snapshot and the batches after it, the aborted
+// index rebuilt with it), which is what the owner starts again from after
+// a truncation.
+func (l *Log) ProducerState() (*producer.State, error) {
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
-	return l.producers.Clone()
+	if err := l.writable(); err != nil && l.owned() {
+		return nil, err
+	}
+	return l.diskProducers(true)
 }
 
-// OpenTxns returns the log's ongoing transactions: producer id to the
-// offset of its first batch in the transaction (without copying the
-// whole producer state, as ProducerState does).
-func (l *Log) OpenTxns() map[int64]int64 {
+// OpenTxns returns the ongoing transactions as the disk holds them
+// (producer id to the offset of its first batch in the transaction),
+// reading only: the index is left as it is.
+func (l *Log) OpenTxns() (map[int64]int64, error) {
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
+	ps, err := l.diskProducers(false)
+	if err != nil {
+		return nil, err
+	}
 	out := map[int64]int64{}
-	l.producers.EachOpenTxn(func(pid, first int64) { out[pid] = first })
-	return out
+	ps.EachOpenTxn(func(pid, first int64) { out[pid] = first })
+	return out, nil
 }
 
 // SetConfig replaces the configuration; it applies to later appends and

@@ -469,16 +469,30 @@ func (l *Log) resetTo(off int64) error {
 	return nil
 }
 
-// loadProducers restores producer state: the snapshot at the log end after
-// a clean shutdown, else the newest valid snapshot at or below the first
-// scanned segment, then replays the batches after it.
+// loadProducers restores the log's own producer state: the snapshot at
+// the log end after a clean shutdown, else the newest valid snapshot at or
+// below the first scanned segment, then replays the batches after it.
 func (l *Log) loadProducers(snaps []int64, clean bool, scanFrom int) error {
+	ps, err := l.readProducers(snaps, clean, scanFrom, true)
+	if err != nil {
+		return err
+	}
+	l.producers = ps
+	return nil
+}
+
+// readProducers computes the producer state at the log end from the newest
+// valid snapshot usable (see loadProducers) and a replay of the batches
+// after it. With index set, the replay also rebuilds the aborted-transaction
+// index entries of the segments it goes through, as recovery does;
+// without, it only reads.
+func (l *Log) readProducers(snaps []int64, clean bool, scanFrom int, index bool) (*producer.State, error) {
 	limit := l.leo
 	if !clean && scanFrom < len(l.segs) {
 		limit = l.segs[scanFrom].base
 	}
 	from := l.segs[0].base
-	l.producers = producer.NewState()
+	ps := producer.NewState()
 	for i := len(snaps) - 1; i >= 0; i-- {
 		off := snaps[i]
 		if off > limit || off < l.segs[0].base {
@@ -488,24 +502,25 @@ func (l *Log) loadProducers(snaps []int64, clean bool, scanFrom int) error {
 		if err != nil {
 			continue
 		}
-		ps, err := producer.Decode(b)
+		snap, err := producer.Decode(b)
 		if err != nil {
 			continue
 		}
-		l.producers, from = ps, off
+		ps, from = snap, off
 		break
 	}
-	if err := l.replayProducers(l.producers, from); err != nil {
-		return err
+	if err := l.replayProducers(ps, from, index); err != nil {
+		return nil, err
 	}
-	l.producers.ExpireBefore(l.lastNowMs - l.cfg.ProducerIDExpirationMs)
-	return nil
+	ps.ExpireBefore(l.lastNowMs - l.cfg.ProducerIDExpirationMs)
+	return ps, nil
 }
 
-// replayProducers applies the batches at offsets >= from to ps, and
-// rebuilds the aborted-transaction index entries of the markers there,
-// writing the index files of the sealed segments it went through.
-func (l *Log) replayProducers(ps *producer.State, from int64) error {
+// replayProducers applies the batches at offsets >= from to ps; with index
+// set it also rebuilds the aborted-transaction index entries of the
+// markers there, writing the index files of the sealed segments it went
+// through.
+func (l *Log) replayProducers(ps *producer.State, from int64, index bool) error {
 	for i, s := range l.segs {
 		if s.next <= from || (i+1 < len(l.segs) && l.segs[i+1].base <= from) {
 			continue
@@ -531,13 +546,16 @@ func (l *Log) replayProducers(ps *producer.State, from int64) error {
 					return ioErr(err)
 				}
 			}
-			if a, ok := applyProducer(ps, h, b); ok {
+			if a, ok := applyProducer(ps, h, b); ok && index {
 				aborted = append(aborted, a)
 			}
 			return nil
 		})
 		if err != nil {
 			return err
+		}
+		if !index {
+			continue
 		}
 		l.mu.Lock()
 		s.aborted = aborted

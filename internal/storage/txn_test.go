@@ -2,6 +2,7 @@ package storage
 
 import (
 	"fmt"
+	"github.com/sluice-io/sluice/internal/producer"
 	"math"
 	"math/rand"
 	"reflect"
@@ -64,7 +65,7 @@ func TestAbortedTxnIndex(t *testing.T) {
 	openAt := cm.LastOffset + 1
 	checkOpen := func(l *Log) {
 		t.Helper()
-		ps := l.ProducerState()
+		ps := mustProducers(t, l)
 		if first, ok := ps.OpenTxn(10); !ok || first != openAt {
 			t.Fatalf("pid 10 open txn = %d %v, want %d", first, ok, openAt)
 		}
@@ -103,7 +104,7 @@ func TestAbortedTxnIndex(t *testing.T) {
 	if got := l2.AbortedTxns(0, l2.LogEndOffset()); len(got) != 0 {
 		t.Fatalf("after truncation aborted = %+v", got)
 	}
-	if first, ok := l2.ProducerState().OpenTxn(10); !ok || first != a1.FirstOffset {
+	if first, ok := mustProducers(t, l2).OpenTxn(10); !ok || first != a1.FirstOffset {
 		t.Fatalf("truncated marker: pid 10 open = %d %v", first, ok)
 	}
 	l.Close()
@@ -269,7 +270,7 @@ func TestCompactionRemovesMarkers(t *testing.T) {
 	if got := markers(t, l); !reflect.DeepEqual(got, []int64{1, 2}) {
 		t.Fatalf("after the horizon markers of %v, want the two whose transactions keep a record", got)
 	}
-	if l.ProducerState().OpenTxns() != 0 {
+	if mustProducers(t, l).OpenTxns() != 0 {
 		t.Fatal("a transaction is open after cleaning")
 	}
 	if err := l.Close(); err != nil {
@@ -284,7 +285,17 @@ func TestCompactionRemovesMarkers(t *testing.T) {
 	}
 	l = mustOpen(t, fs, cfg)
 	defer l.Close()
-	if n := l.ProducerState().OpenTxns(); n != 0 {
+	if n := mustProducers(t, l).OpenTxns(); n != 0 {
 		t.Fatalf("%d transactions open after recovery", n)
 	}
+}
+
+// mustProducers is l's producer state at its end.
+func mustProducers(t *testing.T, l *Log) *producer.State {
+	t.Helper()
+	ps, err := l.ProducerState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ps
 }
