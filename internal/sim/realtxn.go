@@ -50,7 +50,7 @@ const (
 
 // simTxn is the transactional producer and its coordinator's state.
 type simTxn struct {
-	n          int // current transaction number
+	n int // current transaction number
 	// openChecks counts checkOpenTxns calls: one in seven compares.
 	openChecks int
 	epoch      int16
