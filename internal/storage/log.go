@@ -183,6 +183,9 @@ func (l *Log) AppendAssigning(b []byte, leaderEpoch int32, now time.Time) (Appen
 	if err := l.writable(); err != nil {
 		return AppendInfo{}, err
 	}
+	if l.owned() {
+		return AppendInfo{}, errOwned // its owner checks sequences
+	}
 	l.observe(now)
 	if int64(len(b)) > l.cfg.SegmentBytes {
 		return AppendInfo{}, ErrBatchTooLarge

@@ -28,8 +28,13 @@ import (
 // the machine takes it from after a truncation. docs/storage.md, "Owned
 // logs".
 
-// errNotOwned is returned by the owner's calls on a log not handed over.
-var errNotOwned = errors.New("storage: the log has not been handed over to an owner")
+var (
+	// errNotOwned is returned by the owner's calls on a log not handed
+	// over.
+	errNotOwned = errors.New("storage: the log has not been handed over to an owner")
+	// errOwned is returned by AppendAssigning on a log handed over.
+	errOwned = errors.New("storage: the log has an owner, which assigns offsets")
+)
 
 // HandOver makes the caller the owner of the log's epoch cache and
 // producer state and returns them as recovered from the disk. current
