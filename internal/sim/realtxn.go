@@ -50,19 +50,22 @@ const (
 
 // simTxn is the transactional producer and its coordinator's state.
 type simTxn struct {
-	n int // current transaction number
-	// openChecks counts checkOpenTxns calls: one in seven compares.
-	openChecks int
+	n          int // current transaction number
 	epoch      int16
 	coordEpoch int32
 	seq        map[string]int32 // next sequence per topic
 	phase      txnPhase
 	values     map[string]string // topic → the value written there
-	inflight   int               // produces not answered yet
-	doubtful   bool              // a produce failed or went unanswered
-	commit     bool
-	todo       map[string]bool // topics whose marker is not acknowledged
-	sent       map[string]bool // topics with a marker in flight
+	// openChecks counts checkOpenTxns calls on changed logs, and
+	// openChecked holds the log end and truncation generation each log
+	// had at its last compare.
+	openChecks  int
+	openChecked map[string][2]int64
+	inflight    int  // produces not answered yet
+	doubtful    bool // a produce failed or went unanswered
+	commit      bool
+	todo        map[string]bool // topics whose marker is not acknowledged
+	sent        map[string]bool // topics with a marker in flight
 	// decided maps every decided transaction's values to its outcome.
 	decided map[string]bool
 	// tv2: transaction version 2 (even seeds): the epoch goes up at every
@@ -387,13 +390,23 @@ func (w *realWorld) checkLSO(rb *realBroker, topic string, p *sbroker.Partition)
 // checkOpenTxns: the open transactions of the replica machine, the one
 // owner of producer state, are those a replay of its log finds (what a
 // restart, or the machine after a truncation, starts from). A replay reads
-// the log from its newest snapshot, so one call in seven compares, and
-// every call while settling.
+// the log from its newest snapshot, so only a log that changed since its
+// last compare is compared, on one such call in seven and on every one
+// while settling.
 func (w *realWorld) checkOpenTxns(rb *realBroker, topic string, p *sbroker.Partition) {
+	l := p.Log()
+	k, now := fmt.Sprintf("%d/%s", rb.id, topic), [2]int64{l.LogEndOffset(), int64(l.Generation())}
+	if w.txn.openChecked[k] == now {
+		return
+	}
 	if w.txn.openChecks++; w.txn.openChecks%7 != 0 && !w.settling {
 		return
 	}
-	want, err := p.Log().OpenTxns()
+	if w.txn.openChecked == nil {
+		w.txn.openChecked = map[string][2]int64{}
+	}
+	w.txn.openChecked[k] = now
+	want, err := l.OpenTxns()
 	if err != nil {
 		return // a failed log: the broker halts
 	}
