@@ -269,9 +269,12 @@ func TestCoordinatorTimeoutAndExpiry(t *testing.T) {
 	if err := c.AddPartitions("tx", pid, 0, []Partition{{"t", 1}}).Get(); err != nil {
 		t.Fatal(err)
 	}
+	// The abort check runs on this goroutine (an AfterFunc of the manual
+	// clock) and an abort it starts is pending at once (the state follows
+	// when the write commits): neither, right after Advance, is a fact.
 	clk.Advance(5 * time.Second)
-	if m, _ := c.Describe("tx"); m.State != Ongoing {
-		t.Fatalf("aborted at the timeout: %v", m.State)
+	if m, _ := c.Describe("tx"); m.State != Ongoing || m.Pending() != nil {
+		t.Fatalf("aborted at the timeout: %v, pending %+v", m.State, m.Pending())
 	}
 	clk.Advance(time.Second)
 	m := waitState(t, c, "tx", CompleteAbort)
