@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-io/sluice/internal/clock"
@@ -14,6 +15,9 @@ type Watcher struct {
 	clock clock.Clock
 	c     chan struct{}
 	parts []*Partition
+	// until is, while Wait blocks with its timer armed, that timer's
+	// deadline in UnixNano (0 otherwise); Partition.ParkedUntil reads it.
+	until atomic.Int64
 }
 
 // NewWatcher watches parts until Close.
@@ -54,8 +58,13 @@ func (w *Watcher) Wait(since []<-chan struct{}, d time.Duration, gone <-chan str
 	if d <= 0 {
 		return false
 	}
+	// until is read before the timer is armed: if the clock moves in
+	// between, the timer's real deadline is later, never earlier.
+	until := w.clock.Now().Add(d).UnixNano()
 	timer := w.clock.NewTimer(d)
 	defer timer.Stop()
+	w.until.Store(until)
+	defer w.until.Store(0)
 	select {
 	case <-w.c:
 		return true
@@ -71,6 +80,24 @@ func (p *Partition) Watchers() int {
 	p.notifyMu.Lock()
 	defer p.notifyMu.Unlock()
 	return len(p.watchers)
+}
+
+// ParkedUntil returns, for each long-poll fetch parked on p whose Wait has
+// its timer armed, that timer's deadline (a lower bound of it, if the clock
+// moved while it was armed). It is a test hook: on a clock.Manual, which
+// fires due timers before Advance returns, a deadline after the clock's
+// Now means the poll has not timed out, and cannot have answered because
+// of the clock.
+func (p *Partition) ParkedUntil() []time.Time {
+	p.notifyMu.Lock()
+	defer p.notifyMu.Unlock()
+	var out []time.Time
+	for w := range p.watchers {
+		if u := w.until.Load(); u != 0 {
+			out = append(out, time.Unix(0, u))
+		}
+	}
+	return out
 }
 
 // notifyWatchers wakes p's watchers (notifyMu held).

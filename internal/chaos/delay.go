@@ -153,7 +153,7 @@ func (c *pconn) pipeKafka(dst, src net.Conn, frozen *atomic.Bool, p *proxy) {
 		if n < 8 || n > maxFrame {
 			// Not a Kafka request: forward the rest untouched.
 			if frozen.Load() {
-				<-c.closed
+				c.hold()
 				return
 			}
 			if _, err := dst.Write(size[:]); err != nil {
@@ -174,7 +174,7 @@ func (c *pconn) pipeKafka(dst, src net.Conn, frozen *atomic.Bool, p *proxy) {
 			time.Sleep(time.Until(until))
 		}
 		if frozen.Load() {
-			<-c.closed
+			c.hold()
 			return
 		}
 		if _, err := dst.Write(frame); err != nil {

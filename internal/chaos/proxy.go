@@ -169,6 +169,9 @@ type pconn struct {
 	// direction no longer forwards.
 	frozenUp, frozenDown atomic.Bool
 	closed               chan struct{}
+	// held counts reads a frozen direction took and never forwarded
+	// (hold); tests wait on it to know bytes were lost, not late.
+	held atomic.Int64
 
 	mu      sync.Mutex
 	backend net.Conn
@@ -297,7 +300,7 @@ func (c *pconn) pipe(dst, src net.Conn, frozen *atomic.Bool) {
 		n, err := src.Read(buf)
 		if n > 0 {
 			if frozen.Load() {
-				<-c.closed
+				c.hold()
 				return
 			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
@@ -308,6 +311,13 @@ func (c *pconn) pipe(dst, src net.Conn, frozen *atomic.Bool) {
 			return
 		}
 	}
+}
+
+// hold drops what a frozen direction just read: it counts it and waits
+// for the connection to be closed.
+func (c *pconn) hold() {
+	c.held.Add(1)
+	<-c.closed
 }
 
 func (p *proxy) close() {

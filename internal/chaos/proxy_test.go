@@ -59,6 +59,41 @@ func onlySource(p *proxy) int {
 	return -9
 }
 
+// held is the number of reads p's connections took in a frozen direction
+// and never forwarded (pconn.hold).
+func held(p *proxy) int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var n int64
+	for c := range p.conns {
+		n += c.held.Load()
+	}
+	return n
+}
+
+// waitFor polls cond (for an event that does happen) for up to 5 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("never: %s", what)
+		}
+	}
+}
+
+// lost fails the test unless what was just written towards c is held by
+// the proxy: its held count passes was. A held read is never forwarded,
+// so c cannot receive it later; nothing has reached c by then either.
+func lost(t *testing.T, p *proxy, was int64, c net.Conn, what string) {
+	t.Helper()
+	waitFor(t, what+" held by the proxy", func() bool { return held(p) > was })
+	c.SetReadDeadline(time.Now().Add(time.Millisecond))
+	defer c.SetReadDeadline(time.Time{})
+	if n, _ := c.Read(make([]byte, 16)); n > 0 {
+		t.Fatalf("%s delivered across a drop", what)
+	}
+}
+
 func dialProxy(t *testing.T, p *proxy, accepted chan net.Conn) (client, server net.Conn) {
 	t.Helper()
 	c, err := net.Dial("tcp", p.addr())
@@ -94,21 +129,31 @@ func TestProxyOneWay(t *testing.T) {
 	if !arrives(server, "req1", 2*time.Second) {
 		t.Fatal("request direction blocked by a drop of the response direction")
 	}
+	was := held(p)
 	server.Write([]byte("resp"))
-	if arrives(client, "resp", 300*time.Millisecond) {
-		t.Fatal("response delivered across a one-way drop")
-	}
+	lost(t, p, was, client, "a response across a one-way drop")
 
-	// A new connection is held: the backend never sees it.
+	// A new connection is held: the backend never sees it. The proxy
+	// counts it frozen once it has chosen to hold it, and a held
+	// connection is never dialed through.
+	frozen := p.frozenTotal.Load()
 	c2, err := net.Dial("tcp", p.addr())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c2.Close()
+	waitFor(t, "the new connection held", func() bool {
+		select {
+		case <-accepted:
+			t.Fatal("new connection forwarded across a drop")
+		default:
+		}
+		return p.frozenTotal.Load() > frozen
+	})
 	select {
 	case <-accepted:
 		t.Fatal("new connection forwarded across a drop")
-	case <-time.After(300 * time.Millisecond):
+	default:
 	}
 
 	nw.healAll()
@@ -126,17 +171,15 @@ func TestProxyOneWayRequests(t *testing.T) {
 	nw, p := newTestProxy(t, addr)
 	client, server := dialProxy(t, p, accepted)
 	nw.drop(srcClient, 1)
+	was := held(p)
 	client.Write([]byte("lost"))
-	if arrives(server, "lost", 300*time.Millisecond) {
-		t.Fatal("request delivered across a one-way drop")
-	}
+	lost(t, p, was, server, "a request across a one-way drop")
 	server.Write([]byte("push"))
 	if !arrives(client, "push", 2*time.Second) {
 		t.Fatal("backend -> client blocked by a drop of client -> backend")
 	}
 	nw.dropMany(nw.isolation(1))
+	was = held(p)
 	server.Write([]byte("gone"))
-	if arrives(client, "gone", 300*time.Millisecond) {
-		t.Fatal("isolation did not block the response direction")
-	}
+	lost(t, p, was, client, "a response across an isolation")
 }

@@ -225,6 +225,8 @@ func TestAdminQueueBounded(t *testing.T) {
 	act := c.active()
 	a := &act.act
 	hold := make(chan struct{})
+	release := sync.OnceFunc(func() { close(hold) })
+	t.Cleanup(release) // a failed test still lets the controller stop
 	held := make(chan struct{})
 	go a.decide(context.Background(), func(*metadata.Image, *batch) error {
 		close(held)
@@ -253,13 +255,33 @@ func TestAdminQueueBounded(t *testing.T) {
 			}
 		}()
 	}
-	waitFor(t, 10*time.Second, "the admin queue full", func() bool { return a.q.admin.Load() == maxQueuedAdmin })
-	// A heartbeat-like decision still gets in.
+	// Every admitted request is in the decision queue (the loop is held,
+	// so nothing leaves it), and the admin count is at its bound.
+	waitFor(t, 10*time.Second, "the admin queue full", func() bool {
+		return a.q.admin.Load() == maxQueuedAdmin && len(a.q.ch) == maxQueuedAdmin
+	})
+	// A heartbeat-like decision still gets in: a refusal would come back
+	// at once; admitted, it is queued behind the admin requests (the
+	// queue's length, with the loop still held, shows it) and is made
+	// once the hold is released.
+	res := make(chan error, 1)
 	go func() {
-		time.Sleep(100 * time.Millisecond)
-		close(hold)
+		_, err := a.decide(ctxT(t), func(*metadata.Image, *batch) error { return nil })
+		res <- err
 	}()
-	if _, err := a.decide(ctxT(t), func(*metadata.Image, *batch) error { return nil }); err != nil {
+	waitFor(t, 10*time.Second, "the heartbeat-like decision queued", func() bool {
+		select {
+		case err := <-res:
+			t.Fatalf("a heartbeat-like decision answered while the loop was held: %v", err)
+		default:
+		}
+		return len(a.q.ch) == maxQueuedAdmin+1
+	})
+	if n := a.q.admin.Load(); n != maxQueuedAdmin {
+		t.Fatalf("admin count %d with the heartbeat-like decision queued, want %d", n, maxQueuedAdmin)
+	}
+	release()
+	if err := <-res; err != nil {
 		t.Fatal(err)
 	}
 	wg.Wait()

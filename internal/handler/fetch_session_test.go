@@ -145,21 +145,6 @@ func TestFetchSessionIncremental(t *testing.T) {
 		}
 		parts[i] = p
 	}
-	parked := func(done chan *kmsg.FetchResponse) {
-		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for parts[1].Watchers() == 0 {
-			select {
-			case r := <-done:
-				t.Fatalf("idle incremental long poll returned at once: %v", answered(r))
-			default:
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("the long poll never parked")
-			}
-			time.Sleep(time.Millisecond)
-		}
-	}
 	longPoll := func(req *kmsg.FetchRequest) chan *kmsg.FetchResponse {
 		done := make(chan *kmsg.FetchResponse, 1)
 		go func() {
@@ -174,7 +159,7 @@ func TestFetchSessionIncremental(t *testing.T) {
 	poll := fetchReq(id, "s", sid, 4, nil)
 	poll.MaxWaitMillis, poll.MinBytes = 10000, 1
 	done := longPoll(poll)
-	parked(done)
+	awaitParked(t, parts[1], done)
 	produceTo(t, cl, "s", 1, "d")
 	r := <-done
 	if got := answered(r); len(got) != 1 || got[1].bytes == 0 {
@@ -191,13 +176,11 @@ func TestFetchSessionIncremental(t *testing.T) {
 	poll = fetchReq(id, "s", sid, 5, map[int32]int64{1: 1})
 	poll.MaxWaitMillis, poll.MinBytes = 200, 1
 	done = longPoll(poll)
-	parked(done)
-	clk.Advance(199 * time.Millisecond)
-	select {
-	case r := <-done:
-		t.Fatalf("long poll of 200 ms answered after 199: %v", answered(r))
-	default:
+	if until, want := awaitParked(t, parts[1], done), clk.Now().Add(200*time.Millisecond); !until.Equal(want) {
+		t.Fatalf("long poll of 200 ms parked until %v, want %v", until, want)
 	}
+	clk.Advance(199 * time.Millisecond)
+	stillParked(t, clk, parts[1], done, "long poll of 200 ms after 199")
 	clk.Advance(time.Millisecond)
 	select {
 	case r = <-done:

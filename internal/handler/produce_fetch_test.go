@@ -80,9 +80,11 @@ func TestProduceConsumeEveryCodec(t *testing.T) {
 
 // TestLongPollWakesOnProduce: a consumer's long poll stays parked while
 // there is no data, and a produce wakes it. The broker runs on a manual
-// clock that never moves here, so the poll cannot time out: that it has
-// not returned is a fact, not a guess after a sleep, and its answer can
-// only come from the produce.
+// clock: once the poll is parked with its timer armed
+// (Partition.ParkedUntil), the clock moves 9 of its 10 s, and the timer
+// still armed past the clock's now is a fact, not a guess after a sleep:
+// the poll has not timed out, and its answer can only come from the
+// produce.
 func TestLongPollWakesOnProduce(t *testing.T) {
 	clk := clock.NewManual(time.Now())
 	n := startNodeClock(t, "", nil, clk)
@@ -113,24 +115,12 @@ func TestLongPollWakesOnProduce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for p.Watchers() == 0 {
-		select {
-		case r := <-done:
-			t.Fatalf("fetch with MinBytes=1 returned before any data: %+v", r)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the long poll never parked")
-		}
-		time.Sleep(time.Millisecond)
+	until := awaitParked(t, p, done)
+	if want := clk.Now().Add(10 * time.Second); !until.Equal(want) {
+		t.Fatalf("long poll of 10 s parked until %v, want %v", until, want)
 	}
 	clk.Advance(9 * time.Second) // short of its 10 s wait
-	select {
-	case r := <-done:
-		t.Fatalf("fetch returned before its max wait with no data: %+v", r)
-	default:
-	}
+	stillParked(t, clk, p, done, "9 s into a 10 s long poll with no data")
 	if err := cl.ProduceSync(ctx(t), &kgo.Record{Topic: "poll", Value: []byte("x")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}

@@ -107,6 +107,24 @@ func initTxn(t *testing.T, c *Coordinator, id string, pid int64, epoch int16) In
 	return InitResult{}
 }
 
+// retryArmed waits until the earliest timer on clk is backoff away: a
+// marker sender sleeping its retry backoff (testCoordinator's MarkerBackoff
+// is 10 ms; the coordinator's other timers, the abort and removal checks,
+// are 1 s and 1 min away, and a held AddPartitionsToTxn's is 500 ms).
+func retryArmed(t *testing.T, clk *clock.Manual, backoff time.Duration) {
+	t.Helper()
+	for i := 0; ; i++ {
+		if next, ok := clk.Next(); ok && next.Equal(clk.Now().Add(backoff)) {
+			return
+		}
+		if i == 10000 {
+			next, _ := clk.Next()
+			t.Fatalf("no retry armed %v after %v: the next timer is at %v", backoff, clk.Now(), next)
+		}
+		time.Sleep(time.Millisecond) // polls for an event that does happen
+	}
+}
+
 // waitState waits until id is in state want.
 func waitState(t *testing.T, c *Coordinator, id string, want State) Metadata {
 	t.Helper()
@@ -251,9 +269,12 @@ func TestCoordinatorTimeoutAndExpiry(t *testing.T) {
 	if err := c.AddPartitions("tx", pid, 0, []Partition{{"t", 1}}).Get(); err != nil {
 		t.Fatal(err)
 	}
+	// The abort check runs on this goroutine (an AfterFunc of the manual
+	// clock) and an abort it starts is pending at once (the state follows
+	// when the write commits): neither, right after Advance, is a fact.
 	clk.Advance(5 * time.Second)
-	if m, _ := c.Describe("tx"); m.State != Ongoing {
-		t.Fatalf("aborted at the timeout: %v", m.State)
+	if m, _ := c.Describe("tx"); m.State != Ongoing || m.Pending() != nil {
+		t.Fatalf("aborted at the timeout: %v, pending %+v", m.State, m.Pending())
 	}
 	clk.Advance(time.Second)
 	m := waitState(t, c, "tx", CompleteAbort)
@@ -388,8 +409,13 @@ func TestCoordinatorMarkerRetries(t *testing.T) {
 	if e := c.EndTxn("tx", pid, 0, true, 0).Get(); e.Err != nil {
 		t.Fatal(e.Err)
 	}
-	for len(fm.markers()) == 0 {
-		time.Sleep(time.Millisecond)
+	// The sender, answered NOT_LEADER, sleeps its backoff on the manual
+	// clock before it sends again; the transaction completes only after a
+	// send that writes every marker. With that retry armed and the clock
+	// still, it has not completed, and cannot meanwhile.
+	retryArmed(t, clk, 10*time.Millisecond)
+	if len(fm.markers()) == 0 {
+		t.Fatal("a retry armed before any marker was sent")
 	}
 	if m, _ := c.Describe("tx"); m.State != PrepareCommit {
 		t.Fatalf("completed without its markers: %v", m.State)

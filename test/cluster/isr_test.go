@@ -166,8 +166,17 @@ func runPauseTest(t *testing.T, pauseController bool) {
 	if hwFrozen > offX {
 		t.Fatalf("acks=1 record at offset %d is visible (HW %d) while the ISR {%d} is below min.insync.replicas=2", offX, hwFrozen, lid)
 	}
-	// The HW stays frozen while the load keeps appending.
-	time.Sleep(500 * time.Millisecond)
+	// The HW stays frozen while the load keeps appending: the leader has
+	// appended (and acknowledged) 100 more acks=1 records and one more of
+	// ours after offX, each a chance for a wrong rule to move the HW.
+	since := time.Now()
+	testcluster.WaitFor(t, 10*time.Second, "100 more acks=1 records appended", func() (bool, string) {
+		n, _ := bg.AcksSince(since, -1)
+		return n >= 100, bg.Summary()
+	})
+	if code, offY := produce(oneCl, invisible+"-again"); code != 0 || offY <= offX {
+		t.Fatalf("second acks=1 record with ISR {%d}: %v at %d (first at %d)", lid, kerr.ErrorForCode(code), offY, offX)
+	}
 	if hw := hwOf(); hw != hwFrozen || hw > offX {
 		t.Fatalf("HW moved from %d to %d (record at %d) with ISR {%d} below min.insync.replicas", hwFrozen, hw, offX, lid)
 	}

@@ -8,6 +8,7 @@ package diskloss
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -72,10 +73,29 @@ func TestWipedVoterDoesNotElectStaleController(t *testing.T) {
 	wipe(t, n2.DataDir())
 	n1.Kill()
 	n3.Restart()
+	// campaigns counts voter 3's pre-vote rounds that failed since its
+	// restart, and whether it won an election; hashicorp/raft logs both
+	// ("pre-vote campaign failed", "election won").
+	campaigns := func() (failed int, won bool) {
+		b, err := os.ReadFile(n3.LogPath())
+		if err != nil {
+			t.Fatal(err)
+		}
+		last := b[bytes.LastIndex(b, []byte("=== testproc: start")):]
+		return bytes.Count(last, []byte("pre-vote campaign failed")), bytes.Contains(last, []byte("election won"))
+	}
 	n2.Restart()
 
-	// Give 3 and the wiped 2 several election timeouts (1 s) alone.
-	time.Sleep(8 * time.Second)
+	// 3 and the wiped 2 alone: 3 campaigns three times with 2 up (and
+	// guarded) and loses each, rather than for a guessed 8 s.
+	before, _ := campaigns()
+	testcluster.WaitFor(t, 60*time.Second, "voter 3 to lose three campaigns with the wiped 2 up", func() (bool, string) {
+		failed, won := campaigns()
+		if won {
+			t.Fatalf("voter 3, lacking committed entries, won an election with the wiped voter 2:\n%s", n3.LogTail(30))
+		}
+		return failed >= before+3, fmt.Sprintf("%d failed campaigns since 2 restarted", failed-before)
+	})
 	n1.Restart()
 
 	for _, p := range []*testproc.Proc{n1, n2, n3} {

@@ -93,11 +93,9 @@ func TestControllerPortMTLS(t *testing.T) {
 		client(t, kgo.SeedBrokers(procs[0].Addr()), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordDeliveryTimeout(30*time.Second)),
 		kgo.SeedBrokers(procs[0].Addr()))
 
-	// Node 5 stays out: its TLS handshakes fail.
-	time.Sleep(2 * time.Second)
-	if bs, err := adm.ListBrokers(c); err != nil || len(bs) != nodes-1 {
-		t.Fatalf("brokers with the intruder running: %v %v", bs, err)
-	}
+	// Node 5 stays out: its TLS handshakes fail. Once it reports that it
+	// cannot reach the quorum and voter 1 logged a failed handshake, the
+	// broker list without it shows it was refused, not that it was slow.
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(500 * time.Millisecond) {
 		b, _ := os.ReadFile(procs[nodes-1].LogPath())
 		if bytes.Contains(b, []byte("cannot reach the controller quorum")) {
@@ -111,7 +109,7 @@ func TestControllerPortMTLS(t *testing.T) {
 		t.Errorf("voter 1 logged no failed handshake")
 	}
 	if bs, err := adm.ListBrokers(c); err != nil || len(bs) != nodes-1 {
-		t.Fatalf("brokers: %v %v", bs, err)
+		t.Fatalf("brokers with the intruder running: %v %v", bs, err)
 	}
 
 	ctrl := addr(ctrlP(0))
