@@ -12,6 +12,8 @@
 #   scripts/bench-ab.sh 3 "/tmp/sluice-old --partitions 3" "/tmp/sluice-new --partitions 3"
 # or one binary with 3 against 1,000 partitions:
 #   scripts/bench-ab.sh 3 "/tmp/sluice-new --partitions 3" "/tmp/sluice-new --partitions 1000"
+# PIN=1 runs the broker on CPU 1 and sluice-bench on CPU 0 (taskset), so
+# that the load generator's CPU does not set the broker's rate.
 set -euo pipefail
 rounds=$1
 a=$2
@@ -26,11 +28,13 @@ run() { # "binary bench-args" -> "produce_rec/s consume_rec/s"
 	local bin args port pid out
 	read -r bin args <<<"$1"
 	port=$((20000 + RANDOM % 20000))
-	"$bin" serve --data-dir "$tmp/data-$RANDOM$RANDOM" --listen "127.0.0.1:$port" >"$tmp/serve.log" 2>&1 &
+	# shellcheck disable=SC2046
+	$(pin 1) "$bin" serve --data-dir "$tmp/data-$RANDOM$RANDOM" --listen "127.0.0.1:$port" >"$tmp/serve.log" 2>&1 &
 	pid=$!
 	wait_port "$port"
 	# shellcheck disable=SC2086
-	out=$("$tmp/sluice-bench" --brokers "127.0.0.1:$port" --json ${BENCH_ARGS:-} $args)
+	# shellcheck disable=SC2046
+	out=$($(pin 0) "$tmp/sluice-bench" --brokers "127.0.0.1:$port" --json ${BENCH_ARGS:-} $args)
 	kill "$pid"
 	wait "$pid" 2>/dev/null || true
 	printf '%.0f %.0f\n' "$(field produceRecordsPerSec "$out")" "$(field consumeRecordsPerSec "$out")"

@@ -9,6 +9,15 @@ wait_port() {
 	return 1
 }
 
+# pin CPU: prints "taskset -c CPU" when PIN=1 and the machine has at least
+# two CPUs, to put before a command (unquoted) so that the load generator
+# and the broker do not take each other's core; prints nothing otherwise.
+pin() {
+	if [ "${PIN:-0}" = 1 ] && [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null; then
+		echo "taskset -c $1"
+	fi
+}
+
 # field NAME JSON: the number of field NAME in sluice-bench's one-line JSON.
 field() {
 	sed -n "s/.*\"$1\":\([-0-9.e+]*\).*/\1/p" <<<"$2"
