@@ -236,7 +236,7 @@ func (l *Log) truncateFully(offset int64) error {
 			return err
 		}
 	}
-	l.snapDue = false
+	l.snapDue.Store(false)
 	return l.syncAll()
 }
 

@@ -75,7 +75,7 @@ type Log struct {
 	// owner returns a copy of the owner's producer state once the log was
 	// handed over (HandOver; owner.go), nil before.
 	owner     func() *producer.State
-	snapDue   bool            // (appendMu) rolled since the owner's last snapshot
+	snapDue   atomic.Bool     // rolled since the owner's last snapshot (set and cleared under appendMu)
 	lastNowMs int64           // (appendMu) latest time passed in
 	deletes   []pendingDelete // (appendMu)
 	rpBase    int64           // (flush) segment base last written to the recovery point
@@ -363,7 +363,7 @@ func (l *Log) roll() (*segment, error) {
 	}
 	seg.createdMs = l.lastNowMs
 	if l.owned() {
-		l.snapDue = true
+		l.snapDue.Store(true)
 	} else if err := l.writeSnapshot(l.leo, l.producers.Encode()); err != nil {
 		seg.close()
 		return nil, err

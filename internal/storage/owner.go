@@ -80,11 +80,7 @@ func (l *Log) SetEpochs(entries []epoch.Entry) error {
 
 // SnapshotDue reports whether a segment rolled since the owner's last
 // producer-state snapshot (WriteProducerSnapshot).
-func (l *Log) SnapshotDue() bool {
-	l.appendMu.Lock()
-	defer l.appendMu.Unlock()
-	return l.snapDue
-}
+func (l *Log) SnapshotDue() bool { return l.snapDue.Load() }
 
 // WriteProducerSnapshot writes the owner's producer state, encoded with
 // producer.State.Encode, as the snapshot at the log end: the state after
@@ -106,7 +102,7 @@ func (l *Log) WriteProducerSnapshot(data []byte) error {
 	if err := l.writeSnapshot(l.leo, data); err != nil {
 		return err
 	}
-	l.snapDue = false
+	l.snapDue.Store(false)
 	l.removeOldSnapshots()
 	return nil
 }
