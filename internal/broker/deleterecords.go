@@ -8,17 +8,10 @@ import (
 	"github.com/sluice-io/sluice/internal/replica"
 )
 
-// DeleteRecords (KIP-107) on a leader: the log start offset is raised at
-// once, and the answer waits until every live replica has raised its own
-// (the low watermark, replica.Replica.LowWatermark, has reached the
-// offset), as Kafka's DelayedDeleteRecords waits in the purgatory. A
-// follower learns the leader's log start from its fetch responses and
-// reports its own in its next fetch; answering before that would let a new
-// leader that had not learnt it serve the deleted records again.
-
-// maxPendingDeletes bounds the DeleteRecords waiting on one partition;
-// more are refused with REQUEST_TIMED_OUT at once.
-const maxPendingDeletes = 1024
+// DeleteRecords (KIP-107) on a leader: the replica machine raises the log
+// start offset at once and completes the request once every live replica
+// has raised its own (replica.Replica.DeleteRecords, the machine's
+// DelayedDeleteRecords); the driver only hands the answer over.
 
 // DeleteResult is the outcome of Partition.DeleteRecords.
 type DeleteResult struct {
@@ -27,15 +20,9 @@ type DeleteResult struct {
 	LowWatermark int64
 	// Err is nil, or a kerr error: OFFSET_OUT_OF_RANGE (above the HW),
 	// NOT_LEADER_OR_FOLLOWER (not leading, or leadership lost while
-	// waiting) or REQUEST_TIMED_OUT (the replicas did not follow before
-	// deadline).
+	// waiting), REQUEST_TIMED_OUT (the replicas did not follow before
+	// deadline) or KAFKA_STORAGE_ERROR.
 	Err error
-}
-
-type deleteWaiter struct {
-	offset   int64
-	deadline time.Time
-	ch       chan DeleteResult // buffered
 }
 
 // DeleteRecords raises the log start offset to offset (at most the high
@@ -44,45 +31,32 @@ type deleteWaiter struct {
 func (p *Partition) DeleteRecords(offset int64, deadline time.Time) <-chan DeleteResult {
 	ch := make(chan DeleteResult, 1)
 	p.do(func() {
-		err := error(kerr.RequestTimedOut)
-		if len(p.deletes) < maxPendingDeletes {
-			err = p.raiseLogStart(offset)
-		}
-		if err != nil {
-			ch <- DeleteResult{LowWatermark: -1, Err: err}
+		if p.closed {
+			ch <- DeleteResult{LowWatermark: -1, Err: kerr.NotLeaderForPartition}
 			return
 		}
-		p.deletes = append(p.deletes, deleteWaiter{offset: offset, deadline: deadline, ch: ch})
+		p.nextID++
+		id := p.nextID
+		p.deleteWaiters[id] = ch
+		p.r.DeleteRecords(replica.DeleteRecordsRequest{ID: id, Offset: offset, DeadlineMs: deadline.UnixMilli()})
 	})
 	p.wake()
 	return ch
 }
 
-// checkDeletes answers the DeleteRecords the low watermark has reached,
-// fails the rest once expired or when not leading (by the owner).
-func (p *Partition) checkDeletes() {
-	if len(p.deletes) == 0 {
-		return
-	}
-	lw := p.r.LowWatermark()
-	if p.b.knobs.AnswerDeleteRecordsEarly {
-		lw = p.r.LogStart()
-	}
-	leading := !p.closed && p.r.Role() == replica.RoleLeader
-	now := p.b.now()
-	kept := p.deletes[:0]
-	for _, d := range p.deletes {
-		switch {
-		case !leading:
-			d.ch <- DeleteResult{LowWatermark: -1, Err: kerr.NotLeaderForPartition}
-		case lw >= d.offset:
-			d.ch <- DeleteResult{LowWatermark: lw}
-		case !now.Before(d.deadline):
-			d.ch <- DeleteResult{LowWatermark: -1, Err: kerr.RequestTimedOut}
-		default:
-			kept = append(kept, d)
+// answerDeletes hands the machine's completed DeleteRecords to their
+// waiters (by the owner, from processReady).
+func (p *Partition) answerDeletes(done []replica.DeleteRecordsResult) {
+	for _, d := range done {
+		ch, ok := p.deleteWaiters[d.ID]
+		if !ok {
+			continue
 		}
+		delete(p.deleteWaiters, d.ID)
+		res := DeleteResult{LowWatermark: d.LowWatermark}
+		if d.Error != 0 {
+			res.Err = kerr.ErrorForCode(d.Error)
+		}
+		ch <- res
 	}
-	clear(p.deletes[len(kept):])
-	p.deletes = kept
 }

@@ -51,7 +51,8 @@ type Partition struct {
 	r       *replica.Replica
 	nextID  uint64
 	waiters map[uint64]chan replica.ProduceResult
-	deletes []deleteWaiter // DeleteRecords waiting for the low watermark
+	// deleteWaiters are the DeleteRecords the machine is completing.
+	deleteWaiters map[uint64]chan DeleteResult
 	closed  bool
 
 	// busy is set while the machine has something time may complete or
@@ -87,7 +88,7 @@ type Partition struct {
 
 func newPartition(b *Broker, tp TP, log *storage.Log, minISR int) *Partition {
 	p := &Partition{TP: tp, b: b, log: log, waiters: map[uint64]chan replica.ProduceResult{},
-		notify: make(chan struct{}), done: make(chan struct{})}
+		deleteWaiters: map[uint64]chan DeleteResult{}, notify: make(chan struct{}), done: make(chan struct{})}
 	// The machine becomes the one owner of the epoch cache and producer
 	// state; the log persists what its Ready says (processReady).
 	epochs, producers := log.HandOver(func() *producer.State {
@@ -107,6 +108,7 @@ func newPartition(b *Broker, tp TP, log *storage.Log, minISR int) *Partition {
 		ProducerIDExpirationCheckMs: b.cfg.Int("producer.id.expiration.check.interval.ms", 600000),
 		DropQueuedProposal:          b.knobs.DropQueuedISR,
 		AcceptLateMarkers:           b.knobs.AcceptLateMarkers,
+		AnswerDeleteRecordsEarly:    b.knobs.AnswerDeleteRecordsEarly,
 	}, replica.LogState{
 		LogStart:  log.LogStartOffset(),
 		LEO:       log.LogEndOffset(),
@@ -374,6 +376,7 @@ func (p *Partition) processReady() {
 			// moved): publish before answering.
 			p.publish()
 		}
+		p.answerDeletes(rd.Deleted)
 		failed := p.b.dirFailed.Load()
 		for _, c := range rd.Completed {
 			if failed && c.Error == 0 {
@@ -412,8 +415,7 @@ func (p *Partition) processReady() {
 	if p.r.LEO() > p.r.FlushedOffset() {
 		p.b.flusher.kick(p)
 	}
-	p.checkDeletes()
-	p.busy.Store(len(p.waiters) > 0 || len(p.deletes) > 0 || p.r.InflightISR() != 0 || p.r.PendingISR() != nil || p.r.LeadsFollowers())
+	p.busy.Store(len(p.waiters) > 0 || p.r.PendingDeletes() > 0 || p.r.InflightISR() != 0 || p.r.PendingISR() != nil || p.r.LeadsFollowers())
 }
 
 // snapshotProducers writes the machine's producer state as the log's
@@ -711,28 +713,25 @@ func (p *Partition) handleFetchResponse(resp replica.FetchResponse) {
 }
 
 // AdvanceLogStart raises the log start offset on the leader to one its log
-// has already reached (retention); DeleteRecords goes through
-// Partition.DeleteRecords, which also waits for the followers.
+// has already reached (retention), which cannot pass the high watermark;
+// DeleteRecords goes through Partition.DeleteRecords, which also waits for
+// the followers.
 func (p *Partition) AdvanceLogStart(offset int64) error {
 	var err error
-	p.do(func() { err = p.raiseLogStart(offset) })
+	p.do(func() {
+		switch {
+		case p.closed || !p.isLeader.Load():
+			err = kerr.NotLeaderForPartition
+		case offset > p.r.HW():
+			err = kerr.OffsetOutOfRange
+		default:
+			p.r.AdvanceLogStart(offset)
+		}
+	})
 	if err == nil {
 		p.wake()
 	}
 	return err
-}
-
-// raiseLogStart tells the leader's machine its log start moved to offset,
-// which cannot pass the high watermark (by the owner).
-func (p *Partition) raiseLogStart(offset int64) error {
-	switch {
-	case p.closed || !p.isLeader.Load():
-		return kerr.NotLeaderForPartition
-	case offset > p.r.HW():
-		return kerr.OffsetOutOfRange
-	}
-	p.r.AdvanceLogStart(offset)
-	return nil
 }
 
 // ioFailed reports whether err is an I/O failure that took the log offline
@@ -767,7 +766,10 @@ func (p *Partition) close(remove bool) error {
 			delete(p.waiters, id)
 			ch <- replica.ProduceResult{ID: id, Error: kerr.NotLeaderForPartition.Code, BaseOffset: -1, LastOffset: -1}
 		}
-		p.checkDeletes()
+		for id, ch := range p.deleteWaiters {
+			delete(p.deleteWaiters, id)
+			ch <- DeleteResult{LowWatermark: -1, Err: kerr.NotLeaderForPartition}
+		}
 		p.isLeader.Store(false)
 	})
 	if already {

@@ -40,8 +40,9 @@ type Knobs struct {
 	AcceptLateMarkers bool
 	// AnswerDeleteRecordsEarly answers DeleteRecords once the leader has
 	// raised its own log start, without waiting for the low watermark
-	// (the real-broker simulator found it at its seed 15: a new leader
-	// that had not learnt the log start served the deleted records again).
+	// (replica.Config.AnswerDeleteRecordsEarly; the real-broker simulator
+	// found it: a new leader that had not learnt the log start served the
+	// deleted records again).
 	AnswerDeleteRecordsEarly bool
 }
 

@@ -15,6 +15,9 @@
 //   - Flushed: the driver's fsync reached an offset.
 //   - Tick: the clock moved (ISR shrink, produce timeouts).
 //   - ISRChangeResult: the controller answered an ISR proposal.
+//   - DeleteRecords / AdvanceLogStart: the log start moves (a client's
+//     DeleteRecords, answered in Ready.Deleted once every live replica
+//     followed; retention).
 //
 // # Actions
 //

@@ -207,6 +207,7 @@ func (r *Replica) expireAcks() {
 // ISR and HW. ReplicaID -1 is a consumer, which reads only up to the HW
 // (docs/kafka-replication.md §1.5).
 func (r *Replica) HandleFetch(req FetchRequest) FetchResult {
+	defer r.checkDeletes() // a follower reported its log start
 	res := FetchResult{HW: r.hw, LogStart: r.logStart, LEO: r.leo, From: req.FetchOffset, To: req.FetchOffset}
 	if r.storageFailed {
 		res.Error = ErrKafkaStorageError

@@ -50,8 +50,11 @@ type Replica struct {
 	logStart, leo, flushed, hw int64
 	// storageFailed: the log went offline (StorageFailed).
 	storageFailed bool
-	epochs        *epoch.Cache
-	producers     *producer.State
+	// deletes are the DeleteRecords waiting for the low watermark
+	// (deleterecords.go).
+	deletes   []pendingDelete
+	epochs    *epoch.Cache
+	producers *producer.State
 	// completed holds the transactions whose marker is at or above the HW,
 	// in marker order: still unstable (LastStable).
 	completed []producer.Completed
@@ -146,6 +149,7 @@ func (r *Replica) Tick(nowMs int64) {
 	if nowMs > r.now {
 		r.now = nowMs
 	}
+	defer r.checkDeletes()
 	if r.now-r.lastProducerExpiry >= r.cfg.ProducerIDExpirationCheckMs {
 		r.lastProducerExpiry = r.now
 		r.producers.ExpireBefore(r.now - r.cfg.ProducerIDExpirationMs)
@@ -193,6 +197,7 @@ func (r *Replica) StorageFailed() {
 	}
 	r.storageFailed = true
 	r.failAcks(ErrKafkaStorageError)
+	r.checkDeletes()
 }
 
 // HasReady reports whether Ready has work.
@@ -212,13 +217,14 @@ func (r *Replica) Ready() Ready {
 func (r *Replica) Advance() {
 	clear(r.rd.Append) // drop payload references
 	clear(r.rd.Completed)
-	r.rd = Ready{Append: r.rd.Append[:0], Completed: r.rd.Completed[:0], HW: r.hw, LogGen: r.logGen}
+	r.rd = Ready{Append: r.rd.Append[:0], Completed: r.rd.Completed[:0], Deleted: r.rd.Deleted[:0], HW: r.hw, LogGen: r.logGen}
 }
 
 // ApplyMetadata applies the controller's partition state (makeLeader /
 // makeFollower, docs/kafka-replication.md §4.4). Stale states (older leader
 // epoch, or same leader epoch and older partition epoch) are ignored.
 func (r *Replica) ApplyMetadata(ps PartitionState) {
+	defer r.checkDeletes() // leadership lost, or followers fenced
 	if ps.LeaderEpoch < r.leaderEpoch ||
 		(ps.LeaderEpoch == r.leaderEpoch && ps.PartitionEpoch < r.partitionEpoch) {
 		return
@@ -558,6 +564,7 @@ func (r *Replica) AdvanceLogStart(offset int64) {
 		r.epochsChanged = true
 	}
 	r.rd.LogStart, r.rd.LogStartSet = offset, true
+	r.checkDeletes()
 }
 
 // SetMinISR changes min.insync.replicas (a topic config change).

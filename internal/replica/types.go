@@ -99,6 +99,10 @@ type Config struct {
 	// transaction version 2 marker (Batch.BumpedEpoch), for the
 	// simulator's tests only (broker.Knobs.AcceptLateMarkers).
 	AcceptLateMarkers bool
+	// AnswerDeleteRecordsEarly puts back answering DeleteRecords once the
+	// leader's own log start moved, before the followers raised theirs,
+	// for the simulator's tests only (broker.Knobs.AnswerDeleteRecordsEarly).
+	AnswerDeleteRecordsEarly bool
 }
 
 // LogState is the recovered state of the local log that New starts from.
@@ -355,6 +359,8 @@ type Ready struct {
 	Epochs []epoch.Entry
 	// Completed are produce requests that are done, in completion order.
 	Completed []ProduceResult
+	// Deleted are DeleteRecords requests that are done.
+	Deleted []DeleteRecordsResult
 	// ISRProposal is an AlterPartition to send, or nil.
 	ISRProposal *AlterPartitionRequest
 	// LogGen counts truncations; pass the value current when a flush started
@@ -365,5 +371,5 @@ type Ready struct {
 // IsEmpty reports whether the Ready holds no work.
 func (rd *Ready) IsEmpty() bool {
 	return rd.Truncate == nil && len(rd.Append) == 0 && !rd.HWChanged && !rd.LogStartSet &&
-		rd.Epochs == nil && len(rd.Completed) == 0 && rd.ISRProposal == nil
+		rd.Epochs == nil && len(rd.Completed) == 0 && len(rd.Deleted) == 0 && rd.ISRProposal == nil
 }
