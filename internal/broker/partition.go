@@ -53,7 +53,7 @@ type Partition struct {
 	waiters map[uint64]chan replica.ProduceResult
 	// deleteWaiters are the DeleteRecords the machine is completing.
 	deleteWaiters map[uint64]chan DeleteResult
-	closed  bool
+	closed        bool
 
 	// busy is set while the machine has something time may complete or
 	// expire (produce requests waiting, an ISR change in flight, or it
