@@ -66,8 +66,10 @@ type RealStats struct {
 	// back from a pause that their leader had forgotten
 	// (producer.id.expiration.ms).
 	AckedOne, Deletes, ProducersExpired int
-	// Retained counts retention passes that raised a log start.
-	Retained int
+	// Retained counts retention passes that raised a log start; Cleans
+	// the log cleaner passes that cleaned realCompactTopic (StepClean,
+	// realcompact.go).
+	Retained, Cleans int
 	// Transactions (realtxn.go): completed by commit or abort, and
 	// coordinator failovers.
 	TxnCommitted, TxnAborted, TxnFailovers, TxnLateMarkers int
@@ -89,6 +91,7 @@ func (s *RealStats) add(o RealStats) {
 	s.Deletes += o.Deletes
 	s.ProducersExpired += o.ProducersExpired
 	s.Retained += o.Retained
+	s.Cleans += o.Cleans
 	s.TxnCommitted += o.TxnCommitted
 	s.TxnAborted += o.TxnAborted
 	s.TxnFailovers += o.TxnFailovers
@@ -200,8 +203,10 @@ type realWorld struct {
 	brokers []*realBroker // index id-1
 	ctrl    *rctl
 	// topics are every topic; txnTopics those the transactions write
-	// (realDeleteTopic takes DeleteRecords instead, reallog.go).
+	// (realDeleteTopic takes DeleteRecords instead, reallog.go;
+	// realCompactTopic is compacted, realcompact.go).
 	topics, txnTopics []string
+	cmp               *simCompact
 	// deleted is the highest offset a DeleteRecords asked for per topic
 	// (acknowledged or consumed records below it may be gone), and
 	// deleteAcked the highest one answered (every replica must keep its
@@ -247,7 +252,7 @@ func RunReal(opts RealOptions) *RealResult {
 		clk: clock.NewManual(start), start: start, cutFromController: map[int32]bool{}, cut: map[[2]int32]bool{},
 		conns: map[[2]int32]*protocol.Local{}, acked: map[string][]ackedRec{}, idem: map[string]*idemProducer{},
 		consumed: map[string]map[int64]string{}, next: map[string]int64{}, nextRC: map[string]int64{}, txn: newSimTxn(),
-		deleted: map[string]int64{}, deleteAcked: map[string]int64{}}
+		deleted: map[string]int64{}, deleteAcked: map[string]int64{}, cmp: newSimCompact()}
 	w.ctrl = newRctl(w)
 	w.txn.tv2 = opts.Seed%2 == 0
 	w.setup()
@@ -298,7 +303,8 @@ func fmtPart(topic string, p metadata.Partition) string {
 	return fmt.Sprintf(" %s-%d[leader %d epoch %d/%d isr %v]", topic, p.Index, p.Leader, p.LeaderEpoch, p.PartitionEpoch, p.ISR)
 }
 
-// setup starts three brokers and creates two RF 3 topics with min ISR 2.
+// setup starts three brokers and creates four RF 3 topics with min ISR 2:
+// t0 and t1, realDeleteTopic and realCompactTopic.
 func (w *realWorld) setup() {
 	for id := int32(1); id <= realBrokers; id++ {
 		rb := &realBroker{id: id, fs: vfs.NewMem(), hw: map[string][2]int64{}, lso: map[string][2]int64{}, flushed: map[string]int64{}}
@@ -309,9 +315,9 @@ func (w *realWorld) setup() {
 	for _, id := range w.ctrl.ids() {
 		w.ctrl.heartbeat(w.ctrl.nodes[id], 0)
 	}
-	for i, name := range []string{"t0", "t1", realDeleteTopic} {
+	for i, name := range []string{"t0", "t1", realDeleteTopic, realCompactTopic} {
 		w.topics = append(w.topics, name)
-		if name != realDeleteTopic {
+		if name != realDeleteTopic && name != realCompactTopic {
 			w.txnTopics = append(w.txnTopics, name)
 		}
 		w.idem[name] = &idemProducer{pid: 1000 + int64(i)}
@@ -320,6 +326,9 @@ func (w *realWorld) setup() {
 			// Time-based retention too: whole segments older than 2 s go
 			// (StepRetention), on the leader and the followers alike.
 			cfgs["retention.ms"], cfgs["segment.ms"] = "2000", "500"
+		}
+		if name == realCompactTopic {
+			realCompactConfig(cfgs)
 		}
 		if err := w.brokers[0].b.CreateTopic(name, 1, realBrokers, cfgs, false); err != nil {
 			w.fail("create topic %s: %v", name, err)
@@ -491,14 +500,16 @@ func (w *realWorld) step(nemesis bool) {
 		// ISR proposals go out on 1 step in 25: each stays in flight
 		// a while, as over a slow link to the controller.
 		switch k := w.rng.IntN(100); {
-		case k < 40:
+		case k < 39:
 			rb.b.StepFetch()
-		case k < 70:
+		case k < 68:
 			rb.b.StepFlush()
-		case k < 95:
+		case k < 93:
 			rb.b.StepTick()
-		case k < 96:
+		case k < 94:
 			w.retention(rb)
+		case k < 96:
+			w.clean(rb)
 		default:
 			rb.b.StepAlter()
 		}
@@ -628,12 +639,16 @@ func (w *realWorld) produce() {
 		ip = nil
 		w.seq++
 		value = fmt.Sprintf("%s-%d", topic, w.seq)
-		if w.rng.IntN(3) == 0 {
+		if w.rng.IntN(3) == 0 && topic != realCompactTopic {
 			acks = 1
 			value = fmt.Sprintf("%s-a%d", topic, w.seq)
 		}
 	}
-	data := batchtest.Build(opts, batchtest.Values(value))
+	recs := batchtest.Values(value)
+	if topic == realCompactTopic {
+		recs = w.compactRecords(value)
+	}
+	data := batchtest.Build(opts, recs)
 	h, err := batch.ParseHeader(data)
 	if err != nil {
 		w.fail("batch: %v", err)
@@ -728,6 +743,9 @@ func (w *realWorld) consume() {
 			w.checkCommittedRead(fmt.Sprintf("%s at %d (LSO %d, HW %d, aborted %v)", where, off, res.LSO, res.HW, aborted), string(value))
 		}
 		w.consumed[topic][off] = string(value)
+		if topic == realCompactTopic {
+			w.compactLearn(off, string(value), where)
+		}
 	})
 	if err != nil {
 		w.fail("%s: a bad batch: %v", where, err)
@@ -755,6 +773,9 @@ func (w *realWorld) collect() {
 			}
 			w.stats.Acked++
 			w.acked[pp.topic] = append(w.acked[pp.topic], ackedRec{off: res.BaseOffset, value: pp.value})
+			if pp.topic == realCompactTopic {
+				w.compactLearn(res.BaseOffset, pp.value, fmt.Sprintf("acknowledged by %d", pp.broker))
+			}
 			w.tracef("acked %s at %s-0@%d by %d", pp.value, pp.topic, res.BaseOffset, pp.broker)
 		default:
 			kept = append(kept, pp)
@@ -835,6 +856,11 @@ func (w *realWorld) settle() {
 				w.retention(rb)
 			}
 		}
+		if i%50 == 40 {
+			for _, rb := range w.upBrokers() {
+				w.clean(rb)
+			}
+		}
 		w.txnStep(i < realSettleWork)
 		w.collect()
 		w.collectTxn()
@@ -850,6 +876,7 @@ func (w *realWorld) settle() {
 	for _, rb := range w.brokers {
 		rb.b.StepFlush()
 	}
+	w.checkCompactedAll() // learn every replica's log before checking each
 	w.checkAcked()
 	w.checkTxnsSettled()
 	for _, topic := range w.topics {
@@ -873,7 +900,9 @@ func (w *realWorld) settle() {
 			return
 		}
 		for off, v := range w.consumed[topic] {
-			if got, ok := final[off]; (!ok && off >= w.deleted[topic]) || (ok && got != v) {
+			// A compacted log may have removed it (checkCompacted says
+			// whether it might).
+			if got, ok := final[off]; (!ok && off >= w.deleted[topic] && topic != realCompactTopic) || (ok && got != v) {
 				w.fail("a consumer read %q at %s-0@%d, the committed log holds %q (present %v)", v, topic, off, got, ok)
 				return
 			}
@@ -884,7 +913,11 @@ func (w *realWorld) settle() {
 				w.fail("broker %d: %s-0: %v", rb.id, topic, err)
 				return
 			}
-			w.checkLog(rb.id, topic, p.Log(), hw)
+			if topic == realCompactTopic {
+				w.checkCompacted(rb.id, p)
+			} else {
+				w.checkLog(rb.id, topic, p.Log(), hw)
+			}
 			if ls := p.LogStartOffset(); ls < w.deleteAcked[topic] {
 				w.fail("after settling, broker %d's %s-0 starts at %d, below the answered DeleteRecords to %d (its leader's starts at %d)",
 					rb.id, topic, ls, w.deleteAcked[topic], lp.LogStartOffset())

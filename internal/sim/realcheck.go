@@ -35,7 +35,7 @@ func (w *realWorld) checkHW() {
 	for _, rb := range w.upBrokers() {
 		for _, topic := range w.topics {
 			p, err := rb.b.PartitionBy(topic, 0, time.Time{})
-			if err == nil && topic != realDeleteTopic {
+			if err == nil && topic != realDeleteTopic && topic != realCompactTopic {
 				w.checkOpenTxns(rb, topic, p)
 			}
 			if err != nil || !p.IsLeader() {
@@ -104,9 +104,14 @@ func (w *realWorld) checkDurable(leader int32, topic string, hw int64) {
 }
 
 // checkAcked: the leader of each partition (up, and leading by the latest
-// image) holds every acknowledged record at its offset.
+// image) holds every acknowledged record at its offset; the compacted
+// topic has its own check on every live replica (checkCompacted).
 func (w *realWorld) checkAcked() {
+	w.checkCompactedAll()
 	for _, topic := range w.topics {
+		if topic == realCompactTopic {
+			continue // checkCompactedAll
+		}
 		leader := w.ctrl.image().Topics[topic].Partitions[0].Leader
 		if leader < 1 || !w.brokers[leader-1].up {
 			continue
@@ -176,44 +181,8 @@ func (w *realWorld) describe(topic string) string {
 	return b.String()
 }
 
-// readRecords calls fn with every record of l below end, in order, until
-// fn returns false.
+// readRecords calls fn with the value (recordValue) of every record of l
+// below end, in order, until fn returns false.
 func readRecords(l *storage.Log, end int64, fn func(off int64, value []byte) bool) error {
-	for off := l.LogStartOffset(); off < end; {
-		sl, err := l.Read(off, 1<<20, end)
-		if err != nil {
-			return err
-		}
-		b, err := sl.AppendTo(nil)
-		if err != nil {
-			return err
-		}
-		if len(b) == 0 {
-			return nil
-		}
-		for len(b) > 0 {
-			h, one, rest, err := batch.Next(b)
-			if err != nil {
-				return err
-			}
-			if h.IsControl() { // a transaction marker: no record
-				off = h.NextOffset()
-				b = rest
-				continue
-			}
-			more := true
-			if err := batch.Records(one, func(r batch.Record) bool {
-				more = fn(h.BaseOffset+int64(r.OffsetDelta), r.Value)
-				return more
-			}); err != nil {
-				return err
-			}
-			if !more {
-				return nil
-			}
-			off = h.NextOffset()
-			b = rest
-		}
-	}
-	return nil
+	return readBatchRecords(l, end, func(off int64, r batch.Record) bool { return fn(off, recordValue(r)) })
 }
