@@ -32,15 +32,15 @@ import (
 //     and a record is at one offset only;
 //   - the latest committed record of each key is never removed from a
 //     replica that copied it, unless it is a tombstone and
-//     delete.retention.ms has passed since it was sent (its horizon is
-//     set at its first cleaning, which is later); once it is gone, no older
-//     record of the key is left on that replica (a deleted key never comes
-//     back).
+//     delete.retention.ms has passed since the first cleaner pass that
+//     covered it on any replica (its delete horizon, KIP-534); once it is
+//     gone, no older record of the key is left on that replica (a
+//     deleted key never comes back).
 //
-// The check runs every realCheckEvery steps on every live replica and on
-// every replica after settling, when the leader's log holds every
-// committed record: each replica then holds each key's latest committed
-// value.
+// The check runs on a replica right after each of its cleaner passes,
+// every realCheckEvery steps on every live replica, and on every replica
+// after settling, when the leader's log holds every committed record:
+// each replica then holds each key's latest committed value.
 
 // Settings of realCompactTopic.
 const (
@@ -76,6 +76,27 @@ type simCompact struct {
 	// times each key's tombstones were first sent.
 	latest [realCompactKeys]compactLatest
 	tombs  [realCompactKeys][]time.Time
+	// passes are the cleaner passes that moved a replica's cleaner
+	// checkpoint: a tombstone's delete horizon is set by the first pass
+	// that covers it on any replica (a follower copies the leader's
+	// cleaned batches with their horizon).
+	passes []cleanPass
+}
+
+// cleanPass is a cleaner pass that covered [from, to) at at.
+type cleanPass struct {
+	at       time.Time
+	from, to int64
+}
+
+// firstCleaned is when a pass first covered off, if one did.
+func (c *simCompact) firstCleaned(off int64) (time.Time, bool) {
+	for _, p := range c.passes {
+		if p.from <= off && off < p.to {
+			return p.at, true
+		}
+	}
+	return time.Time{}, false
 }
 
 type compactSent struct {
@@ -153,8 +174,10 @@ func (w *realWorld) compactLearn(off int64, id, where string) {
 	}
 }
 
-// clean runs one cleaner pass on rb and counts it when it moved
-// realCompactTopic's cleaner checkpoint.
+// clean runs one cleaner pass on rb; when it moved realCompactTopic's
+// cleaner checkpoint, it counts and remembers the pass and checks the
+// replica at once (a tombstone removed too early is seen before time
+// passes).
 func (w *realWorld) clean(rb *realBroker) {
 	p, err := rb.b.PartitionBy(realCompactTopic, 0, time.Time{})
 	if err != nil {
@@ -166,7 +189,9 @@ func (w *realWorld) clean(rb *realBroker) {
 	rb.b.StepClean()
 	if after := dirty(); after > before {
 		w.stats.Cleans++
-		w.tracef("broker %d cleaned %s-0 to %d", rb.id, realCompactTopic, after)
+		w.cmp.passes = append(w.cmp.passes, cleanPass{at: w.clk.Now(), from: before, to: after})
+		w.tracef("broker %d cleaned %s-0 from %d to %d", rb.id, realCompactTopic, before, after)
+		w.checkCompacted(rb.id, p)
 	}
 }
 
@@ -211,11 +236,15 @@ func (w *realWorld) checkCompacted(id int32, p *sbroker.Partition) {
 		if latest.id == "" || latest.off >= end || latest.off < start || slices.Contains(offs[k], latest.off) {
 			continue
 		}
-		// Removed: only a tombstone past delete.retention.ms may be, or
-		// the key's latest record is a later tombstone this world never
-		// saw committed, itself removed.
+		// Removed: only a tombstone delete.retention.ms after the first
+		// pass that covered it may be, or the key's latest record is a
+		// later tombstone this world never saw committed, itself removed
+		// (delete.retention.ms after it was sent, at least).
 		s := c.sent[latest.id]
-		gone := s.tomb && !now.Before(s.at.Add(realDeleteRetention))
+		gone := false
+		if at, ok := c.firstCleaned(latest.off); ok && s.tomb {
+			gone = !now.Before(at.Add(realDeleteRetention))
+		}
 		for _, t := range c.tombs[k] {
 			gone = gone || t.After(s.at) && !now.Before(t.Add(realDeleteRetention))
 		}
