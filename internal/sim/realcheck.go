@@ -54,6 +54,31 @@ func (w *realWorld) checkHW() {
 			w.checkDurable(rb.id, topic, hw)
 		}
 	}
+	w.checkISRLogStart()
+}
+
+// checkISRLogStart: no replica the controller keeps in the ISR of
+// realDeleteTopic on an active broker (registered, not fenced, not
+// shutting down) starts below an answered DeleteRecords: any of them may
+// be elected next. A follower joins the ISR only once it reports the
+// leader's log start, and DeleteRecords waits for the log start of every
+// live replica (KIP-841: not fenced, not shutting down).
+func (w *realWorld) checkISRLogStart() {
+	topic := realDeleteTopic
+	acked := w.deleteAcked[topic]
+	im := w.ctrl.image()
+	part := im.Topics[topic].Partitions[0]
+	for _, id := range part.ISR {
+		rb := w.brokers[id-1]
+		if !rb.up || rb.pendingReg != nil || !im.Brokers[id].Active() {
+			continue
+		}
+		if p, err := rb.b.PartitionBy(topic, 0, time.Time{}); err == nil && p.LogStartOffset() < acked {
+			w.fail("broker %d is in the ISR %v of %s-0 (epoch %d) and starts at %d, below the answered DeleteRecords to %d",
+				id, part.ISR, topic, part.LeaderEpoch, p.LogStartOffset(), acked)
+			return
+		}
+	}
 }
 
 // realProposalStuck is how long a leader may keep an ISR change it has
