@@ -47,7 +47,7 @@ const (
 	realCompactTopic = "c0"
 	realCompactKeys  = 6
 	// realDeleteRetention is its delete.retention.ms.
-	realDeleteRetention = 500 * time.Millisecond
+	realDeleteRetention = 200 * time.Millisecond
 	// realTombstoneP is the share of its records that are tombstones.
 	realTombstoneP = 0.2
 )
