@@ -184,7 +184,7 @@ func (w *realWorld) clean(rb *realBroker) {
 		rb.b.StepClean()
 		return
 	}
-	dirty := func() int64 { return p.Log().Cleanable(w.clk.Now(), p.HighWatermark()).FirstDirty }
+	dirty := func() int64 { return p.Log().Cleanable(w.clk.Now(), p.LastStableOffset()).FirstDirty }
 	before := dirty()
 	rb.b.StepClean()
 	if after := dirty(); after > before {
