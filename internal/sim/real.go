@@ -206,7 +206,8 @@ type realWorld struct {
 	// (realDeleteTopic takes DeleteRecords instead, reallog.go;
 	// realCompactTopic is compacted, realcompact.go).
 	topics, txnTopics []string
-	cmp               *simCompact
+	// cmp is what the world knows of realCompactTopic's committed log.
+	cmp *simCompact
 	// deleted is the highest offset a DeleteRecords asked for per topic
 	// (acknowledged or consumed records below it may be gone), and
 	// deleteAcked the highest one answered (every replica must keep its
