@@ -28,6 +28,7 @@ import (
 //	log.cleaner.backoff.ms               15000: the sleep when nothing is due
 type cleaner struct {
 	b        *Broker
+	threads  int
 	throttle *throttler
 	backoff  time.Duration
 	budget   int // offset map bytes per thread
@@ -41,27 +42,39 @@ type cleaner struct {
 // startCleaner starts the cleaner threads unless log.cleaner.enable is
 // false.
 func (b *Broker) startCleaner() {
-	if !b.cfg.Bool("log.cleaner.enable", true) {
+	c := b.newCleaner()
+	if c == nil {
 		return
+	}
+	metrics.CleanerSinceLastRun.Set(0)
+	b.wg.Add(c.threads)
+	for i := 0; i < c.threads; i++ {
+		go c.run()
+	}
+}
+
+// newCleaner returns the cleaner the settings describe, or nil when
+// log.cleaner.enable is false. In step mode its throttle never sleeps:
+// StepClean runs on the simulator's goroutine, whose manual clock only
+// moves between steps.
+func (b *Broker) newCleaner() *cleaner {
+	if !b.cfg.Bool("log.cleaner.enable", true) {
+		return nil
 	}
 	threads := int(min(max(b.cfg.Int("log.cleaner.threads", 1), 1), 64))
 	rate := 0.0
-	if v, ok := b.cfg.Get("log.cleaner.io.max.bytes.per.second"); ok {
+	if v, ok := b.cfg.Get("log.cleaner.io.max.bytes.per.second"); ok && !b.steps {
 		rate, _ = strconv.ParseFloat(strings.TrimSpace(v), 64)
 	}
-	c := &cleaner{
+	return &cleaner{
 		b:           b,
+		threads:     threads,
 		throttle:    newThrottler(b.clock, rate),
 		backoff:     time.Duration(max(b.cfg.Int("log.cleaner.backoff.ms", 15000), 10)) * time.Millisecond,
 		budget:      int(min(b.cfg.Int("log.cleaner.dedupe.buffer.size", 128<<20), 1<<34) / int64(threads)),
 		running:     map[*Partition]bool{},
 		uncleanable: map[*Partition]bool{},
 		lastRun:     b.now(),
-	}
-	metrics.CleanerSinceLastRun.Set(0)
-	b.wg.Add(threads)
-	for i := 0; i < threads; i++ {
-		go c.run()
 	}
 }
 
@@ -74,43 +87,52 @@ func (c *cleaner) run() {
 			return
 		default:
 		}
-		p := c.pick()
-		if p == nil {
-			metrics.CleanerSinceLastRun.Set(float64(clock.Since(c.b.clock, c.lastRunTime()).Milliseconds()))
-			select {
-			case <-c.b.closing:
-				return
-			case <-clock.After(c.b.clock, c.backoff):
-			}
+		if c.once(m) {
 			continue
 		}
-		t0 := c.b.now()
-		metrics.CleanerRunning.Inc()
-		st, err := p.log.Clean(c.b.now(), p.LastStableOffset(), m, c.throttle.wait)
-		metrics.CleanerRunning.Dec()
-		c.done(p)
-		metrics.CleanerBufferBytes.Set(float64(m.Bytes()))
-		metrics.CleanerReadBytes.Add(float64(st.BytesRead))
-		metrics.CleanerWrittenBytes.Add(float64(st.BytesWritten))
-		metrics.CleanerRecordsRemoved.Add(float64(st.RecordsRemoved))
-		switch {
-		case err == nil:
-			metrics.CleanerPasses.Inc()
-			c.b.log.Debug("cleaned", "topic", p.Topic, "partition", p.Partition, "dirty", st.FirstDirty, "end", st.End,
-				"segments", st.Segments, "groups", st.Groups, "read", st.BytesRead, "written", st.BytesWritten,
-				"removed", st.RecordsRemoved, "keys", st.MapKeys, "took", clock.Since(c.b.clock, t0).Round(time.Millisecond))
-		case errors.Is(err, storage.ErrCleanAborted):
-		case errors.Is(err, storage.ErrFailed):
-			p.ioFailed("clean", err)
-		default:
-			// Corrupt data: Kafka marks the partition uncleanable
-			// (LogCleanerManager.markPartitionUncleanable) and goes on.
-			c.b.log.Error("log cleaner: partition marked uncleanable", "topic", p.Topic, "partition", p.Partition, "err", err)
-			c.mu.Lock()
-			c.uncleanable[p] = true
-			c.mu.Unlock()
+		metrics.CleanerSinceLastRun.Set(float64(clock.Since(c.b.clock, c.lastRunTime()).Milliseconds()))
+		select {
+		case <-c.b.closing:
+			return
+		case <-clock.After(c.b.clock, c.backoff):
 		}
 	}
+}
+
+// once picks the log most in need of cleaning and runs one Clean pass
+// over it with m as the offset map; false when no log is due.
+func (c *cleaner) once(m *storage.OffsetMap) bool {
+	p := c.pick()
+	if p == nil {
+		return false
+	}
+	t0 := c.b.now()
+	metrics.CleanerRunning.Inc()
+	st, err := p.log.Clean(c.b.now(), p.LastStableOffset(), m, c.throttle.wait)
+	metrics.CleanerRunning.Dec()
+	c.done(p)
+	metrics.CleanerBufferBytes.Set(float64(m.Bytes()))
+	metrics.CleanerReadBytes.Add(float64(st.BytesRead))
+	metrics.CleanerWrittenBytes.Add(float64(st.BytesWritten))
+	metrics.CleanerRecordsRemoved.Add(float64(st.RecordsRemoved))
+	switch {
+	case err == nil:
+		metrics.CleanerPasses.Inc()
+		c.b.log.Debug("cleaned", "topic", p.Topic, "partition", p.Partition, "dirty", st.FirstDirty, "end", st.End,
+			"segments", st.Segments, "groups", st.Groups, "read", st.BytesRead, "written", st.BytesWritten,
+			"removed", st.RecordsRemoved, "keys", st.MapKeys, "took", clock.Since(c.b.clock, t0).Round(time.Millisecond))
+	case errors.Is(err, storage.ErrCleanAborted):
+	case errors.Is(err, storage.ErrFailed):
+		p.ioFailed("clean", err)
+	default:
+		// Corrupt data: Kafka marks the partition uncleanable
+		// (LogCleanerManager.markPartitionUncleanable) and goes on.
+		c.b.log.Error("log cleaner: partition marked uncleanable", "topic", p.Topic, "partition", p.Partition, "err", err)
+		c.mu.Lock()
+		c.uncleanable[p] = true
+		c.mu.Unlock()
+	}
+	return true
 }
 
 // pick chooses the log to clean (LogCleanerManager.grabFilthiestCompactedLog):

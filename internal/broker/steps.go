@@ -5,14 +5,15 @@ import (
 	"sync"
 
 	"github.com/sluice-io/sluice/internal/replica"
+	"github.com/sluice-io/sluice/internal/storage"
 )
 
 // Step mode (Options.Steps): the broker runs no goroutine of its own, and
 // whoever owns it calls these on one goroutine. Each is one round of a
 // background loop of the normal mode (the same code: tickOnce,
-// flusher.drain, fetcher.step, alterPartition, retentionOnce), so a
-// simulator that owns the clock, the disk and the network runs the real
-// driver, deterministically.
+// flusher.drain, fetcher.step, alterPartition, retentionOnce,
+// cleaner.once), so a simulator that owns the clock, the disk and the
+// network runs the real driver, deterministically.
 
 // Knobs re-introduce bugs that were fixed, each behind its own switch, so
 // that the simulator's tests show it still catches them
@@ -83,6 +84,20 @@ func (b *Broker) StepFetch() {
 
 // StepRetention applies retention to the partitions this node leads.
 func (b *Broker) StepRetention() { b.retentionOnce() }
+
+// StepClean runs one pass of the log cleaner (cleaner.once, as each
+// cleaner thread does): it picks the compacted log most in need of
+// cleaning, if one is due, and cleans it, on the broker's clock, with no
+// throttle sleep. Each call starts from a fresh cleaner state, so a log
+// found corrupt is not remembered as uncleanable between calls (the
+// simulator's logs never are). Nothing when log.cleaner.enable is false.
+func (b *Broker) StepClean() {
+	c := b.newCleaner()
+	if c == nil {
+		return
+	}
+	c.once(storage.NewOffsetMap(c.budget))
+}
 
 // step is one fetch round of f with no long poll (a failed round leaves
 // its partitions to the next step).

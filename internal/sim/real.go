@@ -1,21 +1,18 @@
 package sim
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	mrand "math/rand"
 	"math/rand/v2"
-	"net"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-io/sluice/internal/batch"
 	"github.com/sluice-io/sluice/internal/batch/batchtest"
@@ -69,8 +66,10 @@ type RealStats struct {
 	// back from a pause that their leader had forgotten
 	// (producer.id.expiration.ms).
 	AckedOne, Deletes, ProducersExpired int
-	// Retained counts retention passes that raised a log start.
-	Retained int
+	// Retained counts retention passes that raised a log start; Cleans
+	// the log cleaner passes that cleaned realCompactTopic (StepClean,
+	// realcompact.go).
+	Retained, Cleans int
 	// Transactions (realtxn.go): completed by commit or abort, and
 	// coordinator failovers.
 	TxnCommitted, TxnAborted, TxnFailovers, TxnLateMarkers int
@@ -92,6 +91,7 @@ func (s *RealStats) add(o RealStats) {
 	s.Deletes += o.Deletes
 	s.ProducersExpired += o.ProducersExpired
 	s.Retained += o.Retained
+	s.Cleans += o.Cleans
 	s.TxnCommitted += o.TxnCommitted
 	s.TxnAborted += o.TxnAborted
 	s.TxnFailovers += o.TxnFailovers
@@ -203,8 +203,11 @@ type realWorld struct {
 	brokers []*realBroker // index id-1
 	ctrl    *rctl
 	// topics are every topic; txnTopics those the transactions write
-	// (realDeleteTopic takes DeleteRecords instead, reallog.go).
+	// (realDeleteTopic takes DeleteRecords instead, reallog.go;
+	// realCompactTopic is compacted, realcompact.go).
 	topics, txnTopics []string
+	// cmp is what the world knows of realCompactTopic's committed log.
+	cmp *simCompact
 	// deleted is the highest offset a DeleteRecords asked for per topic
 	// (acknowledged or consumed records below it may be gone), and
 	// deleteAcked the highest one answered (every replica must keep its
@@ -250,7 +253,7 @@ func RunReal(opts RealOptions) *RealResult {
 		clk: clock.NewManual(start), start: start, cutFromController: map[int32]bool{}, cut: map[[2]int32]bool{},
 		conns: map[[2]int32]*protocol.Local{}, acked: map[string][]ackedRec{}, idem: map[string]*idemProducer{},
 		consumed: map[string]map[int64]string{}, next: map[string]int64{}, nextRC: map[string]int64{}, txn: newSimTxn(),
-		deleted: map[string]int64{}, deleteAcked: map[string]int64{}}
+		deleted: map[string]int64{}, deleteAcked: map[string]int64{}, cmp: newSimCompact()}
 	w.ctrl = newRctl(w)
 	w.txn.tv2 = opts.Seed%2 == 0
 	w.setup()
@@ -301,7 +304,8 @@ func fmtPart(topic string, p metadata.Partition) string {
 	return fmt.Sprintf(" %s-%d[leader %d epoch %d/%d isr %v]", topic, p.Index, p.Leader, p.LeaderEpoch, p.PartitionEpoch, p.ISR)
 }
 
-// setup starts three brokers and creates two RF 3 topics with min ISR 2.
+// setup starts three brokers and creates four RF 3 topics with min ISR 2:
+// t0 and t1, realDeleteTopic and realCompactTopic.
 func (w *realWorld) setup() {
 	for id := int32(1); id <= realBrokers; id++ {
 		rb := &realBroker{id: id, fs: vfs.NewMem(), hw: map[string][2]int64{}, lso: map[string][2]int64{}, flushed: map[string]int64{}}
@@ -312,9 +316,9 @@ func (w *realWorld) setup() {
 	for _, id := range w.ctrl.ids() {
 		w.ctrl.heartbeat(w.ctrl.nodes[id], 0)
 	}
-	for i, name := range []string{"t0", "t1", realDeleteTopic} {
+	for i, name := range []string{"t0", "t1", realDeleteTopic, realCompactTopic} {
 		w.topics = append(w.topics, name)
-		if name != realDeleteTopic {
+		if name != realDeleteTopic && name != realCompactTopic {
 			w.txnTopics = append(w.txnTopics, name)
 		}
 		w.idem[name] = &idemProducer{pid: 1000 + int64(i)}
@@ -323,6 +327,9 @@ func (w *realWorld) setup() {
 			// Time-based retention too: whole segments older than 2 s go
 			// (StepRetention), on the leader and the followers alike.
 			cfgs["retention.ms"], cfgs["segment.ms"] = "2000", "500"
+		}
+		if name == realCompactTopic {
+			realCompactConfig(cfgs)
 		}
 		if err := w.brokers[0].b.CreateTopic(name, 1, realBrokers, cfgs, false); err != nil {
 			w.fail("create topic %s: %v", name, err)
@@ -494,14 +501,16 @@ func (w *realWorld) step(nemesis bool) {
 		// ISR proposals go out on 1 step in 25: each stays in flight
 		// a while, as over a slow link to the controller.
 		switch k := w.rng.IntN(100); {
-		case k < 40:
+		case k < 39:
 			rb.b.StepFetch()
-		case k < 70:
+		case k < 68:
 			rb.b.StepFlush()
-		case k < 95:
+		case k < 93:
 			rb.b.StepTick()
-		case k < 96:
+		case k < 94:
 			w.retention(rb)
+		case k < 96:
+			w.clean(rb)
 		default:
 			rb.b.StepAlter()
 		}
@@ -631,12 +640,16 @@ func (w *realWorld) produce() {
 		ip = nil
 		w.seq++
 		value = fmt.Sprintf("%s-%d", topic, w.seq)
-		if w.rng.IntN(3) == 0 {
+		if w.rng.IntN(3) == 0 && topic != realCompactTopic {
 			acks = 1
 			value = fmt.Sprintf("%s-a%d", topic, w.seq)
 		}
 	}
-	data := batchtest.Build(opts, batchtest.Values(value))
+	recs := batchtest.Values(value)
+	if topic == realCompactTopic {
+		recs = w.compactRecords(value)
+	}
+	data := batchtest.Build(opts, recs)
 	h, err := batch.ParseHeader(data)
 	if err != nil {
 		w.fail("batch: %v", err)
@@ -731,6 +744,9 @@ func (w *realWorld) consume() {
 			w.checkCommittedRead(fmt.Sprintf("%s at %d (LSO %d, HW %d, aborted %v)", where, off, res.LSO, res.HW, aborted), string(value))
 		}
 		w.consumed[topic][off] = string(value)
+		if topic == realCompactTopic {
+			w.compactLearn(off, string(value), where)
+		}
 	})
 	if err != nil {
 		w.fail("%s: a bad batch: %v", where, err)
@@ -758,216 +774,15 @@ func (w *realWorld) collect() {
 			}
 			w.stats.Acked++
 			w.acked[pp.topic] = append(w.acked[pp.topic], ackedRec{off: res.BaseOffset, value: pp.value})
+			if pp.topic == realCompactTopic {
+				w.compactLearn(res.BaseOffset, pp.value, fmt.Sprintf("acknowledged by %d", pp.broker))
+			}
 			w.tracef("acked %s at %s-0@%d by %d", pp.value, pp.topic, res.BaseOffset, pp.broker)
 		default:
 			kept = append(kept, pp)
 		}
 	}
 	w.pending = kept
-}
-
-// checkHW: a leader's high watermark never goes back within its epoch,
-// and no two brokers lead a partition in the same epoch.
-func (w *realWorld) checkHW() {
-	leaders := map[string]int32{}
-	for _, rb := range w.upBrokers() {
-		for _, topic := range w.topics {
-			p, err := rb.b.PartitionBy(topic, 0, time.Time{})
-			if err != nil || !p.IsLeader() {
-				continue
-			}
-			k := fmt.Sprintf("%s/%d", topic, p.LeaderEpoch())
-			if other, ok := leaders[k]; ok {
-				w.fail("brokers %d and %d both lead %s-0 in epoch %d", other, rb.id, topic, p.LeaderEpoch())
-				return
-			}
-			leaders[k] = rb.id
-		}
-	}
-	for _, rb := range w.upBrokers() {
-		for _, topic := range w.topics {
-			p, err := rb.b.PartitionBy(topic, 0, time.Time{})
-			if err == nil && topic != realDeleteTopic {
-				w.checkOpenTxns(rb, topic, p)
-			}
-			if err != nil || !p.IsLeader() {
-				continue
-			}
-			hw, le := p.HighWatermark(), int64(p.LeaderEpoch())
-			if last, ok := rb.hw[topic]; ok && last[1] == le && hw < last[0] {
-				w.fail("broker %d: HW of %s-0 went back from %d to %d in leader epoch %d", rb.id, topic, last[0], hw, le)
-			}
-			rb.hw[topic] = [2]int64{hw, le}
-			w.checkProposal(rb, topic, p)
-			if ls := p.LogStartOffset(); ls < w.deleteAcked[topic] && p.LeaderEpoch() == w.ctrl.image().Topics[topic].Partitions[0].LeaderEpoch {
-				w.fail("broker %d leads %s-0 (epoch %d) from %d, below the answered DeleteRecords to %d", rb.id, topic, le, ls, w.deleteAcked[topic])
-			}
-			w.checkLSO(rb, topic, p)
-			w.checkDurable(rb.id, topic, hw)
-		}
-	}
-}
-
-// realProposalStuck is how long a leader may keep an ISR change it has
-// not sent (the machine retries a failed one after 500 ms).
-const realProposalStuck = 2 * time.Second
-
-// checkProposal: a leader never sits on an ISR change without sending it
-// (the machine keeps one proposal with the controller and sends the next
-// once it is answered, or retries after a back-off); one held for longer
-// than realProposalStuck would leave the ISR stuck.
-func (w *realWorld) checkProposal(rb *realBroker, topic string, p *sbroker.Partition) {
-	if !p.Status(nil).ProposalWaiting {
-		delete(rb.proposalSince, topic)
-		return
-	}
-	since, ok := rb.proposalSince[topic]
-	if !ok {
-		rb.proposalSince[topic] = w.clk.Now()
-		return
-	}
-	if w.clk.Now().Sub(since) > realProposalStuck {
-		w.fail("broker %d has held an ISR change of %s-0 unsent since %d ms; %s", rb.id, topic, since.Sub(w.start).Milliseconds(), w.describe(topic))
-	}
-}
-
-// realMinISR is the topics' min.insync.replicas.
-const realMinISR = 2
-
-// checkDurable is check 6 of docs/replication.md: every record below a
-// leader's HW is flushed on at least min(min.insync.replicas, RF)
-// replicas: on the disk of a live broker, or kept by a stopped one
-// (a crash keeps what was synced).
-func (w *realWorld) checkDurable(leader int32, topic string, hw int64) {
-	n := 0
-	for _, rb := range w.brokers {
-		if rb.up {
-			if p, err := rb.b.PartitionBy(topic, 0, time.Time{}); err == nil {
-				rb.flushed[topic] = p.Log().FlushedOffset()
-			}
-		}
-		if rb.flushed[topic] >= hw {
-			n++
-		}
-	}
-	if n < realMinISR {
-		w.fail("%s-0: broker %d's HW %d is flushed on %d replicas (min.insync.replicas %d): %s", topic, leader, hw, n, realMinISR, w.describe(topic))
-	}
-}
-
-// checkAcked: the leader of each partition (up, and leading by the latest
-// image) holds every acknowledged record at its offset.
-func (w *realWorld) checkAcked() {
-	for _, topic := range w.topics {
-		leader := w.ctrl.image().Topics[topic].Partitions[0].Leader
-		if leader < 1 || !w.brokers[leader-1].up {
-			continue
-		}
-		p, err := w.brokers[leader-1].b.PartitionBy(topic, 0, time.Time{})
-		if err != nil || !p.IsLeader() {
-			continue
-		}
-		w.checkLog(leader, topic, p.Log(), p.Log().LogEndOffset())
-	}
-}
-
-// checkLog fails unless every acknowledged record of topic below end is in
-// l at its offset.
-func (w *realWorld) checkLog(id int32, topic string, l *storage.Log, end int64) {
-	want := map[int64]string{}
-	for _, a := range w.acked[topic] {
-		want[a.off] = a.value
-	}
-	found := map[int64]bool{}
-	seen := map[string]int64{}
-	err := readRecords(l, end, func(off int64, value []byte) bool {
-		if first, ok := seen[string(value)]; ok {
-			w.fail("broker %d: %s-0 holds %q twice, at %d and %d", id, topic, value, first, off)
-			return false
-		}
-		seen[string(value)] = off
-		if v, ok := want[off]; ok {
-			if v != string(value) {
-				w.fail("broker %d: %s-0@%d holds %q, acknowledged %q", id, topic, off, value, v)
-				return false
-			}
-			found[off] = true
-		}
-		return true
-	})
-	if err != nil {
-		w.fail("broker %d: reading %s-0: %v", id, topic, err)
-		return
-	}
-	for _, a := range w.acked[topic] {
-		if !found[a.off] && a.off >= w.deleted[topic] {
-			w.fail("broker %d leads %s-0 without acknowledged record %q at %d (log end %d)", id, topic, a.value, a.off, end)
-			return
-		}
-	}
-}
-
-// describe renders each broker's registration and view of topic-0.
-func (w *realWorld) describe(topic string) string {
-	var b strings.Builder
-	for _, rb := range w.brokers {
-		br := w.ctrl.image().Brokers[rb.id]
-		fmt.Fprintf(&b, "broker %d (up %v, epoch %d, fenced %v): ", rb.id, rb.up, br.Epoch, br.Fenced)
-		if !rb.up {
-			b.WriteString("down; ")
-			continue
-		}
-		p, err := rb.b.PartitionBy(topic, 0, time.Time{})
-		if err != nil {
-			fmt.Fprintf(&b, "%v; ", err)
-			continue
-		}
-		fmt.Fprintf(&b, "leader %d epoch %d LEO %d HW %d flushed %d; ", p.Leader(), p.LeaderEpoch(), p.LogEndOffset(),
-			p.HighWatermark(), p.Log().FlushedOffset())
-	}
-	return b.String()
-}
-
-// readRecords calls fn with every record of l below end, in order, until
-// fn returns false.
-func readRecords(l *storage.Log, end int64, fn func(off int64, value []byte) bool) error {
-	for off := l.LogStartOffset(); off < end; {
-		sl, err := l.Read(off, 1<<20, end)
-		if err != nil {
-			return err
-		}
-		b, err := sl.AppendTo(nil)
-		if err != nil {
-			return err
-		}
-		if len(b) == 0 {
-			return nil
-		}
-		for len(b) > 0 {
-			h, one, rest, err := batch.Next(b)
-			if err != nil {
-				return err
-			}
-			if h.IsControl() { // a transaction marker: no record
-				off = h.NextOffset()
-				b = rest
-				continue
-			}
-			more := true
-			if err := batch.Records(one, func(r batch.Record) bool {
-				more = fn(h.BaseOffset+int64(r.OffsetDelta), r.Value)
-				return more
-			}); err != nil {
-				return err
-			}
-			if !more {
-				return nil
-			}
-			off = h.NextOffset()
-			b = rest
-		}
-	}
-	return nil
 }
 
 // converged reports a quiet cluster: no request or transaction in flight,
@@ -1042,6 +857,11 @@ func (w *realWorld) settle() {
 				w.retention(rb)
 			}
 		}
+		if i%50 == 40 {
+			for _, rb := range w.upBrokers() {
+				w.clean(rb)
+			}
+		}
 		w.txnStep(i < realSettleWork)
 		w.collect()
 		w.collectTxn()
@@ -1057,6 +877,7 @@ func (w *realWorld) settle() {
 	for _, rb := range w.brokers {
 		rb.b.StepFlush()
 	}
+	w.checkCompactedAll() // learn every replica's log before checking each
 	w.checkAcked()
 	w.checkTxnsSettled()
 	for _, topic := range w.topics {
@@ -1080,7 +901,9 @@ func (w *realWorld) settle() {
 			return
 		}
 		for off, v := range w.consumed[topic] {
-			if got, ok := final[off]; (!ok && off >= w.deleted[topic]) || (ok && got != v) {
+			// A compacted log may have removed it (checkCompacted says
+			// whether it might).
+			if got, ok := final[off]; (!ok && off >= w.deleted[topic] && topic != realCompactTopic) || (ok && got != v) {
 				w.fail("a consumer read %q at %s-0@%d, the committed log holds %q (present %v)", v, topic, off, got, ok)
 				return
 			}
@@ -1091,7 +914,11 @@ func (w *realWorld) settle() {
 				w.fail("broker %d: %s-0: %v", rb.id, topic, err)
 				return
 			}
-			w.checkLog(rb.id, topic, p.Log(), hw)
+			if topic == realCompactTopic {
+				w.checkCompacted(rb.id, p)
+			} else {
+				w.checkLog(rb.id, topic, p.Log(), hw)
+			}
 			if ls := p.LogStartOffset(); ls < w.deleteAcked[topic] {
 				w.fail("after settling, broker %d's %s-0 starts at %d, below the answered DeleteRecords to %d (its leader's starts at %d)",
 					rb.id, topic, ls, w.deleteAcked[topic], lp.LogStartOffset())
@@ -1100,57 +927,3 @@ func (w *realWorld) settle() {
 		}
 	}
 }
-
-// simTransport is a broker's Transport: its requests to a leader are
-// served by the leader's own handlers (protocol.Local) on this goroutine,
-// unless the broker is down, a link is cut (a cut back means the request
-// was served and the answer lost) or the network drops them.
-type simTransport struct {
-	w    *realWorld
-	from int32
-}
-
-func (t simTransport) Dial(addr, clientID string) sbroker.PeerClient {
-	host, _, _ := net.SplitHostPort(addr)
-	id := int32(0)
-	if i := strings.LastIndexByte(host, '.'); i >= 0 {
-		n, _ := strconv.Atoi(host[i+1:])
-		id = int32(n)
-	}
-	return &simPeer{w: t.w, from: t.from, to: id, clientID: clientID}
-}
-
-type simPeer struct {
-	w        *realWorld
-	from, to int32
-	clientID string
-}
-
-func (p *simPeer) Request(_ context.Context, req kmsg.Request) (kmsg.Response, error) {
-	w := p.w
-	if p.to < 1 || int(p.to) > len(w.brokers) || !w.brokers[p.from-1].up {
-		return nil, errUnreachable
-	}
-	to := w.brokers[p.to-1]
-	if !to.up || w.cut[[2]int32{p.from, p.to}] || !w.settling && w.chance(realDropP) {
-		return nil, errUnreachable
-	}
-	k := [2]int32{p.from, p.to}
-	l := w.conns[k]
-	if l == nil {
-		l = protocol.NewLocal(to.reg)
-		w.conns[k] = l
-	}
-	resp, err := l.Do(p.clientID, req)
-	if err != nil {
-		return nil, err
-	}
-	if w.cut[[2]int32{p.to, p.from}] || !w.settling && w.chance(realDropP) {
-		return nil, errUnreachable
-	}
-	return resp, nil
-}
-
-// Traffic is not measured on the simulated network (no bytes cross it).
-func (p *simPeer) Traffic() (sent, received int64) { return 0, 0 }
-func (p *simPeer) Close() error                    { return nil }

@@ -350,7 +350,7 @@ func committedFilter(b []byte, aborted []storage.AbortedTxn, fn func(off int64, 
 			continue
 		}
 		if err := batch.Records(one, func(r batch.Record) bool {
-			fn(h.BaseOffset+int64(r.OffsetDelta), r.Value)
+			fn(h.BaseOffset+int64(r.OffsetDelta), recordValue(r))
 			return true
 		}); err != nil {
 			return err
