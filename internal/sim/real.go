@@ -322,7 +322,7 @@ func (w *realWorld) setup() {
 			w.txnTopics = append(w.txnTopics, name)
 		}
 		w.idem[name] = &idemProducer{pid: 1000 + int64(i)}
-		cfgs := map[string]string{"min.insync.replicas": strconv.Itoa(realMinISR)}
+		cfgs := map[string]string{"min.insync.replicas": strconv.Itoa(minISR(name))}
 		if name == realDeleteTopic {
 			// Time-based retention too: whole segments older than 2 s go
 			// (StepRetention), on the leader and the followers alike.

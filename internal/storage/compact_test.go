@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"math/rand"
+	"reflect"
 	"testing"
 	"time"
 
@@ -555,4 +556,54 @@ func TestReadersDuringCleaning(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkAgainst(t, l, model)
+}
+
+// TestRecoveryKeepsEpochsOfCleanedBatches: compaction may remove every
+// batch of a leader epoch; crash recovery keeps that epoch's entry from
+// the checkpoint rather than re-deriving the cache from the batches left
+// (which would lose it, and with it a follower's divergence check).
+func TestRecoveryKeepsEpochsOfCleanedBatches(t *testing.T) {
+	fsys := vfs.NewMem()
+	l := mustOpen(t, fsys, compactConfig())
+	for e := int32(1); e <= 3; e++ {
+		b := batchtest.Build(batchtest.Options{BaseTimestamp: t0.UnixMilli()}, []batchtest.Record{{Key: []byte("k"), Value: []byte(fmt.Sprint(e))}})
+		if _, err := l.AppendAssigning(b, e, t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; l.NumSegments() < 3; i++ { // epoch 4 rolls k's segment
+		b := batchtest.Build(batchtest.Options{BaseTimestamp: t0.UnixMilli()}, []batchtest.Record{{Key: []byte(fmt.Sprint("f", i)), Value: make([]byte, 200)}})
+		if _, err := l.AppendAssigning(b, 4, t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := l.EpochEntries()
+	if len(want) != 4 {
+		t.Fatalf("epochs %v", want)
+	}
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Clean(t0, l.LogEndOffset(), NewOffsetMap(1<<20), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if got := readRecords(t, l); got[0].off != 2 {
+		t.Fatalf("the cleaner kept offset %d; epochs 1 and 2 should have no batch left", got[0].off)
+	}
+	crashed := fsys.Crash(rand.New(rand.NewSource(1)))
+	// No recovery point: the crash recovery scans every segment.
+	if err := crashed.Remove("/data/topic-0/recovery-point-offset-checkpoint"); err != nil {
+		t.Fatal(err)
+	}
+	l2, err := Open(crashed, "/data/topic-0", compactConfig(), t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	if got := l2.EpochEntries(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("recovered epochs %v, want %v", got, want)
+	}
 }

@@ -13,7 +13,10 @@ import (
 	"github.com/sluice-io/sluice/internal/vfs"
 )
 
-var ownedIters = flag.Int("owned.iters", 200, "seeds of TestOwnedLogRecovers")
+var (
+	ownedIters = flag.Int("owned.iters", 200, "seeds of TestOwnedLogRecovers")
+	ownedSeed  = flag.Int64("owned.seed", -1, "run only this seed of TestOwnedLogRecovers, logging each step")
+)
 
 // testOwner plays the replica machine for an owned log: it applies every
 // batch itself and has the log persist what it decided (owner.go).
@@ -101,6 +104,10 @@ func reference(t *testing.T, l *Log) (*producer.State, []epoch.Entry, []AbortedT
 // its surviving batches from the start; so does ProducerState after a
 // truncation.
 func TestOwnedLogRecovers(t *testing.T) {
+	if *ownedSeed >= 0 {
+		ownedRun(t, *ownedSeed)
+		return
+	}
 	for seed := int64(0); seed < int64(*ownedIters); seed++ {
 		ownedRun(t, seed)
 		if t.Failed() {
@@ -140,7 +147,11 @@ func ownedRun(t *testing.T, seed int64) {
 	for i := 0; i < 120; i++ {
 		off := o.l.LogEndOffset()
 		var b []byte
-		switch r := rng.Intn(100); {
+		r := rng.Intn(100)
+		if *ownedSeed >= 0 {
+			t.Logf("op %d: r %d leo %d start %d", i, r, off, o.l.LogStartOffset())
+		}
+		switch {
 		case r < 30:
 			b = mkBatch(plain(1+rng.Intn(3), rng.Intn(100), t0.UnixMilli()))
 		case r < 60: // a transactional batch of one of three producers
@@ -168,6 +179,13 @@ func ownedRun(t *testing.T, seed int64) {
 			o.l.Close()
 			fsys = crashed
 			o = open(fsys)
+			if *ownedSeed >= 0 {
+				for _, sg := range o.l.segs {
+					t.Logf("after the crash: segment %d next %d size %d aborted %+v", sg.base, sg.next, sg.size, sg.aborted)
+				}
+				names, _ := fsys.List("/data/topic-0")
+				t.Logf("files %v", names)
+			}
 			check(o, "after a crash")
 			continue
 		default:

@@ -159,10 +159,16 @@ func (l *Log) recover() error {
 			scanFrom = i
 		}
 	}
-	// Entries from the first scanned segment on are re-derived from its
-	// batches (some may have been lost in the crash).
-	if scanFrom < len(l.segs) {
-		l.epochs.TruncateFromEnd(l.segs[scanFrom].base)
+	// The scan adds the epochs of batches newer than the checkpoint's
+	// latest (assignRecovered) and keeps its entries: an entry whose
+	// batches compaction removed is not re-derivable, yet a follower's
+	// divergence check needs it. Entries past what the crash left are cut
+	// at the recovered log end below. The checkpoint never names data
+	// that a truncation replaced: a truncation persists the cut cache, and
+	// an epoch's start is persisted before its batches are appended, as in
+	// Kafka's LogSegment.recover and LeaderEpochFileCache.
+	if lsOK {
+		l.logStart = logStart // for assignRecovered; settled below
 	}
 	if err := l.scanSegments(scanFrom); err != nil {
 		return err
@@ -246,6 +252,9 @@ func (l *Log) recover() error {
 // segment recovery does: only an epoch newer than the latest starts an
 // entry (an older one would truncate the cache).
 func (l *Log) assignRecovered(h *batch.Header) {
+	if h.NextOffset() <= l.logStart {
+		return // below the log start: not the log's any more
+	}
 	if h.LeaderEpoch >= 0 && h.LeaderEpoch > l.epochs.LatestEpoch() {
 		l.epochs.Assign(h.LeaderEpoch, h.BaseOffset)
 	}
@@ -523,6 +532,20 @@ func (l *Log) readProducers(snaps []int64, clean bool, scanFrom int, index bool)
 func (l *Log) replayProducers(ps *producer.State, from int64, index bool) error {
 	for i, s := range l.segs {
 		if s.next <= from || (i+1 < len(l.segs) && l.segs[i+1].base <= from) {
+			// Not replayed; but an entry past the segment's data (its
+			// index file outlived the batches in a crash) goes, as
+			// Kafka's LogSegment.recover rebuilds the index of what is
+			// left.
+			if t := trimAborted(s.aborted, s.next); index && len(t) != len(s.aborted) {
+				l.mu.Lock()
+				s.aborted = t
+				l.mu.Unlock()
+				if i < len(l.segs)-1 {
+					if err := s.writeTxnIndex(""); err != nil {
+						return err
+					}
+				}
+			}
 			continue
 		}
 		var start int64
