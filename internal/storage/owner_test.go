@@ -14,7 +14,7 @@ import (
 )
 
 var (
-	ownedIters = flag.Int("owned.iters", 200, "seeds of TestOwnedLogRecovers")
+	ownedIters = flag.Int("owned.iters", 1000, "seeds of TestOwnedLogRecovers")
 	ownedSeed  = flag.Int64("owned.seed", -1, "run only this seed of TestOwnedLogRecovers, logging each step")
 )
 
