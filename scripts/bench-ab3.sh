@@ -32,9 +32,17 @@ run() { # "binary bench-args" -> "produce_rec/s consume_rec/s"
 		pids+=($!)
 	done
 	for n in 1 2 3; do wait_port $((base + n)); done
-	# shellcheck disable=SC2086
-	out=$("$tmp/sluice-bench" --brokers "127.0.0.1:$((base + 1)),127.0.0.1:$((base + 2)),127.0.0.1:$((base + 3))" \
-		--replication-factor 3 --json ${BENCH_ARGS:-} $args)
+	# A listening broker may not have registered yet: creating an RF 3
+	# topic then fails with INVALID_REPLICATION_FACTOR, as in Kafka, so
+	# the run is retried a few times.
+	for try in 1 2 3 4 5; do
+		# shellcheck disable=SC2086
+		if out=$("$tmp/sluice-bench" --brokers "127.0.0.1:$((base + 1)),127.0.0.1:$((base + 2)),127.0.0.1:$((base + 3))" \
+			--replication-factor 3 --json ${BENCH_ARGS:-} $args); then
+			break
+		fi
+		[ "$try" -lt 5 ] && sleep 1
+	done
 	kill "${pids[@]}"
 	wait "${pids[@]}" 2>/dev/null || true
 	printf '%.0f %.0f\n' "$(field produceRecordsPerSec "$out")" "$(field consumeRecordsPerSec "$out")"
