@@ -36,6 +36,6 @@ rounds() {
 			read -r pb cb < <(run "$b"); read -r pa ca < <(run "$a")
 		fi
 		printf '%-6s %-3s %14s %14s\n' "$r" A "$pa" "$ca" "$r" B "$pb" "$cb"
-		awk -v r="$r" -v pa="$pa" -v pb="$pb" -v ca="$ca" -v cb="$cb" 'BEGIN { printf "round %s: B/A produce %.2fx, consume %.2fx\n", r, pb / pa, cb / ca }'
+		awk -v r="$r" -v pa="$pa" -v pb="$pb" -v ca="$ca" -v cb="$cb" 'BEGIN { c = (ca > 0) ? sprintf("%.2fx", cb / ca) : "n/a"; printf "round %s: B/A produce %.2fx, consume %s\n", r, pb / pa, c }'
 	done
 }
