@@ -56,16 +56,22 @@ func (l *Log) HandOver(current func() *producer.State) ([]epoch.Entry, *producer
 // or any time after HandOver: it never goes back).
 func (l *Log) owned() bool { return l.owner != nil }
 
+// ownerWritable is writable for the owner's calls: the log must have been
+// handed over (appendMu held).
+func (l *Log) ownerWritable() error {
+	if !l.owned() {
+		return errNotOwned
+	}
+	return l.writable()
+}
+
 // SetEpochs persists the owner's leader-epoch cache: the checkpoint file
 // is rewritten (durably, as Kafka's LeaderEpochFileCache flushes on every
 // change) when entries differ from what it holds.
 func (l *Log) SetEpochs(entries []epoch.Entry) error {
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
-	if !l.owned() {
-		return errNotOwned
-	}
-	if err := l.writable(); err != nil {
+	if err := l.ownerWritable(); err != nil {
 		return err
 	}
 	l.mu.Lock()
@@ -93,10 +99,7 @@ func (l *Log) SnapshotDue() bool { return l.snapDue.Load() }
 func (l *Log) WriteProducerSnapshot(data []byte) error {
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
-	if !l.owned() {
-		return errNotOwned
-	}
-	if err := l.writable(); err != nil {
+	if err := l.ownerWritable(); err != nil {
 		return err
 	}
 	if err := l.writeSnapshot(l.leo, data); err != nil {

@@ -537,13 +537,8 @@ func (l *Log) replayProducers(ps *producer.State, from int64, index bool) error 
 			// Kafka's LogSegment.recover rebuilds the index of what is
 			// left.
 			if t := trimAborted(s.aborted, s.next); index && len(t) != len(s.aborted) {
-				l.mu.Lock()
-				s.aborted = t
-				l.mu.Unlock()
-				if i < len(l.segs)-1 {
-					if err := s.writeTxnIndex(""); err != nil {
-						return err
-					}
+				if err := l.setAborted(i, t); err != nil {
+					return err
 				}
 			}
 			continue
@@ -577,17 +572,25 @@ func (l *Log) replayProducers(ps *producer.State, from int64, index bool) error 
 		if err != nil {
 			return err
 		}
-		if !index {
-			continue
-		}
-		l.mu.Lock()
-		s.aborted = aborted
-		l.mu.Unlock()
-		if i < len(l.segs)-1 {
-			if err := s.writeTxnIndex(""); err != nil {
+		if index {
+			if err := l.setAborted(i, aborted); err != nil {
 				return err
 			}
 		}
+	}
+	return nil
+}
+
+// setAborted replaces segment i's aborted-transaction entries, rewriting
+// its index file if it is sealed (the active one's is written at roll and
+// close).
+func (l *Log) setAborted(i int, aborted []AbortedTxn) error {
+	s := l.segs[i]
+	l.mu.Lock()
+	s.aborted = aborted
+	l.mu.Unlock()
+	if i < len(l.segs)-1 {
+		return s.writeTxnIndex("")
 	}
 	return nil
 }
