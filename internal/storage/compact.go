@@ -163,6 +163,10 @@ func (l *Log) Clean(now time.Time, hw int64, m *OffsetMap, throttle func(n int64
 	cfg, gen := l.cfg, l.truncGen
 	bound := l.tombstoneBound.Load()
 	segs := sealedViews(l.segs)
+	epochStarts := map[int64]bool{}
+	for _, e := range l.epochs.Entries() {
+		epochStarts[e.StartOffset] = true
+	}
 	l.mu.RUnlock()
 	if !cfg.Compact || ci.End <= 0 {
 		return st, nil
@@ -242,7 +246,7 @@ func (l *Log) Clean(now time.Time, hw int64, m *OffsetMap, throttle func(n int64
 		n := groupSize(todo, &cfg)
 		group := todo[:n]
 		todo = todo[n:]
-		out, h, err := l.cleanGroup(group, cleanRules{nowMs: nowMs, mapEnd: mapEnd, m: m, lastOffsets: lastOffsets,
+		out, h, err := l.cleanGroup(group, cleanRules{nowMs: nowMs, mapEnd: mapEnd, m: m, lastOffsets: lastOffsets, epochStarts: epochStarts,
 			deleteHorizon: nowMs + cfg.DeleteRetentionMs, tombstoneBound: bound, blocked: &blocked, aborted: aborted, txnKept: txnKept}, throttle, &st)
 		if err != nil {
 			return st, err
@@ -309,11 +313,16 @@ func groupSize(todo []sealedSeg, cfg *Config) int {
 
 // cleanRules decide which records a pass keeps.
 type cleanRules struct {
-	nowMs         int64
-	mapEnd        int64 // records at or above it are kept: the map does not cover them
-	m             *OffsetMap
-	lastOffsets   map[int64]int64 // producer id → last offset of its newest batch
-	deleteHorizon int64           // the horizon a first-cleaned tombstone gets
+	nowMs       int64
+	mapEnd      int64 // records at or above it are kept: the map does not cover them
+	m           *OffsetMap
+	lastOffsets map[int64]int64 // producer id → last offset of its newest batch
+	// epochStarts holds the start offset of every leader epoch in the
+	// log's cache: the batch there stays, emptied if need be, so that a
+	// replica copying the log (or recovering it without a checkpoint)
+	// learns every epoch, which its divergence check needs.
+	epochStarts   map[int64]bool
+	deleteHorizon int64 // the horizon a first-cleaned tombstone gets
 	// tombstoneBound: a tombstone past its horizon is removed only below
 	// it (SetTombstoneBound); blocked records the lowest one kept for
 	// want of it (-1 if none).
@@ -394,7 +403,7 @@ func (l *Log) cleanGroup(group []sealedSeg, r cleanRules, throttle func(int64), 
 			bh, hasHorizon := h.DeleteHorizon()
 			expired := hasHorizon && r.nowMs >= bh // its tombstones may go
 			tombstoneKept := false                 // one with a horizon still ahead
-			if h.IsControl() && r.markerRemovable(h, out.next) {
+			if h.IsControl() && !r.epochStarts[h.BaseOffset] && r.markerRemovable(h, out.next) {
 				// A marker whose transaction is gone: it gets a delete
 				// horizon the first time, and goes once that passed.
 				if expired {
@@ -433,9 +442,13 @@ func (l *Log) cleanGroup(group []sealedSeg, r cleanRules, throttle func(int64), 
 				return ok
 			}
 			// Kept even when emptied: the last batch of each producer (its
-			// idempotence state is rebuilt from it), and the group's last
-			// batch, so that the segment's batches reach its end.
-			keepEmpty := h.ProducerID >= 0 && r.lastOffsets[h.ProducerID] == h.LastOffset() || h.NextOffset() == out.next
+			// idempotence state is rebuilt from it), the first batch of
+			// each leader epoch (a condition Kafka's cleaner does not
+			// have: without it a replica copying the cleaned log misses
+			// the epoch, and a divergent follower is not truncated), and
+			// the group's last batch, so that the segment's batches reach
+			// its end.
+			keepEmpty := h.ProducerID >= 0 && r.lastOffsets[h.ProducerID] == h.LastOffset() || r.epochStarts[h.BaseOffset] || h.NextOffset() == out.next
 			nb, _, err := batch.Filter(b, keep, batch.FilterOptions{KeepEmpty: keepEmpty, DeleteHorizon: r.deleteHorizon})
 			if err != nil {
 				return fmt.Errorf("storage: cleaning %s at offset %d: %w", s.logName(), h.BaseOffset, err)

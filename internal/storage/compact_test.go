@@ -559,9 +559,11 @@ func TestReadersDuringCleaning(t *testing.T) {
 }
 
 // TestRecoveryKeepsEpochsOfCleanedBatches: compaction may remove every
-// batch of a leader epoch; crash recovery keeps that epoch's entry from
-// the checkpoint rather than re-deriving the cache from the batches left
-// (which would lose it, and with it a follower's divergence check).
+// record of a leader epoch, but keeps the epoch's first batch (emptied),
+// so a replica copying the cleaned log learns the epoch; and crash
+// recovery keeps the checkpoint's entries rather than re-deriving the
+// cache from the batches left. Either loss would hide a follower's
+// divergence.
 func TestRecoveryKeepsEpochsOfCleanedBatches(t *testing.T) {
 	fsys := vfs.NewMem()
 	l := mustOpen(t, fsys, compactConfig())
@@ -591,7 +593,28 @@ func TestRecoveryKeepsEpochsOfCleanedBatches(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got := readRecords(t, l); got[0].off != 2 {
-		t.Fatalf("the cleaner kept offset %d; epochs 1 and 2 should have no batch left", got[0].off)
+		t.Fatalf("the cleaner kept the record at %d; epochs 1 and 2 should have no record left", got[0].off)
+	}
+	// A replica copying the cleaned log learns every epoch: the first
+	// batch of each stays, emptied (compact.go, epochStarts).
+	sl, err := l.Read(0, 1<<20, l.LogEndOffset())
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := sl.AppendTo(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := Open(vfs.NewMem(), "/data/copy-0", compactConfig(), t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cp.Close()
+	if err := cp.Append(data); err != nil {
+		t.Fatal(err)
+	}
+	if got := cp.EpochEntries(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("a copy of the cleaned log has epochs %v, want %v", got, want)
 	}
 	crashed := fsys.Crash(rand.New(rand.NewSource(1)))
 	// No recovery point: the crash recovery scans every segment.

@@ -246,6 +246,9 @@ func TestCompactionRemovesMarkers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The leader epoch's first batch stays (compact.go, epochStarts): a
+	// plain one, so that the transactions below behave as on their own.
+	appendKeyed(t, l, now, batch.None, -1, 0, "e", "epoch start")
 	txn(1, "k", "superseded")
 	appendKeyed(t, l, now, batch.None, -1, 0, "k", "latest") // k's value from outside any transaction
 	txn(1, "j", "kept")                                      // producer 1's last batch: kept, even if emptied
