@@ -294,9 +294,14 @@ func (f *fetcher) fetchOnce(reqs map[TP]replica.FetchRequest, parts map[TP]*Part
 	kreq.SetVersion(fetchVersion)
 	kreq.ReplicaID = f.b.cfg.NodeID
 	kreq.ReplicaState.ID = f.b.cfg.NodeID
-	// The broker epoch stays unknown (-1), as with the Fetch v12 sluice
-	// sent before: KIP-903 fencing by it is left to the metadata.
-	kreq.ReplicaState.Epoch = -1
+	// The broker epoch (KIP-903; -1 before registration): the leader
+	// fences a fetch of an older incarnation and names the epoch in the
+	// ISR expansion it proposes, which the controller refuses
+	// (INELIGIBLE_REPLICA) once the follower registered again. Without
+	// it, an expansion decided on an older incarnation's fetch could be
+	// committed for the new one (the simulator's soak: a restarted
+	// follower joined the ISR below an answered DeleteRecords).
+	kreq.ReplicaState.Epoch = f.b.ctrl.BrokerEpoch()
 	kreq.MaxWaitMillis = maxWait
 	kreq.MinBytes = f.set.minBytes
 	kreq.MaxBytes = f.set.responseBytes

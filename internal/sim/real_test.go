@@ -44,10 +44,23 @@ func TestRealSeeds(t *testing.T) {
 	el := time.Since(start)
 	t.Logf("%d seeds in %v (%.1f seeds/s); totals %+v", *flagRealSeeds, el.Round(time.Millisecond),
 		float64(*flagRealSeeds)/el.Seconds(), total)
+	for _, seed := range realRegressionSeeds {
+		if res := RunReal(RealOptions{Seed: seed, Steps: *flagRealSteps}); res.Violation != "" {
+			t.Fatalf("regression seed %d: %s", seed, res.Report())
+		}
+	}
 	if total.Crashes == 0 || total.Acked == 0 || total.ISRChanges == 0 {
 		t.Fatalf("the runs exercised too little: %+v", total)
 	}
 }
+
+// realRegressionSeeds are soak seeds (TestRealSoak) that found bugs, run
+// with every TestRealSeeds: 1796181980161591760, a replica that copied a
+// cleaned log missing an epoch (the cleaner now keeps each epoch's first
+// batch); 1796183001364535630, an ISR expansion decided on a follower's
+// earlier incarnation committed below an answered DeleteRecords (the
+// follower's Fetch now carries its broker epoch, KIP-903).
+var realRegressionSeeds = []uint64{1796181980161591760, 1796183001364535630}
 
 // runSeeds runs seeds 1..n, one worker per CPU (the worlds share
 // nothing), and returns the totals and the lowest failing seed's result.
