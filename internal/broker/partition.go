@@ -363,7 +363,9 @@ func (p *Partition) processReady() {
 			appended = true
 		}
 		if appended {
-			p.snapshotProducers()
+			if err := p.snapshotProducers(false); err != nil && !p.ioFailed("producer snapshot", err) {
+				p.b.log.Error("producer snapshot", "topic", p.Topic, "partition", p.Partition, "err", err)
+			}
 		}
 		if rd.LogStartSet && rd.LogStart > p.log.LogStartOffset() {
 			if err := p.log.AdvanceLogStart(rd.LogStart); err != nil && !errors.Is(err, storage.ErrOffsetOutOfRange) && !p.ioFailed("advance log start", err) {
@@ -419,15 +421,14 @@ func (p *Partition) processReady() {
 }
 
 // snapshotProducers writes the machine's producer state as the log's
-// snapshot at its end when a segment rolled since the last one, once the
-// log holds everything the machine applied (by the owner).
-func (p *Partition) snapshotProducers() {
-	if !p.log.SnapshotDue() || p.log.LogEndOffset() != p.r.LEO() {
-		return
+// snapshot at its end, once the log holds everything the machine applied:
+// when a segment rolled since the last one, or always (a clean close). By
+// the owner; a failed log refuses it.
+func (p *Partition) snapshotProducers(always bool) error {
+	if (!always && !p.log.SnapshotDue()) || p.log.LogEndOffset() != p.r.LEO() {
+		return nil
 	}
-	if err := p.log.WriteProducerSnapshot(p.r.Producers().Encode()); err != nil && !p.ioFailed("producer snapshot", err) {
-		p.b.log.Error("producer snapshot", "topic", p.Topic, "partition", p.Partition, "err", err)
-	}
+	return p.log.WriteProducerSnapshot(p.r.Producers().Encode())
 }
 
 // publish copies the machine's HW, LEO, epoch, leader and role into the
@@ -757,10 +758,10 @@ func (p *Partition) close(remove bool) error {
 			return
 		}
 		p.closed = true
-		if !remove && p.log.LogEndOffset() == p.r.LEO() {
-			// The snapshot at the log end a clean close leaves (the
-			// log's is the machine's); a failed log refuses it.
-			p.log.WriteProducerSnapshot(p.r.Producers().Encode())
+		if !remove {
+			// What a clean close leaves at the log end; a failed log
+			// refuses it, and recovery replays instead.
+			p.snapshotProducers(true)
 		}
 		for id, ch := range p.waiters {
 			delete(p.waiters, id)

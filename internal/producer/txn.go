@@ -51,6 +51,17 @@ func (s *State) FirstOpenTxn() (int64, bool) {
 	return lowest, found
 }
 
+// StableAfter is the last stable offset the aborted-transaction index
+// records with the marker that completed c (Kafka's AbortedTxn
+// lastStableOffset): the first offset of the oldest transaction still
+// open, or the offset after the marker. Call it right after EndTxn.
+func (s *State) StableAfter(c Completed) int64 {
+	if first, open := s.FirstOpenTxn(); open {
+		return first
+	}
+	return c.LastOffset + 1
+}
+
 // EachOpenTxn calls fn for every ongoing transaction, in no order.
 func (s *State) EachOpenTxn(fn func(pid, first int64)) {
 	for pid, first := range s.open {

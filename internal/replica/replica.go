@@ -434,11 +434,7 @@ func (r *Replica) appendBatch(b *Batch) {
 			// unreplicatedTxns): a lost marker reopens it.
 			r.completed = append(r.completed, c)
 			if c.Aborted {
-				lso := c.LastOffset + 1
-				if first, open := r.producers.FirstOpenTxn(); open {
-					lso = first
-				}
-				abort = &AbortIndex{ProducerID: c.ProducerID, FirstOffset: c.FirstOffset, LastOffset: c.LastOffset, LastStable: lso}
+				abort = &AbortIndex{ProducerID: c.ProducerID, FirstOffset: c.FirstOffset, LastOffset: c.LastOffset, LastStable: r.producers.StableAfter(c)}
 			}
 		}
 	case b.ProducerID >= 0:

@@ -153,11 +153,7 @@ func applyProducer(ps *producer.State, h *batch.Header, b []byte) (AbortedTxn, b
 		if !ok || !c.Aborted {
 			return AbortedTxn{}, false
 		}
-		lso := c.LastOffset + 1
-		if first, open := ps.FirstOpenTxn(); open {
-			lso = first
-		}
-		return AbortedTxn{ProducerID: c.ProducerID, FirstOffset: c.FirstOffset, LastOffset: c.LastOffset, LastStable: lso}, true
+		return AbortedTxn{ProducerID: c.ProducerID, FirstOffset: c.FirstOffset, LastOffset: c.LastOffset, LastStable: ps.StableAfter(c)}, true
 	}
 	ps.Update(h.ProducerID, h.ProducerEpoch, producer.Batch{
 		FirstSeq:    h.BaseSequence,
