@@ -177,9 +177,15 @@ func serve(args []string) error {
 		return err
 	}
 	defer lock.Release()
-	// Whose directory, written by which format (Kafka's meta.properties):
-	// checked before anything else reads it.
-	if _, err := metaprops.Ensure(cfg.DataDir, cfg.NodeID); err != nil {
+	// Whose directory (node and cluster), written by which format
+	// (Kafka's meta.properties): checked before anything else reads it.
+	// A start that would put the directory in another cluster (a quorum
+	// member's started without --voters, say) is refused here with
+	// nothing changed, or, for a cluster id learnt from the quorum, before
+	// the broker acts on its metadata (broker.Options.JoinCluster).
+	newClusterID := metadata.NewUUID().String()[:22]
+	ident, err := metaprops.Open(cfg.DataDir, cfg.NodeID, metaprops.Start{Quorum: len(cfg.Voters) > 0, NewClusterID: newClusterID})
+	if err != nil {
 		return err
 	}
 	// SLUICE_FAULT_INJECTION=1 wraps the data directory's filesystem with a
@@ -199,6 +205,7 @@ func serve(args []string) error {
 		return err
 	}
 	b, err := broker.Open(broker.Options{Config: cfg, FS: fsys, Logger: logger, Controller: ctrl,
+		NewClusterID: newClusterID, JoinCluster: ident.Join,
 		// A failed data directory halts the process, as Kafka's
 		// LogManager does when its last log dir fails (Exit.halt(1)): no
 		// controlled shutdown, no deferred cleanup, nothing more

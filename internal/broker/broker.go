@@ -59,6 +59,16 @@ type Options struct {
 	// Controller is the metadata authority. Default: a single-node
 	// metadata.Local in DataDir/__cluster_metadata.
 	Controller metadata.Controller
+	// NewClusterID is the id a new single-node cluster (the default
+	// Controller) takes. Default: a random one.
+	NewClusterID string
+	// JoinCluster, when set, is called with the cluster id of an image
+	// before the broker acts on it (once per id): the data directory's
+	// identity check (metaprops.Identity.Join). On an error the broker
+	// does not act on the image, and calls OnFatal (Open returns the
+	// error instead). While it is set, an image without a cluster id is
+	// not acted on. Default: nil, no check.
+	JoinCluster func(clusterID string) error
 	// OnFatal is called, once, when the data directory fails (see
 	// logDirFailed), after the broker logged the failure and stopped
 	// acknowledging. It must halt the process: Kafka calls Exit.halt(1).
@@ -89,8 +99,12 @@ type Broker struct {
 	// loop, then by Close once it has stopped).
 	lastHWCheck []byte
 
-	applyMu   sync.Mutex // serializes reconcile
-	listeners []func(tp TP, isLeader bool, leaderEpoch int32)
+	applyMu sync.Mutex // serializes reconcile
+	// joinCluster is Options.JoinCluster; joined is the cluster id it
+	// accepted last (applyMu).
+	joinCluster func(string) error
+	joined      string
+	listeners   []func(tp TP, isLeader bool, leaderEpoch int32)
 	// caughtUp is set once an image holds this incarnation's registration:
 	// images before it are history being replayed (a restarted node's
 	// metadata log), which must not be acted on — a replayed image can
@@ -241,7 +255,7 @@ func Open(opts Options) (*Broker, error) {
 		if err != nil {
 			return nil, err
 		}
-		l, err := metadata.OpenLocal(opts.FS, path.Join(cfg.DataDir, "__cluster_metadata"), cfg, self)
+		l, err := metadata.OpenLocal(opts.FS, path.Join(cfg.DataDir, "__cluster_metadata"), cfg, self, opts.NewClusterID)
 		if err != nil {
 			return nil, err
 		}
@@ -265,7 +279,7 @@ func Open(opts Options) (*Broker, error) {
 	}
 	b := &Broker{cfg: cfg, fs: opts.FS, log: opts.Logger, clock: opts.Clock, ctrl: opts.Controller, onFatal: opts.OnFatal,
 		parts: map[TP]*Partition{}, fetchers: map[int32]*fetcher{}, closing: make(chan struct{}), flusher: newFlusher(opts.Steps, syncer, cfg.DataDir, minSyncFS), inter: inter, transport: opts.Transport,
-		steps: opts.Steps}
+		steps: opts.Steps, joinCluster: opts.JoinCluster}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.bgIdle = sync.NewCond(&b.bgMu)
 	b.leaderQuota = newReplQuota(cfg, b.clock, "leader", "leader.replication.throttled.rate")
@@ -282,7 +296,13 @@ func Open(opts Options) (*Broker, error) {
 		return nil, err
 	}
 	b.ctrl.Watch(func(im *metadata.Image) {
-		if err := b.reconcile(im); err != nil {
+		err := b.reconcile(im)
+		var refused *clusterRefusedError
+		switch {
+		case errors.As(err, &refused):
+			b.log.Error("the data directory belongs to another cluster: halting", "err", err)
+			b.onFatal(err)
+		case err != nil:
 			b.log.Error("applying metadata", "offset", im.Offset, "err", err)
 		}
 	})
@@ -445,6 +465,15 @@ func (b *Broker) reconcile(im *metadata.Image) error {
 	if prev != nil && im.Offset < prev.Offset {
 		return nil
 	}
+	if b.joinCluster != nil && im.ClusterID != b.joined {
+		if im.ClusterID == "" {
+			return nil
+		}
+		if err := b.joinCluster(im.ClusterID); err != nil {
+			return &clusterRefusedError{err}
+		}
+		b.joined = im.ClusterID
+	}
 	self := b.cfg.NodeID
 	if !b.caughtUp.Load() && !b.knobs.ActOnReplayedMetadata {
 		br, ok := im.Brokers[self]
@@ -452,6 +481,10 @@ func (b *Broker) reconcile(im *metadata.Image) error {
 			return nil
 		}
 		b.caughtUp.Store(true)
+		if err := b.setAsideStrays(im); err != nil {
+			b.logDirFailed(nil, "set aside stray partition directories", err)
+			return err
+		}
 	}
 	want := map[TP]bool{}
 	var errs []error
@@ -597,6 +630,13 @@ func (b *Broker) reconcile(im *metadata.Image) error {
 	}
 	return errors.Join(errs...)
 }
+
+// clusterRefusedError is reconcile's error for an image of a cluster the
+// data directory does not belong to (Options.JoinCluster).
+type clusterRefusedError struct{ err error }
+
+func (e *clusterRefusedError) Error() string { return e.err.Error() }
+func (e *clusterRefusedError) Unwrap() error { return e.err }
 
 // metadataLag bounds how long a request for a partition this node does not
 // serve (yet) waits for metadata to arrive: a topic or leadership just

@@ -43,12 +43,13 @@ func decodePartitionMetadata(b []byte) (id metadata.UUID, ok bool) {
 }
 
 // checkTopicID makes dir safe to open as a partition of topic id: a
-// directory whose partition.metadata names another topic id holds a
-// deleted topic's partition (deleted while this node was away, or
-// recreated between two metadata images it applied) and is removed. It
-// reports whether partition.metadata must be (re)written after the open:
-// missing (a new partition, or one from before this file existed, which
-// is adopted), unreadable, or removed with its directory.
+// directory whose partition.metadata names another topic id holds another
+// topic's partition (a topic of the same name deleted while this node was
+// away, or recreated between two metadata images it applied) and is set
+// aside as a stray (setAside), never deleted. It reports whether
+// partition.metadata must be (re)written after the open: missing (a new
+// partition, or one from before this file existed, which is adopted),
+// unreadable, or set aside with its directory.
 func (b *Broker) checkTopicID(dir string, id metadata.UUID) (write bool, err error) {
 	data, err := vfs.ReadFile(b.fs, path.Join(dir, partitionMetadataName), 1024)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -64,9 +65,7 @@ func (b *Broker) checkTopicID(dir string, id metadata.UUID) (write bool, err err
 	if got == id {
 		return false, nil
 	}
-	b.log.Warn("removing a stray partition directory: it belongs to a deleted topic of the same name",
-		"dir", dir, "its_topic_id", got.String(), "topic_id", id.String())
-	if err := b.fs.RemoveAll(dir); err != nil {
+	if err := b.setAside(dir, "it belongs to another topic of the same name", "its_topic_id", got.String(), "topic_id", id.String()); err != nil {
 		return false, err
 	}
 	return true, b.fs.MkdirAll(dir, 0o755)

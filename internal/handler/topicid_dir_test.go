@@ -13,24 +13,27 @@ import (
 
 // A partition directory carries its topic's id (partition.metadata,
 // KIP-516). At a restart, a directory naming another id belongs to a
-// deleted topic of the same name and its data is not served; one without
-// the file (written before it existed) is adopted with its data.
+// deleted topic of the same name: its data is not served, and the
+// directory is set aside (renamed re-0.ID-stray) with every byte, never
+// deleted. One without the file (written before it existed) is adopted
+// with its data.
 func TestPartitionDirectoryTopicID(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		tamper  func(t *testing.T, file string)
 		wantEnd int64
+		strays  int
 	}{
 		{"another topic's directory", func(t *testing.T, file string) {
 			if err := os.WriteFile(file, []byte("version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAA\n"), 0o644); err != nil {
 				t.Fatal(err)
 			}
-		}, 0},
+		}, 0, 1},
 		{"a directory from before the file", func(t *testing.T, file string) {
 			if err := os.Remove(file); err != nil {
 				t.Fatal(err)
 			}
-		}, 3},
+		}, 3, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -52,6 +55,11 @@ func TestPartitionDirectoryTopicID(t *testing.T) {
 			cl.Close()
 			n.stop()
 			tc.tamper(t, file)
+			seg := filepath.Join("re-0", "00000000000000000000.log")
+			segData, err := os.ReadFile(filepath.Join(dir, seg))
+			if err != nil || len(segData) == 0 {
+				t.Fatalf("segment: %d bytes, %v", len(segData), err)
+			}
 
 			n = startNode(t, dir, nil)
 			offs, err := kadm.NewClient(n.client()).ListEndOffsets(context.Background(), "re")
@@ -63,6 +71,16 @@ func TestPartitionDirectoryTopicID(t *testing.T) {
 			}
 			if got, err := os.ReadFile(file); err != nil || string(got) != string(data) {
 				t.Fatalf("partition.metadata after the restart: %q (%v), want %q", got, err, data)
+			}
+			strays, _ := filepath.Glob(filepath.Join(dir, "re-0.*-stray"))
+			if len(strays) != tc.strays {
+				t.Fatalf("stray directories %v, want %d", strays, tc.strays)
+			}
+			for _, s := range strays {
+				got, err := os.ReadFile(filepath.Join(s, filepath.Base(seg)))
+				if err != nil || string(got) != string(segData) {
+					t.Fatalf("the stray's segment: %d bytes (%v), want the %d bytes it had", len(got), err, len(segData))
+				}
 			}
 		})
 	}

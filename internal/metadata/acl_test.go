@@ -18,7 +18,7 @@ func TestLocalAcls(t *testing.T) {
 	dir := t.TempDir()
 	cfg := &config.Broker{}
 	open := func() *Local {
-		l, err := OpenLocal(vfs.Default, dir, cfg, Broker{ID: 1, Host: "localhost", Port: 9092})
+		l, err := OpenLocal(vfs.Default, dir, cfg, Broker{ID: 1, Host: "localhost", Port: 9092}, "")
 		if err != nil {
 			t.Fatal(err)
 		}

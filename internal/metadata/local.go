@@ -23,9 +23,9 @@ type Local struct {
 }
 
 // OpenLocal opens the single-node metadata in dir and registers self as the
-// only broker.
-func OpenLocal(fsys vfs.FS, dir string, cfg *config.Broker, self Broker) (*Local, error) {
-	st, err := OpenStore(fsys, dir)
+// only broker. A new cluster takes newClusterID ("" for a random one).
+func OpenLocal(fsys vfs.FS, dir string, cfg *config.Broker, self Broker, newClusterID string) (*Local, error) {
+	st, err := OpenStore(fsys, dir, newClusterID)
 	if err != nil {
 		return nil, err
 	}

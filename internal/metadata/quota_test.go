@@ -21,7 +21,7 @@ var qdefault = QuotaName{Set: true, Default: true}
 func TestLocalClientQuotas(t *testing.T) {
 	dir := t.TempDir()
 	open := func() *Local {
-		l, err := OpenLocal(vfs.Default, dir, &config.Broker{}, Broker{ID: 1, Host: "localhost", Port: 9092})
+		l, err := OpenLocal(vfs.Default, dir, &config.Broker{}, Broker{ID: 1, Host: "localhost", Port: 9092}, "")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -31,7 +31,7 @@ func TestMergeAndRevert(t *testing.T) {
 }
 
 func TestLocalElectAndReassign(t *testing.T) {
-	l, err := OpenLocal(vfs.NewMem(), "/meta", config.Defaults(), Broker{ID: 7, Host: "h", Port: 1})
+	l, err := OpenLocal(vfs.NewMem(), "/meta", config.Defaults(), Broker{ID: 7, Host: "h", Port: 1}, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,8 +27,9 @@ const fileName = "metadata.json"
 // maxFileBytes bounds the metadata file read at startup.
 const maxFileBytes = 256 << 20
 
-// OpenStore loads the image from dir, or starts an empty one.
-func OpenStore(fsys vfs.FS, dir string) (*Store, error) {
+// OpenStore loads the image from dir, or starts an empty one whose cluster
+// id is newClusterID ("" for a random one).
+func OpenStore(fsys vfs.FS, dir, newClusterID string) (*Store, error) {
 	if err := fsys.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -39,6 +40,9 @@ func OpenStore(fsys vfs.FS, dir string) (*Store, error) {
 			return nil, err
 		}
 		s.img = NewImage()
+		if newClusterID != "" {
+			s.img.ClusterID = newClusterID
+		}
 		return s, s.persist(s.img)
 	}
 	img := NewImage()
@@ -53,6 +57,25 @@ func OpenStore(fsys vfs.FS, dir string) (*Store, error) {
 	}
 	s.img = img
 	return s, nil
+}
+
+// StoredClusterID reads the cluster id of the single-node metadata kept in
+// dir without opening or changing anything: "" when dir holds none.
+func StoredClusterID(fsys vfs.FS, dir string) (string, error) {
+	data, err := vfs.ReadFile(fsys, path.Join(dir, fileName), maxFileBytes)
+	if errors.Is(err, os.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	var head struct {
+		ClusterID string `json:"clusterId"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
+		return "", fmt.Errorf("metadata: %s: %w", path.Join(dir, fileName), err)
+	}
+	return head.ClusterID, nil
 }
 
 // Image returns the current image. Callers must not modify it.

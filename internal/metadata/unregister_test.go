@@ -48,7 +48,7 @@ func TestCheckUnregister(t *testing.T) {
 }
 
 func TestLocalUnregister(t *testing.T) {
-	l, err := OpenLocal(vfs.NewMem(), "/meta", config.Defaults(), Broker{ID: 7, Host: "h", Port: 1})
+	l, err := OpenLocal(vfs.NewMem(), "/meta", config.Defaults(), Broker{ID: 7, Host: "h", Port: 1}, "")
 	if err != nil {
 		t.Fatal(err)
 	}

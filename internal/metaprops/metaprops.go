@@ -7,9 +7,16 @@
 // The file is Kafka's version 1 form plus one sluice key:
 //
 //	version=1
+//	cluster.id=<the cluster's id, 22 characters>
 //	node.id=3
 //	directory.id=<random, base64 URL-safe, 22 characters>
 //	sluice.data.format=1
+//
+// cluster.id is written once the node knows its cluster (at once for a
+// single-node cluster, when the metadata first names it in a quorum); from
+// then on a start that would put the directory in another cluster is
+// refused (identity.go), as Kafka refuses one with
+// InconsistentClusterIdException.
 //
 // sluice.data.format is the version of everything sluice writes in the
 // directory (segments, indexes, checkpoints, producer snapshots, the
@@ -46,6 +53,10 @@ const maxBytes = 64 << 10
 
 // Props are a directory's meta.properties.
 type Props struct {
+	// ClusterID is the cluster the directory belongs to, "" while not
+	// known yet (a new node of a quorum, or a directory written before
+	// the key existed).
+	ClusterID   string
 	NodeID      int32
 	DirectoryID string
 	Format      int
@@ -55,37 +66,40 @@ type Props struct {
 // a newer format.
 var ErrNewerFormat = errors.New("data directory written by a newer sluice")
 
-// Ensure checks dir's meta.properties against node id and this binary's
-// format, writing the file (durably) if the directory has none: a new
-// directory, or one written before the file existed (format 1).
-func Ensure(dir string, nodeID int32) (Props, error) {
+// Read reads dir's meta.properties and checks it against node id and this
+// binary's format. It writes nothing; found is false when the directory
+// has no file (a new directory, or one written before the file existed).
+func Read(dir string, nodeID int32) (p Props, found bool, err error) {
 	path := filepath.Join(dir, FileName)
 	b, err := os.ReadFile(path)
-	switch {
-	case err == nil:
-		if len(b) > maxBytes {
-			return Props{}, fmt.Errorf("%s: %d bytes, more than a meta.properties holds", path, len(b))
-		}
-		p, err := Parse(string(b))
-		if err != nil {
-			return Props{}, fmt.Errorf("%s: %w", path, err)
-		}
-		if p.NodeID != nodeID {
-			return Props{}, fmt.Errorf("%s: the data directory belongs to node %d, and this is node %d: start it with --node-id %d, or give this node its own --data-dir", path, p.NodeID, nodeID, p.NodeID)
-		}
-		if p.Format > CurrentFormat {
-			return Props{}, fmt.Errorf("%s: %w (data format %d; this binary reads formats up to %d): run the newer binary again, or restore the directory from before it ran", path, ErrNewerFormat, p.Format, CurrentFormat)
-		}
-		return p, nil
-	case !errors.Is(err, os.ErrNotExist):
-		return Props{}, err
+	if errors.Is(err, os.ErrNotExist) {
+		return Props{}, false, nil
 	}
+	if err != nil {
+		return Props{}, false, err
+	}
+	if len(b) > maxBytes {
+		return Props{}, false, fmt.Errorf("%s: %d bytes, more than a meta.properties holds", path, len(b))
+	}
+	if p, err = Parse(string(b)); err != nil {
+		return Props{}, false, fmt.Errorf("%s: %w", path, err)
+	}
+	if p.NodeID != nodeID {
+		return Props{}, false, fmt.Errorf("%s: the data directory belongs to node %d, and this is node %d: start it with --node-id %d, or give this node its own --data-dir", path, p.NodeID, nodeID, p.NodeID)
+	}
+	if p.Format > CurrentFormat {
+		return Props{}, false, fmt.Errorf("%s: %w (data format %d; this binary reads formats up to %d): run the newer binary again, or restore the directory from before it ran", path, ErrNewerFormat, p.Format, CurrentFormat)
+	}
+	return p, true, nil
+}
+
+// newProps are a new directory's: a random directory id, this format.
+func newProps(nodeID int32) (Props, error) {
 	var id [16]byte
 	if _, err := rand.Read(id[:]); err != nil {
 		return Props{}, err
 	}
-	p := Props{NodeID: nodeID, DirectoryID: base64.RawURLEncoding.EncodeToString(id[:]), Format: CurrentFormat}
-	return p, write(dir, p)
+	return Props{NodeID: nodeID, DirectoryID: base64.RawURLEncoding.EncodeToString(id[:]), Format: CurrentFormat}, nil
 }
 
 // Parse reads the file's text.
@@ -114,7 +128,7 @@ func Parse(text string) (Props, error) {
 	if err != nil {
 		return Props{}, fmt.Errorf("node.id=%q: %v", kv["node.id"], err)
 	}
-	p := Props{NodeID: int32(id), DirectoryID: kv["directory.id"], Format: 1}
+	p := Props{ClusterID: kv["cluster.id"], NodeID: int32(id), DirectoryID: kv["directory.id"], Format: 1}
 	if f, ok := kv["sluice.data.format"]; ok {
 		n, err := strconv.Atoi(f)
 		if err != nil || n < 1 {
@@ -132,6 +146,9 @@ func (p Props) String() string {
 		"node.id":            strconv.Itoa(int(p.NodeID)),
 		"directory.id":       p.DirectoryID,
 		"sluice.data.format": strconv.Itoa(p.Format),
+	}
+	if p.ClusterID != "" {
+		kv["cluster.id"] = p.ClusterID
 	}
 	keys := make([]string, 0, len(kv))
 	for k := range kv {

@@ -49,6 +49,12 @@ var (
 	LeaderElections = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "sluice_leader_elections_total", Help: "Leader changes of local partitions applied from committed metadata (LeaderElectionRateAndTimeMs).",
 	})
+	// StrayReplicasSetAside counts partition directories this node set
+	// aside as strays (renamed topic-N.ID-stray, never deleted) since it
+	// started.
+	StrayReplicasSetAside = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sluice_stray_replicas_set_aside_total", Help: "Partition directories the metadata does not know, renamed aside with the -stray suffix (never deleted) since start.",
+	})
 )
 
 // The log cleaner's instruments (Kafka's LogCleaner and
@@ -136,7 +142,7 @@ func SetOpenFiles(fn func() int) { openFilesFn.Store(&fn) }
 
 func init() {
 	Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		Requests, RequestSeconds, ISRShrinks, ISRExpands, LeaderElections, ControllerEntries, ControllerRecords,
+		Requests, RequestSeconds, ISRShrinks, ISRExpands, LeaderElections, StrayReplicasSetAside, ControllerEntries, ControllerRecords,
 		CleanerMaxDirtyPercent, CleanerSinceLastRun, CleanerReadBytes, CleanerWrittenBytes, CleanerRecordsRemoved,
 		CleanerPasses, CleanerBacklogBytes, CleanerBacklogPartitions, CleanerBufferBytes, CleanerRunning, openFiles, FetchSplicedBytes,
 		FlushRounds, FlushPartitions)
