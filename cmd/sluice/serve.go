@@ -139,6 +139,10 @@ func parseServe(args []string) (*config.Broker, slog.Level, error) {
 		// protocols, advertised names, the inter-broker listener.
 		err = cfg.CheckListeners()
 	}
+	if err == nil {
+		// process.roles and the quorum together, after --voters.
+		err = cfg.CheckRoles()
+	}
 	return cfg, level, err
 }
 

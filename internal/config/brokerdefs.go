@@ -27,11 +27,11 @@ var BrokerDefs = slices.Concat(coreBrokerDefs, securityDefs)
 // coreBrokerDefs are the settings other than security's (securitydefs.go).
 var coreBrokerDefs = []Def{
 	// Server basics and KRaft.
-	{Name: "process.roles", Type: TypeList, Default: "", Enum: []string{"broker", "controller"}, Doc: "The roles of this node (KRaft). sluice derives its roles from --voters: a node listed there is a controller and a broker."},
+	{Name: "process.roles", Type: TypeList, Default: "", Enum: []string{"broker", "controller"}, Doc: "The roles of this node (KRaft), checked against controller.quorum.voters as Kafka does: with controller, node.id must be a voter; without it, node.id must not be, and a quorum must be listed. Every sluice node is a broker: controller alone is refused."},
 	{Name: "node.id", Type: TypeInt, Default: "1", Min: 0, Max: math.MaxInt32, Doc: "This node's id (--node-id). Kafka's default is -1 (required in KRaft); sluice's is 1."},
 	{Name: "broker.id", Type: TypeInt, Default: "-1", Min: -1, Max: math.MaxInt32, Doc: "Older name of node.id, used when node.id is not set."},
 	{Name: "controller.quorum.voters", Type: TypeList, Default: "", Check: checkVoters, Form: "id@host:port,...", Doc: "The controller quorum as id@host:port,... (--voters). Empty: a single-node quorum of this node."},
-	{Name: "controller.quorum.bootstrap.servers", Type: TypeList, Default: "", Check: checkHostPorts, Form: "host:port,...", NoEffect: true, Doc: "KIP-853 dynamic quorum bootstrap (host:port,...). sluice's quorum is static: use controller.quorum.voters."},
+	{Name: "controller.quorum.bootstrap.servers", Type: TypeList, Default: "", Check: checkHostPorts, Form: "host:port,...", NoEffect: true, Doc: "KIP-853 dynamic quorum bootstrap (host:port,...). Without controller.quorum.voters it is accepted only when it names this node's own CONTROLLER listener (a standalone combined node, run as a single-node cluster); naming another controller is refused at start. List a quorum in controller.quorum.voters."},
 	{Name: "controller.listener.names", Type: TypeList, Default: "", NoEffect: true, Doc: "Listener names used by the controller. sluice's controller listener is the one named CONTROLLER in listeners (or --controller-listen)."},
 	{Name: "controller.quorum.election.timeout.ms", Type: TypeInt, Default: "1000", NoEffect: true, Doc: "Raft election timeout. sluice's controller uses a fixed one-second raft timeout."},
 	{Name: "controller.quorum.fetch.timeout.ms", Type: TypeInt, Default: "2000", NoEffect: true},

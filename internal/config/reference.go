@@ -28,7 +28,13 @@ flags of ` + "`sluice serve`" + ` (flags win). Every key is checked at start:
   (` + "`The configuration 'bogus.setting' was supplied but isn't a known config.`" + `)
   and the node starts, so a Kafka user's file works as it is;
 - a key marked *no effect* is accepted and validated but changes nothing in
-  sluice (one INFO line at start lists those that are set).
+  sluice (one INFO line at start lists those that are set);
+- the KRaft role keys are checked together after the flags, as Kafka does
+  (` + "`process.roles`" + ` against ` + "`controller.quorum.voters`" + `), and a file
+  whose quorum sluice cannot form (a broker-only node, or
+  ` + "`controller.quorum.bootstrap.servers`" + ` naming another node's controller,
+  with no ` + "`controller.quorum.voters`" + `) is refused, naming the key, instead of
+  starting a single-node cluster of its own.
 
 Keys starting with ` + "`listener.name.`" + ` (per-listener overrides) are accepted
 without checks.
