@@ -1,6 +1,7 @@
 package group
 
 import (
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -240,6 +241,12 @@ func (c *Coordinator) ListGroups(req *kmsg.ListGroupsRequest) *kmsg.ListGroupsRe
 	want := map[string]bool{}
 	for _, st := range req.StatesFilter {
 		want[lower(st)] = true
+	}
+	// v5's TypesFilter (KIP-848): Kafka parses type names
+	// case-insensitively (Group.GroupType.parse); every group here is
+	// classic, so a filter without "classic" lists none.
+	if len(req.TypesFilter) > 0 && !slices.ContainsFunc(req.TypesFilter, func(t string) bool { return lower(t) == "classic" }) {
+		return resp
 	}
 	c.mu.Lock()
 	shards := make([]*shard, 0, len(c.shards))

@@ -1,9 +1,11 @@
 package handler
 
-// ListGroups, versions 0-4.
+// ListGroups, versions 0-5.
 //
-// Every group this node coordinates, with its protocol type and (v4+)
-// state; the v4 StatesFilter matches state names case-insensitively.
+// Every group this node coordinates, with its protocol type, (v4+) state
+// and (v5+, KIP-848) group type, "classic" for every group here; the v4
+// StatesFilter and v5 TypesFilter match names case-insensitively, as
+// Kafka's GroupCoordinatorService does.
 // While an offsets partition is loading the groups found so far are
 // returned with COORDINATOR_NOT_AVAILABLE.
 

@@ -272,6 +272,15 @@ func TestStaticMembership(t *testing.T) {
 	if lr := request[*kmsg.ListGroupsResponse](t, cl, lg); len(lr.Groups) != 0 {
 		t.Fatalf("list empty groups: %+v", lr.Groups)
 	}
+	// v5 (KIP-848): the group type, and a types filter.
+	lg.StatesFilter, lg.TypesFilter = nil, []string{"Classic"}
+	if lr := request[*kmsg.ListGroupsResponse](t, cl, lg); len(lr.Groups) != 1 || lr.Groups[0].GroupType != "classic" {
+		t.Fatalf("list classic groups: %+v", lr.Groups)
+	}
+	lg.TypesFilter = []string{"consumer", "share"}
+	if lr := request[*kmsg.ListGroupsResponse](t, cl, lg); len(lr.Groups) != 0 {
+		t.Fatalf("list consumer and share groups: %+v", lr.Groups)
+	}
 	fc := kmsg.NewPtrFindCoordinatorRequest()
 	fc.CoordinatorKeys = []string{g, "other"}
 	fr := request[*kmsg.FindCoordinatorResponse](t, cl, fc)

@@ -54,7 +54,7 @@ func (h *Handlers) registerGroupAPIs(reg *protocol.Registry) {
 		{Key: 13, MinVersion: 0, MaxVersion: 4, Serve: g.leaveGroupAuthz},
 		{Key: 14, MinVersion: 0, MaxVersion: 5, Serve: g.syncGroupAuthz},
 		{Key: 15, MinVersion: 0, MaxVersion: 5, Serve: g.describeGroupsAuthz},
-		{Key: 16, MinVersion: 0, MaxVersion: 4, Serve: g.listGroupsAuthz},
+		{Key: 16, MinVersion: 0, MaxVersion: 5, Serve: g.listGroupsAuthz},
 		{Key: 28, MinVersion: 0, MaxVersion: 5, Serve: g.txnOffsetCommit},
 		{Key: 42, MinVersion: 0, MaxVersion: 2, Serve: g.deleteGroupsAuthz},
 		{Key: 47, MinVersion: 0, MaxVersion: 0, Serve: g.offsetDeleteAuthz},
