@@ -177,6 +177,7 @@ func SelfBroker(cfg *config.Broker) (metadata.Broker, error) {
 		return metadata.Broker{}, err
 	}
 	self := metadata.Broker{ID: cfg.NodeID, HTTP: advertisedHTTP(cfg.HTTP)}
+	self.Rack, _ = cfg.Get("broker.rack")
 	for _, l := range adv {
 		host, portStr, err := net.SplitHostPort(l.Addr)
 		if err != nil {

@@ -684,6 +684,18 @@ func (p *Partition) Fetch(req replica.FetchRequest, maxBytes int, first bool) (r
 	return res, slice, nil
 }
 
+// ReadReplicas returns the in-sync followers holding offset, on the
+// leader (replica.Replica.ReadReplicas; KIP-392).
+func (p *Partition) ReadReplicas(offset int64) []replica.ReadReplica {
+	var out []replica.ReadReplica
+	p.view(func() {
+		if !p.closed {
+			out = p.r.ReadReplicas(offset)
+		}
+	})
+	return out
+}
+
 // followerFetchRequest returns the next fetch to send to the leader, if the
 // machine wants one now.
 func (p *Partition) followerFetchRequest() (req replica.FetchRequest, ok bool) {

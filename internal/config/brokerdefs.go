@@ -24,6 +24,20 @@ import (
 // as the topic config it defaults.
 var BrokerDefs = slices.Concat(coreBrokerDefs, securityDefs)
 
+// ReplicaSelectorRackAware is Kafka's rack-aware replica selector class
+// (replica.selector.class, KIP-392).
+const ReplicaSelectorRackAware = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+
+// checkReplicaSelector accepts the selectors sluice implements: none (the
+// leader) and Kafka's rack-aware one, by its class or simple name.
+func checkReplicaSelector(v string) error {
+	switch v {
+	case "", ReplicaSelectorRackAware, "RackAwareReplicaSelector":
+		return nil
+	}
+	return fmt.Errorf("expected empty or %s (no other replica selector is implemented)", ReplicaSelectorRackAware)
+}
+
 // coreBrokerDefs are the settings other than security's (securitydefs.go).
 var coreBrokerDefs = []Def{
 	// Server basics and KRaft.
@@ -37,7 +51,8 @@ var coreBrokerDefs = []Def{
 	{Name: "controller.quorum.fetch.timeout.ms", Type: TypeInt, Default: "2000", NoEffect: true},
 	{Name: "controller.quorum.election.backoff.max.ms", Type: TypeInt, Default: "1000", NoEffect: true},
 	{Name: "metadata.log.dir", Type: TypeString, Default: "", NoEffect: true, Doc: "Where KRaft keeps its metadata log. sluice keeps it under the data directory (__raft)."},
-	{Name: "broker.rack", Type: TypeString, Default: "", NoEffect: true, Doc: "Rack of this broker (rack-aware placement is not implemented)."},
+	{Name: "broker.rack", Type: TypeString, Default: "", Doc: "Rack of this broker, registered with the controller and given to clients in Metadata; replica.selector.class=RackAwareReplicaSelector sends a consumer of another rack to an in-sync replica in its client.rack (KIP-392). Placement is not rack-aware."},
+	{Name: "replica.selector.class", Type: TypeString, Default: "", Check: checkReplicaSelector, Form: "empty, or " + ReplicaSelectorRackAware, Doc: "The leader's choice of a replica for a consumer to fetch from (KIP-392). Empty: the leader (Kafka's LeaderSelector). org.apache.kafka.common.replica.RackAwareReplicaSelector: an in-sync replica in the consumer's client.rack that holds the fetch offset, the most caught up first; the leader if its rack is the consumer's or none is. Any other class is refused at start. Followers serve every consumer that sends client metadata (Fetch v11+), up to their own high watermark."},
 
 	// Listeners and the socket server.
 	{Name: "listeners", Type: TypeList, Default: "PLAINTEXT://:9092", Check: checkListeners, Form: "NAME://host:port,...", Doc: "The Kafka listeners, NAME://host:port,..., at most 16, each on its own port, plus the CONTROLLER listener of the metadata quorum (--controller-listen). Each name's security protocol is in listener.security.protocol.map. --listen replaces the address of the PLAINTEXT listener, or of the first one. An empty host means every interface (docs/security.md)."},

@@ -10,7 +10,12 @@ package handler
 // LastStableOffset is the partition's. Followers (ReplicaID set,
 // ReplicaState.ID from v15) read up to the log end, and their fetch offset is
 // their acknowledgement (docs/kafka-replication.md §1.3). Only the leader
-// serves fetches. MaxWaitMs/MinBytes long-poll: with fewer than MinBytes
+// serves followers and consumers without client metadata (before v11); a
+// follower serves a v11+ consumer up to its own high watermark (KIP-392),
+// and under replica.selector.class=RackAwareReplicaSelector the leader
+// answers a consumer of another rack (the request's Rack, client.rack)
+// with PreferredReadReplica, an in-sync replica in its rack, and no
+// records. MaxWaitMs/MinBytes long-poll: with fewer than MinBytes
 // readable, the request parks (in Reply.Await, so later requests on the
 // connection keep flowing) until a partition's high watermark or log start
 // moves, or MaxWaitMs passes. MaxBytes and PartitionMaxBytes bound the
@@ -338,6 +343,33 @@ func (h *Handlers) readFetch(req *kmsg.FetchRequest, items []fetchItem, lookup t
 	return rd
 }
 
+// preferredReadReplica is the replica the leader sends a consumer in rack
+// to (KIP-392; Kafka's RackAwareReplicaSelector under
+// replica.selector.class), or -1 to serve it here: with no selector, no
+// client rack, on a follower, when this broker is in the client's rack,
+// or when no in-sync follower there holds the fetch offset. Among those
+// that do, the most caught up: the highest log end offset, then the
+// shortest time since caught up.
+func (h *Handlers) preferredReadReplica(p *broker.Partition, rack string, offset int64) int32 {
+	if !h.rackAware || rack == "" || !p.IsLeader() {
+		return -1
+	}
+	im := h.b.Image()
+	if im.Brokers[h.b.NodeID()].Rack == rack {
+		return -1
+	}
+	best := replica.ReadReplica{ID: -1}
+	for _, c := range p.ReadReplicas(offset) {
+		if br, ok := im.Brokers[c.ID]; !ok || br.Rack != rack || !br.Active() {
+			continue
+		}
+		if best.ID < 0 || c.LEO > best.LEO || c.LEO == best.LEO && c.SinceCaughtUp < best.SinceCaughtUp {
+			best = c
+		}
+	}
+	return best.ID
+}
+
 // currentLeader fills CurrentLeader from the metadata for a partition this
 // node has no replica of.
 func (h *Handlers) currentLeader(topic string, sp *kmsg.FetchResponseTopicPartition) {
@@ -368,10 +400,19 @@ func (h *Handlers) readPartition(p *broker.Partition, req *kmsg.FetchRequest, rp
 	if req.Version < 12 {
 		lastFetched = -1
 	}
+	// KIP-392: a consumer with client metadata (v11+) may read from any
+	// replica, and the leader may send it to one in its rack.
+	clientMetadata := replicaID < 0 && req.Version >= 11
+	preferred := int32(-1)
+	if clientMetadata {
+		if preferred = h.preferredReadReplica(p, req.Rack, rp.FetchOffset); preferred >= 0 {
+			limit = 0
+		}
+	}
 	res, slice, err := p.Fetch(replica.FetchRequest{
 		ReplicaID: replicaID, BrokerEpoch: brokerEpoch, CurrentLeaderEpoch: rp.CurrentLeaderEpoch,
 		FetchOffset: rp.FetchOffset, LastFetchedEpoch: lastFetched, LogStartOffset: rp.LogStartOffset,
-		ReadCommitted: readCommitted,
+		ReadCommitted: readCommitted, AnyReplica: clientMetadata,
 	}, int(limit), first)
 	sp.HighWatermark = res.HW
 	sp.LastStableOffset = res.HW
@@ -392,6 +433,12 @@ func (h *Handlers) readPartition(p *broker.Partition, req *kmsg.FetchRequest, rp
 	}
 	if d := res.Diverging; d != nil {
 		sp.DivergingEpoch.Epoch, sp.DivergingEpoch.EndOffset = d.Epoch, d.EndOffset
+		return 0, true
+	}
+	if preferred >= 0 {
+		// No records: the consumer reads from the preferred replica,
+		// at once (ReplicaManager answers without waiting).
+		sp.PreferredReadReplica = preferred
 		return 0, true
 	}
 	if replicaID >= 0 && req.Version >= 12 {

@@ -77,6 +77,9 @@ func (h *Handlers) metadata(r *protocol.Request) protocol.Reply {
 		}
 		mb := kmsg.NewMetadataResponseBroker()
 		mb.NodeID, mb.Host, mb.Port = br.ID, host, port
+		if br.Rack != "" {
+			mb.Rack = kmsg.StringPtr(br.Rack) // broker.rack (v1+)
+		}
 		resp.Brokers = append(resp.Brokers, mb)
 	}
 	cid := img.ClusterID

@@ -33,6 +33,9 @@ func (h *Handlers) describeCluster(r *protocol.Request) protocol.Reply {
 		}
 		sb := kmsg.NewDescribeClusterResponseBroker()
 		sb.NodeID, sb.Host, sb.Port = br.ID, host, port
+		if br.Rack != "" {
+			sb.Rack = kmsg.StringPtr(br.Rack)
+		}
 		resp.Brokers = append(resp.Brokers, sb)
 	}
 	if req.IncludeClusterAuthorizedOperations {

@@ -38,6 +38,9 @@ type Handlers struct {
 	// produceQuota and fetchQuota keep the client byte rates,
 	// requestQuota the request times (quota.go).
 	produceQuota, fetchQuota, requestQuota *quota.Manager
+	// rackAware is replica.selector.class=RackAwareReplicaSelector
+	// (KIP-392; 01_fetch.go).
+	rackAware bool
 }
 
 // Options tune the handlers.
@@ -94,6 +97,9 @@ func RegisterWith(reg *protocol.Registry, b *broker.Broker, opts Options) *Handl
 		produceQuota: quota.New(metadata.QuotaProducerByteRate, quotaConfig(b.Config())),
 		fetchQuota:   quota.New(metadata.QuotaConsumerByteRate, quotaConfig(b.Config())),
 		requestQuota: quota.New(metadata.QuotaRequestPercentage, quotaConfig(b.Config()))}
+	if sel, _ := b.Config().Get("replica.selector.class"); sel != "" {
+		h.rackAware = true // the only selector config.Def accepts
+	}
 	reg.SetRequestTime(h.recordRequestTime)
 	for _, api := range []protocol.Handler{
 		{Key: 0, MinVersion: 0, MaxVersion: 12, Serve: h.withProduceQuota(h.produce)},

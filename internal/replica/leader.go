@@ -213,7 +213,9 @@ func (r *Replica) HandleFetch(req FetchRequest) FetchResult {
 		res.Error = ErrKafkaStorageError
 		return res
 	}
-	if r.role != RoleLeader {
+	// A follower serves a consumer that sent client metadata (KIP-392,
+	// ReplicaManager's fetchOnlyFromLeader), up to its own HW.
+	if r.role != RoleLeader && !(r.role == RoleFollower && req.ReplicaID < 0 && req.AnyReplica) {
 		res.Error = ErrNotLeaderOrFollower
 		return res
 	}
@@ -238,6 +240,10 @@ func (r *Replica) HandleFetch(req FetchRequest) FetchResult {
 		if req.ReadCommitted {
 			res.To = max(res.LSO, req.FetchOffset)
 		}
+		return res
+	}
+	if r.role != RoleLeader {
+		res.Error = ErrNotLeaderOrFollower
 		return res
 	}
 	f := r.follower(req.ReplicaID)
@@ -269,6 +275,24 @@ func (r *Replica) HandleFetch(req FetchRequest) FetchResult {
 	r.updateFollower(f, req)
 	res.TombstoneBound = r.TombstoneBound()
 	return res
+}
+
+// ReadReplicas returns, on the leader, the followers a consumer reading
+// from fetchOffset may be sent to (KIP-392, ReplicaManager.
+// findPreferredReadReplica): members of the ISR whose log, as their last
+// fetch reported it, holds fetchOffset. Only in-sync followers: a lagging
+// one could keep the consumer behind indefinitely. Nil on a follower.
+func (r *Replica) ReadReplicas(fetchOffset int64) []ReadReplica {
+	if r.role != RoleLeader {
+		return nil
+	}
+	var out []ReadReplica
+	for _, f := range r.followers {
+		if f.inISR && f.leo >= fetchOffset && f.logStart >= 0 && f.logStart <= fetchOffset {
+			out = append(out, ReadReplica{ID: f.id, LEO: f.leo, SinceCaughtUp: r.now - f.lastCaughtUpTime})
+		}
+	}
+	return out
 }
 
 // updateFollower records a follower's fetch (updateFollowerFetchState and

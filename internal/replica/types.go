@@ -246,6 +246,21 @@ type FetchRequest struct {
 	// ReadCommitted is a consumer's isolation level READ_COMMITTED: it
 	// reads up to the last stable offset instead of the HW.
 	ReadCommitted bool
+	// AnyReplica lets a follower answer a consumer, up to its own HW: the
+	// consumer sent client metadata (Fetch v11+, KIP-392). Unset, only the
+	// leader serves consumers.
+	AnyReplica bool
+}
+
+// ReadReplica is an in-sync follower the leader may send a consumer to
+// (KIP-392's ReplicaView): it holds the consumer's fetch offset.
+type ReadReplica struct {
+	ID int32
+	// LEO is its log end offset as the leader knows it.
+	LEO int64
+	// SinceCaughtUp is the time since it was last caught up, in the
+	// machine's time unit (milliseconds).
+	SinceCaughtUp int64
 }
 
 // DivergingEpoch tells a follower where its log leaves the leader's

@@ -48,6 +48,9 @@ type Options struct {
 	// Props are the broker settings written to the server.properties
 	// every node reads (--config).
 	Props map[string]string
+	// NodeProps are further settings of single nodes, by node id, added
+	// to Props in that node's file (broker.rack, say).
+	NodeProps map[int]map[string]string
 	// Env is added to every node's environment.
 	Env []string
 	// StartTimeout bounds how long each node may take to answer
@@ -90,13 +93,22 @@ func Start(t testing.TB, o Options) *Cluster {
 	if o.BrokersTimeout == 0 {
 		o.BrokersTimeout = 60 * time.Second
 	}
-	var sb strings.Builder
-	for _, k := range slices.Sorted(maps.Keys(o.Props)) {
-		fmt.Fprintf(&sb, "%s=%s\n", k, o.Props[k])
-	}
-	cfgPath := filepath.Join(t.TempDir(), "server.properties")
-	if err := os.WriteFile(cfgPath, []byte(sb.String()), 0o644); err != nil {
-		t.Fatal(err)
+	cfgDir := t.TempDir()
+	cfgFile := func(id int) string {
+		props := maps.Clone(o.Props)
+		if props == nil {
+			props = map[string]string{}
+		}
+		maps.Copy(props, o.NodeProps[id])
+		var sb strings.Builder
+		for _, k := range slices.Sorted(maps.Keys(props)) {
+			fmt.Fprintf(&sb, "%s=%s\n", k, props[k])
+		}
+		path := filepath.Join(cfgDir, fmt.Sprintf("server-%d.properties", id))
+		if err := os.WriteFile(path, []byte(sb.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
 	}
 	ports, err := testproc.FreePorts(3 * o.Nodes)
 	if err != nil {
@@ -116,7 +128,7 @@ func Start(t testing.TB, o Options) *Cluster {
 			ListenPort:   kafka(i),
 			HTTPPort:     httpP(i),
 			DataDir:      t.TempDir(),
-			ExtraArgs:    []string{"--voters", strings.Join(voters, ","), "--config", cfgPath},
+			ExtraArgs:    []string{"--voters", strings.Join(voters, ","), "--config", cfgFile(i + 1)},
 			Env:          o.Env,
 			StartTimeout: o.StartTimeout,
 			NoWait:       o.NoWait,
