@@ -56,6 +56,8 @@ func main() {
 		err = featureCmd(os.Args[2:])
 	case "dump-log":
 		err = dumpLogCmd(os.Args[2:])
+	case "strays":
+		err = straysCmd(os.Args[2:])
 	case "version", "--version", "-v":
 		fmt.Println("sluice", buildVersion())
 	case "help", "-h", "--help":
@@ -127,6 +129,7 @@ func usage() {
                [--config server.properties]
   sluice dev --brokers N [--base-port 9092] [--data-dir DIR] [--config FILE]
   sluice dump-log --files SEGMENT.log[,...] [--print-data-log] [--offsets FROM-TO]
+  sluice strays [--data-dir DIR] [--remove NAME | --remove-all]
   sluice version
 
 admin commands (Kafka clients; docs/operations.md):

@@ -98,3 +98,65 @@ func splitPartitionDir(name string) (topic string, partition int64) {
 	p, _ := strconv.ParseInt(name[i+1:], 10, 64)
 	return name[:i], p
 }
+
+// Stray is a stray partition directory in a data directory.
+type Stray struct {
+	// Name is the directory's name (topic-N.ID-stray).
+	Name string `json:"name"`
+	// Bytes is the size of its files.
+	Bytes int64 `json:"bytes"`
+}
+
+// maxStrays bounds ListStrays.
+const maxStrays = 100_000
+
+// ListStrays lists the stray partition directories in dataDir, by name.
+func ListStrays(fsys vfs.FS, dataDir string) ([]Stray, error) {
+	names, err := fsys.List(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	var out []Stray
+	for _, name := range names {
+		if !IsStrayDir(name) || len(out) >= maxStrays {
+			continue
+		}
+		dir := path.Join(dataDir, name)
+		st, err := fsys.Stat(dir)
+		if err != nil || !st.IsDir() {
+			continue
+		}
+		s := Stray{Name: name}
+		files, _ := fsys.List(dir)
+		for _, f := range files {
+			if fi, err := fsys.Stat(path.Join(dir, f)); err == nil && !fi.IsDir() {
+				s.Bytes += fi.Size()
+			}
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// RemoveStray deletes the stray partition directory name from dataDir,
+// durably: only a stray's name (no path), never a partition the node uses.
+func RemoveStray(fsys vfs.FS, dataDir, name string) error {
+	if !IsStrayDir(name) || strings.ContainsAny(name, `/\`) || name == StraySuffix || strings.HasPrefix(name, ".") {
+		return fmt.Errorf("%q is not a stray partition directory's name (topic-N.ID%s)", name, StraySuffix)
+	}
+	dir := path.Join(dataDir, name)
+	st, err := fsys.Stat(dir)
+	if err != nil {
+		return err
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("%s is not a directory", dir)
+	}
+	if err := fsys.RemoveAll(dir); err != nil {
+		return err
+	}
+	return fsys.SyncDir(dataDir)
+}
+
+// Strays lists this node's stray partition directories (ListStrays).
+func (b *Broker) Strays() ([]Stray, error) { return ListStrays(b.fs, b.cfg.DataDir) }

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-io/sluice/internal/broker"
 	"github.com/sluice-io/sluice/internal/group"
 	"github.com/sluice-io/sluice/internal/metadata"
 )
@@ -86,6 +87,8 @@ type BrokerView struct {
 	// Leaders and Replicas count the partitions it leads and hosts.
 	Leaders  int `json:"leaders"`
 	Replicas int `json:"replicas"`
+	// Strays are its stray partition directories (NodeView.Strays).
+	Strays []broker.Stray `json:"strays,omitempty"`
 }
 
 // TopicView is one topic with its rates summed over the brokers reached.
@@ -264,6 +267,7 @@ func buildCluster(im *metadata.Image, self int32, peers map[int32]peer, minISR f
 			MetadataOffset: -1, LatencyMs: p.latency.Milliseconds()}
 		if p.view != nil {
 			bv.Version, bv.StartedMs, bv.MetadataOffset, bv.Voter = p.view.Version, p.view.StartedMs, p.view.MetadataOffset, p.view.Voter
+			bv.Strays = p.view.Strays
 		}
 		switch {
 		case br.Fenced:

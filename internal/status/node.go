@@ -35,6 +35,9 @@ type NodeView struct {
 	// Topics are the per-topic produce/fetch counters and rates of this
 	// node, by topic name.
 	Topics map[string]TopicRates `json:"topics"`
+	// Strays are the stray partition directories in this node's data
+	// directory: renamed aside, never deleted (docs/operations.md).
+	Strays []broker.Stray `json:"strays"`
 }
 
 // TopicRates are a topic's cumulative counters on one node and their rates
@@ -66,6 +69,9 @@ func (s *Server) nodeView() NodeView {
 	}
 	if v.Partitions == nil {
 		v.Partitions = []Partition{}
+	}
+	if v.Strays, _ = b.Strays(); v.Strays == nil {
+		v.Strays = []broker.Stray{}
 	}
 	if s.groups != nil {
 		if gs := s.groups(); gs != nil {

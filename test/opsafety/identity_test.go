@@ -7,8 +7,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io/fs"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -187,5 +189,36 @@ func TestStrayReplicaSetAside(t *testing.T) {
 	}
 	if !strings.Contains(n3.LogTail(200), "stray") {
 		t.Error("node 3's log does not report the stray")
+	}
+	// The node's JSON view reports it; `sluice strays` lists it, and
+	// removes it on request.
+	resp, err := http.Get("http://" + n3.HTTPAddr() + "/api/v1/node")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var view struct {
+		Strays []struct {
+			Name  string `json:"name"`
+			Bytes int64  `json:"bytes"`
+		} `json:"strays"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&view)
+	resp.Body.Close()
+	name := filepath.Base(strays[0])
+	if err != nil || len(view.Strays) != 1 || view.Strays[0].Name != name || view.Strays[0].Bytes < int64(len(segData)) {
+		t.Fatalf("/api/v1/node strays: %+v (%v), want %s", view.Strays, err, name)
+	}
+	out, err := exec.Command(testproc.Build(t), "strays", "--data-dir", n3.DataDir()).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), name) {
+		t.Fatalf("sluice strays: %v\n%s", err, out)
+	}
+	if out, err := exec.Command(testproc.Build(t), "strays", "--data-dir", n3.DataDir(), "--remove", topic+"-1").CombinedOutput(); err == nil {
+		t.Fatalf("sluice strays --remove of a partition's name: %s", out)
+	}
+	if out, err := exec.Command(testproc.Build(t), "strays", "--data-dir", n3.DataDir(), "--remove", name).CombinedOutput(); err != nil {
+		t.Fatalf("sluice strays --remove: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(strays[0]); !os.IsNotExist(err) {
+		t.Fatalf("the stray is still there after --remove: %v", err)
 	}
 }
