@@ -259,7 +259,8 @@ func serve(args []string) error {
 			srv.Close()
 			return err
 		}
-		st := status.New(status.Options{Broker: b, Groups: handlers.Groups().Summaries, Version: buildVersion(),
+		st := status.New(status.Options{Broker: b, Groups: handlers.Groups().Summaries,
+			Transactions: func() []status.Transaction { return status.OpenTransactions(handlers.Transactions()) }, Version: buildVersion(),
 			Debug: cfg.Bool("sluice.http.debug.enable", false), PeerTLS: httpSec.peerTLS, PeerToken: httpSec.peerToken})
 		defer st.Close()
 		// /debug/disk too is behind the credentials.

@@ -33,17 +33,21 @@ type ClusterView struct {
 	Topics     []TopicView  `json:"topics"`
 	Partitions []Partition  `json:"partitions"`
 	Groups     []GroupView  `json:"groups"`
-	// Transactions is the place for open transactions. sluice has no
-	// transaction coordinator yet, so it is always empty; each
-	// partition's LastStableOffset is null for the same reason.
+	// Transactions are the open transactions of every coordinator
+	// reached (a partition's LastStableOffset and OpenTransactions show
+	// the same transactions from the partition's side).
 	Transactions []TransactionView `json:"transactions"`
 }
 
 // Summary counts what needs attention.
 type Summary struct {
-	Brokers         int `json:"brokers"`
-	AliveBrokers    int `json:"aliveBrokers"`
+	Brokers      int `json:"brokers"`
+	AliveBrokers int `json:"aliveBrokers"`
+	// Topics counts the user topics; InternalTopics those whose name
+	// starts with "__" (__consumer_offsets, __transaction_state), as
+	// sluice cluster status counts them. Partitions counts both.
 	Topics          int `json:"topics"`
+	InternalTopics  int `json:"internalTopics"`
 	Partitions      int `json:"partitions"`
 	UnderReplicated int `json:"underReplicated"`
 	UnderMinISR     int `json:"underMinIsr"`
@@ -123,14 +127,6 @@ type GroupLag struct {
 	HighWatermark int64  `json:"highWatermark"` // -1 if unknown
 	Lag           int64  `json:"lag"`           // -1 if unknown
 	Owner         string `json:"owner,omitempty"`
-}
-
-// TransactionView is the place for one open transaction (not tracked yet).
-type TransactionView struct {
-	TransactionalID string   `json:"transactionalId"`
-	ProducerID      int64    `json:"producerId"`
-	Partitions      []string `json:"partitions"`
-	StartedMs       int64    `json:"startedMs"`
 }
 
 // peer is one broker's answer (or its absence).
@@ -333,8 +329,16 @@ func buildCluster(im *metadata.Image, self int32, peers map[int32]peer, minISR f
 		v.Topics = append(v.Topics, tv)
 	}
 	v.Groups = mergeGroups(peers, hw)
+	v.Transactions = mergeTransactions(peers)
 	s := &v.Summary
-	s.Brokers, s.Topics, s.Partitions = len(im.Brokers), len(im.Topics), len(v.Partitions)
+	s.Brokers, s.Partitions = len(im.Brokers), len(v.Partitions)
+	for _, t := range v.Topics {
+		if t.Internal {
+			s.InternalTopics++
+		} else {
+			s.Topics++
+		}
+	}
 	s.UnderReplicated, s.UnderMinISR, s.Offline = len(s.UnderReplicatedPartitions), len(s.UnderMinISRPartitions), len(s.OfflinePartitions)
 	for _, l := range []*[]string{&s.UnderReplicatedPartitions, &s.UnderMinISRPartitions, &s.OfflinePartitions} {
 		if *l == nil {

@@ -32,6 +32,8 @@ type NodeView struct {
 	Partitions []Partition `json:"partitions"`
 	// Groups are the consumer groups this node coordinates.
 	Groups []group.Summary `json:"groups"`
+	// Transactions are the open transactions this node coordinates.
+	Transactions []Transaction `json:"transactions"`
 	// Topics are the per-topic produce/fetch counters and rates of this
 	// node, by topic name.
 	Topics map[string]TopicRates `json:"topics"`
@@ -62,7 +64,7 @@ func (s *Server) nodeView() NodeView {
 	b := s.b
 	v := NodeView{NodeID: b.NodeID(), Version: s.version, NowMs: b.Now().UnixMilli(), StartedMs: s.started.UnixMilli(),
 		MetadataOffset: b.Image().Offset, Controller: b.NodeID(), Voter: true,
-		Partitions: Snapshot(b), Groups: []group.Summary{}, Topics: s.rates.rates()}
+		Partitions: Snapshot(b), Groups: []group.Summary{}, Transactions: []Transaction{}, Topics: s.rates.rates()}
 	if li, ok := b.Controller().(leaderInfo); ok {
 		v.Controller, _ = li.Leader()
 		v.Voter = li.IsVoter()
@@ -76,6 +78,11 @@ func (s *Server) nodeView() NodeView {
 	if s.groups != nil {
 		if gs := s.groups(); gs != nil {
 			v.Groups = gs
+		}
+	}
+	if s.txns != nil {
+		if ts := s.txns(); ts != nil {
+			v.Transactions = ts
 		}
 	}
 	return v

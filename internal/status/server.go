@@ -24,6 +24,9 @@ type Options struct {
 	Broker *broker.Broker
 	// Groups lists the consumer groups this node coordinates (nil: none).
 	Groups func() []group.Summary
+	// Transactions lists the open transactions this node coordinates
+	// (OpenTransactions; nil: none).
+	Transactions func() []Transaction
 	// Version is the binary's version, shown per broker.
 	Version string
 	// PeerTimeout bounds each fetch of another broker's view (default
@@ -49,6 +52,7 @@ type Server struct {
 	peerToken   func() string
 	b           *broker.Broker
 	groups      func() []group.Summary
+	txns        func() []Transaction
 	version     string
 	started     time.Time
 	peerTimeout time.Duration
@@ -72,7 +76,7 @@ func New(o Options) *Server {
 	if o.Version == "" {
 		o.Version = "dev"
 	}
-	s := &Server{b: o.Broker, groups: o.Groups, debug: o.Debug, version: o.Version, started: time.Now(), peerTimeout: o.PeerTimeout,
+	s := &Server{b: o.Broker, groups: o.Groups, txns: o.Transactions, debug: o.Debug, version: o.Version, started: time.Now(), peerTimeout: o.PeerTimeout,
 		peerTLS: o.PeerTLS, peerToken: o.PeerToken,
 		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4, IdleConnTimeout: 30 * time.Second, TLSClientConfig: o.PeerTLS}},
 		rates:  &sampler{b: o.Broker}, stop: make(chan struct{})}
@@ -100,6 +104,8 @@ func (s *Server) Close() error {
 //	/api/v1/partitions    ClusterView.Partitions
 //	/api/v1/topics        ClusterView.Topics
 //	/api/v1/groups        ClusterView.Groups
+//	/api/v1/transactions  ClusterView.Transactions
+//	/api/v1/              the list of these endpoints (Endpoints)
 //	/api/v1/node          this node's own NodeView (what the others fetch)
 //	/metrics              Prometheus
 //	/debug/pprof/         Go profiles, only with Options.Debug
@@ -128,6 +134,14 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("/api/v1/partitions", view(func(v *ClusterView) any { return v.Partitions }))
 	mux.HandleFunc("/api/v1/topics", view(func(v *ClusterView) any { return v.Topics }))
 	mux.HandleFunc("/api/v1/groups", view(func(v *ClusterView) any { return v.Groups }))
+	mux.HandleFunc("/api/v1/transactions", view(func(v *ClusterView) any { return v.Transactions }))
+	mux.HandleFunc("/api/v1/", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/api/v1/" {
+			http.NotFound(w, r)
+			return
+		}
+		writeJSON(w, Endpoints)
+	})
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Write([]byte("ok\n"))
@@ -142,6 +156,23 @@ func (s *Server) Handler() http.Handler {
 		s.serveConsole(w, r)
 	})
 	return mux
+}
+
+// Endpoint is one path of the JSON API, as /api/v1/ lists it.
+type Endpoint struct {
+	Path        string `json:"path"`
+	Description string `json:"description"`
+}
+
+// Endpoints are the JSON API's paths (docs/console.md describes each).
+var Endpoints = []Endpoint{
+	{"/api/v1/cluster", "the whole cluster view: brokers, topics, partitions, groups, transactions and a summary, in one snapshot"},
+	{"/api/v1/brokers", "the cluster view's brokers"},
+	{"/api/v1/topics", "the cluster view's topics"},
+	{"/api/v1/partitions", "the cluster view's partitions"},
+	{"/api/v1/groups", "the cluster view's consumer groups with their lag"},
+	{"/api/v1/transactions", "the cluster view's open transactions"},
+	{"/api/v1/node", "this node's own view (what the other nodes fetch)"},
 }
 
 // serveReady answers /readyz: 200 when this broker is registered and

@@ -282,6 +282,9 @@ func TestConsoleThreeNodes(t *testing.T) {
 			t.Errorf("rendered console (after) does not name node %d fenced", victim)
 		}
 		screenshot(t, chromium, page, shots, "console-after.png")
+		if _, w := measuredDOM(t, chromium, c.Node(1).HTTPAddr()); w > 1400 {
+			t.Errorf("the console of three nodes, one dead, is %d px wide in a 1400 px window: its tables do not fit", w)
+		}
 
 		live := dumpDOM(t, chromium, livePage(t, stale, c.Node(1).HTTPAddr()))
 		if !strings.Contains(stale, `"aliveBrokers":3`) || !strings.Contains(live, "2 / 3") || !strings.Contains(live, "dead — no offsets") {
