@@ -2,10 +2,10 @@ package broker
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/sluice-io/sluice/internal/metrics"
 	"github.com/sluice-io/sluice/internal/storage"
@@ -233,17 +233,18 @@ func (p *Partition) flushed(gen uint64, err error) {
 	// for data appended since this round started.
 	p.flushQueued.Store(false)
 	if err != nil {
-		if errors.Is(err, storage.ErrClosed) || p.ioFailed("fsync", err) {
-			// Closed, or the broker halts: nothing this partition
-			// appended after its last good fsync counts (never Flushed).
+		if errors.Is(err, storage.ErrClosed) {
 			return
 		}
-		p.b.log.Error("fsync", "topic", p.Topic, "partition", p.Partition, "err", err)
-		if p.b.steps {
-			p.b.flusher.kick(p) // the next StepFlush retries
-		} else {
-			p.b.clock.AfterFunc(100*time.Millisecond, func() { p.b.flusher.kick(p) })
+		// A failed fsync is never retried (the page cache may have
+		// dropped the data): the log goes offline and the broker halts.
+		// Nothing this partition appended after its last good fsync
+		// counts (never Flushed). Log.Sync returns only ErrFailed or
+		// ErrClosed; anything else is treated as the failure it would be.
+		if !errors.Is(err, storage.ErrFailed) {
+			err = fmt.Errorf("%w: %w", storage.ErrFailed, err)
 		}
+		p.ioFailed("fsync", err)
 		return
 	}
 	flushed := p.log.FlushedOffset()
