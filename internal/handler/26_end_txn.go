@@ -8,10 +8,11 @@ package handler
 // TRANSACTIONAL_ID_AUTHORIZATION_FAILED), then the coordinator writes
 // PrepareCommit or PrepareAbort to __transaction_state and answers once
 // that is durable; the markers go to the partitions afterwards
-// (TransactionCoordinator.handleEndTransaction). A retry of an end already
-// done answers NONE, one still writing its markers
-// CONCURRENT_TRANSACTIONS; ending the other way, or a transaction with no
-// partitions, INVALID_TXN_STATE. With v5 every EndTxn bumps the producer
+// (TransactionCoordinator.handleEndTransaction). While the transaction is
+// in transition (a change being written, or its markers) any EndTxn
+// answers CONCURRENT_TRANSACTIONS; a retry of an end already done answers
+// NONE; ending the other way, or a transaction with no partitions,
+// INVALID_TXN_STATE. With v5 every EndTxn bumps the producer
 // epoch, and the response carries the producer id and epoch of the next
 // transaction (a new producer id when the epoch is exhausted). v0-v1 get
 // INVALID_PRODUCER_EPOCH for a fenced producer.

@@ -25,8 +25,7 @@ package handler
 // transaction version 2 (KIP-890 part 2) first adds the group's
 // __consumer_offsets partition to the transaction with its coordinator
 // (the client sent no AddOffsetsToTxn; txn_verify.go); its failures
-// answer every partition (TRANSACTION_ABORTABLE for the transaction's
-// own).
+// answer every partition (txnOffsetAddError).
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -80,7 +79,7 @@ func (g *groupAPI) txnOffsetCommit(r *protocol.Request) protocol.Reply {
 		// partition joins the transaction here (KIP-890 part 2), as
 		// AddOffsetsToTxn would have.
 		op := g.h.txns.OffsetsPartition(req.Group)
-		if err := txnAppendError(g.h.addToTxn(req.TransactionalID, req.ProducerID, req.ProducerEpoch, op.Topic, op.Partition, false), true); err != nil {
+		if err := txnOffsetAddError(g.h.addToTxn(req.TransactionalID, req.ProducerID, req.ProducerEpoch, op.Topic, op.Partition, false)); err != nil {
 			reply := fail(err.Code)
 			resp := reply.Resp.(*kmsg.TxnOffsetCommitResponse)
 			resp.Topics = append(resp.Topics, denied...)
@@ -91,4 +90,28 @@ func (g *groupAPI) txnOffsetCommit(r *protocol.Request) protocol.Reply {
 		resp.Topics = append(resp.Topics, denied...)
 		return resp
 	})
+}
+
+// txnOffsetAddError maps the error of a TxnOffsetCommit's implicit add to
+// what the request answers, as Kafka's
+// GroupMetadataManager.maybeConvertOffsetCommitError does the
+// verification's: the transaction coordinator's retriable answers stay
+// retriable (CONCURRENT_TRANSACTIONS while the producer's previous
+// transaction completes, COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR),
+// any other trouble reaching it is COORDINATOR_NOT_AVAILABLE; a fenced
+// producer is INVALID_PRODUCER_EPOCH, and the transaction's own failures
+// TRANSACTION_ABORTABLE (v5 is a client of transaction version 2). The
+// produce path's NOT_ENOUGH_REPLICAS (txnAppendError) is no
+// TxnOffsetCommit error: clients take it as fatal.
+func txnOffsetAddError(err *kerr.Error) *kerr.Error {
+	switch err {
+	case nil, kerr.InvalidProducerIDMapping, kerr.TransactionalIDAuthorizationFailed,
+		kerr.ConcurrentTransactions, kerr.CoordinatorLoadInProgress, kerr.NotCoordinator:
+		return err
+	case kerr.ProducerFenced, kerr.InvalidProducerEpoch:
+		return kerr.InvalidProducerEpoch
+	case kerr.InvalidTxnState, kerr.InvalidRequest, kerr.TransactionAbortable:
+		return kerr.TransactionAbortable
+	}
+	return kerr.CoordinatorNotAvailable
 }

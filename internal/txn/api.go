@@ -105,7 +105,9 @@ func (c *Coordinator) initLocked(s *shard, id string, m *Metadata, timeout time.
 		s.txns[id] = m
 		c.numIDs.Add(1)
 	}
-	if m.pending != nil {
+	if m.InTransition() {
+		// First, as Kafka's prepareInitProducerIdTransit: a transit
+		// being written, or the markers of a prepared transaction.
 		return initErr(kerr.ConcurrentTransactions)
 	}
 	// KIP-360: the producer's id must be this one, or the previous one at
@@ -117,8 +119,6 @@ func (c *Coordinator) initLocked(s *shard, id string, m *Metadata, timeout time.
 	var t *Transit
 	var err error
 	switch m.State {
-	case PrepareCommit, PrepareAbort:
-		return initErr(kerr.ConcurrentTransactions)
 	case Ongoing:
 		// Abort the ongoing transaction at a bumped epoch first; the
 		// client retries and gets a second bump (or a new id if that
@@ -172,17 +172,24 @@ func (c *Coordinator) fenceAndAbort(s *shard, m *Metadata, why string) {
 	})
 }
 
-// checkProducer is the common check of AddPartitionsToTxn,
-// AddOffsetsToTxn and their verification: the id must be known with this
-// producer id and epoch, and no change may be in flight.
+// checkProducer is the common check of AddPartitionsToTxn and
+// AddOffsetsToTxn (handleAddPartitionsToTransaction): no change may be
+// under way (CONCURRENT_TRANSACTIONS), and the id must be known with this
+// producer id and epoch. The change comes first, as in Kafka since
+// KAFKA-18660: under transaction version 2 the producer starts its next
+// transaction at the epoch, or the producer id, its EndTxn answered while
+// the previous one's markers are still written, and must wait for them
+// rather than fail the epoch and state checks.
 func checkProducer(m *Metadata, pid int64, epoch int16) *kerr.Error {
 	switch {
-	case m == nil || m.ProducerID != pid:
+	case m == nil:
+		return kerr.InvalidProducerIDMapping
+	case m.InTransition():
+		return kerr.ConcurrentTransactions
+	case m.ProducerID != pid:
 		return kerr.InvalidProducerIDMapping
 	case m.Epoch != epoch:
 		return kerr.ProducerFenced
-	case m.pending != nil, m.State == PrepareCommit, m.State == PrepareAbort:
-		return kerr.ConcurrentTransactions
 	case m.State == Dead:
 		return kerr.InvalidProducerIDMapping
 	}
@@ -294,11 +301,19 @@ func (c *Coordinator) VerifyPartitions(id string, pid int64, epoch int16, parts 
 	}
 	defer s.mu.Unlock()
 	m := s.txns[id]
-	if err := checkProducer(m, pid, epoch); err != nil && err != kerr.ConcurrentTransactions {
-		return all(err)
-	}
-	if m.State == PrepareCommit || m.State == PrepareAbort {
+	// handleVerifyPartitionsInTransaction, but with the markers of a
+	// prepared transaction first, as for an add (checkProducer). A
+	// transit being written does not stop the verification (KAFKA-14904):
+	// the partitions already in the transaction stay in it.
+	switch {
+	case m == nil:
+		return all(kerr.InvalidProducerIDMapping)
+	case m.MarkersPending():
 		return all(kerr.ConcurrentTransactions)
+	case m.ProducerID != pid || m.State == Dead:
+		return all(kerr.InvalidProducerIDMapping)
+	case m.Epoch != epoch:
+		return all(kerr.ProducerFenced)
 	}
 	for _, p := range parts {
 		if _, ok := m.Partitions[p]; ok && m.State == Ongoing {
@@ -366,12 +381,25 @@ func (c *Coordinator) endLocked(s *shard, m *Metadata, pid int64, epoch int16, c
 	retry := tv >= 2 && m.State != Ongoing &&
 		((pid == m.ProducerID && epoch == m.LastEpoch && epoch >= 0) ||
 			(pid == m.PrevProducerID && m.Epoch == 0 && EpochExhausted(epoch)))
+	// Under transaction version 2 the producer may end its next
+	// transaction with the producer id the completion of the previous one
+	// moves to, before that completion is written.
+	nextID := tv >= 2 && m.InTransition() && m.NextProducerID >= 0 && pid == m.NextProducerID
 	switch {
-	case m.ProducerID != pid && !retry:
+	case m.ProducerID != pid && !retry && !nextID:
 		return endErr(kerr.InvalidProducerIDMapping)
+	case tv >= 2 && m.InTransition():
+		// Before the epoch check (Kafka's endTransaction, KAFKA-18464):
+		// the producer ends its next transaction, an empty abort or
+		// not, at the epoch the previous EndTxn answered, while that
+		// transaction's markers are still written; it retries once they
+		// are.
+		return endErr(kerr.ConcurrentTransactions)
 	case m.Epoch != epoch && !retry:
 		return endErr(kerr.ProducerFenced)
-	case m.pending != nil:
+	case m.InTransition():
+		// endTransactionWithTV1: the same epoch ends a prepared
+		// transaction again while its markers are written.
 		return endErr(kerr.ConcurrentTransactions)
 	}
 	// The retry of a completed end answers NONE. With transaction
@@ -404,16 +432,6 @@ func (c *Coordinator) endLocked(s *shard, m *Metadata, pid int64, epoch int16, c
 	case m.State == CompleteAbort:
 		if !commit {
 			return done()
-		}
-		return endErr(kerr.InvalidTxnState)
-	case m.State == PrepareCommit:
-		if commit {
-			return endErr(kerr.ConcurrentTransactions)
-		}
-		return endErr(kerr.InvalidTxnState)
-	case m.State == PrepareAbort:
-		if !commit {
-			return endErr(kerr.ConcurrentTransactions)
 		}
 		return endErr(kerr.InvalidTxnState)
 	default:

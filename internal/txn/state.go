@@ -151,6 +151,26 @@ func (m *Metadata) PendingState() (s State, ok bool) {
 	return m.pending.State, true
 }
 
+// MarkersPending reports whether the transaction is prepared (PrepareCommit
+// or PrepareAbort) and its completion waits for its markers: the phase in
+// which Kafka's TransactionMetadata already holds the pending CompleteCommit
+// or CompleteAbort (TransactionCoordinator.endTransaction prepares it as
+// soon as the prepare record is durable, and a loaded prepared transaction
+// too). Sluice writes that transit only once every marker is in.
+func (m *Metadata) MarkersPending() bool {
+	return m.State == PrepareCommit || m.State == PrepareAbort
+}
+
+// InTransition reports whether a change of the transaction is under way: a
+// transit being written, or markers pending (MarkersPending). It is Kafka's
+// TransactionMetadata.pendingTransitionInProgress, which the coordinator
+// checks first and answers with the retriable CONCURRENT_TRANSACTIONS
+// (KAFKA-18464, KAFKA-18660): under transaction version 2 the producer
+// already holds the next transaction's epoch, or producer id, while the
+// previous transaction's markers are written, and its requests must wait
+// for them instead of failing the epoch and state checks.
+func (m *Metadata) InTransition() bool { return m.pending != nil || m.MarkersPending() }
+
 // ErrIllegalTransition is a prepare call from a state that does not allow
 // it: a coordinator bug, answered as Kafka does with an unknown error.
 var ErrIllegalTransition = errors.New("txn: illegal state transition")
