@@ -861,11 +861,13 @@ func (b *Broker) DeleteTopic(name string) error {
 	return nil
 }
 
-// CreatePartitions grows a topic to count partitions.
-func (b *Broker) CreatePartitions(name string, count int32, validateOnly bool) error {
+// CreatePartitions grows a topic to count partitions, placed by the
+// controller or, with a non-nil assignment, on the replicas it gives each
+// new partition (metadata.Controller.CreatePartitions).
+func (b *Broker) CreatePartitions(name string, count int32, assignment [][]int32, validateOnly bool) error {
 	ctx, cancel := b.context(adminTimeout)
 	defer cancel()
-	if err := b.ctrl.CreatePartitions(ctx, name, count, validateOnly); err != nil {
+	if err := b.ctrl.CreatePartitions(ctx, name, count, assignment, validateOnly); err != nil {
 		return err
 	}
 	if !validateOnly {

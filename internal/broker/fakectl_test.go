@@ -161,7 +161,7 @@ func (n *fakeNode) DeleteTopic(_ context.Context, name string) error {
 	return n.q.update(func(im *metadata.Image) error { delete(im.Topics, name); return nil })
 }
 
-func (n *fakeNode) CreatePartitions(context.Context, string, int32, bool) error {
+func (n *fakeNode) CreatePartitions(context.Context, string, int32, [][]int32, bool) error {
 	return kerr.InvalidRequest
 }
 

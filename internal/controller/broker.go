@@ -65,6 +65,16 @@ type createTopicReq struct {
 	ValidateOnly bool              `json:"validateOnly,omitempty"`
 }
 
+// createPartitionsReq is CreatePartitions. Assignment, when not null,
+// gives each new partition's replicas; an empty list stays one (it is
+// refused for naming too few partitions), so it has no omitempty.
+type createPartitionsReq struct {
+	Name         string    `json:"name"`
+	Count        int32     `json:"count,omitempty"`
+	Assignment   [][]int32 `json:"assignment"`
+	ValidateOnly bool      `json:"validateOnly,omitempty"`
+}
+
 type topicReq struct {
 	Name         string              `json:"name"`
 	Count        int32               `json:"count,omitempty"`

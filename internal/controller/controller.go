@@ -459,8 +459,8 @@ func (n *Node) DeleteTopic(ctx context.Context, name string) error {
 }
 
 // CreatePartitions implements metadata.Controller.
-func (n *Node) CreatePartitions(ctx context.Context, name string, count int32, validateOnly bool) error {
-	return n.write(ctx, opCreatePartitions, topicReq{Name: name, Count: count, ValidateOnly: validateOnly}, nil)
+func (n *Node) CreatePartitions(ctx context.Context, name string, count int32, assignment [][]int32, validateOnly bool) error {
+	return n.write(ctx, opCreatePartitions, createPartitionsReq{Name: name, Count: count, Assignment: assignment, ValidateOnly: validateOnly}, nil)
 }
 
 // AlterTopicConfigs implements metadata.Controller.

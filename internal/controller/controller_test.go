@@ -92,7 +92,7 @@ func TestQuorumCreateTopic(t *testing.T) {
 	if err := via.CreateTopic(ctxT(t), "t3", 1, 1, nil, map[string]string{"nope": "1"}, false); !errors.Is(err, kerr.InvalidConfig) {
 		t.Fatalf("bad config: %v", err)
 	}
-	if err := via.CreatePartitions(ctxT(t), "t2", 3, false); err != nil {
+	if err := via.CreatePartitions(ctxT(t), "t2", 3, nil, false); err != nil {
 		t.Fatal(err)
 	}
 	if err := via.AlterTopicConfigs(ctxT(t), "t2", []metadata.ConfigOp{{Name: "cleanup.policy", Op: 0, Value: "compact"}}, false); err != nil {

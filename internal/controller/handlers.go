@@ -348,9 +348,11 @@ func (a *active) deleteTopic(ctx context.Context, body []byte) (any, int64, erro
 }
 
 // createPartitions is CreatePartitions: new partitions are placed like
-// creation, with the topic's replication factor.
+// creation, with the topic's replication factor, or as an explicit
+// assignment gives them (metadata.AssignedPartitions: validated, replicas
+// in the order given, the first active one leading).
 func (a *active) createPartitions(ctx context.Context, body []byte) (any, int64, error) {
-	var in topicReq
+	var in createPartitionsReq
 	if err := decode(body, &in); err != nil {
 		return nil, 0, err
 	}
@@ -367,11 +369,20 @@ func (a *active) createPartitions(ctx context.Context, body []byte) (any, int64,
 		if err := lim.CheckTotal(metadata.NumPartitions(im), int(in.Count-cur)); err != nil {
 			return err
 		}
-		rf := 1
-		if cur > 0 {
-			rf = len(t.Partitions[0].Replicas)
+		var parts []metadata.Partition
+		var err error
+		if in.Assignment != nil {
+			parts, err = metadata.AssignedPartitions(im, t, in.Count, in.Assignment)
+			if err == nil {
+				err = lim.CheckBrokers(metadata.ReplicaCounts(im), parts)
+			}
+		} else {
+			rf := 1
+			if cur > 0 {
+				rf = len(t.Partitions[0].Replicas)
+			}
+			parts, err = a.placement(im, cur, in.Count-cur, rf, metadata.ReplicaCounts(im), lim.MaxBrokerPartitions)
 		}
-		parts, err := a.placement(im, cur, in.Count-cur, rf, metadata.ReplicaCounts(im), lim.MaxBrokerPartitions)
 		if err != nil || in.ValidateOnly {
 			return err
 		}

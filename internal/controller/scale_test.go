@@ -160,7 +160,7 @@ func TestPartitionLimits(t *testing.T) {
 	if !errors.Is(err, kerr.PolicyViolation) || !strings.Contains(err.Error(), "max.broker.partitions=100") {
 		t.Fatalf("over max.broker.partitions: %v", err)
 	}
-	err = act.CreatePartitions(ctx, "a", 101, false)
+	err = act.CreatePartitions(ctx, "a", 101, nil, false)
 	if !errors.Is(err, kerr.PolicyViolation) || !strings.Contains(err.Error(), "max.broker.partitions=100") {
 		t.Fatalf("CreatePartitions over max.broker.partitions: %v", err)
 	}
@@ -168,7 +168,7 @@ func TestPartitionLimits(t *testing.T) {
 	if err := act.CreateTopic(ctx, "b", 20, 3, nil, nil, true); !errors.Is(err, kerr.PolicyViolation) {
 		t.Fatalf("validate-only over the limit: %v", err)
 	}
-	if err := act.CreatePartitions(ctx, "a", 100, false); err != nil {
+	if err := act.CreatePartitions(ctx, "a", 100, nil, false); err != nil {
 		t.Fatal(err)
 	}
 	// RF 1 fits nowhere either: every broker holds 100.

@@ -37,7 +37,15 @@ package handler
 // one) fails the partition with INVALID_TIMESTAMP, nothing appended; a
 // producer's max timestamp that is not its records' largest is corrected.
 // A producer may not set the LogAppendTime bit itself (INVALID_TIMESTAMP,
-// unless it is a CreateTime topic and the batch has a max timestamp).
+// unless it is a CreateTime topic and the batch has a max timestamp). A
+// keyless record on a compacted topic fails the partition with
+// INVALID_RECORD. These are per-record checks (produce_records.go): the
+// response names every failing record in RecordErrors (v8+, KIP-467).
+//
+// A partition that fails once its leader is found carries its log start
+// offset in LogStartOffset, as from Kafka, except for the errors Kafka
+// answers with -1 (failedLogStartOffset); one that fails before (not
+// authorized, unknown, led elsewhere, transaction verification) has -1.
 //
 // compression.type (topic; broker default compression.type), as Kafka's
 // leader applies it: with "producer" (the default), or when the batch's
@@ -56,7 +64,6 @@ package handler
 
 import (
 	"errors"
-	"fmt"
 	"math"
 	"time"
 
@@ -105,6 +112,10 @@ type produceConfig struct {
 	// compacted: cleanup.policy contains compact, so every record needs a
 	// key (Kafka's LogValidator.validateKey).
 	compacted bool
+	// topic and partition name the partition in per-record error
+	// messages (set by appendOne).
+	topic     string
+	partition int32
 }
 
 func produceConfigOf(tc config.TopicConfig) produceConfig {
@@ -158,15 +169,6 @@ func timestampBound(tc config.TopicConfig, name string) int64 {
 	}
 	return n
 }
-
-// partitionError is a partition's error code with Kafka's message text.
-type partitionError struct {
-	err *kerr.Error
-	msg string
-}
-
-func (e *partitionError) Error() string { return e.msg }
-func (e *partitionError) Unwrap() error { return e.err }
 
 func (h *Handlers) produce(r *protocol.Request) protocol.Reply {
 	lookup := h.b.LookupDeadline()
@@ -237,7 +239,9 @@ func (h *Handlers) produce(r *protocol.Request) protocol.Reply {
 			if err == nil {
 				guard, err = h.verifyBatch(p, rp.Records, req.TransactionID, req.Version)
 			}
+			appending := false
 			if err == nil {
+				appending = true
 				ch, logAppendTime, nrec, err = h.appendOne(p, rp.Records, pc, req.Acks, deadline, guard)
 			}
 			if err == nil && req.Acks == 0 {
@@ -252,6 +256,10 @@ func (h *Handlers) produce(r *protocol.Request) protocol.Reply {
 					sp.ErrorCode = kerr.CorruptMessage.Code
 				}
 				sp.ErrorMessage = message(err)
+				sp.ErrorRecords = errorRecords(err)
+				if appending {
+					sp.LogStartOffset = failedLogStartOffset(p, code(err))
+				}
 				failed = true
 			} else {
 				commits = append(commits, produceCommit{ti: ti, pi: len(st.Partitions), p: p, result: ch, logAppendTime: logAppendTime,
@@ -279,6 +287,7 @@ func (h *Handlers) produce(r *protocol.Request) protocol.Reply {
 			case res := <-c.result:
 				c.slot.ErrorCode = res.Error
 				if res.Error != 0 {
+					c.slot.LogStartOffset = failedLogStartOffset(c.p, res.Error)
 					continue
 				}
 				c.slot.BaseOffset = res.BaseOffset
@@ -308,6 +317,7 @@ func (h *Handlers) produce(r *protocol.Request) protocol.Reply {
 // machine. It returns the time stamped on the batch (LogAppendTime
 // topics), else -1, and the batch's record count.
 func (h *Handlers) appendOne(p *broker.Partition, records []byte, pc produceConfig, acks int16, deadline time.Time, guard uint64) (<-chan replica.ProduceResult, int64, int64, error) {
+	pc.topic, pc.partition = p.Topic, p.Partition
 	b, hdr, logAppendTime, err := prepareBatch(records, pc, h.b.Now().UnixMilli())
 	if err != nil {
 		return nil, -1, 0, err
@@ -353,10 +363,10 @@ func prepareBatch(records []byte, pc produceConfig, now int64) ([]byte, batch.He
 	if err != nil {
 		return nil, hdr, -1, kerr.CorruptMessage
 	}
-	if err := checkBatch(hdr, ts, pc, now); err != nil {
+	if err := checkBatch(hdr); err != nil {
 		return nil, hdr, -1, err
 	}
-	if err := checkKeys(b, pc); err != nil {
+	if err := checkRecords(b, hdr, ts, pc, now); err != nil {
 		return nil, hdr, -1, err
 	}
 	hdr, logAppendTime, err := stampTimestamps(b, hdr, ts, pc, now)
@@ -379,7 +389,10 @@ func rebuildBatch(b []byte, pc produceConfig, now int64) ([]byte, batch.Header, 
 	limit := min(pc.maxBytes, pc.segmentBytes, math.MaxInt32)
 	var checkErr error
 	out, hdr, ts, err := batch.Rebuild(b, pc.codec, int(max(limit, 1)), func(h batch.Header, ts batch.Timestamps) error {
-		checkErr = checkBatch(h, ts, pc, now)
+		// b is validated here: its records parse.
+		if checkErr = checkBatch(h); checkErr == nil {
+			checkErr = checkRecords(b, h, ts, pc, now)
+		}
 		return checkErr
 	})
 	var tooLarge *batch.TooLargeError
@@ -393,9 +406,6 @@ func rebuildBatch(b []byte, pc produceConfig, now int64) ([]byte, batch.Header, 
 	case err != nil:
 		return nil, hdr, -1, kerr.CorruptMessage
 	}
-	if err := checkKeys(out, pc); err != nil {
-		return nil, hdr, -1, err
-	}
 	hdr, logAppendTime, err := stampTimestamps(out, hdr, ts, pc, now)
 	if err != nil {
 		return nil, hdr, -1, err
@@ -403,59 +413,12 @@ func rebuildBatch(b []byte, pc produceConfig, now int64) ([]byte, batch.Header, 
 	return out, hdr, logAppendTime, nil
 }
 
-// checkBatch refuses what a producer may not append (control batches,
-// transactional batches without a producer id) and record timestamps the
-// topic does not accept (see checkTimestamps), for the validated batch
-// with header hdr.
-func checkBatch(hdr batch.Header, ts batch.Timestamps, pc produceConfig, now int64) error {
+// checkBatch refuses what a producer may not append (Kafka's
+// LogValidator.validateBatch): control batches, and transactional batches
+// without a producer id.
+func checkBatch(hdr batch.Header) error {
 	if hdr.IsControl() || (hdr.IsTransactional() && hdr.ProducerID < 0) {
 		return kerr.InvalidRecord
-	}
-	return checkTimestamps(hdr, ts, pc, now)
-}
-
-// errNoKey is Kafka's InvalidRecordException from LogValidator.validateKey:
-// a compacted topic keeps the latest record of each key, so a record
-// without one is refused and nothing of the batch is appended. The
-// response says INVALID_RECORD (CORRUPT_MESSAGE before Produce v8, see
-// produceCode).
-var errNoKey = &partitionError{kerr.InvalidRecord, "Compacted topic cannot accept message without key"}
-
-// checkKeys refuses a batch with a keyless record on a compacted topic.
-// b is a validated batch (its records parse).
-func checkKeys(b []byte, pc produceConfig) error {
-	if !pc.compacted {
-		return nil
-	}
-	missing := false
-	batch.Records(b, func(r batch.Record) bool {
-		missing = r.Key == nil
-		return !missing
-	})
-	if missing {
-		return errNoKey
-	}
-	return nil
-}
-
-// checkTimestamps applies the topic's timestamp checks to a validated
-// batch with header hdr and record timestamps ts, as Kafka's LogValidator
-// does on the leader for v2 batches (see the file comment).
-func checkTimestamps(hdr batch.Header, ts batch.Timestamps, pc produceConfig, now int64) error {
-	// Kafka's validateTimestamp rejects the producer's LogAppendTime bit
-	// where it would have to trust it: on a LogAppendTime topic, or for a
-	// record without a timestamp.
-	if hdr.LogAppendTime() && (pc.logAppendTime || !ts.Any) {
-		return &partitionError{kerr.InvalidTimestamp, "Invalid timestamp type in the record batch: producers must not set the timestamp type to LogAppendTime"}
-	}
-	if !pc.logAppendTime && ts.Any {
-		for _, t := range []int64{ts.Min, ts.Max} {
-			if outOfRange(t, now, pc.beforeMs, pc.afterMs) {
-				return &partitionError{kerr.InvalidTimestamp, fmt.Sprintf(
-					"One or more records have been rejected due to invalid timestamp: timestamp %d is out of range; it should be within [now-%d ms, now+%d ms] (message.timestamp.before.max.ms, message.timestamp.after.max.ms)",
-					t, pc.beforeMs, pc.afterMs)}
-			}
-		}
 	}
 	return nil
 }
@@ -493,6 +456,23 @@ func outOfRange(ts, now, beforeMs, afterMs int64) bool {
 		return uint64(now)-uint64(ts) > uint64(beforeMs)
 	}
 	return uint64(ts)-uint64(now) > uint64(afterMs)
+}
+
+// failedLogStartOffset is the LogStartOffset of a partition whose append
+// failed with error code ec, as Kafka's ReplicaManager.appendToLocalLog
+// answers it: -1 (its UNKNOWN_LOG_APPEND_INFO) for an unknown partition, a
+// partition led elsewhere, a batch too large, corrupt bytes or a storage
+// error; otherwise, a record validation or producer state error for
+// instance, the partition's log start offset. A producer whose sequence
+// was refused (OUT_OF_ORDER_SEQUENCE_NUMBER) learns from it that the log's
+// prefix, and with it the producer's state, was removed (KIP-360).
+func failedLogStartOffset(p *broker.Partition, ec int16) int64 {
+	switch ec {
+	case kerr.UnknownTopicOrPartition.Code, kerr.NotLeaderForPartition.Code, kerr.MessageTooLarge.Code,
+		kerr.RecordListTooLarge.Code, kerr.CorruptMessage.Code, kerr.KafkaStorageError.Code, kerr.UnknownTopicID.Code:
+		return -1
+	}
+	return p.LogStartOffset()
 }
 
 // storedMaxTimestamp reads the max timestamp of the stored batch that

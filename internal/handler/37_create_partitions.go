@@ -1,8 +1,16 @@
 package handler
 
 // CreatePartitions, versions 0-3. Grows a topic to Count partitions
-// (INVALID_PARTITIONS if that is not an increase); explicit assignments must
-// name known brokers. ValidateOnly checks without changing anything.
+// (INVALID_PARTITIONS if that is not an increase). An explicit Assignment
+// gives each new partition's replicas and is honoured in its order, the
+// first replica the preferred leader; the controller validates it as
+// Kafka's ReplicationControlManager.createPartitions does (one list per
+// new partition, each of the topic's replication factor, of registered
+// brokers, without duplicates, and with an active broker:
+// INVALID_REPLICA_ASSIGNMENT; metadata.AssignedPartitions). A topic named
+// twice in one request gets INVALID_REQUEST ("Duplicate topic name.", as
+// from Kafka's ControllerApis) and is not changed. ValidateOnly checks
+// without changing anything.
 //
 // A request adding more than metadata.MaxPartitionsPerRequest (10,000)
 // partitions over all its topics is refused whole with POLICY_VIOLATION
@@ -11,6 +19,8 @@ package handler
 // are checked by the controller.
 
 import (
+	"fmt"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -39,23 +49,34 @@ func (h *Handlers) createPartitions(r *protocol.Request) protocol.Reply {
 		}
 		return protocol.Reply{Resp: resp}
 	}
+	seen, answered := map[string]int{}, map[string]bool{}
+	for _, rt := range req.Topics {
+		seen[rt.Topic]++
+	}
 	for _, rt := range req.Topics {
 		st := kmsg.NewCreatePartitionsResponseTopic()
 		st.Topic = rt.Topic
 		var err error
-		if !h.allowedTopic(r, rt.Topic, acl.OpAlter) {
+		switch {
+		case seen[rt.Topic] > 1:
+			if answered[rt.Topic] {
+				continue // one result per duplicated name
+			}
+			answered[rt.Topic] = true
+			err = fmt.Errorf("%w: Duplicate topic name.", kerr.InvalidRequest)
+		case !h.allowedTopic(r, rt.Topic, acl.OpAlter):
 			// ALTER on the topic (KafkaApis.handleCreatePartitionsRequest).
 			err = kerr.TopicAuthorizationFailed
-		}
-		for _, a := range rt.Assignment {
-			for _, id := range a.Replicas {
-				if _, ok := img.Brokers[id]; !ok && err == nil {
-					err = kerr.InvalidReplicaAssignment
+		default:
+			var assignment [][]int32
+			if rt.Assignment != nil {
+				// Kept even when empty: too few lists is an error.
+				assignment = make([][]int32, len(rt.Assignment))
+				for i, a := range rt.Assignment {
+					assignment[i] = a.Replicas
 				}
 			}
-		}
-		if err == nil {
-			err = h.b.CreatePartitions(rt.Topic, rt.Count, req.ValidateOnly)
+			err = h.b.CreatePartitions(rt.Topic, rt.Count, assignment, req.ValidateOnly)
 		}
 		st.ErrorCode = code(err)
 		st.ErrorMessage = message(err)

@@ -32,8 +32,11 @@ type Controller interface {
 	CreateTopic(ctx context.Context, name string, partitions int32, replicationFactor int16, assignment [][]int32, configs map[string]string, validateOnly bool) error
 	// DeleteTopic deletes a topic.
 	DeleteTopic(ctx context.Context, name string) error
-	// CreatePartitions grows a topic to count partitions.
-	CreatePartitions(ctx context.Context, name string, count int32, validateOnly bool) error
+	// CreatePartitions grows a topic to count partitions. assignment, if
+	// non-nil, gives each new partition's replicas, the first the
+	// preferred leader (see AssignedPartitions); otherwise the controller
+	// places them.
+	CreatePartitions(ctx context.Context, name string, count int32, assignment [][]int32, validateOnly bool) error
 	// AlterTopicConfigs applies incremental config changes to a topic.
 	AlterTopicConfigs(ctx context.Context, name string, ops []ConfigOp, validateOnly bool) error
 	// AllocateProducerID hands out a new producer id.

@@ -163,9 +163,12 @@ func (l *Local) DeleteTopic(_ context.Context, name string) error {
 	})
 }
 
-// CreatePartitions implements Controller.
-func (l *Local) CreatePartitions(_ context.Context, name string, count int32, validateOnly bool) error {
-	t, ok := l.store.Image().Topics[name]
+// CreatePartitions implements Controller. An explicit assignment is
+// validated as the Raft controller does (AssignedPartitions): here its
+// only broker is this node.
+func (l *Local) CreatePartitions(_ context.Context, name string, count int32, assignment [][]int32, validateOnly bool) error {
+	im := l.store.Image()
+	t, ok := im.Topics[name]
 	if !ok {
 		return kerr.UnknownTopicOrPartition
 	}
@@ -173,7 +176,12 @@ func (l *Local) CreatePartitions(_ context.Context, name string, count int32, va
 	if count <= cur || count > MaxPartitionsPerTopic {
 		return kerr.InvalidPartitions
 	}
-	if err := l.checkLimits(l.store.Image(), int(count-cur)); err != nil {
+	if assignment != nil {
+		if _, err := AssignedPartitions(im, t, count, assignment); err != nil {
+			return err
+		}
+	}
+	if err := l.checkLimits(im, int(count-cur)); err != nil {
 		return err
 	}
 	if validateOnly {
@@ -189,6 +197,14 @@ func (l *Local) CreatePartitions(_ context.Context, name string, count int32, va
 		}
 		if err := l.checkLimits(im, int(count-cur)); err != nil {
 			return err
+		}
+		if assignment != nil {
+			parts, err := AssignedPartitions(im, t, count, assignment)
+			if err != nil {
+				return err
+			}
+			t.Partitions = append(t.Partitions, parts...)
+			return nil
 		}
 		for i := cur; i < count; i++ {
 			t.Partitions = append(t.Partitions, l.partitionMeta(i))

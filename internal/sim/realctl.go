@@ -273,7 +273,7 @@ func (n *rnode) AlterPartition(_ context.Context, req metadata.AlterPartitionReq
 func (n *rnode) DeleteTopic(context.Context, string) error { return kerr.InvalidRequest }
 
 // CreatePartitions is not simulated.
-func (n *rnode) CreatePartitions(context.Context, string, int32, bool) error {
+func (n *rnode) CreatePartitions(context.Context, string, int32, [][]int32, bool) error {
 	return kerr.InvalidRequest
 }
 

@@ -1,7 +1,8 @@
 // Package reassign tests partition reassignment (KIP-455) and leader
 // elections on request (KIP-460) on real `sluice serve` processes with
-// real Kafka clients (franz-go's kadm): a partition moved from brokers
-// {1,2} to {2,3} under acks=all data, a preferred election bringing
+// real Kafka clients (franz-go's kadm): partitions added with an explicit
+// assignment (CreatePartitions) placed as asked, a partition moved from
+// brokers {1,2} to {2,3} under acks=all data, a preferred election bringing
 // leadership back after a failover, and an unclean election of a live
 // replica outside a dead ISR. The cluster is three voters and one
 // broker-only node (4): the unclean case needs two replicas down while
@@ -35,6 +36,7 @@ func TestReassignAndElect(t *testing.T) {
 		// Leadership moves back only when the test asks for it.
 		"auto.leader.rebalance.enable": "false",
 	}})
+	t.Run("create-partitions", func(t *testing.T) { createPartitionsAssigned(t, c) })
 	t.Run("bad", func(t *testing.T) { badReassignments(t, c) })
 	t.Run("move", func(t *testing.T) { move(t, c) })
 	t.Run("preferred", func(t *testing.T) { preferred(t, c) })
