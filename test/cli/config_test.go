@@ -103,6 +103,6 @@ func TestConfigCommands(t *testing.T) {
 		{"config", "set", "retention.ms=1"},
 		{"config", "set", "--topic", "conf", "retention.ms"},
 	} {
-		fails(t, 2, "sluice config get (--topic T | --broker ID)", append(args, b)...)
+		fails(t, 2, "sluice config get TARGET [--all]", append(args, b)...)
 	}
 }
