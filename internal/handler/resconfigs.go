@@ -152,7 +152,16 @@ func (h *Handlers) describeBroker(name string, names []string, synonyms, docs bo
 	if id, err := strconv.ParseInt(name, 10, 32); err != nil || int32(id) != h.b.NodeID() {
 		return nil, fmt.Errorf("%w: Unexpected broker id, expected %d or empty string, but received %s", kerr.InvalidRequest, h.b.NodeID(), name)
 	}
-	for _, n := range cfg.Names() {
+	all := cfg.Names()
+	for _, n := range names {
+		// A setting asked for by name is described even when it has no
+		// value (Kafka lists every setting it knows).
+		if _, ok := config.BrokerDef(n); ok && !slices.Contains(all, n) {
+			all = append(all, n)
+		}
+	}
+	slices.Sort(all)
+	for _, n := range slices.Compact(all) {
 		if want(n) {
 			out = append(out, brokerConfigEntry(cfg, n, false, synonyms, docs))
 		}
