@@ -324,4 +324,3 @@ func alterResourceConfigs(o *adminOpts, t configTarget, alters []kadm.AlterConfi
 		}
 	})
 }
-
