@@ -242,6 +242,22 @@ func serve(args []string) error {
 		IdleTimeout:                  time.Duration(cfg.Int("connections.max.idle.ms", 600000)) * time.Millisecond,
 		Logger:                       logger,
 	}, reg)
+	// The connection limits are dynamic broker configs (KIP-226).
+	lastOverrides := overrides
+	b.OnDynamicConfig(func() {
+		ov, _ := cfg.Get("max.connections.per.ip.overrides")
+		if ov != lastOverrides {
+			// Host names are resolved here, once per change.
+			parsed, err := protocol.ParsePerIPOverrides(ov)
+			if err != nil {
+				logger.Warn("max.connections.per.ip.overrides: keeping the previous overrides", "err", err)
+			} else {
+				perIPOverrides, lastOverrides = parsed, ov
+			}
+		}
+		srv.SetConnectionLimits(int(cfg.Int("max.connections", 10000)), int(cfg.Int("max.connections.per.ip", math.MaxInt32)),
+			perIPOverrides, float64(cfg.Int("max.connection.creation.rate", math.MaxInt32)))
+	})
 	bls, err := listenKafka(cfg, func(mech, user string) (security.ScramCredential, bool) {
 		return b.Image().ScramCredentialOf(user, mech)
 	})

@@ -141,6 +141,12 @@ type Broker struct {
 	// leaderQuota and followerQuota are the replication throttles
 	// (replquota.go, KIP-73).
 	leaderQuota, followerQuota *replQuota
+	// cleaner is the running log cleaner, nil when disabled or in step
+	// mode (cleaner.go).
+	cleaner atomic.Pointer[cleaner]
+	// configHooks are called after the dynamic broker configs changed
+	// (OnDynamicConfig).
+	configHooks []func()
 
 	// ctx is cancelled and closing closed by Close: every goroutine the
 	// broker starts ends on one or the other. wg counts the loops (tick,
@@ -476,6 +482,12 @@ func (b *Broker) reconcile(im *metadata.Image) error {
 		b.joined = im.ClusterID
 	}
 	self := b.cfg.NodeID
+	// Dynamic broker configs (KIP-226) first: the partitions below are
+	// applied with the topic defaults they give.
+	dynChanged := b.cfg.SetDynamic(im.BrokerConfigs[""], im.BrokerConfigs[strconv.Itoa(int(self))])
+	if dynChanged {
+		b.applyDynamic()
+	}
 	if !b.caughtUp.Load() && !b.knobs.ActOnReplayedMetadata {
 		br, ok := im.Brokers[self]
 		if epoch := b.ctrl.BrokerEpoch(); !ok || epoch < 0 || br.Epoch != epoch {
@@ -516,7 +528,10 @@ func (b *Broker) reconcile(im *metadata.Image) error {
 	// Partitions whose metadata did not change since the image applied
 	// last are left alone: with tens of thousands of partitions, every ISR
 	// change would otherwise touch them all.
-	sameBrokers := prev != nil && brokersEqual(prev, im)
+	// A change of the dynamic broker configs may change every topic's
+	// effective config (a dynamic log.retention.ms, min.insync.replicas):
+	// every partition is applied again.
+	sameBrokers := prev != nil && brokersEqual(prev, im) && !dynChanged
 	type apply struct {
 		p                 *Partition
 		t                 *metadata.Topic
@@ -875,6 +890,58 @@ func (b *Broker) CreatePartitions(name string, count int32, assignment [][]int32
 			t, ok := im.Topics[name]
 			return ok && int32(len(t.Partitions)) >= count
 		})
+	}
+	return nil
+}
+
+// applyDynamic reads the dynamically changeable settings the broker
+// keeps again, after the dynamic broker configs changed (reconcile, with
+// applyMu held): the replication throttles, the cleaner's settings, and
+// the hooks of OnDynamicConfig.
+func (b *Broker) applyDynamic() {
+	cluster, own := b.cfg.Dynamic()
+	b.log.Info("dynamic broker configs", "cluster", sortedKeys(cluster), "broker", sortedKeys(own))
+	b.leaderQuota.setRate(b.cfg)
+	b.followerQuota.setRate(b.cfg)
+	if c := b.cleaner.Load(); c != nil {
+		c.reconfigure()
+	}
+	for _, fn := range b.configHooks {
+		fn()
+	}
+}
+
+func sortedKeys(m map[string]string) []string {
+	return slices.Sorted(maps.Keys(m))
+}
+
+// OnDynamicConfig registers fn to be called after the dynamic broker
+// configs in effect changed (Config's values then include them), with the
+// broker's metadata application paused: fn must be quick and must not
+// call into the Broker. The server's connection limits are applied so.
+func (b *Broker) OnDynamicConfig(fn func()) {
+	b.applyMu.Lock()
+	b.configHooks = append(b.configHooks, fn)
+	b.applyMu.Unlock()
+}
+
+// AlterResourceConfigs changes the dynamic configs of a BROKER resource
+// (KIP-226) or a GROUP resource (KIP-848) through the controller, and
+// waits until this broker applied the change. With replace set (legacy
+// AlterConfigs) the SET ops are the resource's whole new set.
+func (b *Broker) AlterResourceConfigs(r metadata.ConfigResource, ops []ConfigOp, replace, validateOnly bool) error {
+	ra, ok := b.ctrl.(metadata.ResourceConfigAlterer)
+	if !ok {
+		return fmt.Errorf("%w: this controller stores no broker or group configs", kerr.InvalidRequest)
+	}
+	ctx, cancel := b.context(adminTimeout)
+	defer cancel()
+	off := b.Image().Offset
+	if err := ra.AlterResourceConfigs(ctx, r, ops, replace, validateOnly); err != nil {
+		return err
+	}
+	if !validateOnly {
+		b.waitApplied(ctx, func(im *metadata.Image) bool { return im.Offset > off })
 	}
 	return nil
 }

@@ -28,15 +28,44 @@ import (
 //	log.cleaner.backoff.ms               15000: the sleep when nothing is due
 type cleaner struct {
 	b        *Broker
-	threads  int
 	throttle *throttler
-	backoff  time.Duration
-	budget   int // offset map bytes per thread
 
-	mu          sync.Mutex
+	mu sync.Mutex
+	// threads, backoff and budget (offset map bytes per thread) are the
+	// settings in effect (reconfigure); alive marks the threads running,
+	// by index: a thread whose index is no longer below threads ends
+	// after its pass.
+	threads     int
+	backoff     time.Duration
+	budget      int
+	alive       map[int]bool
 	running     map[*Partition]bool
 	uncleanable map[*Partition]bool // corrupt: skipped until the partition is reopened
 	lastRun     time.Time
+}
+
+// cleanerSettings are the cleaner's dynamic settings (Kafka's
+// LogCleaner.ReconfigurableConfigs that sluice acts on).
+type cleanerSettings struct {
+	threads int
+	backoff time.Duration
+	budget  int
+	rate    float64
+}
+
+// cleanerSettingsOf reads the settings' effective values.
+func (b *Broker) cleanerSettingsOf() cleanerSettings {
+	threads := int(min(max(b.cfg.Int("log.cleaner.threads", 1), 1), 64))
+	rate := 0.0
+	if v, ok := b.cfg.Get("log.cleaner.io.max.bytes.per.second"); ok && !b.steps {
+		rate, _ = strconv.ParseFloat(strings.TrimSpace(v), 64)
+	}
+	return cleanerSettings{
+		threads: threads,
+		backoff: time.Duration(max(b.cfg.Int("log.cleaner.backoff.ms", 15000), 10)) * time.Millisecond,
+		budget:  int(min(b.cfg.Int("log.cleaner.dedupe.buffer.size", 128<<20), 1<<34) / int64(threads)),
+		rate:    rate,
+	}
 }
 
 // startCleaner starts the cleaner threads unless log.cleaner.enable is
@@ -47,9 +76,14 @@ func (b *Broker) startCleaner() {
 		return
 	}
 	metrics.CleanerSinceLastRun.Set(0)
+	b.cleaner.Store(c)
 	b.wg.Add(c.threads)
 	for i := 0; i < c.threads; i++ {
-		go c.run()
+		c.alive[i] = true
+		go func() {
+			defer c.b.wg.Done()
+			c.run(i)
+		}()
 	}
 }
 
@@ -61,31 +95,70 @@ func (b *Broker) newCleaner() *cleaner {
 	if !b.cfg.Bool("log.cleaner.enable", true) {
 		return nil
 	}
-	threads := int(min(max(b.cfg.Int("log.cleaner.threads", 1), 1), 64))
-	rate := 0.0
-	if v, ok := b.cfg.Get("log.cleaner.io.max.bytes.per.second"); ok && !b.steps {
-		rate, _ = strconv.ParseFloat(strings.TrimSpace(v), 64)
-	}
+	st := b.cleanerSettingsOf()
 	return &cleaner{
 		b:           b,
-		threads:     threads,
-		throttle:    newThrottler(b.clock, rate),
-		backoff:     time.Duration(max(b.cfg.Int("log.cleaner.backoff.ms", 15000), 10)) * time.Millisecond,
-		budget:      int(min(b.cfg.Int("log.cleaner.dedupe.buffer.size", 128<<20), 1<<34) / int64(threads)),
+		threads:     st.threads,
+		throttle:    newThrottler(b.clock, st.rate),
+		backoff:     st.backoff,
+		budget:      st.budget,
+		alive:       map[int]bool{},
 		running:     map[*Partition]bool{},
 		uncleanable: map[*Partition]bool{},
 		lastRun:     b.now(),
 	}
 }
 
-func (c *cleaner) run() {
-	defer c.b.wg.Done()
-	m := storage.NewOffsetMap(c.budget)
+// reconfigure applies the cleaner settings' current values (dynamic
+// broker configs, as Kafka's LogCleaner.reconfigure): the rate at once,
+// the backoff from the next sleep, the map budget from each thread's next
+// pass; threads beyond the new count end after their pass, new ones
+// start now.
+func (c *cleaner) reconfigure() {
+	st := c.b.cleanerSettingsOf()
+	c.throttle.setRate(st.rate)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.threads, c.backoff, c.budget = st.threads, st.backoff, st.budget
+	for i := 0; i < c.threads; i++ {
+		if c.alive[i] {
+			continue
+		}
+		c.alive[i] = true
+		if !c.b.goBackground(func() { c.run(i) }) {
+			delete(c.alive, i)
+		}
+	}
+}
+
+// settings returns thread i's backoff and budget, or ok false once the
+// thread is beyond the count (it is then no longer alive).
+func (c *cleaner) settings(i int) (backoff time.Duration, budget int, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if i >= c.threads {
+		delete(c.alive, i)
+		return 0, 0, false
+	}
+	return c.backoff, c.budget, true
+}
+
+// run is cleaner thread i.
+func (c *cleaner) run(i int) {
+	var m *storage.OffsetMap
+	mapBudget := -1
 	for {
 		select {
 		case <-c.b.closing:
 			return
 		default:
+		}
+		backoff, budget, ok := c.settings(i)
+		if !ok {
+			return
+		}
+		if budget != mapBudget {
+			m, mapBudget = storage.NewOffsetMap(budget), budget
 		}
 		if c.once(m) {
 			continue
@@ -94,7 +167,7 @@ func (c *cleaner) run() {
 		select {
 		case <-c.b.closing:
 			return
-		case <-clock.After(c.b.clock, c.backoff):
+		case <-clock.After(c.b.clock, backoff):
 		}
 	}
 }
@@ -191,25 +264,35 @@ func (c *cleaner) lastRunTime() time.Time {
 // (Kafka's Throttler on log.cleaner.io.max.bytes.per.second).
 type throttler struct {
 	clock clock.Clock
-	rate  float64 // bytes per second; <= 0 or huge: unlimited
 	mu    sync.Mutex
+	rate  float64 // bytes per second; 0: unlimited
 	start time.Time
 	bytes float64
 }
 
 func newThrottler(c clock.Clock, rate float64) *throttler {
+	t := &throttler{clock: c, start: c.Now()}
+	t.setRate(rate)
+	return t
+}
+
+// setRate changes the rate (<= 0 or huge: unlimited).
+func (t *throttler) setRate(rate float64) {
 	if rate <= 0 || rate >= math.MaxFloat64/2 {
 		rate = 0
 	}
-	return &throttler{clock: c, rate: rate, start: c.Now()}
+	t.mu.Lock()
+	t.rate = rate
+	t.mu.Unlock()
 }
 
 // wait accounts n bytes and sleeps as long as the rate requires.
 func (t *throttler) wait(n int64) {
+	t.mu.Lock()
 	if t.rate == 0 {
+		t.mu.Unlock()
 		return
 	}
-	t.mu.Lock()
 	now := t.clock.Now()
 	if now.Sub(t.start) > time.Second {
 		t.start, t.bytes = now, 0

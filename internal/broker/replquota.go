@@ -1,9 +1,11 @@
 package broker
 
 import (
+	"math"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-io/sluice/internal/clock"
@@ -17,8 +19,8 @@ import (
 // ISR (Kafka's shouldLeaderThrottle / shouldFollowerThrottle), so that
 // moving or rebuilding a replica cannot starve the traffic of in-sync ones.
 //
-// Settings (server.properties; sluice has no dynamic broker configs, so a
-// change needs a restart):
+// Settings (server.properties; the two rates are also dynamic broker
+// configs, KIP-226: a change takes effect at once, setRate):
 //
 //	leader.replication.throttled.rate     bytes/s a leader sends to throttled followers (Long.MAX: unlimited)
 //	follower.replication.throttled.rate   bytes/s a follower fetches for throttled replicas (Long.MAX: unlimited)
@@ -38,9 +40,12 @@ import (
 // partitions out of its requests, and records the bytes it receives for
 // them.
 type replQuota struct {
-	side   string // "leader" or "follower", the metrics' label
-	clock  clock.Clock
-	bound  float64 // bytes per second; 0: unlimited
+	side    string // "leader" or "follower", the metrics' label
+	rateKey string // the setting of its rate
+	clock   clock.Clock
+	// bound is the bytes per second as float64 bits (setRate); 0:
+	// unlimited.
+	bound  atomic.Uint64
 	window time.Duration
 	n      int
 
@@ -60,19 +65,31 @@ type rateSample struct {
 // newReplQuota reads rateKey (leader.replication.throttled.rate or
 // follower.replication.throttled.rate) and the quota window settings.
 func newReplQuota(cfg *config.Broker, c clock.Clock, side, rateKey string) *replQuota {
-	q := &replQuota{side: side, clock: c,
+	q := &replQuota{side: side, clock: c, rateKey: rateKey,
 		n:      int(min(max(cfg.Int("replication.quota.window.num", 11), 2), 1000)),
 		window: time.Duration(min(max(cfg.Int("replication.quota.window.size.seconds", 1), 1), 3600)) * time.Second}
-	if v, ok := cfg.Get(rateKey); ok {
-		if r, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil && r >= 0 && r < 1<<62 {
-			q.bound = float64(r)
-		}
-	}
+	q.setRate(cfg)
 	return q
 }
 
+// setRate reads the quota's rate from cfg again (its effective value,
+// dynamic or static). The samples are kept: a lowered rate throttles at
+// once what was sent over it.
+func (q *replQuota) setRate(cfg *config.Broker) {
+	var bound float64
+	if v, ok := cfg.Get(q.rateKey); ok {
+		if r, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil && r >= 0 && r < 1<<62 {
+			bound = float64(r)
+		}
+	}
+	q.bound.Store(math.Float64bits(bound))
+}
+
+// limit is the rate in bytes per second, 0 for unlimited.
+func (q *replQuota) limit() float64 { return math.Float64frombits(q.bound.Load()) }
+
 // enabled reports whether a rate is set.
-func (q *replQuota) enabled() bool { return q.bound > 0 }
+func (q *replQuota) enabled() bool { return q.limit() > 0 }
 
 // purge drops the samples older than the n windows; called with mu held.
 func (q *replQuota) purge(now time.Time) {
@@ -132,14 +149,15 @@ func (q *replQuota) exceeded() bool {
 	q.purge(now)
 	r := q.rateLocked(now)
 	metrics.ReplicationThrottledRate.WithLabelValues(q.side).Set(r)
-	return r > q.bound
+	return r > q.limit()
 }
 
 // delay is how long until the rate is back at the bound if nothing more
 // is recorded (0 if it is not over it): a throttled fetch waits that long
 // rather than a whole long poll, so the rate does not undershoot.
 func (q *replQuota) delay() time.Duration {
-	if !q.enabled() {
+	bound := q.limit()
+	if bound <= 0 {
 		return 0
 	}
 	q.mu.Lock()
@@ -154,7 +172,7 @@ func (q *replQuota) delay() time.Duration {
 		sum += s.bytes
 	}
 	// sum / (now + d - start) <= bound, with the span at least a window.
-	need := time.Duration(sum / q.bound * float64(time.Second))
+	need := time.Duration(sum / bound * float64(time.Second))
 	return max(q.samples[0].start.Add(max(need, q.window)).Sub(now), 0)
 }
 

@@ -38,6 +38,8 @@ type Broker struct {
 	HTTP string
 	// Props holds every setting by Kafka name (from --config and flags).
 	Props map[string]string
+	// dyn holds the dynamic configs from the metadata (dynamic.go).
+	dyn dynamic
 }
 
 // Defaults returns the configuration `sluice serve` uses with no flags.
@@ -90,8 +92,31 @@ var BrokerDefaults = map[string]string{
 }
 
 // TopicDefault returns the broker-level value that defaults a topic config,
-// if one was configured (Kafka's hours/minutes variants included).
+// if one was configured: dynamically (this broker's value, else the
+// cluster default; dynamic.go) or in server.properties and flags (Kafka's
+// hours/minutes variants included).
 func (b *Broker) TopicDefault(brokerName string) (string, bool) {
+	v, _, ok := b.TopicDefaultSource(brokerName)
+	return v, ok
+}
+
+// TopicDefaultSource is TopicDefault with the value's source
+// (SourceDynamicBroker, SourceDynamicDefault or SourceStaticBroker).
+func (b *Broker) TopicDefaultSource(brokerName string) (string, Source, bool) {
+	l := b.dyn.load()
+	if v, ok := l.broker[brokerName]; ok {
+		return v, SourceDynamicBroker, true
+	}
+	if v, ok := l.cluster[brokerName]; ok {
+		return v, SourceDynamicDefault, true
+	}
+	v, ok := b.staticTopicDefault(brokerName)
+	return v, SourceStaticBroker, ok
+}
+
+// staticTopicDefault is the value server.properties or a flag gives a
+// setting, Kafka's hours/minutes variants included.
+func (b *Broker) staticTopicDefault(brokerName string) (string, bool) {
 	if v, ok := b.Props[brokerName]; ok {
 		return v, true
 	}
@@ -160,6 +185,13 @@ func (b *Broker) Names() []string {
 		seen[k] = true
 	}
 	for k := range b.Props {
+		seen[k] = true
+	}
+	l := b.dyn.load()
+	for k := range l.cluster {
+		seen[k] = true
+	}
+	for k := range l.broker {
 		seen[k] = true
 	}
 	out := make([]string, 0, len(seen))

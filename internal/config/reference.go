@@ -39,6 +39,20 @@ flags of ` + "`sluice serve`" + ` (flags win). Every key is checked at start:
 Keys starting with ` + "`listener.name.`" + ` (per-listener overrides) are accepted
 without checks.
 
+Settings marked *dynamic* may also be changed at run time, as Kafka's
+dynamic broker configs (KIP-226): AlterConfigs or IncrementalAlterConfigs
+on a BROKER resource (` + "`kafka-configs.sh --entity-type brokers`" + `,
+` + "`sluice config set --broker`" + `), for one broker (*per-broker* and
+*cluster-wide* settings) or as the cluster default (*cluster-wide* only).
+The values are kept in the metadata log, survive restarts and win over
+server.properties: the broker's own value, else the cluster default, else
+the static value, else the default. Every topic default (` + "`log.retention.ms`" + `,
+` + "`message.max.bytes`" + `, ...) is dynamic and re-applied to every topic at
+once. Kafka's other dynamic settings that sluice reads only at start
+(listeners, TLS and SASL settings, ` + "`producer.id.expiration.ms`" + `) are
+refused at run time (INVALID_REQUEST), as are the read-only ones
+(docs/operations.md, "Dynamic broker configs").
+
 ## Flags of ` + "`sluice serve`" + `
 
 | flag | setting | default | valid values |
@@ -81,6 +95,32 @@ the default.
 		}
 		fmt.Fprintf(&sb, "| `%s` | %s | %s | %s | %s | %s |\n", d.Name, bn, d.Type, cell(d.Default), valid(d), escape(d.Doc))
 	}
+	sb.WriteString(`
+## Group configs
+
+Set on a GROUP resource (KIP-848, Kafka 4.0's GroupConfig) with
+IncrementalAlterConfigs or AlterConfigs (` + "`kafka-configs.sh --entity-type groups`" + `,
+` + "`sluice config set --group`" + `), for any group id, existing or not; kept in
+the metadata log. A value must lie within the bounds of the broker settings
+in the third column, and a session timeout must exceed its heartbeat
+interval (INVALID_CONFIG otherwise). sluice serves the classic group
+protocol only, so these are stored and described but change nothing yet.
+
+| config | broker default | bounds | type | valid values | effect |
+|---|---|---|---|---|---|
+`)
+	for _, d := range GroupDefs {
+		bn, bounds := "—", "—"
+		if d.BrokerName != "" {
+			bn = "`" + d.BrokerName + "`"
+		} else {
+			bn = cell(d.Default)
+		}
+		if d.MinName != "" {
+			bounds = "`" + d.MinName + "`, `" + d.MaxName + "`"
+		}
+		fmt.Fprintf(&sb, "| `%s` | %s | %s | %s | %s | %s |\n", d.Name, bn, bounds, d.Type, valid(&d.Def), escape(d.Doc))
+	}
 	return sb.String()
 }
 
@@ -88,6 +128,9 @@ func writeRow(sb *strings.Builder, d *Def) {
 	doc := d.Doc
 	if d.NoEffect {
 		doc = "*No effect in sluice.* " + doc
+	}
+	if m := DynamicMode(d.Name); m != ReadOnly {
+		doc = "*Dynamic (" + m.String() + ").* " + doc
 	}
 	fmt.Fprintf(sb, "| `%s` | %s | %s | %s | %s |\n", d.Name, d.Type, cell(d.Default), valid(d), escape(strings.TrimSpace(doc)))
 }

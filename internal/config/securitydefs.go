@@ -35,6 +35,19 @@ var securityDefs = []Def{
 	{Name: "sluice.http.auth.bearer.token.file", Type: TypeString, Default: "", Form: "/etc/sluice/http-tokens", Doc: "sluice only: a file of accepted bearer tokens for the --http port, one per line (blank lines and # comments ignored), besides sluice.http.auth.bearer.token. Re-read when it changes (checked at most once a second), so tokens rotate without a restart; an unreadable or emptied file keeps the last tokens. Unreadable or empty at start: refused."},
 	{Name: "connections.max.reauth.ms", Type: TypeLong, Default: "0", Min: 0, Max: math.MaxInt64, Doc: "KIP-368: when positive, a SASL session lasts at most this many milliseconds (for OAUTHBEARER, no longer than the token): SaslAuthenticate v1+ answers carry SessionLifetimeMillis, the client must re-authenticate on the same connection (SaslHandshake v1 and SaslAuthenticate, same mechanism and principal) before it ends, and an expired connection sending any other request is closed. Per mechanism as listener.name.<listener>.<mechanism>.connections.max.reauth.ms. 0: sessions never expire."},
 
+	// Kerberos and login refresh: Kafka's per-broker dynamic SASL settings
+	// of mechanisms sluice does not serve (GSSAPI) or does not need.
+	{Name: "sasl.kerberos.service.name", Type: TypeString, Default: "", NoEffect: true, Doc: "GSSAPI is not served."},
+	{Name: "sasl.kerberos.kinit.cmd", Type: TypeString, Default: "/usr/bin/kinit", NoEffect: true, Doc: "GSSAPI is not served."},
+	{Name: "sasl.kerberos.ticket.renew.window.factor", Type: TypeDouble, Default: "0.8", NoEffect: true, Doc: "GSSAPI is not served."},
+	{Name: "sasl.kerberos.ticket.renew.jitter", Type: TypeDouble, Default: "0.05", NoEffect: true, Doc: "GSSAPI is not served."},
+	{Name: "sasl.kerberos.min.time.before.relogin", Type: TypeLong, Default: "60000", NoEffect: true, Doc: "GSSAPI is not served."},
+	{Name: "sasl.kerberos.principal.to.local.rules", Type: TypeList, Default: "DEFAULT", NoEffect: true, Doc: "GSSAPI is not served."},
+	{Name: "sasl.login.refresh.window.factor", Type: TypeDouble, Default: "0.8", Min: 0.5, Max: 1, NoEffect: true, Doc: "The broker logs in with no refreshing login module."},
+	{Name: "sasl.login.refresh.window.jitter", Type: TypeDouble, Default: "0.05", Min: 0, Max: 0.25, NoEffect: true},
+	{Name: "sasl.login.refresh.min.period.seconds", Type: TypeShort, Default: "60", Min: 0, Max: 900, NoEffect: true},
+	{Name: "sasl.login.refresh.buffer.seconds", Type: TypeShort, Default: "300", Min: 0, Max: 3600, NoEffect: true},
+
 	// OAUTHBEARER (KIP-255) token validation, Kafka's KIP-768 names; each
 	// may be given per listener as listener.name.<l>.oauthbearer.<name>.
 	{Name: "sasl.oauthbearer.jwks.endpoint.url", Type: TypeString, Default: "", Form: "file:///etc/sluice/jwks.json", Doc: "Where the JSON Web Key Set verifying OAUTHBEARER tokens is read: a file:// URL (a JWKS JSON file) or an http(s):// URL, read at start and again when a token names an unknown kid (at most once a second). Required when OAUTHBEARER is enabled; other schemes are refused at start. Keys: RSA and EC P-256/384/521 (RS256/384/512, ES256/384/512)."},

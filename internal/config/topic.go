@@ -246,12 +246,24 @@ type TopicConfig struct {
 // Source says where an effective value came from (DescribeConfigs sources).
 type Source int8
 
-// Sources, numbered as in DescribeConfigs v1+.
+// Sources, numbered as in DescribeConfigs v1+ (Kafka's ConfigSource).
 const (
-	SourceTopic         Source = 1
-	SourceStaticBroker  Source = 4
-	SourceDefault       Source = 5
+	// SourceTopic is DYNAMIC_TOPIC_CONFIG: set on the topic.
+	SourceTopic Source = 1
+	// SourceDynamicBroker is DYNAMIC_BROKER_CONFIG: set dynamically on
+	// this broker.
 	SourceDynamicBroker Source = 2
+	// SourceDynamicDefault is DYNAMIC_DEFAULT_BROKER_CONFIG: the
+	// cluster's dynamic default.
+	SourceDynamicDefault Source = 3
+	// SourceStaticBroker is STATIC_BROKER_CONFIG: server.properties or a
+	// flag.
+	SourceStaticBroker Source = 4
+	// SourceDefault is DEFAULT_CONFIG: Kafka's default.
+	SourceDefault Source = 5
+	// SourceGroup is GROUP_CONFIG: set on a consumer or share group
+	// (KIP-848).
+	SourceGroup Source = 8
 )
 
 // Get returns the effective value of name and its source.
@@ -264,8 +276,8 @@ func (t TopicConfig) Get(name string) (string, Source) {
 		return "", SourceDefault
 	}
 	if t.Broker != nil && d.BrokerName != "" {
-		if v, ok := t.Broker.TopicDefault(d.BrokerName); ok {
-			return v, SourceStaticBroker
+		if v, src, ok := t.Broker.TopicDefaultSource(d.BrokerName); ok {
+			return v, src
 		}
 	}
 	return d.Default, SourceDefault

@@ -27,6 +27,7 @@ const (
 	opCreateAcls       = "CreateAcls"
 	opDeleteAcls       = "DeleteAcls"
 	opAlterQuotas      = "AlterClientQuotas"
+	opAlterResConfigs  = "AlterResourceConfigs"
 	opFetch            = "FetchMetadata"
 )
 
@@ -110,6 +111,15 @@ type aclResp struct {
 
 type alterQuotasReq struct {
 	Entries []metadata.QuotaAlteration `json:"entries"`
+}
+
+// resConfigReq is AlterConfigs or IncrementalAlterConfigs on a BROKER
+// or GROUP resource.
+type resConfigReq struct {
+	Resource     metadata.ConfigResource `json:"resource"`
+	Ops          []metadata.ConfigOp     `json:"ops,omitempty"`
+	Replace      bool                    `json:"replace,omitempty"`
+	ValidateOnly bool                    `json:"validateOnly,omitempty"`
 }
 
 type pidResp struct {

@@ -468,6 +468,12 @@ func (n *Node) AlterTopicConfigs(ctx context.Context, name string, ops []metadat
 	return n.write(ctx, opAlterConfigs, topicReq{Name: name, Ops: ops, ValidateOnly: validateOnly}, nil)
 }
 
+// AlterResourceConfigs implements metadata.ResourceConfigAlterer through
+// the active controller.
+func (n *Node) AlterResourceConfigs(ctx context.Context, r metadata.ConfigResource, ops []metadata.ConfigOp, replace, validateOnly bool) error {
+	return n.write(ctx, opAlterResConfigs, resConfigReq{Resource: r, Ops: ops, Replace: replace, ValidateOnly: validateOnly}, nil)
+}
+
 // AlterScramCredentials implements metadata.ScramAlterer through the
 // active controller.
 func (n *Node) AlterScramCredentials(ctx context.Context, ops []metadata.ScramOp) ([]error, error) {

@@ -36,6 +36,7 @@ const (
 	recClientQuota       recType = "ClientQuota"
 	recFeatureLevel      recType = "FeatureLevel"
 	recBrokerFeatures    recType = "BrokerFeatures"
+	recResourceConfig    recType = "ResourceConfig"
 	maxEntryRecords              = 1 << 20
 	producerIDBlock      int64   = 1000
 	initialNextProducer  int64   = 1000
@@ -93,6 +94,10 @@ type record struct {
 	// Quotas: recClientQuota sets and removes client quota keys (Kafka's
 	// ClientQuotaRecord, one record per request here).
 	Quotas []metadata.QuotaAlteration `json:"quotas,omitempty"`
+	// Resource: recResourceConfig replaces the dynamic configs of a
+	// BROKER or GROUP resource with Configs (Kafka's ConfigRecords of
+	// that resource, one record per change here).
+	Resource *metadata.ConfigResource `json:"resource,omitempty"`
 }
 
 // partChange is the new leader/ISR of one partition. Applying it bumps the
@@ -283,6 +288,11 @@ func (tx *txn) apply(r *record, idx int64) {
 	case recClientQuota:
 		// Checked by the active controller.
 		metadata.ApplyQuotas(im, r.Quotas)
+	case recResourceConfig:
+		// Checked by the active controller.
+		if r.Resource != nil {
+			im.SetResourceConfigs(*r.Resource, r.Configs)
+		}
 	}
 }
 

@@ -30,6 +30,7 @@ var handlers = map[string]handler{
 	opCreateAcls:       (*active).createAcls,
 	opDeleteAcls:       (*active).deleteAcls,
 	opAlterQuotas:      (*active).alterQuotas,
+	opAlterResConfigs:  (*active).alterResourceConfigs,
 }
 
 func decode(body []byte, v any) error {
@@ -534,4 +535,28 @@ func (a *active) alterQuotas(ctx context.Context, body []byte) (any, int64, erro
 		return nil
 	})
 	return resp, off, err
+}
+
+// alterResourceConfigs is AlterConfigs or IncrementalAlterConfigs on a
+// BROKER or GROUP resource: the new set is checked against the image
+// (metadata.PlanResourceConfigs, with this controller's group bounds, as
+// Kafka's ControllerConfigurationValidator uses its own KafkaConfig) and
+// written as one ResourceConfig record. Like Kafka (KAFKA-14136), an
+// unchanged broker set is written too, so that every broker applies it
+// again.
+func (a *active) alterResourceConfigs(ctx context.Context, body []byte) (any, int64, error) {
+	var in resConfigReq
+	if err := decode(body, &in); err != nil {
+		return nil, 0, err
+	}
+	off, err := a.decideAdmin(ctx, decideOpts{}, func(im *metadata.Image, b *batch) error {
+		next, err := metadata.PlanResourceConfigs(im, a.n.cfg.Broker, in.Resource, in.Ops, in.Replace)
+		if err != nil || in.ValidateOnly {
+			return err
+		}
+		r := in.Resource
+		b.add(record{Type: recResourceConfig, Resource: &r, Configs: next})
+		return nil
+	})
+	return struct{}{}, off, err
 }

@@ -6,12 +6,16 @@ package handler
 // value and source (DYNAMIC_TOPIC_CONFIG when set on the topic,
 // STATIC_BROKER_CONFIG when server.properties sets the broker default,
 // DEFAULT_CONFIG otherwise), synonyms (v1+, IncludeSynonyms) and types
-// (v3+). Broker resources list the broker settings sluice reads. Admin UIs
-// (kafka-ui, AKHQ) rely on the full default list.
+// (v3+). Broker resources (Kafka's ConfigHelper): this broker's id lists
+// every broker setting sluice knows with its effective value and source
+// (DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG,
+// STATIC_BROKER_CONFIG, DEFAULT_CONFIG; read-only unless it may change at
+// run time), the empty name the cluster's dynamic defaults only, another
+// broker's id INVALID_REQUEST. Group resources (KIP-848) list the group
+// configs (GROUP_CONFIG or DEFAULT_CONFIG). Admin UIs (kafka-ui, AKHQ)
+// rely on the full default list.
 
 import (
-	"strconv"
-
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -22,7 +26,8 @@ import (
 	"github.com/sluice-io/sluice/internal/protocol"
 )
 
-// Resource types.
+// Resource types (Kafka's ConfigResource.Type; resourceGroup in
+// resconfigs.go).
 const (
 	resourceTopic  = 2
 	resourceBroker = 4
@@ -54,11 +59,18 @@ func (h *Handlers) describeConfigs(r *protocol.Request) protocol.Reply {
 				sr.ErrorCode = kerr.ClusterAuthorizationFailed.Code
 				break
 			}
-			if rr.ResourceName != "" && rr.ResourceName != strconv.Itoa(int(h.b.NodeID())) {
-				sr.ErrorCode = kerr.InvalidRequest.Code
+			var err error
+			sr.Configs, err = h.describeBroker(rr.ResourceName, rr.ConfigNames, req.IncludeSynonyms, req.IncludeDocumentation)
+			sr.ErrorCode, sr.ErrorMessage = code(err), message(err)
+		case resourceGroup:
+			// DESCRIBE_CONFIGS on the group (ConfigHelper.authorize).
+			if !h.allowedGroup(r, rr.ResourceName, acl.OpDescribeConfigs) {
+				sr.ErrorCode = kerr.GroupAuthorizationFailed.Code
 				break
 			}
-			sr.Configs = h.describeBrokerConfigs(rr.ConfigNames)
+			var err error
+			sr.Configs, err = h.describeGroup(rr.ResourceName, rr.ConfigNames, req.IncludeSynonyms, req.IncludeDocumentation)
+			sr.ErrorCode, sr.ErrorMessage = code(err), message(err)
 		default:
 			sr.ErrorCode = kerr.InvalidRequest.Code
 		}
@@ -100,17 +112,19 @@ func describeTopicConfigsD(b *broker.Broker, t *metadata.Topic, names []string, 
 			c.Documentation = &doc
 		}
 		if synonyms {
+			// Kafka's order: the topic's own value, the broker
+			// setting's (dynamic, static, default), the topic
+			// config's default.
 			if src == config.SourceTopic {
 				s := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
 				s.Name, s.Value, s.Source = d.Name, &val, kmsg.ConfigSource(config.SourceTopic)
 				c.ConfigSynonyms = append(c.ConfigSynonyms, s)
 			}
 			if d.BrokerName != "" {
-				if bv, ok := b.Config().TopicDefault(d.BrokerName); ok {
-					s := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
-					bvv := bv
-					s.Name, s.Value, s.Source = d.BrokerName, &bvv, kmsg.ConfigSource(config.SourceStaticBroker)
-					c.ConfigSynonyms = append(c.ConfigSynonyms, s)
+				for _, s := range brokerSynonymList(b.Config(), d.BrokerName, false) {
+					if s.Source != kmsg.ConfigSourceDefaultConfig {
+						c.ConfigSynonyms = append(c.ConfigSynonyms, s)
+					}
 				}
 			}
 			s := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
@@ -129,36 +143,6 @@ func describeTopicConfigs(b *broker.Broker, t *metadata.Topic, names []string, _
 	for _, d := range describeTopicConfigsD(b, t, names, false) {
 		c := kmsg.NewCreateTopicsResponseTopicConfig()
 		c.Name, c.Value, c.ReadOnly, c.Source, c.IsSensitive = d.Name, d.Value, d.ReadOnly, int8(d.Source), d.IsSensitive
-		out = append(out, c)
-	}
-	return out
-}
-
-func (h *Handlers) describeBrokerConfigs(names []string) []kmsg.DescribeConfigsResponseResourceConfig {
-	want := wanted(names)
-	cfg := h.b.Config()
-	var out []kmsg.DescribeConfigsResponseResourceConfig
-	for _, n := range cfg.Names() {
-		if !want(n) {
-			continue
-		}
-		v, _ := cfg.Get(n)
-		c := kmsg.NewDescribeConfigsResponseResourceConfig()
-		c.Name = n
-		val := v
-		c.Value = &val
-		if config.IsSensitive(n) {
-			// Kafka never returns a password's value (isSensitive); nor
-			// a key or a JAAS configuration, per-listener ones included.
-			c.Value, c.IsSensitive = nil, true
-		}
-		c.ReadOnly = true
-		if _, set := cfg.Props[n]; set {
-			c.Source = kmsg.ConfigSource(config.SourceStaticBroker)
-		} else {
-			c.Source = kmsg.ConfigSource(config.SourceDefault)
-			c.IsDefault = true
-		}
 		out = append(out, c)
 	}
 	return out

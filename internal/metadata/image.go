@@ -164,6 +164,13 @@ type Image struct {
 	// Features are the finalized feature levels (features.go), nil for
 	// none (every level 0). Replaced, never changed in place.
 	Features map[string]int16 `json:"features,omitempty"`
+	// BrokerConfigs holds the dynamic broker configs (KIP-226;
+	// resconfig.go) by resource name: "" the cluster default, else a
+	// broker id. GroupConfigs holds the group configs (KIP-848) by group
+	// id. Both replaced, never changed in place (SetResourceConfigs), so
+	// clones share them; nil for none.
+	BrokerConfigs map[string]map[string]string `json:"brokerConfigs,omitempty"`
+	GroupConfigs  map[string]map[string]string `json:"groupConfigs,omitempty"`
 }
 
 // NewImage returns an empty image with a fresh cluster id.

@@ -108,6 +108,15 @@ func (q *connQuotas) inc(ip string) bool {
 	return true
 }
 
+// setRate changes the creation-rate limit; the bucket keeps its tokens
+// up to the new size.
+func (q *connQuotas) setRate(rate float64) {
+	q.rateMu.Lock()
+	defer q.rateMu.Unlock()
+	q.rate = rate
+	q.tokens = min(q.tokens, max(rate, 1))
+}
+
 // dec forgets a closed connection from ip.
 func (q *connQuotas) dec(ip string) {
 	if ip == "" {
@@ -124,11 +133,11 @@ func (q *connQuotas) dec(ip string) {
 // rate is over its quota, the caller sleeps before accepting more, so
 // waiting clients queue in the listen backlog.
 func (q *connQuotas) delay(now time.Time) time.Duration {
+	q.rateMu.Lock()
+	defer q.rateMu.Unlock()
 	if q.rate <= 0 || math.IsInf(q.rate, 1) {
 		return 0
 	}
-	q.rateMu.Lock()
-	defer q.rateMu.Unlock()
 	if !q.last.IsZero() {
 		q.tokens = min(q.tokens+now.Sub(q.last).Seconds()*q.rate, max(q.rate, 1))
 	}

@@ -104,6 +104,25 @@ func NewServer(cfg Config, reg *Registry) *Server {
 
 // Serve accepts connections on ln, an unnamed PLAINTEXT listener, until
 // Close. It returns nil after Close.
+// SetConnectionLimits changes max.connections, max.connections.per.ip,
+// its overrides and max.connection.creation.rate at run time (dynamic
+// broker configs, Kafka's SocketServer.reconfigure): new connections are
+// checked against them; connections already open are kept, as in Kafka.
+// Values <= 0 keep NewServer's defaults.
+func (s *Server) SetConnectionLimits(maxConns, maxPerIP int, overrides map[string]int, rate float64) {
+	if maxConns <= 0 {
+		maxConns = 10000
+	}
+	if maxPerIP <= 0 {
+		maxPerIP = math.MaxInt32
+	}
+	s.mu.Lock()
+	s.cfg.MaxConnections = maxConns
+	s.quotas.maxPerIP, s.quotas.overrides = maxPerIP, overrides
+	s.mu.Unlock()
+	s.quotas.setRate(rate)
+}
+
 func (s *Server) Serve(ln net.Listener) error { return s.ServeListener(ln, Listener{}) }
 
 // ServeListener accepts connections on ln as the listener l until Close;

@@ -92,6 +92,44 @@ func TestConfigCommands(t *testing.T) {
 		t.Errorf("a default broker config listed without --all: %+v", c)
 	}
 
+	// Dynamic broker configs: the cluster default and broker 1's own.
+	r = ok(t, "", "config", "set", "--broker-defaults", "log.retention.ms=5000", b)
+	if !strings.Contains(r.stdout, "Set log.retention.ms=5000 on the cluster's broker defaults.") {
+		t.Errorf("config set --broker-defaults:\n%s", r)
+	}
+	ok(t, "", "config", "set", "--broker", "1", "message.max.bytes=2000", b)
+	c = configJSON{}
+	jsonOut(t, &c, "config", "get", "--broker-defaults", b)
+	if v, src := c.get("log.retention.ms"); c.Resource != "broker-defaults" || len(c.Configs) != 1 || v != "5000" || src != "DYNAMIC_DEFAULT_BROKER_CONFIG" {
+		t.Errorf("config get --broker-defaults: %+v", c)
+	}
+	c = configJSON{}
+	jsonOut(t, &c, "config", "get", "--broker", "1", b)
+	if v, src := c.get("message.max.bytes"); v != "2000" || src != "DYNAMIC_BROKER_CONFIG" {
+		t.Errorf("config get --broker 1 message.max.bytes: %s %s", v, src)
+	}
+	if v, src := topicConfig(t, adm, "conf", "max.message.bytes"); v != "30000" || src != kmsg.ConfigSourceDynamicTopicConfig {
+		t.Errorf("the topic's own max.message.bytes under a broker default: %s %v", v, src)
+	}
+	r = ok(t, "", "config", "delete", "--broker", "1", "message.max.bytes", b)
+	if !strings.Contains(r.stdout, "Deleted message.max.bytes from broker 1.") {
+		t.Errorf("config delete --broker:\n%s", r)
+	}
+	c = configJSON{}
+	jsonOut(t, &c, "config", "get", "--broker", "1", b)
+	if v, _ := c.get("message.max.bytes"); v != "" {
+		t.Errorf("message.max.bytes still set after delete: %s", v)
+	}
+	fails(t, 1, "Cannot update these configs dynamically: Set(num.partitions)", "config", "set", "--broker-defaults", "num.partitions=3", b)
+	// Group configs.
+	ok(t, "", "config", "set", "--group", "g1", "consumer.session.timeout.ms=50000", b)
+	c = configJSON{}
+	jsonOut(t, &c, "config", "get", "--group", "g1", b)
+	if v, src := c.get("consumer.session.timeout.ms"); c.Resource != "group" || len(c.Configs) != 1 || v != "50000" || src != "GROUP_CONFIG" {
+		t.Errorf("config get --group: %+v", c)
+	}
+	fails(t, 1, "INVALID_CONFIG", "config", "set", "--group", "g1", "consumer.session.timeout.ms=1", b)
+
 	fails(t, 1, "topic nope does not exist", "config", "get", "--topic", "nope", b)
 	fails(t, 1, "topic nope does not exist", "config", "set", "--topic", "nope", "retention.ms=1", b)
 	fails(t, 1, "broker 7 does not exist", "config", "get", "--broker", "7", b)
@@ -103,6 +141,6 @@ func TestConfigCommands(t *testing.T) {
 		{"config", "set", "retention.ms=1"},
 		{"config", "set", "--topic", "conf", "retention.ms"},
 	} {
-		fails(t, 2, "sluice config get (--topic T | --broker ID)", append(args, b)...)
+		fails(t, 2, "sluice config get TARGET [--all]", append(args, b)...)
 	}
 }
