@@ -1,4 +1,4 @@
-package main
+package admin
 
 // sluice config: Kafka's kafka-configs.sh --describe, --alter --add-config
 // and --alter --delete-config, through DescribeConfigs and
@@ -10,6 +10,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"slices"
 	"strconv"
 	"text/tabwriter"
@@ -38,11 +39,11 @@ configs incrementally (the others keep their values); delete removes them
 (back to the broker default or the server.properties value).
 `
 
-func configCmd(args []string) error {
-	return subcommand("config", configUsage, args, map[string]func([]string) error{
-		"get":    configGet,
-		"set":    configSet,
-		"delete": configDelete,
+func (c *cli) configCmd(args []string) error {
+	return c.subcommand("config", configUsage, args, map[string]func([]string) error{
+		"get":    c.configGet,
+		"set":    c.configSet,
+		"delete": c.configDelete,
 	})
 }
 
@@ -133,8 +134,8 @@ func targetErr(t configTarget, code int16, msg *string) error {
 	return fmt.Errorf("%s: %s", t.what(), kafkaErr(err, m))
 }
 
-func configGet(args []string) error {
-	fs, o := newFlags("config get", configUsage)
+func (c *cli) configGet(args []string) error {
+	fs, o := c.newFlags("config get", configUsage)
 	target := targetFlags(fs)
 	all := fs.Bool("all", false, "also list the configs at their default")
 	pos, err := o.parseFlags(fs, args)
@@ -148,63 +149,58 @@ func configGet(args []string) error {
 	if len(pos) != 0 {
 		return usageErrorf(configUsage, "config get takes no arguments")
 	}
-	ctx, cancel := o.context()
-	defer cancel()
-	cl, adm, err := o.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	if err := checkTarget(ctx, adm, t); err != nil {
-		return err
-	}
-	req := kmsg.NewPtrDescribeConfigsRequest()
-	rr := kmsg.NewDescribeConfigsRequestResource()
-	rr.ResourceType, rr.ResourceName = t.typ, t.name
-	req.Resources = append(req.Resources, rr)
-	resp, err := req.RequestWith(ctx, cl)
-	if err != nil {
-		return err
-	}
-	if len(resp.Resources) != 1 {
-		return fmt.Errorf("%s: %d resources in the answer", t.what(), len(resp.Resources))
-	}
-	res := resp.Resources[0]
-	if err := targetErr(t, res.ErrorCode, res.ErrorMessage); err != nil {
-		return err
-	}
-	entries := []configEntry{}
-	for _, c := range res.Configs {
-		if !*all && c.Source == kmsg.ConfigSourceDefaultConfig {
-			continue
+	return o.run(func(ctx context.Context, cl *kgo.Client, adm *kadm.Client) error {
+		if err := checkTarget(ctx, adm, t); err != nil {
+			return err
 		}
-		kc := kadm.Config{Key: c.Name, Value: c.Value, Sensitive: c.IsSensitive}
-		entries = append(entries, configEntry{Key: c.Name, Value: configValue(kc), Source: c.Source.String(), Sensitive: c.IsSensitive})
-	}
-	slices.SortFunc(entries, func(a, b configEntry) int {
-		if a.Key < b.Key {
-			return -1
+		req := kmsg.NewPtrDescribeConfigsRequest()
+		rr := kmsg.NewDescribeConfigsRequestResource()
+		rr.ResourceType, rr.ResourceName = t.typ, t.name
+		req.Resources = append(req.Resources, rr)
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			return err
 		}
-		if a.Key > b.Key {
-			return 1
+		if len(resp.Resources) != 1 {
+			return fmt.Errorf("%s: %d resources in the answer", t.what(), len(resp.Resources))
 		}
-		return 0
-	})
-	out := struct {
-		Resource string        `json:"resource"`
-		Name     string        `json:"name"`
-		Configs  []configEntry `json:"configs"`
-	}{t.kind, t.name, entries}
-	return o.emit(out, func(w *tabwriter.Writer) {
-		fmt.Fprintln(w, "KEY\tVALUE\tSOURCE")
-		for _, e := range entries {
-			fmt.Fprintf(w, "%s\t%s\t%s\n", e.Key, e.Value, e.Source)
+		res := resp.Resources[0]
+		if err := targetErr(t, res.ErrorCode, res.ErrorMessage); err != nil {
+			return err
 		}
+		entries := []configEntry{}
+		for _, c := range res.Configs {
+			if !*all && c.Source == kmsg.ConfigSourceDefaultConfig {
+				continue
+			}
+			kc := kadm.Config{Key: c.Name, Value: c.Value, Sensitive: c.IsSensitive}
+			entries = append(entries, configEntry{Key: c.Name, Value: configValue(kc), Source: c.Source.String(), Sensitive: c.IsSensitive})
+		}
+		slices.SortFunc(entries, func(a, b configEntry) int {
+			if a.Key < b.Key {
+				return -1
+			}
+			if a.Key > b.Key {
+				return 1
+			}
+			return 0
+		})
+		out := struct {
+			Resource string        `json:"resource"`
+			Name     string        `json:"name"`
+			Configs  []configEntry `json:"configs"`
+		}{t.kind, t.name, entries}
+		return o.emit(out, func(w *tabwriter.Writer) {
+			fmt.Fprintln(w, "KEY\tVALUE\tSOURCE")
+			for _, e := range entries {
+				fmt.Fprintf(w, "%s\t%s\t%s\n", e.Key, e.Value, e.Source)
+			}
+		})
 	})
 }
 
-func configSet(args []string) error {
-	fs, o := newFlags("config set", configUsage)
+func (c *cli) configSet(args []string) error {
+	fs, o := c.newFlags("config set", configUsage)
 	target := targetFlags(fs)
 	pos, err := o.parseFlags(fs, args)
 	if err != nil {
@@ -231,8 +227,8 @@ func configSet(args []string) error {
 	return alterResourceConfigs(o, t, alters)
 }
 
-func configDelete(args []string) error {
-	fs, o := newFlags("config delete", configUsage)
+func (c *cli) configDelete(args []string) error {
+	fs, o := c.newFlags("config delete", configUsage)
 	target := targetFlags(fs)
 	pos, err := o.parseFlags(fs, args)
 	if err != nil {
@@ -259,68 +255,64 @@ func configDelete(args []string) error {
 // broker defaults or a group (a broker's own change goes to that broker,
 // as kafka-configs.sh sends it).
 func alterResourceConfigs(o *adminOpts, t configTarget, alters []kadm.AlterConfig) error {
-	ctx, cancel := o.context()
-	defer cancel()
-	cl, adm, err := o.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	if err := checkTarget(ctx, adm, t); err != nil {
-		return err
-	}
-	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
-	rr := kmsg.NewIncrementalAlterConfigsRequestResource()
-	rr.ResourceType, rr.ResourceName = t.typ, t.name
-	for _, a := range alters {
-		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
-		c.Name, c.Value = a.Name, a.Value
-		c.Op = kmsg.IncrementalAlterConfigOpSet
-		if a.Op == kadm.DeleteConfig {
-			c.Op = kmsg.IncrementalAlterConfigOpDelete
+	return o.run(func(ctx context.Context, cl *kgo.Client, adm *kadm.Client) error {
+		if err := checkTarget(ctx, adm, t); err != nil {
+			return err
 		}
-		rr.Configs = append(rr.Configs, c)
-	}
-	req.Resources = append(req.Resources, rr)
-	var resp *kmsg.IncrementalAlterConfigsResponse
-	if t.kind == "broker" {
-		// The broker's own change is checked by that broker.
-		id, _ := strconv.Atoi(t.name)
-		resp, err = req.RequestWith(ctx, cl.Broker(id))
-	} else {
-		resp, err = req.RequestWith(ctx, cl)
-	}
-	if err != nil {
-		return err
-	}
-	if len(resp.Resources) != 1 {
-		return fmt.Errorf("%s: %d resources in the answer", t.what(), len(resp.Resources))
-	}
-	if err := targetErr(t, resp.Resources[0].ErrorCode, resp.Resources[0].ErrorMessage); err != nil {
-		return err
-	}
-	out := struct {
-		Resource string            `json:"resource"`
-		Name     string            `json:"name"`
-		Set      map[string]string `json:"set,omitempty"`
-		Deleted  []string          `json:"deleted,omitempty"`
-	}{Resource: t.kind, Name: t.name}
-	for _, a := range alters {
-		if a.Op == kadm.SetConfig {
-			if out.Set == nil {
-				out.Set = map[string]string{}
+		req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+		rr := kmsg.NewIncrementalAlterConfigsRequestResource()
+		rr.ResourceType, rr.ResourceName = t.typ, t.name
+		for _, a := range alters {
+			c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+			c.Name, c.Value = a.Name, a.Value
+			c.Op = kmsg.IncrementalAlterConfigOpSet
+			if a.Op == kadm.DeleteConfig {
+				c.Op = kmsg.IncrementalAlterConfigOpDelete
 			}
-			out.Set[a.Name] = *a.Value
+			rr.Configs = append(rr.Configs, c)
+		}
+		req.Resources = append(req.Resources, rr)
+		var resp *kmsg.IncrementalAlterConfigsResponse
+		var err error
+		if t.kind == "broker" {
+			// The broker's own change is checked by that broker.
+			id, _ := strconv.Atoi(t.name)
+			resp, err = req.RequestWith(ctx, cl.Broker(id))
 		} else {
-			out.Deleted = append(out.Deleted, a.Name)
+			resp, err = req.RequestWith(ctx, cl)
 		}
-	}
-	return o.emit(out, func(w *tabwriter.Writer) {
-		for _, k := range sortedKeys(out.Set) {
-			fmt.Fprintf(w, "Set %s=%s on %s.\n", k, out.Set[k], t.what())
+		if err != nil {
+			return err
 		}
-		for _, k := range out.Deleted {
-			fmt.Fprintf(w, "Deleted %s from %s.\n", k, t.what())
+		if len(resp.Resources) != 1 {
+			return fmt.Errorf("%s: %d resources in the answer", t.what(), len(resp.Resources))
 		}
+		if err := targetErr(t, resp.Resources[0].ErrorCode, resp.Resources[0].ErrorMessage); err != nil {
+			return err
+		}
+		out := struct {
+			Resource string            `json:"resource"`
+			Name     string            `json:"name"`
+			Set      map[string]string `json:"set,omitempty"`
+			Deleted  []string          `json:"deleted,omitempty"`
+		}{Resource: t.kind, Name: t.name}
+		for _, a := range alters {
+			if a.Op == kadm.SetConfig {
+				if out.Set == nil {
+					out.Set = map[string]string{}
+				}
+				out.Set[a.Name] = *a.Value
+			} else {
+				out.Deleted = append(out.Deleted, a.Name)
+			}
+		}
+		return o.emit(out, func(w *tabwriter.Writer) {
+			for _, k := range sortedKeys(out.Set) {
+				fmt.Fprintf(w, "Set %s=%s on %s.\n", k, out.Set[k], t.what())
+			}
+			for _, k := range out.Deleted {
+				fmt.Fprintf(w, "Deleted %s from %s.\n", k, t.what())
+			}
+		})
 	})
 }

@@ -1,4 +1,4 @@
-package main
+package admin
 
 // --command-config: a Kafka client properties file, as kafka-topics.sh and
 // the other Kafka tools take it (--command-config). What is read:

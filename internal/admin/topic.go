@@ -1,4 +1,4 @@
-package main
+package admin
 
 // sluice topic: Kafka's kafka-topics.sh (--create, --list, --describe,
 // --alter --partitions, --delete) and the topic half of kafka-configs.sh
@@ -7,6 +7,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"strings"
 	"text/tabwriter"
 
@@ -29,14 +30,14 @@ total number of partitions (Kafka's kafka-topics --alter --partitions).
 alter changes configs incrementally (IncrementalAlterConfigs).
 `
 
-func topicCmd(args []string) error {
-	return subcommand("topic", topicUsage, args, map[string]func([]string) error{
-		"create":         topicCreate,
-		"list":           topicList,
-		"describe":       topicDescribe,
-		"alter":          topicAlter,
-		"add-partitions": topicAddPartitions,
-		"delete":         topicDelete,
+func (c *cli) topicCmd(args []string) error {
+	return c.subcommand("topic", topicUsage, args, map[string]func([]string) error{
+		"create":         c.topicCreate,
+		"list":           c.topicList,
+		"describe":       c.topicDescribe,
+		"alter":          c.topicAlter,
+		"add-partitions": c.topicAddPartitions,
+		"delete":         c.topicDelete,
 	})
 }
 
@@ -95,8 +96,8 @@ func nonNil(s []int32) []int32 {
 	return s
 }
 
-func topicCreate(args []string) error {
-	fs, o := newFlags("topic create", topicUsage)
+func (c *cli) topicCreate(args []string) error {
+	fs, o := c.newFlags("topic create", topicUsage)
 	partitions := fs.Int("partitions", -1, "number of partitions (-1: the broker's num.partitions)")
 	rf := fs.Int("replication-factor", -1, "replicas per partition (-1: the broker's default.replication.factor)")
 	var cfgs stringList
@@ -119,37 +120,32 @@ func topicCreate(args []string) error {
 	for k, v := range kv {
 		configs[k] = kadm.StringPtr(v)
 	}
-	ctx, cancel := o.context()
-	defer cancel()
-	cl, adm, err := o.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	resps, err := adm.CreateTopics(ctx, int32(*partitions), int16(*rf), configs, pos[0])
-	if err != nil {
-		return err
-	}
-	r, err := resps.On(pos[0], nil)
-	if err != nil {
-		return err
-	}
-	if r.Err != nil {
-		return fmt.Errorf("creating topic %s: %s", pos[0], kafkaErr(r.Err, r.ErrMessage))
-	}
-	out := struct {
-		Topic             string `json:"topic"`
-		ID                string `json:"id,omitempty"`
-		Partitions        int32  `json:"partitions"`
-		ReplicationFactor int16  `json:"replication_factor"`
-	}{r.Topic, topicID(r.ID), r.NumPartitions, r.ReplicationFactor}
-	return o.emit(out, func(w *tabwriter.Writer) {
-		fmt.Fprintf(w, "Created topic %s (%d partitions, replication factor %d).\n", r.Topic, r.NumPartitions, r.ReplicationFactor)
+	return o.run(func(ctx context.Context, cl *kgo.Client, adm *kadm.Client) error {
+		resps, err := adm.CreateTopics(ctx, int32(*partitions), int16(*rf), configs, pos[0])
+		if err != nil {
+			return err
+		}
+		r, err := resps.On(pos[0], nil)
+		if err != nil {
+			return err
+		}
+		if r.Err != nil {
+			return fmt.Errorf("creating topic %s: %s", pos[0], kafkaErr(r.Err, r.ErrMessage))
+		}
+		out := struct {
+			Topic             string `json:"topic"`
+			ID                string `json:"id,omitempty"`
+			Partitions        int32  `json:"partitions"`
+			ReplicationFactor int16  `json:"replication_factor"`
+		}{r.Topic, topicID(r.ID), r.NumPartitions, r.ReplicationFactor}
+		return o.emit(out, func(w *tabwriter.Writer) {
+			fmt.Fprintf(w, "Created topic %s (%d partitions, replication factor %d).\n", r.Topic, r.NumPartitions, r.ReplicationFactor)
+		})
 	})
 }
 
-func topicList(args []string) error {
-	fs, o := newFlags("topic list", topicUsage)
+func (c *cli) topicList(args []string) error {
+	fs, o := c.newFlags("topic list", topicUsage)
 	internal := fs.Bool("internal", false, "include internal topics (__consumer_offsets)")
 	pos, err := o.parseFlags(fs, args)
 	if err != nil {
@@ -158,38 +154,33 @@ func topicList(args []string) error {
 	if len(pos) != 0 {
 		return usageErrorf(topicUsage, "topic list takes no arguments")
 	}
-	ctx, cancel := o.context()
-	defer cancel()
-	cl, adm, err := o.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	var tds kadm.TopicDetails
-	if *internal {
-		tds, err = adm.ListTopicsWithInternal(ctx)
-	} else {
-		tds, err = adm.ListTopics(ctx)
-	}
-	if err != nil {
-		return err
-	}
-	out := struct {
-		Topics []topicInfo `json:"topics"`
-	}{Topics: []topicInfo{}}
-	for _, d := range tds.Sorted() {
-		out.Topics = append(out.Topics, newTopicInfo(d))
-	}
-	return o.emit(out, func(w *tabwriter.Writer) {
-		fmt.Fprintln(w, "TOPIC\tPARTITIONS\tREPLICATION-FACTOR\tID")
-		for _, t := range out.Topics {
-			fmt.Fprintf(w, "%s\t%d\t%d\t%s\n", t.Name, t.PartitionCount, t.ReplicationFactor, t.ID)
+	return o.run(func(ctx context.Context, cl *kgo.Client, adm *kadm.Client) error {
+		var tds kadm.TopicDetails
+		if *internal {
+			tds, err = adm.ListTopicsWithInternal(ctx)
+		} else {
+			tds, err = adm.ListTopics(ctx)
 		}
+		if err != nil {
+			return err
+		}
+		out := struct {
+			Topics []topicInfo `json:"topics"`
+		}{Topics: []topicInfo{}}
+		for _, d := range tds.Sorted() {
+			out.Topics = append(out.Topics, newTopicInfo(d))
+		}
+		return o.emit(out, func(w *tabwriter.Writer) {
+			fmt.Fprintln(w, "TOPIC\tPARTITIONS\tREPLICATION-FACTOR\tID")
+			for _, t := range out.Topics {
+				fmt.Fprintf(w, "%s\t%d\t%d\t%s\n", t.Name, t.PartitionCount, t.ReplicationFactor, t.ID)
+			}
+		})
 	})
 }
 
-func topicDescribe(args []string) error {
-	fs, o := newFlags("topic describe", topicUsage)
+func (c *cli) topicDescribe(args []string) error {
+	fs, o := c.newFlags("topic describe", topicUsage)
 	pos, err := o.parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -197,49 +188,44 @@ func topicDescribe(args []string) error {
 	if len(pos) == 0 {
 		return usageErrorf(topicUsage, "topic describe takes one or more topic names")
 	}
-	ctx, cancel := o.context()
-	defer cancel()
-	cl, adm, err := o.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	tds, err := requireTopics(ctx, adm, pos...)
-	if err != nil {
-		return err
-	}
-	cfgs, err := nonDefaultTopicConfigs(ctx, adm, pos...)
-	if err != nil {
-		return err
-	}
-	out := struct {
-		Topics []topicInfo `json:"topics"`
-	}{}
-	for _, name := range pos {
-		d := tds[name]
-		ti := newTopicInfo(d)
-		ti.Configs = cfgs[name]
-		for _, p := range d.Partitions.Sorted() {
-			ti.Partitions = append(ti.Partitions, newPartitionInfo(p))
+	return o.run(func(ctx context.Context, cl *kgo.Client, adm *kadm.Client) error {
+		tds, err := requireTopics(ctx, adm, pos...)
+		if err != nil {
+			return err
 		}
-		out.Topics = append(out.Topics, ti)
-	}
-	return o.emit(out, func(w *tabwriter.Writer) {
-		for i, t := range out.Topics {
-			if i > 0 {
-				fmt.Fprintln(w)
-			}
-			var kvs []string
-			for _, k := range sortedKeys(t.Configs) {
-				kvs = append(kvs, k+"="+t.Configs[k])
-			}
-			fmt.Fprintf(w, "Topic: %s  TopicId: %s  PartitionCount: %d  ReplicationFactor: %d  Configs: %s\n",
-				t.Name, t.ID, t.PartitionCount, t.ReplicationFactor, strings.Join(kvs, ","))
-			fmt.Fprintln(w, "PARTITION\tLEADER\tREPLICAS\tISR\tOFFLINE")
-			for _, p := range t.Partitions {
-				fmt.Fprintf(w, "%d\t%d\t%s\t%s\t%s\n", p.Partition, p.Leader, ints(p.Replicas), ints(p.ISR), ints(p.OfflineReplicas))
-			}
+		cfgs, err := nonDefaultTopicConfigs(ctx, adm, pos...)
+		if err != nil {
+			return err
 		}
+		out := struct {
+			Topics []topicInfo `json:"topics"`
+		}{}
+		for _, name := range pos {
+			d := tds[name]
+			ti := newTopicInfo(d)
+			ti.Configs = cfgs[name]
+			for _, p := range d.Partitions.Sorted() {
+				ti.Partitions = append(ti.Partitions, newPartitionInfo(p))
+			}
+			out.Topics = append(out.Topics, ti)
+		}
+		return o.emit(out, func(w *tabwriter.Writer) {
+			for i, t := range out.Topics {
+				if i > 0 {
+					fmt.Fprintln(w)
+				}
+				var kvs []string
+				for _, k := range sortedKeys(t.Configs) {
+					kvs = append(kvs, k+"="+t.Configs[k])
+				}
+				fmt.Fprintf(w, "Topic: %s  TopicId: %s  PartitionCount: %d  ReplicationFactor: %d  Configs: %s\n",
+					t.Name, t.ID, t.PartitionCount, t.ReplicationFactor, strings.Join(kvs, ","))
+				fmt.Fprintln(w, "PARTITION\tLEADER\tREPLICAS\tISR\tOFFLINE")
+				for _, p := range t.Partitions {
+					fmt.Fprintf(w, "%d\t%d\t%s\t%s\t%s\n", p.Partition, p.Leader, ints(p.Replicas), ints(p.ISR), ints(p.OfflineReplicas))
+				}
+			}
+		})
 	})
 }
 
@@ -283,8 +269,8 @@ func configValue(c kadm.Config) string {
 	}
 }
 
-func topicAlter(args []string) error {
-	fs, o := newFlags("topic alter", topicUsage)
+func (c *cli) topicAlter(args []string) error {
+	fs, o := c.newFlags("topic alter", topicUsage)
 	var set, del stringList
 	fs.Var(&set, "config", "set a topic config key=value (repeatable)")
 	fs.Var(&del, "delete-config", "remove a topic config override, back to the default (repeatable)")
@@ -318,54 +304,49 @@ func topicAlter(args []string) error {
 // alterTopicConfigs runs an IncrementalAlterConfigs on one topic (topic
 // alter, config set) and prints what changed.
 func alterTopicConfigs(o *adminOpts, topic string, alters []kadm.AlterConfig) error {
-	ctx, cancel := o.context()
-	defer cancel()
-	cl, adm, err := o.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	if _, err := requireTopics(ctx, adm, topic); err != nil {
-		return err
-	}
-	resps, err := adm.AlterTopicConfigs(ctx, alters, topic)
-	if err != nil {
-		return err
-	}
-	r, err := resps.On(topic, nil)
-	if err != nil {
-		return err
-	}
-	if r.Err != nil {
-		return topicErr(topic, r.Err, r.ErrMessage)
-	}
-	out := struct {
-		Topic   string            `json:"topic"`
-		Set     map[string]string `json:"set,omitempty"`
-		Deleted []string          `json:"deleted,omitempty"`
-	}{Topic: topic}
-	for _, a := range alters {
-		if a.Op == kadm.SetConfig {
-			if out.Set == nil {
-				out.Set = map[string]string{}
+	return o.run(func(ctx context.Context, cl *kgo.Client, adm *kadm.Client) error {
+		if _, err := requireTopics(ctx, adm, topic); err != nil {
+			return err
+		}
+		resps, err := adm.AlterTopicConfigs(ctx, alters, topic)
+		if err != nil {
+			return err
+		}
+		r, err := resps.On(topic, nil)
+		if err != nil {
+			return err
+		}
+		if r.Err != nil {
+			return topicErr(topic, r.Err, r.ErrMessage)
+		}
+		out := struct {
+			Topic   string            `json:"topic"`
+			Set     map[string]string `json:"set,omitempty"`
+			Deleted []string          `json:"deleted,omitempty"`
+		}{Topic: topic}
+		for _, a := range alters {
+			if a.Op == kadm.SetConfig {
+				if out.Set == nil {
+					out.Set = map[string]string{}
+				}
+				out.Set[a.Name] = *a.Value
+			} else {
+				out.Deleted = append(out.Deleted, a.Name)
 			}
-			out.Set[a.Name] = *a.Value
-		} else {
-			out.Deleted = append(out.Deleted, a.Name)
 		}
-	}
-	return o.emit(out, func(w *tabwriter.Writer) {
-		for _, k := range sortedKeys(out.Set) {
-			fmt.Fprintf(w, "Set %s=%s on topic %s.\n", k, out.Set[k], topic)
-		}
-		for _, k := range out.Deleted {
-			fmt.Fprintf(w, "Deleted %s on topic %s (back to its default).\n", k, topic)
-		}
+		return o.emit(out, func(w *tabwriter.Writer) {
+			for _, k := range sortedKeys(out.Set) {
+				fmt.Fprintf(w, "Set %s=%s on topic %s.\n", k, out.Set[k], topic)
+			}
+			for _, k := range out.Deleted {
+				fmt.Fprintf(w, "Deleted %s on topic %s (back to its default).\n", k, topic)
+			}
+		})
 	})
 }
 
-func topicAddPartitions(args []string) error {
-	fs, o := newFlags("topic add-partitions", topicUsage)
+func (c *cli) topicAddPartitions(args []string) error {
+	fs, o := c.newFlags("topic add-partitions", topicUsage)
 	count := fs.Int("count", 0, "the new total number of partitions")
 	pos, err := o.parseFlags(fs, args)
 	if err != nil {
@@ -377,44 +358,39 @@ func topicAddPartitions(args []string) error {
 	if *count <= 0 {
 		return usageErrorf(topicUsage, "topic add-partitions needs --count N (the new total number of partitions)")
 	}
-	ctx, cancel := o.context()
-	defer cancel()
-	cl, adm, err := o.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	tds, err := requireTopics(ctx, adm, pos[0])
-	if err != nil {
-		return err
-	}
-	before := len(tds[pos[0]].Partitions)
-	if *count <= before {
-		return fmt.Errorf("topic %s has %d partitions: --count must be larger (partitions cannot be removed)", pos[0], before)
-	}
-	resps, err := adm.UpdatePartitions(ctx, *count, pos[0])
-	if err != nil {
-		return err
-	}
-	r, err := resps.On(pos[0], nil)
-	if err != nil {
-		return err
-	}
-	if r.Err != nil {
-		return topicErr(pos[0], r.Err, r.ErrMessage)
-	}
-	out := struct {
-		Topic  string `json:"topic"`
-		Before int    `json:"partitions_before"`
-		After  int    `json:"partitions"`
-	}{pos[0], before, *count}
-	return o.emit(out, func(w *tabwriter.Writer) {
-		fmt.Fprintf(w, "Topic %s now has %d partitions (was %d).\n", pos[0], *count, before)
+	return o.run(func(ctx context.Context, cl *kgo.Client, adm *kadm.Client) error {
+		tds, err := requireTopics(ctx, adm, pos[0])
+		if err != nil {
+			return err
+		}
+		before := len(tds[pos[0]].Partitions)
+		if *count <= before {
+			return fmt.Errorf("topic %s has %d partitions: --count must be larger (partitions cannot be removed)", pos[0], before)
+		}
+		resps, err := adm.UpdatePartitions(ctx, *count, pos[0])
+		if err != nil {
+			return err
+		}
+		r, err := resps.On(pos[0], nil)
+		if err != nil {
+			return err
+		}
+		if r.Err != nil {
+			return topicErr(pos[0], r.Err, r.ErrMessage)
+		}
+		out := struct {
+			Topic  string `json:"topic"`
+			Before int    `json:"partitions_before"`
+			After  int    `json:"partitions"`
+		}{pos[0], before, *count}
+		return o.emit(out, func(w *tabwriter.Writer) {
+			fmt.Fprintf(w, "Topic %s now has %d partitions (was %d).\n", pos[0], *count, before)
+		})
 	})
 }
 
-func topicDelete(args []string) error {
-	fs, o := newFlags("topic delete", topicUsage)
+func (c *cli) topicDelete(args []string) error {
+	fs, o := c.newFlags("topic delete", topicUsage)
 	pos, err := o.parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -422,47 +398,42 @@ func topicDelete(args []string) error {
 	if len(pos) == 0 {
 		return usageErrorf(topicUsage, "topic delete takes one or more topic names")
 	}
-	ctx, cancel := o.context()
-	defer cancel()
-	cl, adm, err := o.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	resps, err := adm.DeleteTopics(ctx, pos...)
-	if err != nil {
-		return err
-	}
-	type result struct {
-		Topic string `json:"topic"`
-		Error string `json:"error,omitempty"`
-	}
-	out := struct {
-		Deleted []result `json:"topics"`
-	}{}
-	var errs []error
-	for _, t := range pos {
-		r, err := resps.On(t, nil)
-		if err == nil && r.Err != nil {
-			err = topicErr(t, r.Err, r.ErrMessage)
-		} else if err != nil {
-			err = topicErr(t, err, "")
-		}
-		res := result{Topic: t}
+	return o.run(func(ctx context.Context, cl *kgo.Client, adm *kadm.Client) error {
+		resps, err := adm.DeleteTopics(ctx, pos...)
 		if err != nil {
-			res.Error = err.Error()
-			errs = append(errs, err)
+			return err
 		}
-		out.Deleted = append(out.Deleted, res)
-	}
-	if err := o.emit(out, func(w *tabwriter.Writer) {
-		for _, r := range out.Deleted {
-			if r.Error == "" {
-				fmt.Fprintf(w, "Deleted topic %s.\n", r.Topic)
+		type result struct {
+			Topic string `json:"topic"`
+			Error string `json:"error,omitempty"`
+		}
+		out := struct {
+			Deleted []result `json:"topics"`
+		}{}
+		var errs []error
+		for _, t := range pos {
+			r, err := resps.On(t, nil)
+			if err == nil && r.Err != nil {
+				err = topicErr(t, r.Err, r.ErrMessage)
+			} else if err != nil {
+				err = topicErr(t, err, "")
 			}
+			res := result{Topic: t}
+			if err != nil {
+				res.Error = err.Error()
+				errs = append(errs, err)
+			}
+			out.Deleted = append(out.Deleted, res)
 		}
-	}); err != nil {
-		return err
-	}
-	return joinErrs(errs)
+		if err := o.emit(out, func(w *tabwriter.Writer) {
+			for _, r := range out.Deleted {
+				if r.Error == "" {
+					fmt.Fprintf(w, "Deleted topic %s.\n", r.Topic)
+				}
+			}
+		}); err != nil {
+			return err
+		}
+		return joinErrs(errs)
+	})
 }

@@ -1,9 +1,10 @@
-package main
+package admin
 
 import (
 	"context"
 	"errors"
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -112,7 +113,8 @@ func TestClientOpts(t *testing.T) {
 // TestParseFlags: flags after positional arguments, "--", --help and
 // parse errors (usage errors, exit 2).
 func TestParseFlags(t *testing.T) {
-	fs, o := newFlags("x", "USAGE")
+	c := &cli{stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard}
+	fs, o := c.newFlags("x", "USAGE")
 	n := fs.Int("n", 0, "")
 	var cfgs stringList
 	fs.Var(&cfgs, "config", "")
@@ -120,24 +122,24 @@ func TestParseFlags(t *testing.T) {
 	if err != nil || strings.Join(pos, " ") != "a b --c" || *n != 3 || !o.json || strings.Join(cfgs, " ") != "k=v k2=v2" {
 		t.Errorf("pos %q n %d json %v configs %q err %v", pos, *n, o.json, cfgs, err)
 	}
-	fs, o = newFlags("x", "USAGE")
+	fs, o = c.newFlags("x", "USAGE")
 	_, err = o.parseFlags(fs, []string{"--nope"})
 	var ue *usageError
 	if !errors.As(err, &ue) || ue.usage != "USAGE" {
 		t.Errorf("unknown flag: %v", err)
 	}
-	fs, o = newFlags("x", "USAGE")
+	fs, o = c.newFlags("x", "USAGE")
 	if _, err := o.parseFlags(fs, []string{"--timeout", "-1s"}); !errors.As(err, &ue) {
 		t.Errorf("negative timeout: %v", err)
 	}
-	fs, o = newFlags("x", "USAGE")
+	fs, o = c.newFlags("x", "USAGE")
 	if _, err := o.parseFlags(fs, []string{"--help"}); !errors.Is(err, flag.ErrHelp) {
 		t.Errorf("--help: %v", err)
 	}
-	if err := subcommand("g", "U", nil, nil); !errors.As(err, &ue) {
+	if err := c.subcommand("g", "U", nil, nil); !errors.As(err, &ue) {
 		t.Errorf("no subcommand: %v", err)
 	}
-	if err := subcommand("g", "U", []string{"zap"}, map[string]func([]string) error{}); !errors.As(err, &ue) || !strings.Contains(err.Error(), `unknown subcommand "zap"`) {
+	if err := c.subcommand("g", "U", []string{"zap"}, map[string]func([]string) error{}); !errors.As(err, &ue) || !strings.Contains(err.Error(), `unknown subcommand "zap"`) {
 		t.Errorf("unknown subcommand: %v", err)
 	}
 	if _, _, err := parseKV("U", []string{"a=1", "a=2"}); err == nil {

@@ -1,12 +1,14 @@
-package main
-
-// The admin commands: topic, group, config, cluster, produce,
-// consume, elect and reassign. They are Kafka clients: every request goes
-// through franz-go (kgo, and kadm for the admin APIs), so they work against
-// any Kafka-compatible cluster, sluice or Kafka. This file holds what they
-// share: the common flags (--bootstrap, --command-config, --json,
-// --timeout), flag parsing with flags after positional arguments, the
-// client, usage errors (exit status 2) and output.
+// Package admin holds sluice's admin commands (topic, group, config,
+// cluster, quorum, feature, produce, consume, elect, reassign, txn). They
+// are Kafka clients: every request goes through franz-go (kgo, and kadm for
+// the admin APIs), so they work against any Kafka-compatible cluster,
+// sluice or Kafka. cmd/sluice hands them their command line through Run.
+//
+// This file holds what they share: the common flags (--bootstrap,
+// --command-config, --json, --timeout), flag parsing with flags after
+// positional arguments, the connection (adminOpts.run), usage errors (exit
+// status 2) and output.
+package admin
 
 import (
 	"context"
@@ -28,13 +30,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-)
-
-// stdout and stdin are where the admin commands write their results and
-// produce reads its lines (variables for the unit tests).
-var (
-	stdout io.Writer = os.Stdout
-	stdin  io.Reader = os.Stdin
 )
 
 // commonUsage describes the flags every admin command takes.
@@ -65,16 +60,23 @@ type adminOpts struct {
 	json          bool
 	timeout       time.Duration
 	usage         string
-	// cl is runAdmin's client, for the requests kadm does not wrap.
+	// cl is run's client, for the requests kadm does not wrap.
 	cl *kgo.Client
+	// clientOpts are further client options (produce's and consume's).
+	clientOpts []kgo.Opt
+	// streaming leaves the context run passes on unbounded by --timeout
+	// (only the connection is bounded): produce and consume run as long
+	// as their input or records last.
+	streaming bool
+	*cli
 }
 
 // newFlags returns a flag set for an admin command with the common flags
 // registered; usage is the command's usage text.
-func newFlags(name, usage string) (*flag.FlagSet, *adminOpts) {
+func (c *cli) newFlags(name, usage string) (*flag.FlagSet, *adminOpts) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	o := &adminOpts{usage: usage}
+	o := &adminOpts{usage: usage, cli: c}
 	fs.StringVar(&o.bootstrap, "bootstrap", "127.0.0.1:9092", "brokers to start from")
 	fs.StringVar(&o.commandConfig, "command-config", "", "Kafka client properties file")
 	fs.BoolVar(&o.json, "json", false, "JSON output")
@@ -91,7 +93,7 @@ func (o *adminOpts) parseFlags(fs *flag.FlagSet, args []string) ([]string, error
 	for {
 		err := fs.Parse(args)
 		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(os.Stderr, o.usage, "\n", commonUsage)
+			fmt.Fprint(o.stderr, o.usage, "\n", commonUsage)
 			return nil, flag.ErrHelp
 		}
 		if err != nil {
@@ -159,23 +161,15 @@ func (o *adminOpts) connect(ctx context.Context, extra ...kgo.Opt) (*kgo.Client,
 	return cl, adm, nil
 }
 
-// context returns the command's context: bounded by --timeout and
-// cancelled by SIGINT or SIGTERM.
-func (o *adminOpts) context() (context.Context, context.CancelFunc) {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	ctx, cancel := context.WithTimeout(ctx, o.timeout)
-	return ctx, func() { cancel(); stop() }
-}
-
 // emit writes v as one indented JSON document with --json, or calls table
 // with a tabwriter on stdout otherwise.
 func (o *adminOpts) emit(v any, table func(w *tabwriter.Writer)) error {
 	if o.json {
-		enc := json.NewEncoder(stdout)
+		enc := json.NewEncoder(o.stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(v)
 	}
-	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	tw := tabwriter.NewWriter(o.stdout, 0, 0, 2, ' ', 0)
 	table(tw)
 	return tw.Flush()
 }
@@ -298,6 +292,15 @@ func requireTopics(ctx context.Context, adm *kadm.Client, topics ...string) (kad
 	return md.Topics, nil
 }
 
+// requireTopicsWithin is requireTopics bounded by --timeout (for the
+// streaming commands, whose ctx is not).
+func requireTopicsWithin(ctx context.Context, o *adminOpts, adm *kadm.Client, topics ...string) error {
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	_, err := requireTopics(ctx, adm, topics...)
+	return err
+}
+
 // joinErrs combines per-resource failures into one error (nil if none).
 func joinErrs(errs []error) error {
 	if len(errs) == 0 {
@@ -325,13 +328,13 @@ func sortedKeys[V any](m map[string]V) []string {
 
 // subcommand dispatches args[0] of a command group (topic, group, ...)
 // to its handler; a missing or unknown subcommand is a usage error.
-func subcommand(group, usage string, args []string, cmds map[string]func([]string) error) error {
+func (c *cli) subcommand(group, usage string, args []string, cmds map[string]func([]string) error) error {
 	if len(args) == 0 {
 		return usageErrorf(usage, "sluice %s: missing subcommand", group)
 	}
 	switch args[0] {
 	case "help", "-h", "--help", "-help":
-		fmt.Fprint(os.Stderr, usage, "\n", commonUsage)
+		fmt.Fprint(c.stderr, usage, "\n", commonUsage)
 		return flag.ErrHelp
 	}
 	fn, ok := cmds[args[0]]
@@ -342,9 +345,8 @@ func subcommand(group, usage string, args []string, cmds map[string]func([]strin
 }
 
 // runAdmin is an admin command's common course: parse args with fs (o's
-// flags), check the positional arguments (check may be nil), connect to
-// the cluster, and run fn; the connection and the command's context end
-// with it.
+// flags), check the positional arguments (check may be nil), and run fn
+// connected (adminOpts.run).
 func runAdmin(fs *flag.FlagSet, o *adminOpts, args []string, check func(pos []string) error,
 	fn func(ctx context.Context, adm *kadm.Client, pos []string) error) error {
 	pos, err := o.parseFlags(fs, args)
@@ -356,15 +358,31 @@ func runAdmin(fs *flag.FlagSet, o *adminOpts, args []string, check func(pos []st
 			return err
 		}
 	}
-	ctx, cancel := o.context()
+	return o.run(func(ctx context.Context, _ *kgo.Client, adm *kadm.Client) error {
+		return fn(ctx, adm, pos)
+	})
+}
+
+// run is every admin command's connection: a context cancelled by SIGINT
+// or SIGTERM and bounded by --timeout (unless o.streaming), a client of
+// the cluster behind --bootstrap with --command-config's settings and
+// o.clientOpts (connect), and fn run with them; the client is closed when
+// fn returns.
+func (o *adminOpts) run(fn func(ctx context.Context, cl *kgo.Client, adm *kadm.Client) error) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	cl, adm, err := o.connect(ctx)
+	cl, adm, err := o.connect(cctx, o.clientOpts...)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
 	o.cl = cl
-	return fn(ctx, adm, pos)
+	if o.streaming {
+		return fn(ctx, cl, adm)
+	}
+	return fn(cctx, cl, adm)
 }
 
 // noArgs is runAdmin's check for a command that takes no positional

@@ -1,4 +1,4 @@
-package main
+package admin
 
 // sluice quorum: Kafka's kafka-metadata-quorum.sh (KIP-595, KIP-853):
 // describe the metadata quorum, add a controller, remove one.
@@ -30,16 +30,16 @@ voter out of the quorum; it is refused if the voters left could not form
 a live majority. docs/operations.md, "Change the controller quorum".
 `
 
-func quorumCmd(args []string) error {
-	return subcommand("quorum", quorumUsage, args, map[string]func([]string) error{
-		"describe":          quorumDescribe,
-		"add-controller":    quorumAdd,
-		"remove-controller": quorumRemove,
+func (c *cli) quorumCmd(args []string) error {
+	return c.subcommand("quorum", quorumUsage, args, map[string]func([]string) error{
+		"describe":          c.quorumDescribe,
+		"add-controller":    c.quorumAdd,
+		"remove-controller": c.quorumRemove,
 	})
 }
 
-func quorumDescribe(args []string) error {
-	fs, o := newFlags("quorum describe", quorumUsage)
+func (c *cli) quorumDescribe(args []string) error {
+	fs, o := c.newFlags("quorum describe", quorumUsage)
 	return runAdmin(fs, o, args, noArgs(quorumUsage, "quorum describe"), func(ctx context.Context, _ *kadm.Client, _ []string) error {
 		req := kmsg.NewPtrDescribeQuorumRequest()
 		rt := kmsg.NewDescribeQuorumRequestTopic()
@@ -99,8 +99,8 @@ func quorumDescribe(args []string) error {
 	})
 }
 
-func quorumAdd(args []string) error {
-	fs, o := newFlags("quorum add-controller", quorumUsage)
+func (c *cli) quorumAdd(args []string) error {
+	fs, o := c.newFlags("quorum add-controller", quorumUsage)
 	id := fs.Int("id", -1, "node id of the new controller")
 	address := fs.String("controller-address", "", "its controller listener, HOST:PORT")
 	wait := fs.Duration("wait", 0, "how long the quorum waits for it to catch up (default 30s)")
@@ -132,8 +132,8 @@ func quorumAdd(args []string) error {
 	})
 }
 
-func quorumRemove(args []string) error {
-	fs, o := newFlags("quorum remove-controller", quorumUsage)
+func (c *cli) quorumRemove(args []string) error {
+	fs, o := c.newFlags("quorum remove-controller", quorumUsage)
 	id := fs.Int("id", -1, "node id of the controller to remove")
 	check := func(pos []string) error {
 		if len(pos) != 0 || *id < 0 {
