@@ -34,7 +34,8 @@ import (
 
 // commonUsage describes the flags every admin command takes.
 const commonUsage = `common flags (every admin command):
-  --bootstrap HOST:PORT[,HOST:PORT...]  brokers to start from (default 127.0.0.1:9092)
+  --bootstrap HOST:PORT[,HOST:PORT...]  brokers to start from (default 127.0.0.1:9092);
+                                        --bootstrap-server is the same flag (Kafka's name)
   --command-config FILE                 Kafka client properties: security.protocol, sasl.*, ssl.*
   --json                                one JSON document on standard output instead of a table
   --timeout DURATION                    bound on the requests (default 30s)
@@ -68,6 +69,8 @@ type adminOpts struct {
 	// (only the connection is bounded): produce and consume run as long
 	// as their input or records last.
 	streaming bool
+	// named are the positional arguments given by a flag (posFlag).
+	named stringList
 	*cli
 }
 
@@ -78,6 +81,7 @@ func (c *cli) newFlags(name, usage string) (*flag.FlagSet, *adminOpts) {
 	fs.SetOutput(io.Discard)
 	o := &adminOpts{usage: usage, cli: c}
 	fs.StringVar(&o.bootstrap, "bootstrap", "127.0.0.1:9092", "brokers to start from")
+	fs.StringVar(&o.bootstrap, "bootstrap-server", "127.0.0.1:9092", "--bootstrap (Kafka's name)")
 	fs.StringVar(&o.commandConfig, "command-config", "", "Kafka client properties file")
 	fs.BoolVar(&o.json, "json", false, "JSON output")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "bound on the requests")
@@ -110,10 +114,19 @@ func (o *adminOpts) parseFlags(fs *flag.FlagSet, args []string) ([]string, error
 		pos = append(pos, rest[0])
 		args = rest[1:]
 	}
+	pos = append(pos, o.named...)
 	if o.timeout <= 0 {
 		return nil, usageErrorf(o.usage, "invalid value %v for --timeout: expected a positive duration", o.timeout)
 	}
 	return pos, nil
+}
+
+// posFlag registers --name (repeatable) as another way to give the
+// command's positional arguments, as Kafka's tools name them: --topic T for
+// `topic create T`, --group G for `group describe G`. parseFlags appends
+// them to the positional arguments.
+func (o *adminOpts) posFlag(fs *flag.FlagSet, name string) {
+	fs.Var(&o.named, name, "the positional argument, as Kafka's tools name it (repeatable)")
 }
 
 // seeds splits --bootstrap.
@@ -202,6 +215,64 @@ func parseKV(usage string, items []string) (map[string]string, []string, error) 
 		order = append(order, k)
 	}
 	return m, order, nil
+}
+
+// addConfigList is a repeatable flag taking kafka-configs.sh's
+// --add-config format: k=v pairs separated by commas, a value with commas
+// in square brackets (k1=v1,k2=[a,b]); the brackets are dropped, as
+// Kafka's ConfigCommand.parseConfigsToBeAdded drops them.
+type addConfigList struct{ items *stringList }
+
+func (l addConfigList) String() string {
+	if l.items == nil {
+		return ""
+	}
+	return l.items.String()
+}
+
+// Set adds the pairs of one --add-config.
+func (l addConfigList) Set(v string) error {
+	depth, start := 0, 0
+	add := func(it string) {
+		if k, val, ok := strings.Cut(it, "="); ok && strings.HasPrefix(val, "[") && strings.HasSuffix(val, "]") {
+			it = k + "=" + val[1:len(val)-1]
+		}
+		if strings.TrimSpace(it) != "" {
+			*l.items = append(*l.items, it)
+		}
+	}
+	for i, r := range v {
+		switch r {
+		case '[':
+			depth++
+		case ']':
+			depth--
+		case ',':
+			if depth == 0 {
+				add(v[start:i])
+				start = i + 1
+			}
+		}
+	}
+	add(v[start:])
+	return nil
+}
+
+// commaList is a repeatable flag whose values may also be comma-separated
+// lists (kafka-configs.sh --delete-config k1,k2).
+type commaList struct{ items *stringList }
+
+func (l commaList) String() string {
+	if l.items == nil {
+		return ""
+	}
+	return l.items.String()
+}
+
+// Set adds the names of one value.
+func (l commaList) Set(v string) error {
+	*l.items = append(*l.items, splitList(v)...)
+	return nil
 }
 
 // parseInt32List parses "1,2,3".

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"slices"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -31,6 +32,11 @@ TARGET is one of:
   --broker ID          a broker's settings; set and delete change its dynamic configs
   --broker-defaults    the cluster's dynamic broker defaults (Kafka's --entity-default)
   --group G            a group's configs (consumer.session.timeout.ms, ...)
+  or kafka-configs.sh's --entity-type topics|brokers|groups --entity-name N
+  (--entity-type brokers --entity-default for the broker defaults)
+
+set also takes kafka-configs.sh's --add-config k=v,k2=[a,b] and delete its
+--delete-config k,k2, as well as the positional key=value and key.
 
 get lists the configs that are not at their default (set on the topic or
 group, dynamically on the broker or the cluster, or in the broker's
@@ -78,8 +84,34 @@ func targetFlags(fs *flag.FlagSet) func(verb string) (configTarget, error) {
 	broker := fs.Int("broker", -1, "broker id")
 	defaults := fs.Bool("broker-defaults", false, "the cluster's dynamic broker defaults")
 	group := fs.String("group", "", "group id")
+	// kafka-configs.sh's --entity-type topics|brokers|groups with
+	// --entity-name N or --entity-default.
+	entityType := fs.String("entity-type", "", "topics, brokers or groups (kafka-configs.sh)")
+	entityName := fs.String("entity-name", "", "the entity (kafka-configs.sh)")
+	entityDefault := fs.Bool("entity-default", false, "the entity type's default (kafka-configs.sh; brokers only)")
 	return func(verb string) (configTarget, error) {
 		var ts []configTarget
+		if *entityType != "" || *entityName != "" || *entityDefault {
+			switch et := strings.TrimSuffix(*entityType, "s"); {
+			case et == "broker" && *entityDefault && *entityName == "":
+				ts = append(ts, configTarget{kmsg.ConfigResourceTypeBroker, "", "broker-defaults"})
+			case *entityDefault || *entityName == "":
+				return configTarget{}, usageErrorf(configUsage, "config %s: --entity-type %s needs --entity-name (--entity-default only with brokers)", verb, *entityType)
+			case et == "topic":
+				ts = append(ts, configTarget{kmsg.ConfigResourceTypeTopic, *entityName, "topic"})
+			case et == "broker":
+				if _, err := strconv.ParseInt(*entityName, 10, 32); err != nil {
+					return configTarget{}, usageErrorf(configUsage, "config %s: --entity-name %q is not a broker id", verb, *entityName)
+				}
+				ts = append(ts, configTarget{kmsg.ConfigResourceTypeBroker, *entityName, "broker"})
+			case et == "group":
+				ts = append(ts, configTarget{kmsg.ConfigResourceTypeGroupConfig, *entityName, "group"})
+			case et == "user" || et == "client":
+				return configTarget{}, usageErrorf(configUsage, "config %s: --entity-type %s: use `sluice quota` (quotas) or `sluice user` (SCRAM credentials)", verb, *entityType)
+			default:
+				return configTarget{}, usageErrorf(configUsage, "config %s: invalid --entity-type %q: expected topics, brokers or groups", verb, *entityType)
+			}
+		}
 		if *topic != "" {
 			ts = append(ts, configTarget{kmsg.ConfigResourceTypeTopic, *topic, "topic"})
 		}
@@ -202,6 +234,7 @@ func (c *cli) configGet(args []string) error {
 func (c *cli) configSet(args []string) error {
 	fs, o := c.newFlags("config set", configUsage)
 	target := targetFlags(fs)
+	fs.Var(addConfigList{&o.named}, "add-config", "k=v,k2=[a,b] (kafka-configs.sh's form of the key=value arguments)")
 	pos, err := o.parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -230,6 +263,7 @@ func (c *cli) configSet(args []string) error {
 func (c *cli) configDelete(args []string) error {
 	fs, o := c.newFlags("config delete", configUsage)
 	target := targetFlags(fs)
+	fs.Var(commaList{&o.named}, "delete-config", "k[,k2] (kafka-configs.sh's form of the key arguments)")
 	pos, err := o.parseFlags(fs, args)
 	if err != nil {
 		return err

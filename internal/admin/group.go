@@ -30,7 +30,8 @@ committed offset, the log end offset and the lag. reset-offsets prints the
 new offsets (a dry run) unless --execute is given; like kafka-consumer-groups
 it refuses while the group has active members. --topic may be repeated and
 may name partitions (orders:0,2); new offsets are kept between the log start
-and end offsets.
+and end offsets. The group ids may also be given as --group ID (Kafka's
+kafka-consumer-groups.sh name).
 `
 
 func (c *cli) groupCmd(args []string) error {
@@ -117,6 +118,7 @@ type groupInfo struct {
 
 func (c *cli) groupDescribe(args []string) error {
 	fs, o := c.newFlags("group describe", groupUsage)
+	o.posFlag(fs, "group")
 	pos, err := o.parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -249,6 +251,7 @@ func topicPartitions(spec string) (string, []int32, error) {
 
 func (c *cli) groupResetOffsets(args []string) error {
 	fs, o := c.newFlags("group reset-offsets", groupUsage)
+	o.posFlag(fs, "group")
 	var topics stringList
 	fs.Var(&topics, "topic", "topic (TOPIC or TOPIC:P,P,...) whose offsets to reset (repeatable)")
 	earliest := fs.Bool("to-earliest", false, "reset to the log start offset")
@@ -408,6 +411,7 @@ func isSet(fs *flag.FlagSet, name string) bool {
 
 func (c *cli) groupDelete(args []string) error {
 	fs, o := c.newFlags("group delete", groupUsage)
+	o.posFlag(fs, "group")
 	pos, err := o.parseFlags(fs, args)
 	if err != nil {
 		return err

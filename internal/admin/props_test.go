@@ -152,3 +152,23 @@ func TestParseFlags(t *testing.T) {
 		t.Error("t:x accepted")
 	}
 }
+
+// TestAddConfigList: kafka-configs.sh's --add-config format, a bracketed
+// value keeping its commas, and --delete-config's comma list.
+func TestAddConfigList(t *testing.T) {
+	var l stringList
+	a := addConfigList{&l}
+	if err := a.Set("a=1,b=[x,y],c=[]"); err != nil {
+		t.Fatal(err)
+	}
+	a.Set("d=2")
+	if got := strings.Join(l, " "); got != "a=1 b=x,y c= d=2" {
+		t.Errorf("--add-config items: %q", got)
+	}
+	var d stringList
+	commaList{&d}.Set("k1, k2,")
+	commaList{&d}.Set("k3")
+	if got := strings.Join(d, " "); got != "k1 k2 k3" {
+		t.Errorf("--delete-config items: %q", got)
+	}
+}

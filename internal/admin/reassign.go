@@ -36,6 +36,8 @@ const electUsage = `usage:
 Asks the controller to elect leaders (ElectLeaders): preferred moves
 leadership back to each partition's first replica; unclean elects any live
 replica of a partition that has no in-sync one (data may be lost).
+--election-type PREFERRED|UNCLEAN (kafka-leader-election.sh's name) is the
+same as --type.
 `
 
 // reassignUsage is the usage text of `sluice reassign`.
@@ -94,6 +96,7 @@ func (c *cli) electCmd(args []string) error {
 	topic := fs.String("topic", "", "topic whose leaders to elect")
 	partition := fs.Int("partition", -1, "only this partition")
 	typ := fs.String("type", "preferred", "preferred or unclean")
+	fs.StringVar(typ, "election-type", "preferred", "--type (kafka-leader-election.sh's name)")
 	pos, err := o.parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -102,6 +105,7 @@ func (c *cli) electCmd(args []string) error {
 		return usageErrorf(electUsage, "elect needs --topic and no arguments")
 	}
 	how := kadm.ElectPreferredReplica
+	*typ = strings.ToLower(*typ) // kafka-leader-election.sh: PREFERRED, UNCLEAN
 	switch *typ {
 	case "preferred":
 	case "unclean":

@@ -28,6 +28,11 @@ const topicUsage = `usage:
 and default.replication.factor. add-partitions --count is the topic's new
 total number of partitions (Kafka's kafka-topics --alter --partitions).
 alter changes configs incrementally (IncrementalAlterConfigs).
+
+Kafka's names are accepted too: the topic names as --topic NAME
+(kafka-topics.sh), add-partitions --partitions N for --count, and for
+create and alter kafka-configs.sh's --add-config k=v,k2=[a,b] and
+--delete-config k,k2.
 `
 
 func (c *cli) topicCmd(args []string) error {
@@ -98,10 +103,12 @@ func nonNil(s []int32) []int32 {
 
 func (c *cli) topicCreate(args []string) error {
 	fs, o := c.newFlags("topic create", topicUsage)
+	o.posFlag(fs, "topic")
 	partitions := fs.Int("partitions", -1, "number of partitions (-1: the broker's num.partitions)")
 	rf := fs.Int("replication-factor", -1, "replicas per partition (-1: the broker's default.replication.factor)")
 	var cfgs stringList
 	fs.Var(&cfgs, "config", "topic config key=value (repeatable)")
+	fs.Var(addConfigList{&cfgs}, "add-config", "k=v,k2=[a,b] (kafka-configs.sh's form of --config)")
 	pos, err := o.parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -181,6 +188,7 @@ func (c *cli) topicList(args []string) error {
 
 func (c *cli) topicDescribe(args []string) error {
 	fs, o := c.newFlags("topic describe", topicUsage)
+	o.posFlag(fs, "topic")
 	pos, err := o.parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -271,9 +279,11 @@ func configValue(c kadm.Config) string {
 
 func (c *cli) topicAlter(args []string) error {
 	fs, o := c.newFlags("topic alter", topicUsage)
+	o.posFlag(fs, "topic")
 	var set, del stringList
 	fs.Var(&set, "config", "set a topic config key=value (repeatable)")
-	fs.Var(&del, "delete-config", "remove a topic config override, back to the default (repeatable)")
+	fs.Var(addConfigList{&set}, "add-config", "k=v,k2=[a,b] (kafka-configs.sh's form of --config)")
+	fs.Var(commaList{&del}, "delete-config", "remove topic config overrides k[,k2], back to the default (repeatable)")
 	pos, err := o.parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -347,7 +357,9 @@ func alterTopicConfigs(o *adminOpts, topic string, alters []kadm.AlterConfig) er
 
 func (c *cli) topicAddPartitions(args []string) error {
 	fs, o := c.newFlags("topic add-partitions", topicUsage)
+	o.posFlag(fs, "topic")
 	count := fs.Int("count", 0, "the new total number of partitions")
+	fs.IntVar(count, "partitions", 0, "--count (kafka-topics.sh --alter --partitions)")
 	pos, err := o.parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -391,6 +403,7 @@ func (c *cli) topicAddPartitions(args []string) error {
 
 func (c *cli) topicDelete(args []string) error {
 	fs, o := c.newFlags("topic delete", topicUsage)
+	o.posFlag(fs, "topic")
 	pos, err := o.parseFlags(fs, args)
 	if err != nil {
 		return err

@@ -33,7 +33,8 @@ read_committed consumer) back. abort writes the ABORT marker for the
 transaction that began at --start-offset in T-P, using the producer id,
 epoch and coordinator epoch the partition reports (kafka-transactions.sh
 abort --start-offset); the transaction's records then stay invisible to
-read_committed consumers and the last stable offset moves on.
+read_committed consumers and the last stable offset moves on. describe's
+ids may also be given as --transactional-id ID (kafka-transactions.sh).
 `
 
 func (c *cli) txnCmd(args []string) error {
@@ -79,6 +80,7 @@ func txnListRun(ctx context.Context, adm *kadm.Client, o *adminOpts) error {
 
 func (c *cli) txnDescribe(args []string) error {
 	fs, o := c.newFlags("txn describe", txnUsage)
+	o.posFlag(fs, "transactional-id")
 	needIDs := func(ids []string) error {
 		if len(ids) == 0 {
 			return usageErrorf(txnUsage, "txn describe needs transactional ids")
