@@ -44,6 +44,7 @@ func (c *cli) commands() map[string]func([]string) error {
 		"cluster":  c.clusterCmd,
 		"quorum":   c.quorumCmd,
 		"feature":  c.featureCmd,
+		"acl":      c.aclCmd,
 	}
 }
 
