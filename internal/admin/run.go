@@ -45,6 +45,7 @@ func (c *cli) commands() map[string]func([]string) error {
 		"quorum":   c.quorumCmd,
 		"feature":  c.featureCmd,
 		"acl":      c.aclCmd,
+		"user":     c.userCmd,
 	}
 }
 
