@@ -46,6 +46,7 @@ func (c *cli) commands() map[string]func([]string) error {
 		"feature":  c.featureCmd,
 		"acl":      c.aclCmd,
 		"user":     c.userCmd,
+		"quota":    c.quotaCmd,
 	}
 }
 
