@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"text/tabwriter"
 )
 
@@ -20,7 +21,8 @@ const clusterUsage = `usage:
   sluice cluster decommission --broker ID [--wait] [--wait-timeout 1h] [--dry-run]
   sluice cluster unregister --broker ID
 
-status lists the brokers (id, host:port, rack, controller), the number of
+status lists the brokers (id, host:port, rack, controller: the active
+controller, from DescribeQuorum where the cluster answers it), the number of
 topics and partitions, the under-replicated partitions (ISR smaller than
 the replicas) and the offline partitions (no leader).
 
@@ -63,6 +65,25 @@ type clusterInfo struct {
 	Offline         []partitionInfo `json:"offline_partitions"`
 }
 
+// activeController names the active controller: the metadata quorum's
+// leader (DescribeQuorum) where the cluster answers it, else
+// DescribeCluster's controller id, else mdController (Metadata's). A KRaft
+// broker answers Metadata and DescribeCluster with a broker of its choice
+// (Kafka's KRaftMetadataCache.getRandomAliveBrokerId; a sluice broker names
+// itself), not the controller, so those are only the fallbacks for
+// clusters without DescribeQuorum (ZooKeeper-era Kafka, where they do name
+// the controller).
+func activeController(ctx context.Context, cl *kgo.Client, mdController int32) int32 {
+	if p, err := describeQuorum(ctx, cl); err == nil && p.LeaderID >= 0 {
+		return p.LeaderID
+	}
+	resp, err := kmsg.NewPtrDescribeClusterRequest().RequestWith(ctx, cl)
+	if err == nil && resp.ErrorCode == 0 && resp.ControllerID >= 0 {
+		return resp.ControllerID
+	}
+	return mdController
+}
+
 func (c *cli) clusterStatus(args []string) error {
 	fs, o := c.newFlags("cluster status", clusterUsage)
 	pos, err := o.parseFlags(fs, args)
@@ -77,10 +98,10 @@ func (c *cli) clusterStatus(args []string) error {
 		if err != nil {
 			return err
 		}
-		out := clusterInfo{ClusterID: md.Cluster, Controller: md.Controller,
+		out := clusterInfo{ClusterID: md.Cluster, Controller: activeController(ctx, cl, md.Controller),
 			Brokers: []brokerInfo{}, UnderReplicated: []partitionInfo{}, Offline: []partitionInfo{}}
 		for _, b := range md.Brokers {
-			bi := brokerInfo{ID: b.NodeID, Host: b.Host, Port: b.Port, Controller: b.NodeID == md.Controller}
+			bi := brokerInfo{ID: b.NodeID, Host: b.Host, Port: b.Port, Controller: b.NodeID == out.Controller}
 			if b.Rack != nil {
 				bi.Rack = *b.Rack
 			}

@@ -32,10 +32,13 @@ const (
 // electUsage is the usage text of `sluice elect`.
 const electUsage = `usage:
   sluice elect --topic T [--partition P] [--type preferred|unclean]
+  sluice elect --all-topic-partitions [--type preferred|unclean]
 
 Asks the controller to elect leaders (ElectLeaders): preferred moves
 leadership back to each partition's first replica; unclean elects any live
 replica of a partition that has no in-sync one (data may be lost).
+--all-topic-partitions asks for every partition of the cluster
+(kafka-leader-election.sh); the answer lists those that needed an election.
 --election-type PREFERRED|UNCLEAN (kafka-leader-election.sh's name) is the
 same as --type.
 `
@@ -97,12 +100,16 @@ func (c *cli) electCmd(args []string) error {
 	partition := fs.Int("partition", -1, "only this partition")
 	typ := fs.String("type", "preferred", "preferred or unclean")
 	fs.StringVar(typ, "election-type", "preferred", "--type (kafka-leader-election.sh's name)")
+	all := fs.Bool("all-topic-partitions", false, "every partition of every topic")
 	pos, err := o.parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 0 || *topic == "" {
-		return usageErrorf(electUsage, "elect needs --topic and no arguments")
+	if len(pos) != 0 || (*topic == "") == !*all {
+		return usageErrorf(electUsage, "elect needs --topic or --all-topic-partitions (one of them), and no arguments")
+	}
+	if *all && *partition >= 0 {
+		return usageErrorf(electUsage, "--partition needs --topic, not --all-topic-partitions")
 	}
 	how := kadm.ElectPreferredReplica
 	*typ = strings.ToLower(*typ) // kafka-leader-election.sh: PREFERRED, UNCLEAN
@@ -117,17 +124,22 @@ func (c *cli) electCmd(args []string) error {
 		if err := requireAPI(ctx, adm, apiElectLeaders, "ElectLeaders"); err != nil {
 			return err
 		}
-		tds, err := requireTopics(ctx, adm, *topic)
-		if err != nil {
-			return err
-		}
+		// --all-topic-partitions: a null topic list, every partition
+		// (kafka-leader-election.sh; the controller answers for those it
+		// elected or could not).
 		var set kadm.TopicsSet
-		if *partition >= 0 {
+		if *all {
+			set = nil
+		} else if tds, err := requireTopics(ctx, adm, *topic); err != nil {
+			return err
+		} else if *partition >= 0 {
 			if _, ok := tds[*topic].Partitions[int32(*partition)]; !ok {
 				return fmt.Errorf("topic %s has no partition %d", *topic, *partition)
 			}
+			set = kadm.TopicsSet{}
 			set.Add(*topic, int32(*partition))
 		} else {
+			set = kadm.TopicsSet{}
 			set.Add(*topic, tds[*topic].Partitions.Numbers()...)
 		}
 		res, err := adm.ElectLeaders(ctx, how, set)
@@ -143,6 +155,7 @@ func (c *cli) electCmd(args []string) error {
 			Type    string   `json:"type"`
 			Results []result `json:"results"`
 		}{Type: *typ}
+		out.Results = []result{}
 		var errs []error
 		for _, t := range sortedKeys(res) {
 			ps := res[t]
@@ -162,6 +175,10 @@ func (c *cli) electCmd(args []string) error {
 			}
 		}
 		if err := o.emit(out, func(w *tabwriter.Writer) {
+			if len(out.Results) == 0 {
+				fmt.Fprintln(w, "No partition needed an election.")
+				return
+			}
 			fmt.Fprintln(w, "TOPIC\tPARTITION\tRESULT")
 			for _, r := range out.Results {
 				fmt.Fprintf(w, "%s\t%d\t%s\n", r.Topic, r.Partition, r.Result)

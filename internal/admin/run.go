@@ -18,6 +18,7 @@ const Usage = `admin commands (Kafka clients; docs/operations.md):
   sluice produce --topic T [--key-separator SEP] [--acks all|1|0]
   sluice consume --topic T [--from-beginning] [--group G] [--max-messages N] [--print-key]
   sluice elect --topic T [--partition P] [--type preferred|unclean]
+  sluice elect --all-topic-partitions [--type preferred|unclean]
   sluice reassign plan|execute|status|cancel ...
   sluice txn list|describe|producers|abort ...
   each takes [--bootstrap HOST:PORT,...] [--command-config FILE] [--json] [--timeout 30s]
