@@ -27,6 +27,10 @@ without its end-of-line). With --key-separator, the text before the first
 SEP is the record's key and the rest its value (Kafka's parse.key and
 key.separator); a line without SEP is an error. Exits once every record is
 acknowledged (--acks all by default: by every in-sync replica).
+
+A record may be as large as --command-config's max.request.size (Kafka's
+default, 1048576 bytes, if not set); a larger one is an error that names
+it. The topic's max.message.bytes bounds records on the broker.
 `
 
 // consumeUsage is the usage text of `sluice consume`.
@@ -66,6 +70,18 @@ func (c *cli) produceCmd(args []string) error {
 	default:
 		return usageErrorf(produceUsage, "invalid value %q for --acks: expected all, 1 or 0", *acks)
 	}
+	// max.request.size bounds a record as Kafka's producer bounds it
+	// (KafkaProducer.ensureValidRecordSize): checked here, so that the
+	// message names the property, and given to kgo.
+	props, err := readCommandConfig(o.commandConfig)
+	if err != nil {
+		return err
+	}
+	limit, sizeOpts, err := maxRequestSize(props)
+	if err != nil {
+		return fmt.Errorf("--command-config %s: %v", o.commandConfig, err)
+	}
+	opts = append(opts, sizeOpts...)
 	// The whole input may take longer than --timeout: only the connection
 	// and each record's delivery (kgo.RecordDeliveryTimeout) are bounded.
 	o.clientOpts = append(opts, kgo.RecordDeliveryTimeout(o.timeout))
@@ -106,6 +122,10 @@ func (c *cli) produceCmd(args []string) error {
 					}
 					r.Key, r.Value = k, v
 				}
+				if size := recordSizeUpperBound(r); size > int64(limit) {
+					readErr = fmt.Errorf("line %d: the record is %d bytes when serialized, larger than max.request.size (%d bytes): raise max.request.size in --command-config (and the topic's max.message.bytes, if the record is larger than it)", n, size, limit)
+					break
+				}
 				cl.Produce(ctx, r, done)
 			}
 			if err == io.EOF {
@@ -140,6 +160,18 @@ func (c *cli) produceCmd(args []string) error {
 		fmt.Fprintf(o.stderr, "Produced %d records to %s.\n", acked, *topic)
 		return nil
 	})
+}
+
+// recordSizeUpperBound is the largest size r can take in a record batch of
+// its own: Kafka's AbstractRecords.estimateSizeInBytesUpperBound for magic
+// v2 (the batch header, 61 bytes, and a record's largest overhead, 21
+// bytes, besides the key, value and headers).
+func recordSizeUpperBound(r *kgo.Record) int64 {
+	n := int64(61 + 21 + len(r.Key) + len(r.Value))
+	for _, h := range r.Headers {
+		n += int64(5 + len(h.Key) + 5 + len(h.Value))
+	}
+	return n
 }
 
 // consumedRecord is one record in `consume --json` output.

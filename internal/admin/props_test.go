@@ -1,6 +1,8 @@
 package admin
 
 import (
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"context"
 	"errors"
 	"flag"
@@ -170,5 +172,31 @@ func TestAddConfigList(t *testing.T) {
 	commaList{&d}.Set("k3")
 	if got := strings.Join(d, " "); got != "k1 k2 k3" {
 		t.Errorf("--delete-config items: %q", got)
+	}
+}
+
+// TestMaxRequestSize: max.request.size's default (Kafka's), its bounds,
+// and the write limit raised with it beyond kgo's 100 MiB default; the
+// record size estimate is Kafka's upper bound.
+func TestMaxRequestSize(t *testing.T) {
+	if n, opts, err := maxRequestSize(map[string]string{}); err != nil || n != 1048576 || len(opts) != 1 {
+		t.Errorf("default: %d %d %v", n, len(opts), err)
+	}
+	if n, opts, err := maxRequestSize(map[string]string{"max.request.size": " 4194304 "}); err != nil || n != 4194304 || len(opts) != 1 {
+		t.Errorf("4194304: %d %d %v", n, len(opts), err)
+	}
+	if n, opts, err := maxRequestSize(map[string]string{"max.request.size": "209715200"}); err != nil || n != 209715200 || len(opts) != 2 {
+		t.Errorf("200 MiB: %d %d %v", n, len(opts), err)
+	}
+	for _, v := range []string{"100", "x", "2147483647"} {
+		if _, _, err := maxRequestSize(map[string]string{"max.request.size": v}); err == nil {
+			t.Errorf("max.request.size=%s accepted", v)
+		}
+	}
+	if _, err := clientOpts(map[string]string{"max.request.size": "x"}); err == nil || !strings.Contains(err.Error(), "max.request.size") {
+		t.Errorf("clientOpts with a bad max.request.size: %v", err)
+	}
+	if n := recordSizeUpperBound(&kgo.Record{Key: []byte("k"), Value: make([]byte, 100)}); n != 61+21+101 {
+		t.Errorf("recordSizeUpperBound: %d", n)
 	}
 }
