@@ -4,7 +4,7 @@
 //	             [--voters ID@HOST:PORT,...] [--data-dir DIR] [--http HOST:PORT]
 //	             [--config server.properties]
 //	sluice dev --brokers N [--base-port 9092] [--data-dir DIR] [--config FILE]
-//	sluice topic|group|config|cluster|produce|consume|elect|reassign ...
+//	sluice topic|group|config|cluster|produce|consume|elect|reassign|acl|user|quota ...
 //
 // The admin commands are Kafka clients built on franz-go's kadm, in
 // internal/admin; they take --bootstrap, --command-config, --json and

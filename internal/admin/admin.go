@@ -1,8 +1,8 @@
 // Package admin holds sluice's admin commands (topic, group, config,
-// cluster, quorum, feature, produce, consume, elect, reassign, txn). They
-// are Kafka clients: every request goes through franz-go (kgo, and kadm for
-// the admin APIs), so they work against any Kafka-compatible cluster,
-// sluice or Kafka. cmd/sluice hands them their command line through Run.
+// cluster, quorum, feature, produce, consume, elect, reassign, txn, acl,
+// user, quota). They are Kafka clients: every request goes through franz-go
+// (kgo, and kadm for the admin APIs), so they work against any
+// Kafka-compatible cluster, sluice or Kafka. cmd/sluice hands them their command line through Run.
 //
 // This file holds what they share: the common flags (--bootstrap,
 // --command-config, --json, --timeout), flag parsing with flags after
