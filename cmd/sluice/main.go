@@ -4,10 +4,11 @@
 //	             [--voters ID@HOST:PORT,...] [--data-dir DIR] [--http HOST:PORT]
 //	             [--config server.properties]
 //	sluice dev --brokers N [--base-port 9092] [--data-dir DIR] [--config FILE]
-//	sluice topic|group|config|cluster|produce|consume|elect|reassign ...
+//	sluice topic|group|config|cluster|produce|consume|elect|reassign|acl|user|quota ...
 //
-// The admin commands (admin*.go) are Kafka clients built on franz-go's kadm;
-// they take --bootstrap, --command-config, --json and --timeout.
+// The admin commands are Kafka clients built on franz-go's kadm, in
+// internal/admin; they take --bootstrap, --command-config, --json and
+// --timeout.
 //
 // The flags are a contract (README.md, "Commands"): scripts outside the project
 // rely on their names.
@@ -19,6 +20,8 @@ import (
 	"fmt"
 	"os"
 	"runtime/debug"
+
+	"github.com/sluice-io/sluice/internal/admin"
 )
 
 func main() {
@@ -26,34 +29,15 @@ func main() {
 		usage()
 		os.Exit(2)
 	}
+	if admin.IsCommand(os.Args[1]) {
+		os.Exit(admin.Run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	}
 	var err error
 	switch os.Args[1] {
 	case "serve":
 		err = serve(os.Args[2:])
 	case "dev":
 		err = dev(os.Args[2:])
-	case "topic":
-		err = topicCmd(os.Args[2:])
-	case "group":
-		err = groupCmd(os.Args[2:])
-	case "produce":
-		err = produceCmd(os.Args[2:])
-	case "consume":
-		err = consumeCmd(os.Args[2:])
-	case "config":
-		err = configCmd(os.Args[2:])
-	case "elect":
-		err = electCmd(os.Args[2:])
-	case "reassign":
-		err = reassignCmd(os.Args[2:])
-	case "txn":
-		err = txnCmd(os.Args[2:])
-	case "cluster":
-		err = clusterCmd(os.Args[2:])
-	case "quorum":
-		err = quorumCmd(os.Args[2:])
-	case "feature":
-		err = featureCmd(os.Args[2:])
 	case "dump-log":
 		err = dumpLogCmd(os.Args[2:])
 	case "strays":
@@ -69,7 +53,7 @@ func main() {
 	}
 	var ue *usageError
 	if errors.As(err, &ue) {
-		fmt.Fprintf(os.Stderr, "sluice: %s\n\n%s\n%s", ue.msg, ue.usage, commonUsage)
+		fmt.Fprintf(os.Stderr, "sluice: %s\n\n%s", ue.msg, ue.usage)
 		os.Exit(2)
 	}
 	if errors.Is(err, flag.ErrHelp) {
@@ -132,20 +116,20 @@ func usage() {
   sluice strays [--data-dir DIR] [--remove NAME | --remove-all]
   sluice version
 
-admin commands (Kafka clients; docs/operations.md):
-  sluice topic create|list|describe|alter|add-partitions|delete ...
-  sluice group list|describe|reset-offsets|delete ...
-  sluice config get|set ...
-  sluice cluster status|decommission|unregister ...
-  sluice quorum describe|add-controller|remove-controller ...
-  sluice feature describe|upgrade ...
-  sluice produce --topic T [--key-separator SEP] [--acks all|1|0]
-  sluice consume --topic T [--from-beginning] [--group G] [--max-messages N] [--print-key]
-  sluice elect --topic T [--partition P] [--type preferred|unclean]
-  sluice reassign plan|execute|status|cancel ...
-  sluice txn list|describe|producers|abort ...
-  each takes [--bootstrap HOST:PORT,...] [--command-config FILE] [--json] [--timeout 30s]
-
+`+admin.Usage+`
   sluice serve --help, sluice dev --help and sluice COMMAND --help describe every flag.
 `)
+}
+
+// usageError is a command line that cannot be run: main prints the
+// message and the usage text, and exits with status 2.
+type usageError struct {
+	msg   string
+	usage string
+}
+
+func (e *usageError) Error() string { return e.msg }
+
+func usageErrorf(usage, format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...), usage: usage}
 }

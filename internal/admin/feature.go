@@ -1,4 +1,4 @@
-package main
+package admin
 
 // sluice feature: Kafka's kafka-features.sh (KIP-584): the feature levels
 // each broker supports and the cluster's finalized ones, and raising a
@@ -27,15 +27,15 @@ the controller refuses a level some registered broker does not support
 controller voters (sluice quorum). docs/operations.md, "Rolling upgrade".
 `
 
-func featureCmd(args []string) error {
-	return subcommand("feature", featureUsage, args, map[string]func([]string) error{
-		"describe": featureDescribe,
-		"upgrade":  featureUpgrade,
+func (c *cli) featureCmd(args []string) error {
+	return c.subcommand("feature", featureUsage, args, map[string]func([]string) error{
+		"describe": c.featureDescribe,
+		"upgrade":  c.featureUpgrade,
 	})
 }
 
-func featureDescribe(args []string) error {
-	fs, o := newFlags("feature describe", featureUsage)
+func (c *cli) featureDescribe(args []string) error {
+	fs, o := c.newFlags("feature describe", featureUsage)
 	return runAdmin(fs, o, args, noArgs(featureUsage, "feature describe"), func(ctx context.Context, adm *kadm.Client, _ []string) error {
 		vs, err := adm.ApiVersions(ctx)
 		if err != nil {
@@ -86,8 +86,8 @@ func featureDescribe(args []string) error {
 	})
 }
 
-func featureUpgrade(args []string) error {
-	fs, o := newFlags("feature upgrade", featureUsage)
+func (c *cli) featureUpgrade(args []string) error {
+	fs, o := c.newFlags("feature upgrade", featureUsage)
 	spec := fs.String("feature", "", "NAME=LEVEL[,NAME=LEVEL...]")
 	dry := fs.Bool("dry-run", false, "validate only")
 	var updates []kadm.FeatureUpdate

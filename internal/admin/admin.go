@@ -1,12 +1,14 @@
-package main
-
-// The admin commands: topic, group, config, cluster, produce,
-// consume, elect and reassign. They are Kafka clients: every request goes
-// through franz-go (kgo, and kadm for the admin APIs), so they work against
-// any Kafka-compatible cluster, sluice or Kafka. This file holds what they
-// share: the common flags (--bootstrap, --command-config, --json,
-// --timeout), flag parsing with flags after positional arguments, the
-// client, usage errors (exit status 2) and output.
+// Package admin holds sluice's admin commands (topic, group, config,
+// cluster, quorum, feature, produce, consume, elect, reassign, txn, acl,
+// user, quota). They are Kafka clients: every request goes through franz-go
+// (kgo, and kadm for the admin APIs), so they work against any
+// Kafka-compatible cluster, sluice or Kafka. cmd/sluice hands them their command line through Run.
+//
+// This file holds what they share: the common flags (--bootstrap,
+// --command-config, --json, --timeout), flag parsing with flags after
+// positional arguments, the connection (adminOpts.run), usage errors (exit
+// status 2) and output.
+package admin
 
 import (
 	"context"
@@ -30,16 +32,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// stdout and stdin are where the admin commands write their results and
-// produce reads its lines (variables for the unit tests).
-var (
-	stdout io.Writer = os.Stdout
-	stdin  io.Reader = os.Stdin
-)
-
 // commonUsage describes the flags every admin command takes.
 const commonUsage = `common flags (every admin command):
-  --bootstrap HOST:PORT[,HOST:PORT...]  brokers to start from (default 127.0.0.1:9092)
+  --bootstrap HOST:PORT[,HOST:PORT...]  brokers to start from (default 127.0.0.1:9092);
+                                        --bootstrap-server is the same flag (Kafka's name)
   --command-config FILE                 Kafka client properties: security.protocol, sasl.*, ssl.*
   --json                                one JSON document on standard output instead of a table
   --timeout DURATION                    bound on the requests (default 30s)
@@ -65,17 +61,27 @@ type adminOpts struct {
 	json          bool
 	timeout       time.Duration
 	usage         string
-	// cl is runAdmin's client, for the requests kadm does not wrap.
+	// cl is run's client, for the requests kadm does not wrap.
 	cl *kgo.Client
+	// clientOpts are further client options (produce's and consume's).
+	clientOpts []kgo.Opt
+	// streaming leaves the context run passes on unbounded by --timeout
+	// (only the connection is bounded): produce and consume run as long
+	// as their input or records last.
+	streaming bool
+	// named are the positional arguments given by a flag (posFlag).
+	named stringList
+	*cli
 }
 
 // newFlags returns a flag set for an admin command with the common flags
 // registered; usage is the command's usage text.
-func newFlags(name, usage string) (*flag.FlagSet, *adminOpts) {
+func (c *cli) newFlags(name, usage string) (*flag.FlagSet, *adminOpts) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	o := &adminOpts{usage: usage}
+	o := &adminOpts{usage: usage, cli: c}
 	fs.StringVar(&o.bootstrap, "bootstrap", "127.0.0.1:9092", "brokers to start from")
+	fs.StringVar(&o.bootstrap, "bootstrap-server", "127.0.0.1:9092", "--bootstrap (Kafka's name)")
 	fs.StringVar(&o.commandConfig, "command-config", "", "Kafka client properties file")
 	fs.BoolVar(&o.json, "json", false, "JSON output")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "bound on the requests")
@@ -91,7 +97,7 @@ func (o *adminOpts) parseFlags(fs *flag.FlagSet, args []string) ([]string, error
 	for {
 		err := fs.Parse(args)
 		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(os.Stderr, o.usage, "\n", commonUsage)
+			fmt.Fprint(o.stderr, o.usage, "\n", commonUsage)
 			return nil, flag.ErrHelp
 		}
 		if err != nil {
@@ -108,10 +114,19 @@ func (o *adminOpts) parseFlags(fs *flag.FlagSet, args []string) ([]string, error
 		pos = append(pos, rest[0])
 		args = rest[1:]
 	}
+	pos = append(pos, o.named...)
 	if o.timeout <= 0 {
 		return nil, usageErrorf(o.usage, "invalid value %v for --timeout: expected a positive duration", o.timeout)
 	}
 	return pos, nil
+}
+
+// posFlag registers --name (repeatable) as another way to give the
+// command's positional arguments, as Kafka's tools name them: --topic T for
+// `topic create T`, --group G for `group describe G`. parseFlags appends
+// them to the positional arguments.
+func (o *adminOpts) posFlag(fs *flag.FlagSet, name string) {
+	fs.Var(&o.named, name, "the positional argument, as Kafka's tools name it (repeatable)")
 }
 
 // seeds splits --bootstrap.
@@ -159,23 +174,15 @@ func (o *adminOpts) connect(ctx context.Context, extra ...kgo.Opt) (*kgo.Client,
 	return cl, adm, nil
 }
 
-// context returns the command's context: bounded by --timeout and
-// cancelled by SIGINT or SIGTERM.
-func (o *adminOpts) context() (context.Context, context.CancelFunc) {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	ctx, cancel := context.WithTimeout(ctx, o.timeout)
-	return ctx, func() { cancel(); stop() }
-}
-
 // emit writes v as one indented JSON document with --json, or calls table
 // with a tabwriter on stdout otherwise.
 func (o *adminOpts) emit(v any, table func(w *tabwriter.Writer)) error {
 	if o.json {
-		enc := json.NewEncoder(stdout)
+		enc := json.NewEncoder(o.stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(v)
 	}
-	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	tw := tabwriter.NewWriter(o.stdout, 0, 0, 2, ' ', 0)
 	table(tw)
 	return tw.Flush()
 }
@@ -208,6 +215,64 @@ func parseKV(usage string, items []string) (map[string]string, []string, error) 
 		order = append(order, k)
 	}
 	return m, order, nil
+}
+
+// addConfigList is a repeatable flag taking kafka-configs.sh's
+// --add-config format: k=v pairs separated by commas, a value with commas
+// in square brackets (k1=v1,k2=[a,b]); the brackets are dropped, as
+// Kafka's ConfigCommand.parseConfigsToBeAdded drops them.
+type addConfigList struct{ items *stringList }
+
+func (l addConfigList) String() string {
+	if l.items == nil {
+		return ""
+	}
+	return l.items.String()
+}
+
+// Set adds the pairs of one --add-config.
+func (l addConfigList) Set(v string) error {
+	depth, start := 0, 0
+	add := func(it string) {
+		if k, val, ok := strings.Cut(it, "="); ok && strings.HasPrefix(val, "[") && strings.HasSuffix(val, "]") {
+			it = k + "=" + val[1:len(val)-1]
+		}
+		if strings.TrimSpace(it) != "" {
+			*l.items = append(*l.items, it)
+		}
+	}
+	for i, r := range v {
+		switch r {
+		case '[':
+			depth++
+		case ']':
+			depth--
+		case ',':
+			if depth == 0 {
+				add(v[start:i])
+				start = i + 1
+			}
+		}
+	}
+	add(v[start:])
+	return nil
+}
+
+// commaList is a repeatable flag whose values may also be comma-separated
+// lists (kafka-configs.sh --delete-config k1,k2).
+type commaList struct{ items *stringList }
+
+func (l commaList) String() string {
+	if l.items == nil {
+		return ""
+	}
+	return l.items.String()
+}
+
+// Set adds the names of one value.
+func (l commaList) Set(v string) error {
+	*l.items = append(*l.items, splitList(v)...)
+	return nil
 }
 
 // parseInt32List parses "1,2,3".
@@ -298,6 +363,15 @@ func requireTopics(ctx context.Context, adm *kadm.Client, topics ...string) (kad
 	return md.Topics, nil
 }
 
+// requireTopicsWithin is requireTopics bounded by --timeout (for the
+// streaming commands, whose ctx is not).
+func requireTopicsWithin(ctx context.Context, o *adminOpts, adm *kadm.Client, topics ...string) error {
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	_, err := requireTopics(ctx, adm, topics...)
+	return err
+}
+
 // joinErrs combines per-resource failures into one error (nil if none).
 func joinErrs(errs []error) error {
 	if len(errs) == 0 {
@@ -325,13 +399,13 @@ func sortedKeys[V any](m map[string]V) []string {
 
 // subcommand dispatches args[0] of a command group (topic, group, ...)
 // to its handler; a missing or unknown subcommand is a usage error.
-func subcommand(group, usage string, args []string, cmds map[string]func([]string) error) error {
+func (c *cli) subcommand(group, usage string, args []string, cmds map[string]func([]string) error) error {
 	if len(args) == 0 {
 		return usageErrorf(usage, "sluice %s: missing subcommand", group)
 	}
 	switch args[0] {
 	case "help", "-h", "--help", "-help":
-		fmt.Fprint(os.Stderr, usage, "\n", commonUsage)
+		fmt.Fprint(c.stderr, usage, "\n", commonUsage)
 		return flag.ErrHelp
 	}
 	fn, ok := cmds[args[0]]
@@ -342,9 +416,8 @@ func subcommand(group, usage string, args []string, cmds map[string]func([]strin
 }
 
 // runAdmin is an admin command's common course: parse args with fs (o's
-// flags), check the positional arguments (check may be nil), connect to
-// the cluster, and run fn; the connection and the command's context end
-// with it.
+// flags), check the positional arguments (check may be nil), and run fn
+// connected (adminOpts.run).
 func runAdmin(fs *flag.FlagSet, o *adminOpts, args []string, check func(pos []string) error,
 	fn func(ctx context.Context, adm *kadm.Client, pos []string) error) error {
 	pos, err := o.parseFlags(fs, args)
@@ -356,15 +429,31 @@ func runAdmin(fs *flag.FlagSet, o *adminOpts, args []string, check func(pos []st
 			return err
 		}
 	}
-	ctx, cancel := o.context()
+	return o.run(func(ctx context.Context, _ *kgo.Client, adm *kadm.Client) error {
+		return fn(ctx, adm, pos)
+	})
+}
+
+// run is every admin command's connection: a context cancelled by SIGINT
+// or SIGTERM and bounded by --timeout (unless o.streaming), a client of
+// the cluster behind --bootstrap with --command-config's settings and
+// o.clientOpts (connect), and fn run with them; the client is closed when
+// fn returns.
+func (o *adminOpts) run(fn func(ctx context.Context, cl *kgo.Client, adm *kadm.Client) error) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	cl, adm, err := o.connect(ctx)
+	cl, adm, err := o.connect(cctx, o.clientOpts...)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
 	o.cl = cl
-	return fn(ctx, adm, pos)
+	if o.streaming {
+		return fn(ctx, cl, adm)
+	}
+	return fn(cctx, cl, adm)
 }
 
 // noArgs is runAdmin's check for a command that takes no positional

@@ -1,4 +1,4 @@
-package main
+package admin
 
 // sluice group: Kafka's kafka-consumer-groups.sh (--list, --describe,
 // --reset-offsets, --delete) for classic consumer groups, through kadm.
@@ -8,7 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"slices"
 	"strconv"
 	"strings"
@@ -30,20 +30,21 @@ committed offset, the log end offset and the lag. reset-offsets prints the
 new offsets (a dry run) unless --execute is given; like kafka-consumer-groups
 it refuses while the group has active members. --topic may be repeated and
 may name partitions (orders:0,2); new offsets are kept between the log start
-and end offsets.
+and end offsets. The group ids may also be given as --group ID (Kafka's
+kafka-consumer-groups.sh name).
 `
 
-func groupCmd(args []string) error {
-	return subcommand("group", groupUsage, args, map[string]func([]string) error{
-		"list":          groupList,
-		"describe":      groupDescribe,
-		"reset-offsets": groupResetOffsets,
-		"delete":        groupDelete,
+func (c *cli) groupCmd(args []string) error {
+	return c.subcommand("group", groupUsage, args, map[string]func([]string) error{
+		"list":          c.groupList,
+		"describe":      c.groupDescribe,
+		"reset-offsets": c.groupResetOffsets,
+		"delete":        c.groupDelete,
 	})
 }
 
-func groupList(args []string) error {
-	fs, o := newFlags("group list", groupUsage)
+func (c *cli) groupList(args []string) error {
+	fs, o := c.newFlags("group list", groupUsage)
 	return runAdmin(fs, o, args, noArgs(groupUsage, "group list"), func(ctx context.Context, adm *kadm.Client, _ []string) error {
 		return groupListRun(ctx, adm, o)
 	})
@@ -115,8 +116,9 @@ type groupInfo struct {
 	TotalLag     int64        `json:"total_lag"`
 }
 
-func groupDescribe(args []string) error {
-	fs, o := newFlags("group describe", groupUsage)
+func (c *cli) groupDescribe(args []string) error {
+	fs, o := c.newFlags("group describe", groupUsage)
+	o.posFlag(fs, "group")
 	pos, err := o.parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -124,56 +126,51 @@ func groupDescribe(args []string) error {
 	if len(pos) == 0 {
 		return usageErrorf(groupUsage, "group describe takes one or more group ids")
 	}
-	ctx, cancel := o.context()
-	defer cancel()
-	cl, adm, err := o.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	lags, err := adm.Lag(ctx, pos...)
-	if err != nil {
-		return err
-	}
-	out := struct {
-		Groups []groupInfo `json:"groups"`
-	}{}
-	for _, id := range pos {
-		l, ok := lags[id]
-		if !ok {
-			return fmt.Errorf("group %s: not in the response", id)
+	return o.run(func(ctx context.Context, cl *kgo.Client, adm *kadm.Client) error {
+		lags, err := adm.Lag(ctx, pos...)
+		if err != nil {
+			return err
 		}
-		if err := l.Error(); err != nil {
-			return fmt.Errorf("group %s: %v", id, err)
-		}
-		if l.State == "Dead" && len(l.Members) == 0 && len(l.Lag) == 0 {
-			return fmt.Errorf("group %s does not exist", id)
-		}
-		out.Groups = append(out.Groups, newGroupInfo(l))
-	}
-	return o.emit(out, func(w *tabwriter.Writer) {
-		for i, g := range out.Groups {
-			if i > 0 {
-				fmt.Fprintln(w)
+		out := struct {
+			Groups []groupInfo `json:"groups"`
+		}{}
+		for _, id := range pos {
+			l, ok := lags[id]
+			if !ok {
+				return fmt.Errorf("group %s: not in the response", id)
 			}
-			fmt.Fprintf(w, "Group: %s  State: %s  Protocol: %s  Coordinator: %d  Members: %d  Lag: %d\n",
-				g.Group, g.State, g.Protocol, g.Coordinator, len(g.Members), g.TotalLag)
-			fmt.Fprintln(w, "TOPIC\tPARTITION\tCURRENT-OFFSET\tLOG-END-OFFSET\tLAG\tCONSUMER-ID\tHOST\tCLIENT-ID")
-			for _, p := range g.Offsets {
-				fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Topic, p.Partition, orDash(p.Committed),
-					orDash(p.LogEnd), orDash(p.Lag), dash(p.MemberID), dash(p.Host), dash(p.ClientID))
+			if err := l.Error(); err != nil {
+				return fmt.Errorf("group %s: %v", id, err)
 			}
-			if len(g.Members) > 0 {
-				fmt.Fprintln(w, "\nMEMBER\tCLIENT-ID\tHOST\tASSIGNMENT")
-				for _, m := range g.Members {
-					var as []string
-					for _, a := range m.Assignments {
-						as = append(as, a.Topic+":"+ints(a.Partitions))
+			if l.State == "Dead" && len(l.Members) == 0 && len(l.Lag) == 0 {
+				return fmt.Errorf("group %s does not exist", id)
+			}
+			out.Groups = append(out.Groups, newGroupInfo(l))
+		}
+		return o.emit(out, func(w *tabwriter.Writer) {
+			for i, g := range out.Groups {
+				if i > 0 {
+					fmt.Fprintln(w)
+				}
+				fmt.Fprintf(w, "Group: %s  State: %s  Protocol: %s  Coordinator: %d  Members: %d  Lag: %d\n",
+					g.Group, g.State, g.Protocol, g.Coordinator, len(g.Members), g.TotalLag)
+				fmt.Fprintln(w, "TOPIC\tPARTITION\tCURRENT-OFFSET\tLOG-END-OFFSET\tLAG\tCONSUMER-ID\tHOST\tCLIENT-ID")
+				for _, p := range g.Offsets {
+					fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Topic, p.Partition, orDash(p.Committed),
+						orDash(p.LogEnd), orDash(p.Lag), dash(p.MemberID), dash(p.Host), dash(p.ClientID))
+				}
+				if len(g.Members) > 0 {
+					fmt.Fprintln(w, "\nMEMBER\tCLIENT-ID\tHOST\tASSIGNMENT")
+					for _, m := range g.Members {
+						var as []string
+						for _, a := range m.Assignments {
+							as = append(as, a.Topic+":"+ints(a.Partitions))
+						}
+						fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", m.MemberID, m.ClientID, m.Host, dash(strings.Join(as, " ")))
 					}
-					fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", m.MemberID, m.ClientID, m.Host, dash(strings.Join(as, " ")))
 				}
 			}
-		}
+		})
 	})
 }
 
@@ -252,8 +249,9 @@ func topicPartitions(spec string) (string, []int32, error) {
 	return t, parts, nil
 }
 
-func groupResetOffsets(args []string) error {
-	fs, o := newFlags("group reset-offsets", groupUsage)
+func (c *cli) groupResetOffsets(args []string) error {
+	fs, o := c.newFlags("group reset-offsets", groupUsage)
+	o.posFlag(fs, "group")
 	var topics stringList
 	fs.Var(&topics, "topic", "topic (TOPIC or TOPIC:P,P,...) whose offsets to reset (repeatable)")
 	earliest := fs.Bool("to-earliest", false, "reset to the log start offset")
@@ -294,116 +292,111 @@ func groupResetOffsets(args []string) error {
 		}
 		wanted[t] = append(wanted[t], ps...)
 	}
-	ctx, cancel := o.context()
-	defer cancel()
-	cl, adm, err := o.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	// Kafka's rule: only an inactive group's offsets can be reset.
-	dgs, err := adm.DescribeGroups(ctx, group)
-	if err != nil {
-		return err
-	}
-	dg := dgs[group]
-	if dg.Err != nil {
-		return fmt.Errorf("group %s: %s", group, kafkaErr(dg.Err, dg.ErrMessage))
-	}
-	if dg.State != "Empty" && dg.State != "Dead" {
-		return fmt.Errorf("assignments can only be reset if the group %s is inactive, but the current state is %s (%d members): stop its consumers first", group, dg.State, len(dg.Members))
-	}
-	tds, err := requireTopics(ctx, adm, names...)
-	if err != nil {
-		return err
-	}
-	starts, err := adm.ListStartOffsets(ctx, names...)
-	if err != nil {
-		return err
-	}
-	ends, err := adm.ListEndOffsets(ctx, names...)
-	if err != nil {
-		return err
-	}
-	commits, err := adm.FetchOffsetsForTopics(ctx, group, names...)
-	if err != nil {
-		return err
-	}
-	var plan []resetPlan
-	var warnings []string
-	for _, t := range names {
-		parts := wanted[t]
-		if len(parts) == 0 {
-			parts = tds[t].Partitions.Numbers()
-		}
-		slices.Sort(parts)
-		parts = slices.Compact(parts)
-		for _, p := range parts {
-			if _, ok := tds[t].Partitions[p]; !ok {
-				return fmt.Errorf("topic %s has no partition %d", t, p)
-			}
-			so, _ := starts.Lookup(t, p)
-			eo, _ := ends.Lookup(t, p)
-			if so.Err != nil || eo.Err != nil {
-				return fmt.Errorf("listing the offsets of %s-%d: %v", t, p, errors.Join(so.Err, eo.Err))
-			}
-			cur := int64(-1)
-			if c, ok := commits.Lookup(t, p); ok && c.Err == nil {
-				cur = c.At
-			}
-			var target int64
-			switch {
-			case *earliest:
-				target = so.Offset
-			case *latest:
-				target = eo.Offset
-			case isSet(fs, "to-offset"):
-				target = *toOffset
-			default:
-				if cur < 0 {
-					return fmt.Errorf("cannot shift the offset of %s-%d: the group has no committed offset there", t, p)
-				}
-				target = cur + *shiftBy
-			}
-			if target < so.Offset || target > eo.Offset {
-				clamped := min(max(target, so.Offset), eo.Offset)
-				warnings = append(warnings, fmt.Sprintf("new offset %d of %s-%d is outside [%d, %d]: using %d", target, t, p, so.Offset, eo.Offset, clamped))
-				target = clamped
-			}
-			plan = append(plan, resetPlan{Topic: t, Partition: p, Current: cur, New: target})
-		}
-	}
-	for _, w := range warnings {
-		fmt.Fprintln(os.Stderr, "warning:", w)
-	}
-	if *execute {
-		var offs kadm.Offsets
-		for _, r := range plan {
-			offs.AddOffset(r.Topic, r.Partition, r.New, -1)
-		}
-		resps, err := adm.CommitOffsets(ctx, group, offs)
+	return o.run(func(ctx context.Context, cl *kgo.Client, adm *kadm.Client) error {
+		// Kafka's rule: only an inactive group's offsets can be reset.
+		dgs, err := adm.DescribeGroups(ctx, group)
 		if err != nil {
-			return fmt.Errorf("committing the offsets of group %s: %v", group, err)
+			return err
 		}
-		if err := resps.Error(); err != nil {
-			return fmt.Errorf("committing the offsets of group %s: %v", group, err)
+		dg := dgs[group]
+		if dg.Err != nil {
+			return fmt.Errorf("group %s: %s", group, kafkaErr(dg.Err, dg.ErrMessage))
 		}
-	}
-	out := struct {
-		Group      string      `json:"group"`
-		Executed   bool        `json:"executed"`
-		Partitions []resetPlan `json:"partitions"`
-	}{group, *execute, plan}
-	err = o.emit(out, func(w *tabwriter.Writer) {
-		fmt.Fprintln(w, "GROUP\tTOPIC\tPARTITION\tCURRENT-OFFSET\tNEW-OFFSET")
-		for _, r := range plan {
-			fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%d\n", group, r.Topic, r.Partition, orDash(r.Current), r.New)
+		if dg.State != "Empty" && dg.State != "Dead" {
+			return fmt.Errorf("assignments can only be reset if the group %s is inactive, but the current state is %s (%d members): stop its consumers first", group, dg.State, len(dg.Members))
 		}
+		tds, err := requireTopics(ctx, adm, names...)
+		if err != nil {
+			return err
+		}
+		starts, err := adm.ListStartOffsets(ctx, names...)
+		if err != nil {
+			return err
+		}
+		ends, err := adm.ListEndOffsets(ctx, names...)
+		if err != nil {
+			return err
+		}
+		commits, err := adm.FetchOffsetsForTopics(ctx, group, names...)
+		if err != nil {
+			return err
+		}
+		var plan []resetPlan
+		var warnings []string
+		for _, t := range names {
+			parts := wanted[t]
+			if len(parts) == 0 {
+				parts = tds[t].Partitions.Numbers()
+			}
+			slices.Sort(parts)
+			parts = slices.Compact(parts)
+			for _, p := range parts {
+				if _, ok := tds[t].Partitions[p]; !ok {
+					return fmt.Errorf("topic %s has no partition %d", t, p)
+				}
+				so, _ := starts.Lookup(t, p)
+				eo, _ := ends.Lookup(t, p)
+				if so.Err != nil || eo.Err != nil {
+					return fmt.Errorf("listing the offsets of %s-%d: %v", t, p, errors.Join(so.Err, eo.Err))
+				}
+				cur := int64(-1)
+				if c, ok := commits.Lookup(t, p); ok && c.Err == nil {
+					cur = c.At
+				}
+				var target int64
+				switch {
+				case *earliest:
+					target = so.Offset
+				case *latest:
+					target = eo.Offset
+				case isSet(fs, "to-offset"):
+					target = *toOffset
+				default:
+					if cur < 0 {
+						return fmt.Errorf("cannot shift the offset of %s-%d: the group has no committed offset there", t, p)
+					}
+					target = cur + *shiftBy
+				}
+				if target < so.Offset || target > eo.Offset {
+					clamped := min(max(target, so.Offset), eo.Offset)
+					warnings = append(warnings, fmt.Sprintf("new offset %d of %s-%d is outside [%d, %d]: using %d", target, t, p, so.Offset, eo.Offset, clamped))
+					target = clamped
+				}
+				plan = append(plan, resetPlan{Topic: t, Partition: p, Current: cur, New: target})
+			}
+		}
+		for _, w := range warnings {
+			fmt.Fprintln(o.stderr, "warning:", w)
+		}
+		if *execute {
+			var offs kadm.Offsets
+			for _, r := range plan {
+				offs.AddOffset(r.Topic, r.Partition, r.New, -1)
+			}
+			resps, err := adm.CommitOffsets(ctx, group, offs)
+			if err != nil {
+				return fmt.Errorf("committing the offsets of group %s: %v", group, err)
+			}
+			if err := resps.Error(); err != nil {
+				return fmt.Errorf("committing the offsets of group %s: %v", group, err)
+			}
+		}
+		out := struct {
+			Group      string      `json:"group"`
+			Executed   bool        `json:"executed"`
+			Partitions []resetPlan `json:"partitions"`
+		}{group, *execute, plan}
+		err = o.emit(out, func(w *tabwriter.Writer) {
+			fmt.Fprintln(w, "GROUP\tTOPIC\tPARTITION\tCURRENT-OFFSET\tNEW-OFFSET")
+			for _, r := range plan {
+				fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%d\n", group, r.Topic, r.Partition, orDash(r.Current), r.New)
+			}
+		})
+		if err == nil && !*execute && !o.json {
+			fmt.Fprintln(o.stderr, "Dry run: nothing was committed. Run again with --execute to commit these offsets.")
+		}
+		return err
 	})
-	if err == nil && !*execute && !o.json {
-		fmt.Fprintln(os.Stderr, "Dry run: nothing was committed. Run again with --execute to commit these offsets.")
-	}
-	return err
 }
 
 func isSet(fs *flag.FlagSet, name string) bool {
@@ -416,8 +409,9 @@ func isSet(fs *flag.FlagSet, name string) bool {
 	return set
 }
 
-func groupDelete(args []string) error {
-	fs, o := newFlags("group delete", groupUsage)
+func (c *cli) groupDelete(args []string) error {
+	fs, o := c.newFlags("group delete", groupUsage)
+	o.posFlag(fs, "group")
 	pos, err := o.parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -425,53 +419,48 @@ func groupDelete(args []string) error {
 	if len(pos) == 0 {
 		return usageErrorf(groupUsage, "group delete takes one or more group ids")
 	}
-	ctx, cancel := o.context()
-	defer cancel()
-	cl, adm, err := o.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	resps, err := adm.DeleteGroups(ctx, pos...)
-	if err != nil {
-		return err
-	}
-	type result struct {
-		Group string `json:"group"`
-		Error string `json:"error,omitempty"`
-	}
-	out := struct {
-		Groups []result `json:"groups"`
-	}{}
-	var errs []error
-	for _, g := range pos {
-		r, ok := resps[g]
-		var err error
-		switch {
-		case !ok:
-			err = fmt.Errorf("group %s: not in the response", g)
-		case errors.Is(r.Err, kerr.GroupIDNotFound):
-			err = fmt.Errorf("group %s does not exist", g)
-		case errors.Is(r.Err, kerr.NonEmptyGroup):
-			err = fmt.Errorf("group %s is not empty: it has active members", g)
-		case r.Err != nil:
-			err = fmt.Errorf("group %s: %s", g, kafkaErr(r.Err, r.ErrMessage))
-		}
-		res := result{Group: g}
+	return o.run(func(ctx context.Context, cl *kgo.Client, adm *kadm.Client) error {
+		resps, err := adm.DeleteGroups(ctx, pos...)
 		if err != nil {
-			res.Error = err.Error()
-			errs = append(errs, err)
+			return err
 		}
-		out.Groups = append(out.Groups, res)
-	}
-	if err := o.emit(out, func(w *tabwriter.Writer) {
-		for _, r := range out.Groups {
-			if r.Error == "" {
-				fmt.Fprintf(w, "Deleted group %s.\n", r.Group)
+		type result struct {
+			Group string `json:"group"`
+			Error string `json:"error,omitempty"`
+		}
+		out := struct {
+			Groups []result `json:"groups"`
+		}{}
+		var errs []error
+		for _, g := range pos {
+			r, ok := resps[g]
+			var err error
+			switch {
+			case !ok:
+				err = fmt.Errorf("group %s: not in the response", g)
+			case errors.Is(r.Err, kerr.GroupIDNotFound):
+				err = fmt.Errorf("group %s does not exist", g)
+			case errors.Is(r.Err, kerr.NonEmptyGroup):
+				err = fmt.Errorf("group %s is not empty: it has active members", g)
+			case r.Err != nil:
+				err = fmt.Errorf("group %s: %s", g, kafkaErr(r.Err, r.ErrMessage))
 			}
+			res := result{Group: g}
+			if err != nil {
+				res.Error = err.Error()
+				errs = append(errs, err)
+			}
+			out.Groups = append(out.Groups, res)
 		}
-	}); err != nil {
-		return err
-	}
-	return joinErrs(errs)
+		if err := o.emit(out, func(w *tabwriter.Writer) {
+			for _, r := range out.Groups {
+				if r.Error == "" {
+					fmt.Fprintf(w, "Deleted group %s.\n", r.Group)
+				}
+			}
+		}); err != nil {
+			return err
+		}
+		return joinErrs(errs)
+	})
 }

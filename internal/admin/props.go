@@ -1,4 +1,4 @@
-package main
+package admin
 
 // --command-config: a Kafka client properties file, as kafka-topics.sh and
 // the other Kafka tools take it (--command-config). What is read:
@@ -12,6 +12,8 @@ package main
 //	                    PEM client certificate and key (mutual TLS)
 //	ssl.endpoint.identification.algorithm   https (default) or empty
 //	ssl.enabled.protocols, client.id
+//	max.request.size    the producer's largest request, and so record batch
+//	                    (default 1048576, Kafka's): produce's record limit
 //
 // The TLS settings go through internal/security, as the broker's own
 // inter-broker client's do. Stores are PEM only: ssl.*.type defaults to
@@ -21,6 +23,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -36,11 +39,11 @@ import (
 // (whose messages start "listener <name>: ", which is cut off here).
 const clientListener = "cli"
 
-// loadCommandConfig reads a --command-config file ("" for none) into kgo
-// options: TLS and SASL.
-func loadCommandConfig(path string) ([]kgo.Opt, error) {
+// readCommandConfig reads a --command-config file ("" for none: no
+// properties).
+func readCommandConfig(path string) (map[string]string, error) {
 	if path == "" {
-		return nil, nil
+		return map[string]string{}, nil
 	}
 	f, err := os.Open(path)
 	if err != nil {
@@ -50,6 +53,19 @@ func loadCommandConfig(path string) ([]kgo.Opt, error) {
 	props, err := config.ParseProperties(f)
 	if err != nil {
 		return nil, fmt.Errorf("--command-config %s: %v", path, err)
+	}
+	return props, nil
+}
+
+// loadCommandConfig reads a --command-config file ("" for none) into kgo
+// options: TLS, SASL and the producer's request size.
+func loadCommandConfig(path string) ([]kgo.Opt, error) {
+	if path == "" {
+		return nil, nil
+	}
+	props, err := readCommandConfig(path)
+	if err != nil {
+		return nil, err
 	}
 	opts, err := clientOpts(props)
 	if err != nil {
@@ -103,7 +119,44 @@ func clientOpts(props map[string]string) ([]kgo.Opt, error) {
 		}
 		opts = append(opts, kgo.SASL(m))
 	}
+	if _, ok := props["max.request.size"]; ok {
+		_, mopts, err := maxRequestSize(props)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, mopts...)
+	}
 	return opts, nil
+}
+
+// defaultMaxRequestSize is Kafka's max.request.size default
+// (ProducerConfig).
+const defaultMaxRequestSize = 1048576
+
+// defaultBrokerMaxWriteBytes is kgo's BrokerMaxWriteBytes default.
+const defaultBrokerMaxWriteBytes = 100 << 20
+
+// maxRequestSize reads max.request.size (Kafka's default if unset) and
+// returns it with the kgo options that enforce it: the largest record
+// batch (kgo.ProducerBatchMaxBytes, whose default 1000012 is below Kafka's
+// 1048576) and, for a limit beyond kgo's 100 MiB default, the largest
+// request written (kgo.BrokerMaxWriteBytes), which must hold a batch and
+// the request's own fields.
+func maxRequestSize(props map[string]string) (int32, []kgo.Opt, error) {
+	n := int64(defaultMaxRequestSize)
+	if v, ok := props["max.request.size"]; ok {
+		var err error
+		n, err = strconv.ParseInt(strings.TrimSpace(v), 10, 32)
+		// kgo's bounds on a record batch: 512 bytes to 1 GiB.
+		if err != nil || n < 512 || n > 1<<30-1<<20 {
+			return 0, nil, fmt.Errorf("max.request.size=%s: expected a number of bytes from 512 to %d", v, 1<<30-1<<20)
+		}
+	}
+	opts := []kgo.Opt{kgo.ProducerBatchMaxBytes(int32(n))}
+	if n+1<<20 > defaultBrokerMaxWriteBytes {
+		opts = append(opts, kgo.BrokerMaxWriteBytes(int32(n+1<<20)))
+	}
+	return int32(n), opts, nil
 }
 
 // saslMechanism builds the client side of sasl.mechanism with the

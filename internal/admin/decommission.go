@@ -1,4 +1,4 @@
-package main
+package admin
 
 // sluice cluster decommission and sluice cluster unregister: retiring a
 // broker. Kafka has no single tool for it: operators run
@@ -16,6 +16,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"os"
 	"os/signal"
 	"slices"
@@ -194,8 +195,8 @@ func parseBrokerFlag(fs *flag.FlagSet, usage, cmd string, id int) (int32, error)
 	return int32(id), nil
 }
 
-func clusterDecommission(args []string) error {
-	fs, o := newFlags("cluster decommission", clusterUsage)
+func (c *cli) clusterDecommission(args []string) error {
+	fs, o := c.newFlags("cluster decommission", clusterUsage)
 	id := fs.Int("broker", -1, "the broker to retire")
 	wait := fs.Bool("wait", false, "wait until the replicas have moved")
 	waitTimeout := fs.Duration("wait-timeout", time.Hour, "bound on --wait")
@@ -211,142 +212,137 @@ func clusterDecommission(args []string) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := o.context()
-	defer cancel()
-	cl, adm, err := o.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	for _, api := range []struct {
-		key  int16
-		name string
-	}{{apiAlterPartitionAssignments, "AlterPartitionAssignments"}, {apiListPartitionReassignments, "ListPartitionReassignments"}} {
-		if err := requireAPI(ctx, adm, api.key, api.name); err != nil {
+	return o.run(func(ctx context.Context, cl *kgo.Client, adm *kadm.Client) error {
+		for _, api := range []struct {
+			key  int16
+			name string
+		}{{apiAlterPartitionAssignments, "AlterPartitionAssignments"}, {apiListPartitionReassignments, "ListPartitionReassignments"}} {
+			if err := requireAPI(ctx, adm, api.key, api.name); err != nil {
+				return err
+			}
+		}
+		md, err := adm.Metadata(ctx) // every topic, internal ones too
+		if err != nil {
 			return err
 		}
-	}
-	md, err := adm.Metadata(ctx) // every topic, internal ones too
-	if err != nil {
-		return err
-	}
-	var parts []decomPartition
-	all := kadm.TopicsSet{}
-	hosted := 0
-	for _, td := range md.Topics.Sorted() {
-		if td.Err != nil {
-			return topicErr(td.Topic, td.Err, "")
-		}
-		for _, p := range td.Partitions.Sorted() {
-			parts = append(parts, decomPartition{td.Topic, p.Partition, p.Replicas})
-			all.Add(td.Topic, p.Partition)
-			if slices.Contains(p.Replicas, broker) {
-				hosted++
+		var parts []decomPartition
+		all := kadm.TopicsSet{}
+		hosted := 0
+		for _, td := range md.Topics.Sorted() {
+			if td.Err != nil {
+				return topicErr(td.Topic, td.Err, "")
+			}
+			for _, p := range td.Partitions.Sorted() {
+				parts = append(parts, decomPartition{td.Topic, p.Partition, p.Replicas})
+				all.Add(td.Topic, p.Partition)
+				if slices.Contains(p.Replicas, broker) {
+					hosted++
+				}
 			}
 		}
-	}
-	live := md.Brokers.NodeIDs()
-	if !slices.Contains(live, broker) && hosted == 0 {
-		return fmt.Errorf("broker %d is not in the cluster (brokers: %s) and hosts no replicas", broker, ints(live))
-	}
-	if len(all) > 0 {
-		moving, err := adm.ListPartitionReassignments(ctx, all)
-		if err != nil {
-			return apiErr(err, "ListPartitionReassignments")
+		live := md.Brokers.NodeIDs()
+		if !slices.Contains(live, broker) && hosted == 0 {
+			return fmt.Errorf("broker %d is not in the cluster (brokers: %s) and hosts no replicas", broker, ints(live))
 		}
-		if len(moving) > 0 {
-			r := moving.Sorted()[0]
-			return fmt.Errorf("%d partitions are being reassigned (e.g. %s-%d): wait for them (sluice reassign status) or cancel them first", len(moving), r.Topic, r.Partition)
-		}
-	}
-	plan, err := decommissionPlan(parts, broker, live)
-	if err != nil {
-		return err
-	}
-	out := struct {
-		Broker    int32       `json:"broker"`
-		Plan      reassignDoc `json:"plan"`
-		Executed  bool        `json:"executed"`
-		Completed bool        `json:"completed"`
-		NextSteps []string    `json:"next_steps"`
-		Errors    []string    `json:"errors,omitempty"`
-	}{Broker: broker, Plan: reassignDoc{Version: 1, Partitions: plan}}
-	if out.Plan.Partitions == nil {
-		out.Plan.Partitions = []reassignPartition{}
-	}
-	var errs []error
-	if len(plan) > 0 && !*dryRun {
-		var req kadm.AlterPartitionAssignmentsReq
-		for _, p := range plan {
-			req.Assign(p.Topic, p.Partition, p.Replicas)
-		}
-		resps, err := adm.AlterPartitionAssignments(ctx, req)
-		if err != nil {
-			return apiErr(err, "AlterPartitionAssignments")
-		}
-		for _, r := range resps.Sorted() {
-			if r.Err != nil {
-				e := fmt.Errorf("%s-%d: %s", r.Topic, r.Partition, kafkaErr(r.Err, r.ErrMessage))
-				errs = append(errs, e)
-				out.Errors = append(out.Errors, e.Error())
+		if len(all) > 0 {
+			moving, err := adm.ListPartitionReassignments(ctx, all)
+			if err != nil {
+				return apiErr(err, "ListPartitionReassignments")
+			}
+			if len(moving) > 0 {
+				r := moving.Sorted()[0]
+				return fmt.Errorf("%d partitions are being reassigned (e.g. %s-%d): wait for them (sluice reassign status) or cancel them first", len(moving), r.Topic, r.Partition)
 			}
 		}
-		out.Executed = len(errs) == 0
-	}
-	if *wait && !*dryRun && len(errs) == 0 {
-		if err := waitMoved(o, adm, broker, *waitTimeout); err != nil {
+		plan, err := decommissionPlan(parts, broker, live)
+		if err != nil {
 			return err
 		}
-		out.Completed = true
-	}
-	if len(plan) == 0 {
-		out.Completed = true
-	}
-	switch {
-	case *dryRun:
-		out.NextSteps = []string{"run again without --dry-run to move the replicas"}
-	case out.Completed:
-		out.NextSteps = []string{
-			fmt.Sprintf("stop broker %d (SIGTERM: a controlled shutdown)", broker),
-			fmt.Sprintf("sluice cluster unregister --broker %d --bootstrap %s", broker, o.bootstrap),
+		out := struct {
+			Broker    int32       `json:"broker"`
+			Plan      reassignDoc `json:"plan"`
+			Executed  bool        `json:"executed"`
+			Completed bool        `json:"completed"`
+			NextSteps []string    `json:"next_steps"`
+			Errors    []string    `json:"errors,omitempty"`
+		}{Broker: broker, Plan: reassignDoc{Version: 1, Partitions: plan}}
+		if out.Plan.Partitions == nil {
+			out.Plan.Partitions = []reassignPartition{}
 		}
-	case len(errs) == 0:
-		out.NextSteps = []string{
-			"wait until `sluice reassign status` shows no reassignment in progress (or run decommission again with --wait)",
-			fmt.Sprintf("stop broker %d (SIGTERM: a controlled shutdown)", broker),
-			fmt.Sprintf("sluice cluster unregister --broker %d --bootstrap %s", broker, o.bootstrap),
-		}
-	}
-	if err := o.emit(out, func(w *tabwriter.Writer) {
-		fmt.Fprintf(w, "Broker %d hosts %d replicas; %d to move.\n", broker, hosted, len(plan))
-		if len(plan) > 0 {
-			fmt.Fprintln(w, "\nTOPIC\tPARTITION\tREPLICAS\tTARGET")
-			byName := map[string][]int32{}
-			for _, p := range parts {
-				byName[fmt.Sprintf("%s-%d", p.Topic, p.Partition)] = p.Replicas
-			}
+		var errs []error
+		if len(plan) > 0 && !*dryRun {
+			var req kadm.AlterPartitionAssignmentsReq
 			for _, p := range plan {
-				fmt.Fprintf(w, "%s\t%d\t%s\t%s\n", p.Topic, p.Partition, ints(byName[fmt.Sprintf("%s-%d", p.Topic, p.Partition)]), ints(p.Replicas))
+				req.Assign(p.Topic, p.Partition, p.Replicas)
 			}
+			resps, err := adm.AlterPartitionAssignments(ctx, req)
+			if err != nil {
+				return apiErr(err, "AlterPartitionAssignments")
+			}
+			for _, r := range resps.Sorted() {
+				if r.Err != nil {
+					e := fmt.Errorf("%s-%d: %s", r.Topic, r.Partition, kafkaErr(r.Err, r.ErrMessage))
+					errs = append(errs, e)
+					out.Errors = append(out.Errors, e.Error())
+				}
+			}
+			out.Executed = len(errs) == 0
+		}
+		if *wait && !*dryRun && len(errs) == 0 {
+			if err := waitMoved(o, adm, broker, *waitTimeout); err != nil {
+				return err
+			}
+			out.Completed = true
+		}
+		if len(plan) == 0 {
+			out.Completed = true
 		}
 		switch {
 		case *dryRun:
-			fmt.Fprintln(w, "\nDry run: nothing was changed.")
+			out.NextSteps = []string{"run again without --dry-run to move the replicas"}
 		case out.Completed:
-			fmt.Fprintf(w, "\nBroker %d hosts no replicas now.\n", broker)
-		case out.Executed:
-			fmt.Fprintln(w, "\nReassignment started (the data is still moving).")
-		}
-		if len(out.NextSteps) > 0 {
-			fmt.Fprintln(w, "\nNext steps:")
-			for i, s := range out.NextSteps {
-				fmt.Fprintf(w, "  %d. %s\n", i+1, s)
+			out.NextSteps = []string{
+				fmt.Sprintf("stop broker %d (SIGTERM: a controlled shutdown)", broker),
+				fmt.Sprintf("sluice cluster unregister --broker %d --bootstrap %s", broker, o.bootstrap),
+			}
+		case len(errs) == 0:
+			out.NextSteps = []string{
+				"wait until `sluice reassign status` shows no reassignment in progress (or run decommission again with --wait)",
+				fmt.Sprintf("stop broker %d (SIGTERM: a controlled shutdown)", broker),
+				fmt.Sprintf("sluice cluster unregister --broker %d --bootstrap %s", broker, o.bootstrap),
 			}
 		}
-	}); err != nil {
-		return err
-	}
-	return joinErrs(errs)
+		if err := o.emit(out, func(w *tabwriter.Writer) {
+			fmt.Fprintf(w, "Broker %d hosts %d replicas; %d to move.\n", broker, hosted, len(plan))
+			if len(plan) > 0 {
+				fmt.Fprintln(w, "\nTOPIC\tPARTITION\tREPLICAS\tTARGET")
+				byName := map[string][]int32{}
+				for _, p := range parts {
+					byName[fmt.Sprintf("%s-%d", p.Topic, p.Partition)] = p.Replicas
+				}
+				for _, p := range plan {
+					fmt.Fprintf(w, "%s\t%d\t%s\t%s\n", p.Topic, p.Partition, ints(byName[fmt.Sprintf("%s-%d", p.Topic, p.Partition)]), ints(p.Replicas))
+				}
+			}
+			switch {
+			case *dryRun:
+				fmt.Fprintln(w, "\nDry run: nothing was changed.")
+			case out.Completed:
+				fmt.Fprintf(w, "\nBroker %d hosts no replicas now.\n", broker)
+			case out.Executed:
+				fmt.Fprintln(w, "\nReassignment started (the data is still moving).")
+			}
+			if len(out.NextSteps) > 0 {
+				fmt.Fprintln(w, "\nNext steps:")
+				for i, s := range out.NextSteps {
+					fmt.Fprintf(w, "  %d. %s\n", i+1, s)
+				}
+			}
+		}); err != nil {
+			return err
+		}
+		return joinErrs(errs)
+	})
 }
 
 // waitMoved polls until no reassignment is in progress and no partition
@@ -364,9 +360,9 @@ func waitMoved(o *adminOpts, adm *kadm.Client, broker int32, d time.Duration) er
 		if time.Since(lastNote) >= 10*time.Second {
 			lastNote = time.Now()
 			if err != nil {
-				fmt.Fprintf(os.Stderr, "waiting: %v\n", err)
+				fmt.Fprintf(o.stderr, "waiting: %v\n", err)
 			} else {
-				fmt.Fprintf(os.Stderr, "waiting: %d partitions still list broker %d, %d reassignments in progress\n", left, broker, moving)
+				fmt.Fprintf(o.stderr, "waiting: %d partitions still list broker %d, %d reassignments in progress\n", left, broker, moving)
 			}
 		}
 		select {
@@ -408,8 +404,8 @@ func movingOff(parent context.Context, o *adminOpts, adm *kadm.Client, broker in
 	return left, len(l), nil
 }
 
-func clusterUnregister(args []string) error {
-	fs, o := newFlags("cluster unregister", clusterUsage)
+func (c *cli) clusterUnregister(args []string) error {
+	fs, o := c.newFlags("cluster unregister", clusterUsage)
 	id := fs.Int("broker", -1, "the broker whose registration to remove")
 	pos, err := o.parseFlags(fs, args)
 	if err != nil {
@@ -422,37 +418,32 @@ func clusterUnregister(args []string) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := o.context()
-	defer cancel()
-	cl, adm, err := o.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	if err := requireAPI(ctx, adm, apiUnregisterBroker, "UnregisterBroker"); err != nil {
-		return err
-	}
-	req := kmsg.NewPtrUnregisterBrokerRequest()
-	req.BrokerID = broker
-	resp, err := req.RequestWith(ctx, cl)
-	if err != nil {
-		return apiErr(err, "UnregisterBroker")
-	}
-	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
-		if errors.Is(err, kerr.UnsupportedVersion) {
-			return notServed("UnregisterBroker")
+	return o.run(func(ctx context.Context, cl *kgo.Client, adm *kadm.Client) error {
+		if err := requireAPI(ctx, adm, apiUnregisterBroker, "UnregisterBroker"); err != nil {
+			return err
 		}
-		msg := ""
-		if resp.ErrorMessage != nil {
-			msg = *resp.ErrorMessage
+		req := kmsg.NewPtrUnregisterBrokerRequest()
+		req.BrokerID = broker
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			return apiErr(err, "UnregisterBroker")
 		}
-		return fmt.Errorf("unregister broker %d: %s", broker, kafkaErr(err, msg))
-	}
-	out := struct {
-		Broker       int32 `json:"broker"`
-		Unregistered bool  `json:"unregistered"`
-	}{broker, true}
-	return o.emit(out, func(w *tabwriter.Writer) {
-		fmt.Fprintf(w, "Broker %d unregistered: it is no longer listed, and a new broker may register with id %d.\n", broker, broker)
+		if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+			if errors.Is(err, kerr.UnsupportedVersion) {
+				return notServed("UnregisterBroker")
+			}
+			msg := ""
+			if resp.ErrorMessage != nil {
+				msg = *resp.ErrorMessage
+			}
+			return fmt.Errorf("unregister broker %d: %s", broker, kafkaErr(err, msg))
+		}
+		out := struct {
+			Broker       int32 `json:"broker"`
+			Unregistered bool  `json:"unregistered"`
+		}{broker, true}
+		return o.emit(out, func(w *tabwriter.Writer) {
+			fmt.Fprintf(w, "Broker %d unregistered: it is no longer listed, and a new broker may register with id %d.\n", broker, broker)
+		})
 	})
 }

@@ -1,4 +1,4 @@
-package main
+package admin
 
 // sluice quorum: Kafka's kafka-metadata-quorum.sh (KIP-595, KIP-853):
 // describe the metadata quorum, add a controller, remove one.
@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -30,34 +31,44 @@ voter out of the quorum; it is refused if the voters left could not form
 a live majority. docs/operations.md, "Change the controller quorum".
 `
 
-func quorumCmd(args []string) error {
-	return subcommand("quorum", quorumUsage, args, map[string]func([]string) error{
-		"describe":          quorumDescribe,
-		"add-controller":    quorumAdd,
-		"remove-controller": quorumRemove,
+func (c *cli) quorumCmd(args []string) error {
+	return c.subcommand("quorum", quorumUsage, args, map[string]func([]string) error{
+		"describe":          c.quorumDescribe,
+		"add-controller":    c.quorumAdd,
+		"remove-controller": c.quorumRemove,
 	})
 }
 
-func quorumDescribe(args []string) error {
-	fs, o := newFlags("quorum describe", quorumUsage)
+// describeQuorum asks for the metadata quorum's state (DescribeQuorum,
+// KIP-595/KIP-836, the __cluster_metadata partition).
+func describeQuorum(ctx context.Context, cl *kgo.Client) (*kmsg.DescribeQuorumResponseTopicPartition, error) {
+	req := kmsg.NewPtrDescribeQuorumRequest()
+	rt := kmsg.NewDescribeQuorumRequestTopic()
+	rt.Topic = "__cluster_metadata"
+	rt.Partitions = append(rt.Partitions, kmsg.NewDescribeQuorumRequestTopicPartition())
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return nil, err
+	}
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return nil, err
+	}
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		return nil, fmt.Errorf("DescribeQuorum: unexpected answer")
+	}
+	p := &resp.Topics[0].Partitions[0]
+	if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func (c *cli) quorumDescribe(args []string) error {
+	fs, o := c.newFlags("quorum describe", quorumUsage)
 	return runAdmin(fs, o, args, noArgs(quorumUsage, "quorum describe"), func(ctx context.Context, _ *kadm.Client, _ []string) error {
-		req := kmsg.NewPtrDescribeQuorumRequest()
-		rt := kmsg.NewDescribeQuorumRequestTopic()
-		rt.Topic = "__cluster_metadata"
-		rt.Partitions = append(rt.Partitions, kmsg.NewDescribeQuorumRequestTopicPartition())
-		req.Topics = append(req.Topics, rt)
-		resp, err := req.RequestWith(ctx, o.cl)
+		p, err := describeQuorum(ctx, o.cl)
 		if err != nil {
-			return err
-		}
-		if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
-			return err
-		}
-		if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
-			return fmt.Errorf("DescribeQuorum: unexpected answer")
-		}
-		p := resp.Topics[0].Partitions[0]
-		if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
 			return err
 		}
 		type member struct {
@@ -99,8 +110,8 @@ func quorumDescribe(args []string) error {
 	})
 }
 
-func quorumAdd(args []string) error {
-	fs, o := newFlags("quorum add-controller", quorumUsage)
+func (c *cli) quorumAdd(args []string) error {
+	fs, o := c.newFlags("quorum add-controller", quorumUsage)
 	id := fs.Int("id", -1, "node id of the new controller")
 	address := fs.String("controller-address", "", "its controller listener, HOST:PORT")
 	wait := fs.Duration("wait", 0, "how long the quorum waits for it to catch up (default 30s)")
@@ -132,8 +143,8 @@ func quorumAdd(args []string) error {
 	})
 }
 
-func quorumRemove(args []string) error {
-	fs, o := newFlags("quorum remove-controller", quorumUsage)
+func (c *cli) quorumRemove(args []string) error {
+	fs, o := c.newFlags("quorum remove-controller", quorumUsage)
 	id := fs.Int("id", -1, "node id of the controller to remove")
 	check := func(pos []string) error {
 		if len(pos) != 0 || *id < 0 {

@@ -1,9 +1,12 @@
-package main
+package admin
 
 import (
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"context"
 	"errors"
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -112,7 +115,8 @@ func TestClientOpts(t *testing.T) {
 // TestParseFlags: flags after positional arguments, "--", --help and
 // parse errors (usage errors, exit 2).
 func TestParseFlags(t *testing.T) {
-	fs, o := newFlags("x", "USAGE")
+	c := &cli{stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard}
+	fs, o := c.newFlags("x", "USAGE")
 	n := fs.Int("n", 0, "")
 	var cfgs stringList
 	fs.Var(&cfgs, "config", "")
@@ -120,24 +124,24 @@ func TestParseFlags(t *testing.T) {
 	if err != nil || strings.Join(pos, " ") != "a b --c" || *n != 3 || !o.json || strings.Join(cfgs, " ") != "k=v k2=v2" {
 		t.Errorf("pos %q n %d json %v configs %q err %v", pos, *n, o.json, cfgs, err)
 	}
-	fs, o = newFlags("x", "USAGE")
+	fs, o = c.newFlags("x", "USAGE")
 	_, err = o.parseFlags(fs, []string{"--nope"})
 	var ue *usageError
 	if !errors.As(err, &ue) || ue.usage != "USAGE" {
 		t.Errorf("unknown flag: %v", err)
 	}
-	fs, o = newFlags("x", "USAGE")
+	fs, o = c.newFlags("x", "USAGE")
 	if _, err := o.parseFlags(fs, []string{"--timeout", "-1s"}); !errors.As(err, &ue) {
 		t.Errorf("negative timeout: %v", err)
 	}
-	fs, o = newFlags("x", "USAGE")
+	fs, o = c.newFlags("x", "USAGE")
 	if _, err := o.parseFlags(fs, []string{"--help"}); !errors.Is(err, flag.ErrHelp) {
 		t.Errorf("--help: %v", err)
 	}
-	if err := subcommand("g", "U", nil, nil); !errors.As(err, &ue) {
+	if err := c.subcommand("g", "U", nil, nil); !errors.As(err, &ue) {
 		t.Errorf("no subcommand: %v", err)
 	}
-	if err := subcommand("g", "U", []string{"zap"}, map[string]func([]string) error{}); !errors.As(err, &ue) || !strings.Contains(err.Error(), `unknown subcommand "zap"`) {
+	if err := c.subcommand("g", "U", []string{"zap"}, map[string]func([]string) error{}); !errors.As(err, &ue) || !strings.Contains(err.Error(), `unknown subcommand "zap"`) {
 		t.Errorf("unknown subcommand: %v", err)
 	}
 	if _, _, err := parseKV("U", []string{"a=1", "a=2"}); err == nil {
@@ -148,5 +152,51 @@ func TestParseFlags(t *testing.T) {
 	}
 	if _, _, err := topicPartitions("t:x"); err == nil {
 		t.Error("t:x accepted")
+	}
+}
+
+// TestAddConfigList: kafka-configs.sh's --add-config format, a bracketed
+// value keeping its commas, and --delete-config's comma list.
+func TestAddConfigList(t *testing.T) {
+	var l stringList
+	a := addConfigList{&l}
+	if err := a.Set("a=1,b=[x,y],c=[]"); err != nil {
+		t.Fatal(err)
+	}
+	a.Set("d=2")
+	if got := strings.Join(l, " "); got != "a=1 b=x,y c= d=2" {
+		t.Errorf("--add-config items: %q", got)
+	}
+	var d stringList
+	commaList{&d}.Set("k1, k2,")
+	commaList{&d}.Set("k3")
+	if got := strings.Join(d, " "); got != "k1 k2 k3" {
+		t.Errorf("--delete-config items: %q", got)
+	}
+}
+
+// TestMaxRequestSize: max.request.size's default (Kafka's), its bounds,
+// and the write limit raised with it beyond kgo's 100 MiB default; the
+// record size estimate is Kafka's upper bound.
+func TestMaxRequestSize(t *testing.T) {
+	if n, opts, err := maxRequestSize(map[string]string{}); err != nil || n != 1048576 || len(opts) != 1 {
+		t.Errorf("default: %d %d %v", n, len(opts), err)
+	}
+	if n, opts, err := maxRequestSize(map[string]string{"max.request.size": " 4194304 "}); err != nil || n != 4194304 || len(opts) != 1 {
+		t.Errorf("4194304: %d %d %v", n, len(opts), err)
+	}
+	if n, opts, err := maxRequestSize(map[string]string{"max.request.size": "209715200"}); err != nil || n != 209715200 || len(opts) != 2 {
+		t.Errorf("200 MiB: %d %d %v", n, len(opts), err)
+	}
+	for _, v := range []string{"100", "x", "2147483647"} {
+		if _, _, err := maxRequestSize(map[string]string{"max.request.size": v}); err == nil {
+			t.Errorf("max.request.size=%s accepted", v)
+		}
+	}
+	if _, err := clientOpts(map[string]string{"max.request.size": "x"}); err == nil || !strings.Contains(err.Error(), "max.request.size") {
+		t.Errorf("clientOpts with a bad max.request.size: %v", err)
+	}
+	if n := recordSizeUpperBound(&kgo.Record{Key: []byte("k"), Value: make([]byte, 100)}); n != 61+21+101 {
+		t.Errorf("recordSizeUpperBound: %d", n)
 	}
 }

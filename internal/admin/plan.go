@@ -1,4 +1,4 @@
-package main
+package admin
 
 // The reassignment plan of `sluice reassign plan` (what Kafka's
 // kafka-reassign-partitions.sh --generate proposes), and its JSON file

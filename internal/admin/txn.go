@@ -1,4 +1,4 @@
-package main
+package admin
 
 // sluice txn: Kafka's kafka-transactions.sh (KIP-664): list and describe
 // transactions, the producers of partitions with their open transactions
@@ -33,20 +33,21 @@ read_committed consumer) back. abort writes the ABORT marker for the
 transaction that began at --start-offset in T-P, using the producer id,
 epoch and coordinator epoch the partition reports (kafka-transactions.sh
 abort --start-offset); the transaction's records then stay invisible to
-read_committed consumers and the last stable offset moves on.
+read_committed consumers and the last stable offset moves on. describe's
+ids may also be given as --transactional-id ID (kafka-transactions.sh).
 `
 
-func txnCmd(args []string) error {
-	return subcommand("txn", txnUsage, args, map[string]func([]string) error{
-		"list":      txnList,
-		"describe":  txnDescribe,
-		"producers": txnProducers,
-		"abort":     txnAbort,
+func (c *cli) txnCmd(args []string) error {
+	return c.subcommand("txn", txnUsage, args, map[string]func([]string) error{
+		"list":      c.txnList,
+		"describe":  c.txnDescribe,
+		"producers": c.txnProducers,
+		"abort":     c.txnAbort,
 	})
 }
 
-func txnList(args []string) error {
-	fs, o := newFlags("txn list", txnUsage)
+func (c *cli) txnList(args []string) error {
+	fs, o := c.newFlags("txn list", txnUsage)
 	return runAdmin(fs, o, args, noArgs(txnUsage, "txn list"), func(ctx context.Context, adm *kadm.Client, _ []string) error {
 		return txnListRun(ctx, adm, o)
 	})
@@ -77,8 +78,9 @@ func txnListRun(ctx context.Context, adm *kadm.Client, o *adminOpts) error {
 	})
 }
 
-func txnDescribe(args []string) error {
-	fs, o := newFlags("txn describe", txnUsage)
+func (c *cli) txnDescribe(args []string) error {
+	fs, o := c.newFlags("txn describe", txnUsage)
+	o.posFlag(fs, "transactional-id")
 	needIDs := func(ids []string) error {
 		if len(ids) == 0 {
 			return usageErrorf(txnUsage, "txn describe needs transactional ids")
@@ -160,8 +162,8 @@ type producerFlags struct {
 }
 
 // newProducerFlags registers them on a new flag set for command name.
-func newProducerFlags(name string) (*flag.FlagSet, *adminOpts, *producerFlags) {
-	fs, o := newFlags(name, txnUsage)
+func (c *cli) newProducerFlags(name string) (*flag.FlagSet, *adminOpts, *producerFlags) {
+	fs, o := c.newFlags(name, txnUsage)
 	pf := &producerFlags{}
 	fs.StringVar(&pf.topic, "topic", "", "topic")
 	fs.IntVar(&pf.partition, "partition", -1, "partition (default: all)")
@@ -209,8 +211,8 @@ func describeProducers(ctx context.Context, adm *kadm.Client, pf *producerFlags)
 	return rows, perr
 }
 
-func txnProducers(args []string) error {
-	fs, o, pf := newProducerFlags("txn producers")
+func (c *cli) txnProducers(args []string) error {
+	fs, o, pf := c.newProducerFlags("txn producers")
 	return runAdmin(fs, o, args, pf.check, func(ctx context.Context, adm *kadm.Client, _ []string) error {
 		rows, err := describeProducers(ctx, adm, pf)
 		if err != nil {
@@ -229,8 +231,8 @@ func txnProducers(args []string) error {
 	})
 }
 
-func txnAbort(args []string) error {
-	fs, o, pf := newProducerFlags("txn abort")
+func (c *cli) txnAbort(args []string) error {
+	fs, o, pf := c.newProducerFlags("txn abort")
 	check := func(pos []string) error {
 		if err := pf.check(pos); err != nil {
 			return err
