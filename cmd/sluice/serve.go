@@ -143,6 +143,10 @@ func parseServe(args []string) (*config.Broker, slog.Level, error) {
 		// process.roles and the quorum together, after --voters.
 		err = cfg.CheckRoles()
 	}
+	if err == nil {
+		// metadata.log.dir against the data directory, after --data-dir.
+		err = cfg.CheckDirs()
+	}
 	return cfg, level, err
 }
 
@@ -160,8 +164,11 @@ func serve(args []string) error {
 	for _, k := range config.UnknownBrokerKeys(cfg.Props) {
 		logger.Warn(fmt.Sprintf("The configuration '%s' was supplied but isn't a known config.", k))
 	}
-	if keys := config.NoEffectBrokerKeys(cfg.Props); len(keys) > 0 {
-		logger.Info("settings accepted but without effect in sluice (docs/configuration.md)", "keys", strings.Join(keys, ","))
+	// Settings sluice accepts but ignores (StatusIgnored), set to other
+	// than their default: one warning names them all. The refused ones
+	// (StatusRefused) stopped the start in parseServe.
+	if keys := config.IgnoredBrokerKeys(cfg.Props); len(keys) > 0 {
+		logger.Warn("settings ignored by sluice: accepted, but they change nothing (docs/configuration.md, status ignored)", "keys", strings.Join(keys, ","))
 	}
 	var httpSec *httpSecurity
 	if cfg.HTTP != "" {

@@ -15,14 +15,18 @@ import (
 // with Kafka's type, default and valid range. A key that is neither here
 // nor a topic-default synonym (BrokerDef) is unknown: `sluice serve`
 // logs Kafka's "supplied but isn't a known config" warning and starts.
-// Settings with NoEffect are accepted and validated so that a Kafka
-// user's file works, but change nothing in sluice.
+// Every setting has a Status: implemented, ignored (accepted and
+// validated so that a Kafka user's file works, but changing nothing; a
+// warning names those set to a non-default value) or refused (only the
+// default or a harmless value is accepted: sluice does not implement what
+// the others ask for, and they would change membership, durability,
+// security or where data lives).
 //
 // The topic-config synonyms (log.retention.ms, log.segment.bytes,
 // min.insync.replicas, ...) are not listed here: BrokerDef derives them
 // from TopicDefs so that a broker default is validated by the same rule
 // as the topic config it defaults.
-var BrokerDefs = slices.Concat(coreBrokerDefs, securityDefs)
+var BrokerDefs = slices.Concat(coreBrokerDefs, securityDefs, kafka42Defs)
 
 // ReplicaSelectorRackAware is Kafka's rack-aware replica selector class
 // (replica.selector.class, KIP-392).
@@ -45,12 +49,12 @@ var coreBrokerDefs = []Def{
 	{Name: "node.id", Type: TypeInt, Default: "1", Min: 0, Max: math.MaxInt32, Doc: "This node's id (--node-id). Kafka's default is -1 (required in KRaft); sluice's is 1."},
 	{Name: "broker.id", Type: TypeInt, Default: "-1", Min: -1, Max: math.MaxInt32, Doc: "Older name of node.id, used when node.id is not set."},
 	{Name: "controller.quorum.voters", Type: TypeList, Default: "", Check: checkVoters, Form: "id@host:port,...", Doc: "The controller quorum as id@host:port,... (--voters). Empty: a single-node quorum of this node."},
-	{Name: "controller.quorum.bootstrap.servers", Type: TypeList, Default: "", Check: checkHostPorts, Form: "host:port,...", NoEffect: true, Doc: "KIP-853 dynamic quorum bootstrap (host:port,...). Without controller.quorum.voters it is accepted only when it names this node's own CONTROLLER listener (a standalone combined node, run as a single-node cluster); naming another controller is refused at start. List a quorum in controller.quorum.voters."},
-	{Name: "controller.listener.names", Type: TypeList, Default: "", NoEffect: true, Doc: "Listener names used by the controller. sluice's controller listener is the one named CONTROLLER in listeners (or --controller-listen)."},
-	{Name: "controller.quorum.election.timeout.ms", Type: TypeInt, Default: "1000", NoEffect: true, Doc: "Raft election timeout. sluice's controller uses a fixed one-second raft timeout."},
-	{Name: "controller.quorum.fetch.timeout.ms", Type: TypeInt, Default: "2000", NoEffect: true},
-	{Name: "controller.quorum.election.backoff.max.ms", Type: TypeInt, Default: "1000", NoEffect: true},
-	{Name: "metadata.log.dir", Type: TypeString, Default: "", NoEffect: true, Doc: "Where KRaft keeps its metadata log. sluice keeps it under the data directory (__raft)."},
+	{Name: "controller.quorum.bootstrap.servers", Type: TypeList, Default: "", Check: checkHostPorts, Form: "host:port,...", Status: StatusRefused, Refuses: "any controller but this node's own (CheckRoles)", Doc: "KIP-853 dynamic quorum bootstrap (host:port,...). Without controller.quorum.voters it is accepted only when it names this node's own CONTROLLER listener (a standalone combined node, run as a single-node cluster); naming another controller is refused at start. List a quorum in controller.quorum.voters."},
+	{Name: "controller.listener.names", Type: TypeList, Default: "", Refuse: refuseControllerListenerNames, Refuses: "any name but CONTROLLER", Doc: "Listener names used by the controller. sluice's controller listener is the one named CONTROLLER in listeners (or --controller-listen); another name is refused at start, since sluice would serve clients on the listener Kafka reserves for the quorum."},
+	{Name: "controller.quorum.election.timeout.ms", Type: TypeInt, Default: "1000", Status: StatusIgnored, Doc: "Raft election timeout. sluice's controller uses a fixed one-second raft timeout."},
+	{Name: "controller.quorum.fetch.timeout.ms", Type: TypeInt, Default: "2000", Status: StatusIgnored},
+	{Name: "controller.quorum.election.backoff.max.ms", Type: TypeInt, Default: "1000", Status: StatusIgnored},
+	{Name: "metadata.log.dir", Type: TypeString, Default: "", Status: StatusRefused, Refuses: "any directory but the data directory (CheckDirs)", Doc: "Where KRaft keeps its metadata log. sluice keeps it under the data directory (__raft): a metadata.log.dir naming another directory is refused at start."},
 	{Name: "broker.rack", Type: TypeString, Default: "", Doc: "Rack of this broker, registered with the controller and given to clients in Metadata; replica.selector.class=RackAwareReplicaSelector sends a consumer of another rack to an in-sync replica in its client.rack (KIP-392). Placement is not rack-aware."},
 	{Name: "replica.selector.class", Type: TypeString, Default: "", Check: checkReplicaSelector, Form: "empty, or " + ReplicaSelectorRackAware, Doc: "The leader's choice of a replica for a consumer to fetch from (KIP-392). Empty: the leader (Kafka's LeaderSelector). org.apache.kafka.common.replica.RackAwareReplicaSelector: an in-sync replica in the consumer's client.rack that holds the fetch offset, the most caught up first; the leader if its rack is the consumer's or none is. Any other class is refused at start. Followers serve every consumer that sends client metadata (Fetch v11+), up to their own high watermark."},
 
@@ -60,14 +64,14 @@ var coreBrokerDefs = []Def{
 	{Name: "inter.broker.listener.name", Type: TypeString, Default: "", Doc: "The listener followers fetch from on other brokers (its name on every broker). Empty: the listener named after security.inter.broker.protocol if that is set, else PLAINTEXT if there is such a listener (Kafka's default), else the first Kafka listener."},
 	{Name: "listener.security.protocol.map", Type: TypeList, Default: "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL", Check: checkProtocolMap, Form: "NAME:PROTOCOL,... (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)", Doc: "Listener name to security protocol. The CONTROLLER listener is PLAINTEXT or SSL (with ssl.client.auth=required, mTLS between the voters and every broker that reaches them; docs/security.md)."},
 	{Name: "security.inter.broker.protocol", Type: TypeString, Default: "PLAINTEXT", Enum: securityProtocols, Doc: "Names the inter-broker listener when inter.broker.listener.name is not set (the listener of that name)."},
-	{Name: "num.network.threads", Type: TypeInt, Default: "3", Min: 1, Max: math.MaxInt32, NoEffect: true, Doc: "sluice runs two goroutines per connection instead of a thread pool."},
-	{Name: "num.io.threads", Type: TypeInt, Default: "8", Min: 1, Max: math.MaxInt32, NoEffect: true, Doc: "sluice handles requests on the connection's goroutine."},
-	{Name: "background.threads", Type: TypeInt, Default: "10", Min: 1, Max: math.MaxInt32, NoEffect: true},
-	{Name: "queued.max.requests", Type: TypeInt, Default: "500", Min: 1, Max: math.MaxInt32, NoEffect: true},
-	{Name: "socket.send.buffer.bytes", Type: TypeInt, Default: "102400", Min: -1, Max: math.MaxInt32, NoEffect: true, Doc: "SO_SNDBUF in bytes; -1 is the OS default (which sluice uses)."},
-	{Name: "socket.receive.buffer.bytes", Type: TypeInt, Default: "102400", Min: -1, Max: math.MaxInt32, NoEffect: true, Doc: "SO_RCVBUF in bytes; -1 is the OS default (which sluice uses)."},
+	{Name: "num.network.threads", Type: TypeInt, Default: "3", Min: 1, Max: math.MaxInt32, Status: StatusIgnored, Doc: "sluice runs two goroutines per connection instead of a thread pool."},
+	{Name: "num.io.threads", Type: TypeInt, Default: "8", Min: 1, Max: math.MaxInt32, Status: StatusIgnored, Doc: "sluice handles requests on the connection's goroutine."},
+	{Name: "background.threads", Type: TypeInt, Default: "10", Min: 1, Max: math.MaxInt32, Status: StatusIgnored},
+	{Name: "queued.max.requests", Type: TypeInt, Default: "500", Min: 1, Max: math.MaxInt32, Status: StatusIgnored},
+	{Name: "socket.send.buffer.bytes", Type: TypeInt, Default: "102400", Min: -1, Max: math.MaxInt32, Status: StatusIgnored, Doc: "SO_SNDBUF in bytes; -1 is the OS default (which sluice uses)."},
+	{Name: "socket.receive.buffer.bytes", Type: TypeInt, Default: "102400", Min: -1, Max: math.MaxInt32, Status: StatusIgnored, Doc: "SO_RCVBUF in bytes; -1 is the OS default (which sluice uses)."},
 	{Name: "socket.request.max.bytes", Type: TypeInt, Default: "104857600", Min: 1, Max: math.MaxInt32, Doc: "Largest request accepted, in bytes; a larger frame closes the connection."},
-	{Name: "socket.listen.backlog.size", Type: TypeInt, Default: "50", Min: 1, Max: math.MaxInt32, NoEffect: true},
+	{Name: "socket.listen.backlog.size", Type: TypeInt, Default: "50", Min: 1, Max: math.MaxInt32, Status: StatusIgnored},
 	{Name: "max.connections", Type: TypeInt, Default: "10000", Min: 0, Max: math.MaxInt32, Doc: "Most client connections at once. Kafka's default is 2147483647; sluice's is 10000."},
 	{Name: "max.connections.per.ip", Type: TypeInt, Default: "2147483647", Min: 0, Max: math.MaxInt32, Doc: "Most connections from one IP address at once; a further one is closed at accept (Kafka's ConnectionQuotas). Counted per remote IP across all listeners (docs/security.md)."},
 	{Name: "max.connections.per.ip.overrides", Type: TypeString, Default: "", Check: checkConnOverrides, Form: "host:count,...", Doc: "Per-host exceptions to max.connections.per.ip, host:count,... A host name is resolved once at start."},
@@ -75,12 +79,12 @@ var coreBrokerDefs = []Def{
 	{Name: "quota.window.num", Type: TypeInt, Default: "11", Min: 1, Max: 1000, Doc: "Samples the client quota rates are measured over (ClientQuotaManager); sluice uses at least 2."},
 	{Name: "quota.window.size.seconds", Type: TypeInt, Default: "1", Min: 1, Max: 3600, Doc: "Length of one client quota sample, in seconds."},
 	{Name: "connections.max.idle.ms", Type: TypeLong, Default: "600000", Doc: "Idle connections are closed after this many milliseconds, authenticated or not; it also bounds a TLS handshake when shorter than 10 s (docs/security.md)."},
-	{Name: "fetch.max.bytes", Type: TypeInt, Default: "57671680", Min: 1024, Max: math.MaxInt32, NoEffect: true},
+	{Name: "fetch.max.bytes", Type: TypeInt, Default: "57671680", Min: 1024, Max: math.MaxInt32, Status: StatusIgnored},
 	{Name: "max.incremental.fetch.session.cache.slots", Type: TypeInt, Default: "1000", Min: 0, Max: math.MaxInt32, Doc: "Most incremental fetch sessions (KIP-227) the broker keeps at once, for consumers and followers together; 0 disables them (every fetch is then a full one). A full cache evicts by Kafka's rules: a session unused for 120 s, else a consumer's session for a follower's, else one older than 120 s with fewer partitions (docs/fetch-sessions.md)."},
 
 	// Logs.
-	{Name: "log.dirs", Type: TypeList, Default: "", Doc: "Data directory (--data-dir). sluice uses the first entry."},
-	{Name: "log.dir", Type: TypeString, Default: "/tmp/kafka-logs", Doc: "Data directory when log.dirs is not set. sluice's default data directory is ./sluice-data."},
+	{Name: "log.dirs", Type: TypeList, Default: "", Refuse: refuseSeveralDirs, Refuses: "more than one directory", Doc: "Data directory (--data-dir): one directory. Several (Kafka's JBOD) are refused at start."},
+	{Name: "log.dir", Type: TypeList, Default: "/tmp/kafka-logs", Refuse: refuseSeveralDirs, Refuses: "more than one directory", Doc: "Data directory when log.dirs is not set; one directory (several are refused at start). sluice's default data directory is ./sluice-data."},
 	{Name: "max.broker.partitions", Type: TypeInt, Default: "50000", Min: 1, Max: math.MaxInt32, Doc: "KIP-578: the most partition replicas one broker may hold. A CreateTopics or CreatePartitions that would put more on a broker is refused whole with POLICY_VIOLATION (Kafka has no RESOURCE_LIMIT_REACHED code); placement skips brokers at the limit. Kafka's proposed default is 2147483647; sluice's is 50000."},
 	{Name: "max.partitions", Type: TypeInt, Default: "100000", Min: 1, Max: math.MaxInt32, Doc: "KIP-578: the most partitions in the cluster; a CreateTopics or CreatePartitions beyond it is refused whole with POLICY_VIOLATION. Kafka's proposed default is 2147483647; sluice's is 100000."},
 	{Name: "log.max.open.files", Type: TypeInt, Default: "0", Min: 0, Max: math.MaxInt32, Doc: "sluice only: most segment and index files held open at once; idle ones are closed least recently used first and reopened when needed. 0 is a quarter of the process's open-file limit (RLIMIT_NOFILE), at least 64."},
@@ -93,18 +97,18 @@ var coreBrokerDefs = []Def{
 	{Name: "log.retention.minutes", Type: TypeInt, Default: "", Min: -1, Max: math.MaxInt32, Doc: "Default retention.ms in minutes, used when log.retention.ms is not set; -1 keeps records forever."},
 	{Name: "log.retention.check.interval.ms", Type: TypeLong, Default: "300000", Min: 1, Max: math.MaxInt64, Doc: "How often segments are checked against retention.ms and retention.bytes."},
 	{Name: "log.roll.hours", Type: TypeInt, Default: "168", Min: 1, Max: math.MaxInt32, Doc: "Default segment.ms in hours, used when log.roll.ms is not set."},
-	{Name: "log.roll.jitter.hours", Type: TypeInt, Default: "0", Min: 0, Max: math.MaxInt32, NoEffect: true},
+	{Name: "log.roll.jitter.hours", Type: TypeInt, Default: "0", Min: 0, Max: math.MaxInt32, Status: StatusIgnored},
 	{Name: "log.cleaner.enable", Type: TypeBoolean, Default: "true", Doc: "Run the log cleaner, which compacts topics whose cleanup.policy contains compact (docs/compaction.md)."},
 	{Name: "log.cleaner.threads", Type: TypeInt, Default: "1", Min: 1, Max: 64, Doc: "Log cleaner threads."},
 	{Name: "log.cleaner.dedupe.buffer.size", Type: TypeLong, Default: "134217728", Min: 0, Max: math.MaxInt64, Doc: "Memory (bytes) for the cleaners' key maps, divided among the threads; a pass allocates what its dirty section needs, up to it."},
 	{Name: "log.cleaner.io.max.bytes.per.second", Type: TypeDouble, Default: "1.7976931348623157E308", Min: 0, Max: math.MaxFloat64, Doc: "Bytes per second the cleaner threads read and write, together."},
 	{Name: "log.cleaner.backoff.ms", Type: TypeLong, Default: "15000", Min: 0, Max: math.MaxInt64, Doc: "Sleep of a cleaner thread when no compacted log is due."},
-	{Name: "log.cleaner.io.buffer.size", Type: TypeInt, Default: "524288", Min: 0, Max: math.MaxInt32, NoEffect: true},
-	{Name: "log.cleaner.io.buffer.load.factor", Type: TypeDouble, Default: "0.9", Min: 0, Max: 1, NoEffect: true, Doc: "The key map's load factor is fixed at 0.9."},
+	{Name: "log.cleaner.io.buffer.size", Type: TypeInt, Default: "524288", Min: 0, Max: math.MaxInt32, Status: StatusIgnored},
+	{Name: "log.cleaner.io.buffer.load.factor", Type: TypeDouble, Default: "0.9", Min: 0, Max: 1, Status: StatusIgnored, Doc: "The key map's load factor is fixed at 0.9."},
 	{Name: "sluice.log.flush.syncfs.min.partitions", Type: TypeInt, Default: "16", Min: 0, Max: math.MaxInt32, Doc: "sluice only: a number of partitions. When at least this many partitions wait for their fsync at once (queued or being fsynced one by one), the flush workers make all of the queued ones durable with one syncfs(2) of the data directory's filesystem instead of one fsync each, one such round at a time (the next one covers what was queued meanwhile). syncfs writes back every dirty file of that filesystem, other programs' too, so it pays when many partitions are dirty and the filesystem is sluice's own (docs/storage.md, docs/performance.md). A failed syncfs fails every partition of its round as a failed fsync does: the broker halts. 0 disables it; Linux 5.8 or later only (elsewhere each partition is fsynced)."},
-	{Name: "log.flush.scheduler.interval.ms", Type: TypeLong, Default: maxLong, NoEffect: true, Doc: "sluice fsyncs every append before acknowledging it (group commit)."},
-	{Name: "log.flush.offset.checkpoint.interval.ms", Type: TypeInt, Default: "60000", Min: 0, Max: math.MaxInt32, NoEffect: true},
-	{Name: "log.flush.start.offset.checkpoint.interval.ms", Type: TypeInt, Default: "60000", Min: 0, Max: math.MaxInt32, NoEffect: true},
+	{Name: "log.flush.scheduler.interval.ms", Type: TypeLong, Default: maxLong, Status: StatusIgnored, Doc: "sluice fsyncs every append before acknowledging it (group commit)."},
+	{Name: "log.flush.offset.checkpoint.interval.ms", Type: TypeInt, Default: "60000", Min: 0, Max: math.MaxInt32, Status: StatusIgnored},
+	{Name: "log.flush.start.offset.checkpoint.interval.ms", Type: TypeInt, Default: "60000", Min: 0, Max: math.MaxInt32, Status: StatusIgnored},
 
 	// Replication.
 	{Name: "replica.lag.time.max.ms", Type: TypeLong, Default: "30000", Doc: "A follower that has not caught up with the leader's log end for this long leaves the ISR."},
@@ -113,17 +117,17 @@ var coreBrokerDefs = []Def{
 	{Name: "replica.fetch.wait.max.ms", Type: TypeInt, Default: "500", Doc: "Longest a follower's fetch waits on the leader for new data, in milliseconds."},
 	{Name: "replica.fetch.min.bytes", Type: TypeInt, Default: "1", Doc: "Bytes a follower's fetch waits for."},
 	{Name: "replica.fetch.backoff.ms", Type: TypeInt, Default: "1000", Min: 0, Max: math.MaxInt32, Doc: "Pause after a failed follower fetch, in milliseconds."},
-	{Name: "replica.socket.timeout.ms", Type: TypeInt, Default: "30000", NoEffect: true},
-	{Name: "replica.socket.receive.buffer.bytes", Type: TypeInt, Default: "65536", NoEffect: true},
+	{Name: "replica.socket.timeout.ms", Type: TypeInt, Default: "30000", Status: StatusIgnored},
+	{Name: "replica.socket.receive.buffer.bytes", Type: TypeInt, Default: "65536", Status: StatusIgnored},
 	{Name: "leader.replication.throttled.rate", Type: TypeLong, Default: maxLong, Min: 0, Max: math.MaxInt64, Doc: "KIP-73: bytes per second this broker, as leader, sends to followers for the replicas topics name in leader.replication.throttled.replicas while they are out of the ISR; over it their partitions get no records (the others still flow). Dynamic: a change applies at once, e.g. kafka-reassign-partitions --throttle."},
 	{Name: "follower.replication.throttled.rate", Type: TypeLong, Default: maxLong, Min: 0, Max: math.MaxInt64, Doc: "KIP-73: bytes per second this broker, as follower, fetches for its replicas that topics name in follower.replication.throttled.replicas while they are out of the ISR; over it they are left out of its fetches. Dynamic: a change applies at once, e.g. kafka-reassign-partitions --throttle."},
 	{Name: "replication.quota.window.num", Type: TypeInt, Default: "11", Min: 1, Max: 1000, Doc: "Samples the replication throttle rates are measured over (ReplicationQuotaManager); sluice uses at least 2."},
 	{Name: "replication.quota.window.size.seconds", Type: TypeInt, Default: "1", Min: 1, Max: 3600, Doc: "Length of one replication throttle sample, in seconds."},
-	{Name: "num.replica.fetchers", Type: TypeInt, Default: "1", NoEffect: true, Doc: "sluice runs one fetcher per leader broker."},
-	{Name: "replica.high.watermark.checkpoint.interval.ms", Type: TypeLong, Default: "5000", NoEffect: true, Doc: "sluice checkpoints high watermarks every 5 s."},
+	{Name: "num.replica.fetchers", Type: TypeInt, Default: "1", Status: StatusIgnored, Doc: "sluice runs one fetcher per leader broker."},
+	{Name: "replica.high.watermark.checkpoint.interval.ms", Type: TypeLong, Default: "5000", Status: StatusIgnored, Doc: "sluice checkpoints high watermarks every 5 s."},
 	{Name: "auto.leader.rebalance.enable", Type: TypeBoolean, Default: "true", Doc: "Move leadership back to preferred replicas."},
 	{Name: "leader.imbalance.check.interval.seconds", Type: TypeLong, Default: "300", Min: 1, Max: math.MaxInt64, Doc: "How often the controller checks for leadership imbalance."},
-	{Name: "leader.imbalance.per.broker.percentage", Type: TypeInt, Default: "10", NoEffect: true},
+	{Name: "leader.imbalance.per.broker.percentage", Type: TypeInt, Default: "10", Status: StatusIgnored},
 
 	// Broker lifecycle.
 	{Name: "broker.session.timeout.ms", Type: TypeInt, Default: "9000", Min: 1, Max: math.MaxInt32, Doc: "A broker with no heartbeat for this long is fenced by the controller."},
@@ -137,29 +141,29 @@ var coreBrokerDefs = []Def{
 	{Name: "offsets.topic.num.partitions", Type: TypeInt, Default: "50", Min: 1, Max: math.MaxInt32, Doc: "Partitions of __consumer_offsets."},
 	{Name: "offsets.topic.segment.bytes", Type: TypeInt, Default: "104857600", Min: 1, Max: math.MaxInt32, Doc: "segment.bytes of __consumer_offsets."},
 	{Name: "offsets.retention.minutes", Type: TypeInt, Default: "10080", Min: 1, Max: math.MaxInt32, Doc: "Committed offsets of an empty group expire after this many minutes."},
-	{Name: "offsets.retention.check.interval.ms", Type: TypeLong, Default: "600000", Min: 1, Max: math.MaxInt64, NoEffect: true},
-	{Name: "offsets.commit.timeout.ms", Type: TypeInt, Default: "5000", Min: 1, Max: math.MaxInt32, NoEffect: true},
+	{Name: "offsets.retention.check.interval.ms", Type: TypeLong, Default: "600000", Min: 1, Max: math.MaxInt64, Status: StatusIgnored},
+	{Name: "offsets.commit.timeout.ms", Type: TypeInt, Default: "5000", Min: 1, Max: math.MaxInt32, Status: StatusIgnored},
 	{Name: "offset.metadata.max.bytes", Type: TypeInt, Default: "4096", Doc: "Largest metadata string of a committed offset."},
 	{Name: "group.initial.rebalance.delay.ms", Type: TypeInt, Default: "3000", Doc: "How long the first rebalance of a new group waits for more members."},
-	{Name: "group.min.session.timeout.ms", Type: TypeInt, Default: "6000", NoEffect: true},
-	{Name: "group.max.session.timeout.ms", Type: TypeInt, Default: "1800000", NoEffect: true},
+	{Name: "group.min.session.timeout.ms", Type: TypeInt, Default: "6000", Status: StatusIgnored},
+	{Name: "group.max.session.timeout.ms", Type: TypeInt, Default: "1800000", Status: StatusIgnored},
 	{Name: "group.max.size", Type: TypeInt, Default: "2147483647", Min: 1, Max: math.MaxInt32, Doc: "Most members of one consumer group."},
-	{Name: "group.coordinator.rebalance.protocols", Type: TypeList, Default: "classic,consumer", Enum: []string{"classic", "consumer", "share", "streams"}, NoEffect: true, Doc: "sluice serves the classic protocol."},
-	{Name: "group.consumer.session.timeout.ms", Type: TypeInt, Default: "45000", Min: 1, Max: math.MaxInt32, NoEffect: true, Doc: "Default of the group config consumer.session.timeout.ms (KIP-848 consumer groups, which sluice does not serve: it bounds and defaults the stored group configs only)."},
-	{Name: "group.consumer.min.session.timeout.ms", Type: TypeInt, Default: "45000", Min: 1, Max: math.MaxInt32, NoEffect: true, Doc: "Least consumer.session.timeout.ms a group config may set."},
-	{Name: "group.consumer.max.session.timeout.ms", Type: TypeInt, Default: "60000", Min: 1, Max: math.MaxInt32, NoEffect: true, Doc: "Greatest consumer.session.timeout.ms a group config may set."},
-	{Name: "group.consumer.heartbeat.interval.ms", Type: TypeInt, Default: "5000", Min: 1, Max: math.MaxInt32, NoEffect: true, Doc: "Default of the group config consumer.heartbeat.interval.ms."},
-	{Name: "group.consumer.min.heartbeat.interval.ms", Type: TypeInt, Default: "5000", Min: 1, Max: math.MaxInt32, NoEffect: true, Doc: "Least consumer.heartbeat.interval.ms a group config may set."},
-	{Name: "group.consumer.max.heartbeat.interval.ms", Type: TypeInt, Default: "15000", Min: 1, Max: math.MaxInt32, NoEffect: true, Doc: "Greatest consumer.heartbeat.interval.ms a group config may set."},
-	{Name: "group.share.session.timeout.ms", Type: TypeInt, Default: "45000", Min: 1, Max: math.MaxInt32, NoEffect: true, Doc: "Default of the group config share.session.timeout.ms (share groups, KIP-932, are not implemented)."},
-	{Name: "group.share.min.session.timeout.ms", Type: TypeInt, Default: "45000", Min: 1, Max: math.MaxInt32, NoEffect: true, Doc: "Least share.session.timeout.ms a group config may set."},
-	{Name: "group.share.max.session.timeout.ms", Type: TypeInt, Default: "60000", Min: 1, Max: math.MaxInt32, NoEffect: true, Doc: "Greatest share.session.timeout.ms a group config may set."},
-	{Name: "group.share.heartbeat.interval.ms", Type: TypeInt, Default: "5000", Min: 1, Max: math.MaxInt32, NoEffect: true, Doc: "Default of the group config share.heartbeat.interval.ms."},
-	{Name: "group.share.min.heartbeat.interval.ms", Type: TypeInt, Default: "5000", Min: 1, Max: math.MaxInt32, NoEffect: true, Doc: "Least share.heartbeat.interval.ms a group config may set."},
-	{Name: "group.share.max.heartbeat.interval.ms", Type: TypeInt, Default: "15000", Min: 1, Max: math.MaxInt32, NoEffect: true, Doc: "Greatest share.heartbeat.interval.ms a group config may set."},
-	{Name: "group.share.record.lock.duration.ms", Type: TypeInt, Default: "30000", Min: 1000, Max: 3600000, NoEffect: true, Doc: "Default of the group config share.record.lock.duration.ms."},
-	{Name: "group.share.min.record.lock.duration.ms", Type: TypeInt, Default: "15000", Min: 1000, Max: 30000, NoEffect: true, Doc: "Least share.record.lock.duration.ms a group config may set."},
-	{Name: "group.share.max.record.lock.duration.ms", Type: TypeInt, Default: "60000", Min: 30000, Max: 3600000, NoEffect: true, Doc: "Greatest share.record.lock.duration.ms a group config may set."},
+	{Name: "group.coordinator.rebalance.protocols", Type: TypeList, Default: "classic,consumer", Enum: []string{"classic", "consumer", "share", "streams"}, Status: StatusIgnored, Doc: "sluice serves the classic protocol."},
+	{Name: "group.consumer.session.timeout.ms", Type: TypeInt, Default: "45000", Min: 1, Max: math.MaxInt32, Status: StatusIgnored, Doc: "Default of the group config consumer.session.timeout.ms (KIP-848 consumer groups, which sluice does not serve: it bounds and defaults the stored group configs only)."},
+	{Name: "group.consumer.min.session.timeout.ms", Type: TypeInt, Default: "45000", Min: 1, Max: math.MaxInt32, Status: StatusIgnored, Doc: "Least consumer.session.timeout.ms a group config may set."},
+	{Name: "group.consumer.max.session.timeout.ms", Type: TypeInt, Default: "60000", Min: 1, Max: math.MaxInt32, Status: StatusIgnored, Doc: "Greatest consumer.session.timeout.ms a group config may set."},
+	{Name: "group.consumer.heartbeat.interval.ms", Type: TypeInt, Default: "5000", Min: 1, Max: math.MaxInt32, Status: StatusIgnored, Doc: "Default of the group config consumer.heartbeat.interval.ms."},
+	{Name: "group.consumer.min.heartbeat.interval.ms", Type: TypeInt, Default: "5000", Min: 1, Max: math.MaxInt32, Status: StatusIgnored, Doc: "Least consumer.heartbeat.interval.ms a group config may set."},
+	{Name: "group.consumer.max.heartbeat.interval.ms", Type: TypeInt, Default: "15000", Min: 1, Max: math.MaxInt32, Status: StatusIgnored, Doc: "Greatest consumer.heartbeat.interval.ms a group config may set."},
+	{Name: "group.share.session.timeout.ms", Type: TypeInt, Default: "45000", Min: 1, Max: math.MaxInt32, Status: StatusIgnored, Doc: "Default of the group config share.session.timeout.ms (share groups, KIP-932, are not implemented)."},
+	{Name: "group.share.min.session.timeout.ms", Type: TypeInt, Default: "45000", Min: 1, Max: math.MaxInt32, Status: StatusIgnored, Doc: "Least share.session.timeout.ms a group config may set."},
+	{Name: "group.share.max.session.timeout.ms", Type: TypeInt, Default: "60000", Min: 1, Max: math.MaxInt32, Status: StatusIgnored, Doc: "Greatest share.session.timeout.ms a group config may set."},
+	{Name: "group.share.heartbeat.interval.ms", Type: TypeInt, Default: "5000", Min: 1, Max: math.MaxInt32, Status: StatusIgnored, Doc: "Default of the group config share.heartbeat.interval.ms."},
+	{Name: "group.share.min.heartbeat.interval.ms", Type: TypeInt, Default: "5000", Min: 1, Max: math.MaxInt32, Status: StatusIgnored, Doc: "Least share.heartbeat.interval.ms a group config may set."},
+	{Name: "group.share.max.heartbeat.interval.ms", Type: TypeInt, Default: "15000", Min: 1, Max: math.MaxInt32, Status: StatusIgnored, Doc: "Greatest share.heartbeat.interval.ms a group config may set."},
+	{Name: "group.share.record.lock.duration.ms", Type: TypeInt, Default: "30000", Min: 1000, Max: 3600000, Status: StatusIgnored, Doc: "Default of the group config share.record.lock.duration.ms."},
+	{Name: "group.share.min.record.lock.duration.ms", Type: TypeInt, Default: "15000", Min: 1000, Max: 30000, Status: StatusIgnored, Doc: "Least share.record.lock.duration.ms a group config may set."},
+	{Name: "group.share.max.record.lock.duration.ms", Type: TypeInt, Default: "60000", Min: 30000, Max: 3600000, Status: StatusIgnored, Doc: "Greatest share.record.lock.duration.ms a group config may set."},
 	{Name: "transaction.state.log.replication.factor", Type: TypeShort, Default: "3", Min: 1, Max: math.MaxInt16, Doc: "Replication factor of __transaction_state (capped at the number of live brokers when it is created)."},
 	{Name: "transaction.state.log.min.isr", Type: TypeInt, Default: "2", Min: 1, Max: math.MaxInt32, Doc: "min.insync.replicas of __transaction_state (capped at its replication factor)."},
 	{Name: "transaction.state.log.num.partitions", Type: TypeInt, Default: "50", Min: 1, Max: math.MaxInt32, Doc: "Partitions of __transaction_state."},
@@ -172,12 +176,12 @@ var coreBrokerDefs = []Def{
 	{Name: "transaction.remove.expired.transaction.cleanup.interval.ms", Type: TypeInt, Default: "3600000", Min: 1, Max: math.MaxInt32, Doc: "How often the transaction coordinator removes expired transactional ids."},
 	{Name: "producer.id.expiration.ms", Type: TypeInt, Default: "86400000", Min: 1, Max: math.MaxInt32, Doc: "Idempotent producer state expires after this many milliseconds without a write (by its last batch's max timestamp): the producer's next batch is checked as a new producer's."},
 	{Name: "producer.id.expiration.check.interval.ms", Type: TypeInt, Default: "600000", Min: 1, Max: math.MaxInt32, Doc: "How often each partition looks for expired producer ids."},
-	{Name: "share.coordinator.state.topic.replication.factor", Type: TypeShort, Default: "3", Min: 1, Max: math.MaxInt16, NoEffect: true, Doc: "Share groups (KIP-932) are not implemented."},
-	{Name: "share.coordinator.state.topic.min.isr", Type: TypeShort, Default: "2", Min: 1, Max: math.MaxInt16, NoEffect: true},
-	{Name: "share.coordinator.state.topic.num.partitions", Type: TypeInt, Default: "50", Min: 1, Max: math.MaxInt32, NoEffect: true},
-	{Name: "share.coordinator.state.topic.segment.bytes", Type: TypeInt, Default: "104857600", Min: 1, Max: math.MaxInt32, NoEffect: true},
+	{Name: "share.coordinator.state.topic.replication.factor", Type: TypeShort, Default: "3", Min: 1, Max: math.MaxInt16, Status: StatusIgnored, Doc: "Share groups (KIP-932) are not implemented."},
+	{Name: "share.coordinator.state.topic.min.isr", Type: TypeShort, Default: "2", Min: 1, Max: math.MaxInt16, Status: StatusIgnored},
+	{Name: "share.coordinator.state.topic.num.partitions", Type: TypeInt, Default: "50", Min: 1, Max: math.MaxInt32, Status: StatusIgnored},
+	{Name: "share.coordinator.state.topic.segment.bytes", Type: TypeInt, Default: "104857600", Min: 1, Max: math.MaxInt32, Status: StatusIgnored},
 
-	{Name: "metric.reporters", Type: TypeList, Default: "", NoEffect: true, Doc: "sluice exports Prometheus metrics on /metrics of the --http listener."},
+	{Name: "metric.reporters", Type: TypeList, Default: "", Status: StatusIgnored, Doc: "sluice exports Prometheus metrics on /metrics of the --http listener."},
 }
 
 var securityProtocols = []string{"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"}
@@ -269,19 +273,6 @@ func UnknownBrokerKeys(props map[string]string) []string {
 	var out []string
 	for k := range props {
 		if _, ok := BrokerDef(k); !ok && !knownBrokerPrefix(k) {
-			out = append(out, k)
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
-// NoEffectBrokerKeys returns, sorted, the keys of props that sluice knows
-// but does not act on.
-func NoEffectBrokerKeys(props map[string]string) []string {
-	var out []string
-	for k := range props {
-		if d, ok := BrokerDef(k); ok && d.NoEffect {
 			out = append(out, k)
 		}
 	}

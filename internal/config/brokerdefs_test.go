@@ -53,7 +53,8 @@ func TestValidateBrokerValues(t *testing.T) {
 		{"process.roles", "broker, leader", `invalid value "broker, leader" for process.roles: expected a list of broker, controller`},
 		{"log.cleanup.policy", "compact,delete", ""},
 		{"log.cleanup.policy", "compact,forever", "expected a list of delete, compact"},
-		{"log.dirs", "/a,/b", ""},
+		{"log.dirs", "/a", ""},
+		{"log.dirs", "/a,/b", "log.dirs=/a,/b is refused: sluice does not implement more than one log directory"},
 		{"listeners", "PLAINTEXT://:9092,CONTROLLER://127.0.0.1:9093", ""},
 		{"listeners", "localhost:9092", "expected a list of NAME://host:port"},
 		{"listeners", "PLAINTEXT://:99999", "port in [0, 65535]"},
@@ -112,16 +113,17 @@ func TestSynonymSameRule(t *testing.T) {
 // TestUnknownKeys: unknown keys are reported (for Kafka's warning), known
 // ones and per-listener overrides are not.
 func TestUnknownKeys(t *testing.T) {
-	props := map[string]string{"bogus.setting": "1", "num.io.threads": "8", "log.retention.ms": "1", "listener.name.plaintext.ssl.keystore.location": "/x", "zookeeper.connect": "zk:2181"}
+	props := map[string]string{"bogus.setting": "1", "num.io.threads": "16", "num.network.threads": "3", "log.retention.ms": "1", "listener.name.plaintext.ssl.keystore.location": "/x", "zookeeper.connection.timeout.ms": "18000"}
 	if err := ValidateBrokerProps(props); err != nil {
 		t.Fatal(err)
 	}
 	got := strings.Join(UnknownBrokerKeys(props), ",")
-	if got != "bogus.setting,zookeeper.connect" {
-		t.Errorf("unknown keys %q, want bogus.setting,zookeeper.connect", got)
+	if got != "bogus.setting,zookeeper.connection.timeout.ms" {
+		t.Errorf("unknown keys %q, want bogus.setting,zookeeper.connection.timeout.ms", got)
 	}
-	if got := strings.Join(NoEffectBrokerKeys(props), ","); got != "num.io.threads" {
-		t.Errorf("no-effect keys %q, want num.io.threads", got)
+	// num.network.threads is at its default: no warning.
+	if got := strings.Join(IgnoredBrokerKeys(props), ","); got != "num.io.threads" {
+		t.Errorf("ignored keys %q, want num.io.threads", got)
 	}
 }
 
@@ -140,8 +142,8 @@ func TestKnownKeys(t *testing.T) {
 	for _, k := range read {
 		if d, ok := BrokerDef(k); !ok {
 			t.Errorf("%s: read by sluice but not in the table", k)
-		} else if d.NoEffect {
-			t.Errorf("%s: read by sluice but marked NoEffect", k)
+		} else if d.Status == StatusIgnored {
+			t.Errorf("%s: read by sluice but marked ignored", k)
 		}
 	}
 	for k, v := range BrokerDefaults {
@@ -158,7 +160,7 @@ func TestKnownKeys(t *testing.T) {
 		}
 	}
 	for _, d := range AllBrokerDefs() {
-		if d.Doc == "" && !d.NoEffect {
+		if d.Doc == "" && d.Status == StatusImplemented {
 			t.Errorf("%s: no doc", d.Name)
 		}
 		if d.Default != "" {

@@ -19,7 +19,7 @@ import (
 // (server.properties and flags), else Kafka's default.
 //
 // sluice accepts at run time the settings Kafka allows dynamically that
-// it either applies live or accepts with no effect (NoEffect). Those it
+// it either applies live or accepts with no effect (StatusIgnored). Those it
 // reads only at start (listeners, SASL and TLS settings, the replica
 // machine's producer.id.expiration.ms, ...) are refused, as are the
 // settings Kafka does not allow dynamically.
@@ -92,7 +92,7 @@ var kafkaListenerOnly = []string{
 // liveDynamic are the settings sluice reads again when a dynamic value
 // changes (besides the topic-default synonyms, which re-apply every
 // topic's effective config). A Kafka-dynamic setting that is neither
-// here, a topic default, nor NoEffect is read at start only and refused
+// here, a topic default, nor ignored is read at start only and refused
 // at run time.
 var liveDynamic = []string{
 	"log.cleaner.threads", "log.cleaner.dedupe.buffer.size", "log.cleaner.io.max.bytes.per.second", "log.cleaner.backoff.ms",
@@ -123,7 +123,7 @@ var kafkaModes, startOnly = func() (map[string]UpdateMode, map[string]bool) {
 		if !ok {
 			panic("config: dynamic setting " + n + " has no definition")
 		}
-		if d.Synonym == "" && !d.NoEffect && !slices.Contains(liveDynamic, n) {
+		if d.Synonym == "" && d.Status != StatusIgnored && !slices.Contains(liveDynamic, n) {
 			start[n] = true
 		}
 	}

@@ -27,8 +27,19 @@ flags of ` + "`sluice serve`" + ` (flags win). Every key is checked at start:
 - an unknown key is logged as a warning in Kafka's words
   (` + "`The configuration 'bogus.setting' was supplied but isn't a known config.`" + `)
   and the node starts, so a Kafka user's file works as it is;
-- a key marked *no effect* is accepted and validated but changes nothing in
-  sluice (one INFO line at start lists those that are set);
+- every known key has a status (the *status* column):
+  - *implemented*: it has an effect (some values may still be refused,
+    as the column says, e.g. ` + "`log.dirs`" + ` with several directories);
+  - *ignored*: accepted and validated, but it changes nothing in sluice
+    (harmless tuning of a mechanism sluice does not have); one WARN line
+    at start names those set to a value other than their default;
+  - *refused*: sluice does not implement what it asks for, and ignoring
+    it would change cluster membership, durability, security or where
+    data lives; its default (or a value asking for nothing sluice lacks,
+    e.g. ` + "`remote.log.storage.system.enable=false`" + `) is accepted, the values
+    the column names stop the node (exit status 1) with a message naming
+    the key and why, e.g.
+    ` + "`remote.log.storage.system.enable=true is refused: tiered storage (KIP-405) is not implemented in sluice`" + `;
 - the KRaft role keys are checked together after the flags, as Kafka does
   (` + "`process.roles`" + ` against ` + "`controller.quorum.voters`" + `), and a file
   whose quorum sluice cannot form (a broker-only node, or
@@ -68,13 +79,37 @@ refused at run time (INVALID_REQUEST), as are the read-only ones
 
 ## Broker settings (server.properties)
 
+Coverage of Apache Kafka 4.2's broker keys (every name in Kafka 4.2's
+broker configs reference, listed in
+` + "`internal/config/testdata/kafka-4.2-broker-keys.txt`" + `): ` + KafkaCoverage().String() + `.
+Keys Kafka 4.2 does not have (older Kafka keys, Kafka's authorizer
+settings, KIP proposals) are marked *not a Kafka 4.2 broker key*; the
+settings of sluice alone follow in their own table.
+
 Topic-default settings (for example ` + "`log.retention.ms`" + ` for ` + "`retention.ms`" + `)
 are checked with the topic config's rule.
 
-| key | type | default | valid values | effect |
-|---|---|---|---|---|
+| key | status | type | default | valid values | effect |
+|---|---|---|---|---|---|
 `)
+	var own []*Def
 	for _, d := range AllBrokerDefs() {
+		if strings.HasPrefix(d.Name, "sluice.") {
+			own = append(own, d)
+			continue
+		}
+		writeRow(&sb, d)
+	}
+	sb.WriteString(`
+## sluice-only settings
+
+Settings of sluice alone (Kafka has no such key), in the same
+server.properties.
+
+| key | status | type | default | valid values | effect |
+|---|---|---|---|---|---|
+`)
+	for _, d := range own {
 		writeRow(&sb, d)
 	}
 	sb.WriteString(`
@@ -126,13 +161,26 @@ protocol only, so these are stored and described but change nothing yet.
 
 func writeRow(sb *strings.Builder, d *Def) {
 	doc := d.Doc
-	if d.NoEffect {
-		doc = "*No effect in sluice.* " + doc
-	}
 	if m := DynamicMode(d.Name); m != ReadOnly {
 		doc = "*Dynamic (" + m.String() + ").* " + doc
 	}
-	fmt.Fprintf(sb, "| `%s` | %s | %s | %s | %s |\n", d.Name, d.Type, cell(d.Default), valid(d), escape(strings.TrimSpace(doc)))
+	if !strings.HasPrefix(d.Name, "sluice.") && !IsKafka42Key(d.Name) {
+		doc = "*Not a Kafka 4.2 broker key.* " + doc
+	}
+	fmt.Fprintf(sb, "| `%s` | %s | %s | %s | %s | %s |\n", d.Name, statusCell(d), d.Type, cell(d.Default), valid(d), escape(strings.TrimSpace(doc)))
+}
+
+// statusCell is the status column: the status, and the values refused.
+func statusCell(d *Def) string {
+	switch {
+	case d.Status == StatusRefused && d.Refuses != "":
+		return escape("**refused**: " + d.Refuses)
+	case d.Status == StatusRefused:
+		return "**refused**"
+	case d.Refuses != "":
+		return escape("implemented; refuses " + d.Refuses)
+	}
+	return d.Status.String()
 }
 
 func cell(def string) string {

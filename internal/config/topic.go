@@ -74,9 +74,16 @@ type Def struct {
 	Check func(string) error
 	// Form describes the values Check accepts, for the reference.
 	Form string
-	// NoEffect marks a broker setting sluice accepts and validates but
-	// does not act on.
-	NoEffect bool
+	// Status is what sluice does with the setting: StatusImplemented (the
+	// zero value), StatusIgnored or StatusRefused.
+	Status Status
+	// Refuse, if set, returns why sluice refuses a value at start ("" to
+	// accept it): a value asking for something sluice does not implement
+	// that would change cluster membership, durability, security or where
+	// data lives. Validate calls it after the type and form checks.
+	Refuse func(v string) string
+	// Refuses describes the values Refuse refuses, for the reference.
+	Refuses string
 	// Synonym is, for a broker setting that defaults a topic config, the
 	// topic config's name.
 	Synonym string
@@ -94,17 +101,17 @@ var TopicDefs = []Def{
 	{Name: "compression.type", Type: TypeString, Default: "producer", BrokerName: "compression.type", Enum: []string{"producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"}, Doc: "Codec batches are stored with: the leader rebuilds a batch in another codec; producer keeps the producer's."},
 	{Name: "delete.retention.ms", Type: TypeLong, Default: "86400000", BrokerName: "log.cleaner.delete.retention.ms", Min: 0, Max: math.MaxInt64},
 	{Name: "file.delete.delay.ms", Type: TypeLong, Default: "60000", BrokerName: "log.segment.delete.delay.ms", Min: 0, Max: math.MaxInt64},
-	{Name: "flush.messages", Type: TypeLong, Default: maxLong, BrokerName: "log.flush.interval.messages", Min: 1, Max: math.MaxInt64},
-	{Name: "flush.ms", Type: TypeLong, Default: maxLong, BrokerName: "log.flush.interval.ms", Min: 0, Max: math.MaxInt64},
+	{Name: "flush.messages", Type: TypeLong, Default: maxLong, BrokerName: "log.flush.interval.messages", Min: 1, Max: math.MaxInt64, Status: StatusIgnored},
+	{Name: "flush.ms", Type: TypeLong, Default: maxLong, BrokerName: "log.flush.interval.ms", Min: 0, Max: math.MaxInt64, Status: StatusIgnored},
 	{Name: "follower.replication.throttled.replicas", Type: TypeList, Default: "", Check: checkThrottledReplicas, Form: "partition:broker,... or *", Doc: "KIP-73: the replicas throttled by follower.replication.throttled.rate (on the follower) while out of the ISR: partition:broker pairs, or * for every replica."},
 	{Name: "index.interval.bytes", Type: TypeInt, Default: "4096", BrokerName: "log.index.interval.bytes", Min: 0, Max: math.MaxInt32},
 	{Name: "leader.replication.throttled.replicas", Type: TypeList, Default: "", Check: checkThrottledReplicas, Form: "partition:broker,... or *", Doc: "KIP-73: the replicas throttled by leader.replication.throttled.rate (on the leader) while out of the ISR: partition:broker pairs, or * for every replica."},
-	{Name: "local.retention.bytes", Type: TypeLong, Default: "-2", BrokerName: "log.local.retention.bytes", Min: -2, Max: math.MaxInt64},
-	{Name: "local.retention.ms", Type: TypeLong, Default: "-2", BrokerName: "log.local.retention.ms", Min: -2, Max: math.MaxInt64},
+	{Name: "local.retention.bytes", Type: TypeLong, Default: "-2", BrokerName: "log.local.retention.bytes", Min: -2, Max: math.MaxInt64, Status: StatusIgnored},
+	{Name: "local.retention.ms", Type: TypeLong, Default: "-2", BrokerName: "log.local.retention.ms", Min: -2, Max: math.MaxInt64, Status: StatusIgnored},
 	{Name: "max.compaction.lag.ms", Type: TypeLong, Default: maxLong, BrokerName: "log.cleaner.max.compaction.lag.ms", Min: 1, Max: math.MaxInt64},
 	{Name: "max.message.bytes", Type: TypeInt, Default: "1048588", BrokerName: "message.max.bytes", Min: 0, Max: math.MaxInt32, Doc: "Largest record batch accepted (MESSAGE_TOO_LARGE above it)."},
-	{Name: "message.downconversion.enable", Type: TypeBoolean, Default: "true", BrokerName: "log.message.downconversion.enable"},
-	{Name: "message.format.version", Type: TypeString, Default: "3.0-IV1", BrokerName: "log.message.format.version"},
+	{Name: "message.downconversion.enable", Type: TypeBoolean, Default: "true", BrokerName: "log.message.downconversion.enable", Status: StatusIgnored},
+	{Name: "message.format.version", Type: TypeString, Default: "3.0-IV1", BrokerName: "log.message.format.version", Status: StatusIgnored},
 	// KIP-937 (Kafka 3.6). The after default is Kafka 4.0's (KIP-1030,
 	// KAFKA-16368: 3600000, one hour; it was Long.MAX_VALUE in 3.6-3.9);
 	// before stays Long.MAX_VALUE. Applied to CreateTime topics only.
@@ -118,13 +125,13 @@ var TopicDefs = []Def{
 	{Name: "min.cleanable.dirty.ratio", Type: TypeDouble, Default: "0.5", BrokerName: "log.cleaner.min.cleanable.ratio", Min: 0, Max: 1},
 	{Name: "min.compaction.lag.ms", Type: TypeLong, Default: "0", BrokerName: "log.cleaner.min.compaction.lag.ms", Min: 0, Max: math.MaxInt64},
 	{Name: "min.insync.replicas", Type: TypeInt, Default: "1", BrokerName: "min.insync.replicas", Min: 1, Max: math.MaxInt32},
-	{Name: "preallocate", Type: TypeBoolean, Default: "false", BrokerName: "log.preallocate"},
+	{Name: "preallocate", Type: TypeBoolean, Default: "false", BrokerName: "log.preallocate", Status: StatusIgnored},
 	{Name: "remote.storage.enable", Type: TypeBoolean, Default: "false"},
 	{Name: "retention.bytes", Type: TypeLong, Default: "-1", BrokerName: "log.retention.bytes", Min: -1, Max: math.MaxInt64},
 	{Name: "retention.ms", Type: TypeLong, Default: "604800000", BrokerName: "log.retention.ms", Min: -1, Max: math.MaxInt64},
 	{Name: "segment.bytes", Type: TypeInt, Default: "1073741824", BrokerName: "log.segment.bytes", Min: 14, Max: math.MaxInt32},
 	{Name: "segment.index.bytes", Type: TypeInt, Default: "10485760", BrokerName: "log.index.size.max.bytes", Min: 4, Max: math.MaxInt32},
-	{Name: "segment.jitter.ms", Type: TypeLong, Default: "0", BrokerName: "log.roll.jitter.ms", Min: 0, Max: math.MaxInt64},
+	{Name: "segment.jitter.ms", Type: TypeLong, Default: "0", BrokerName: "log.roll.jitter.ms", Min: 0, Max: math.MaxInt64, Status: StatusIgnored},
 	{Name: "segment.ms", Type: TypeLong, Default: "604800000", BrokerName: "log.roll.ms", Min: 1, Max: math.MaxInt64},
 	{Name: "unclean.leader.election.enable", Type: TypeBoolean, Default: "false", BrokerName: "unclean.leader.election.enable"},
 }
@@ -202,6 +209,15 @@ func (d *Def) Validate(value string) error {
 	if d.Check != nil {
 		if err := d.Check(v); err != nil {
 			return bad("%v", err)
+		}
+	}
+	if d.Refuse != nil {
+		if why := d.Refuse(v); why != "" {
+			shown := v
+			if d.Type == TypePassword {
+				shown = "[hidden]"
+			}
+			return fmt.Errorf("%s=%s is refused: %s", d.Name, shown, why)
 		}
 	}
 	return nil

@@ -119,8 +119,9 @@ func TestUnknownKeyWarns(t *testing.T) {
 
 // TestKafkaServerPropertiesStarts: Kafka 4.0's stock server.properties
 // (KRaft combined mode), with its ports moved to free ones and its data
-// directory overridden by flags, starts a node that serves, with no
-// unknown-key warning.
+// directory overridden by flags, starts a node that serves (nothing in it
+// is refused), with no unknown-key warning and one warning naming the
+// ignored settings it sets off their defaults.
 func TestKafkaServerPropertiesStarts(t *testing.T) {
 	root, err := testproc.ModuleRoot()
 	if err != nil {
@@ -139,8 +140,14 @@ func TestKafkaServerPropertiesStarts(t *testing.T) {
 	cfg := writeFile(t, "server.properties", text)
 	p := testproc.Start(t, testproc.Options{ListenPort: ports[0], HTTPPort: ports[2], ExtraArgs: []string{"--config", cfg}})
 	produceAndRead(t, p, "stock-kafka")
-	if log := p.LogTail(1000); strings.Contains(log, "isn't a known config") || strings.Contains(log, "level=ERROR") {
+	log := p.LogTail(1000)
+	if strings.Contains(log, "isn't a known config") || strings.Contains(log, "level=ERROR") {
 		t.Fatalf("warnings or errors for Kafka's own file:\n%s", log)
+	}
+	// The file's share group settings (share groups are not implemented)
+	// are off their defaults: one warning names them.
+	if !strings.Contains(log, `level=WARN msg="settings ignored by sluice`) || !strings.Contains(log, "share.coordinator.state.topic.replication.factor") {
+		t.Fatalf("no warning naming the ignored settings set in Kafka's file:\n%s", log)
 	}
 }
 
