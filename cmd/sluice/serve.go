@@ -1,33 +1,19 @@
 package main
 
 import (
-	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
-	"math"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
-	"github.com/sluice-io/sluice/internal/broker"
 	"github.com/sluice-io/sluice/internal/config"
-	"github.com/sluice-io/sluice/internal/controller"
-	"github.com/sluice-io/sluice/internal/dirlock"
-	"github.com/sluice-io/sluice/internal/handler"
 	"github.com/sluice-io/sluice/internal/logging"
-	"github.com/sluice-io/sluice/internal/metadata"
-	"github.com/sluice-io/sluice/internal/metaprops"
-	"github.com/sluice-io/sluice/internal/protocol"
-	"github.com/sluice-io/sluice/internal/security"
-	"github.com/sluice-io/sluice/internal/status"
-	"github.com/sluice-io/sluice/internal/vfs"
+	"github.com/sluice-io/sluice/internal/node"
 )
 
 // serveUsage heads `sluice serve --help`.
@@ -150,6 +136,8 @@ func parseServe(args []string) (*config.Broker, slog.Level, error) {
 	return cfg, level, err
 }
 
+// serve runs `sluice serve`: the node (internal/node) until SIGINT or
+// SIGTERM, or until one of its servers fails.
 func serve(args []string) error {
 	cfg, level, err := parseServe(args)
 	if err != nil {
@@ -159,64 +147,12 @@ func serve(args []string) error {
 	// backoff) are written once per 5 s with a count (internal/logging).
 	logger := slog.New(logging.RateLimit(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}), 5*time.Second, nil))
 	slog.SetDefault(logger)
-	// Kafka's AbstractConfig.logUnused: an unknown key is a warning, not
-	// an error, so a Kafka user's server.properties works as it is.
-	for _, k := range config.UnknownBrokerKeys(cfg.Props) {
-		logger.Warn(fmt.Sprintf("The configuration '%s' was supplied but isn't a known config.", k))
-	}
-	// Settings sluice accepts but ignores (StatusIgnored), set to other
-	// than their default: one warning names them all. The refused ones
-	// (StatusRefused) stopped the start in parseServe.
-	if keys := config.IgnoredBrokerKeys(cfg.Props); len(keys) > 0 {
-		logger.Warn("settings ignored by sluice: accepted, but they change nothing (docs/configuration.md, status ignored)", "keys", strings.Join(keys, ","))
-	}
-	var httpSec *httpSecurity
-	if cfg.HTTP != "" {
-		if httpSec, err = httpSecurityFrom(cfg); err != nil {
-			return err
-		}
-	} else if keys := httpOnlyKeys(cfg); len(keys) > 0 {
-		logger.Warn("--http port settings without --http: no effect", "keys", strings.Join(keys, ","))
-	}
-	// The data directory is ours alone for the life of the process
-	// (Kafka's .lock in every log dir): a second process on it would
-	// interleave writes and skip recovery on the other's clean-shutdown
-	// marker. Taken before anything reads or writes the directory; the
-	// kernel drops it when the process exits.
-	lock, err := dirlock.Acquire(cfg.DataDir)
-	if err != nil {
-		return err
-	}
-	defer lock.Release()
-	// Whose directory (node and cluster), written by which format
-	// (Kafka's meta.properties): checked before anything else reads it.
-	// A start that would put the directory in another cluster (a quorum
-	// member's started without --voters, say) is refused here with
-	// nothing changed, or, for a cluster id learnt from the quorum, before
-	// the broker acts on its metadata (broker.Options.JoinCluster).
-	newClusterID := metadata.NewUUID().String()[:22]
-	ident, err := metaprops.Open(cfg.DataDir, cfg.NodeID, metaprops.Start{Quorum: len(cfg.Voters) > 0, NewClusterID: newClusterID})
-	if err != nil {
-		return err
-	}
-	// SLUICE_FAULT_INJECTION=1 wraps the data directory's filesystem with a
-	// switchable disk fault (slow or failing writes and fsyncs), driven
-	// through POST /debug/disk on the --http listener (docs/storage.md).
-	var fsys vfs.FS = vfs.Default
-	var disk *vfs.DiskFaults
-	if os.Getenv("SLUICE_FAULT_INJECTION") == "1" {
-		disk = vfs.NewDiskFaults(cfg.DataDir)
-		fsys = vfs.WithFaults(vfs.Default, disk)
-		logger.Warn("SLUICE_FAULT_INJECTION=1: disk faults can be injected into the data directory through POST /debug/disk on the --http listener; not for production",
-			"data", cfg.DataDir, "http", cfg.HTTP)
-	}
-	fsys = fileCache(fsys, cfg, raiseFileLimit(logger), logger)
-	ctrl, err := startController(cfg, logger)
-	if err != nil {
-		return err
-	}
-	b, err := broker.Open(broker.Options{Config: cfg, FS: fsys, Logger: logger, Controller: ctrl,
-		NewClusterID: newClusterID, JoinCluster: ident.Join,
+	n, err := node.Start(cfg, node.Options{Logger: logger, Version: buildVersion(),
+		// SLUICE_FAULT_INJECTION=1 wraps the data directory's filesystem
+		// with a switchable disk fault (slow or failing writes and
+		// fsyncs), driven through POST /debug/disk on the --http listener
+		// (docs/storage.md).
+		FaultInjection: os.Getenv("SLUICE_FAULT_INJECTION") == "1",
 		// A failed data directory halts the process, as Kafka's
 		// LogManager does when its last log dir fails (Exit.halt(1)): no
 		// controlled shutdown, no deferred cleanup, nothing more
@@ -227,88 +163,12 @@ func serve(args []string) error {
 		},
 	})
 	if err != nil {
-		if ctrl != nil {
-			ctrl.Close()
-		}
 		return err
 	}
-	defer b.Close()
-	reg := protocol.NewRegistry()
-	handlers := handler.RegisterWith(reg, b, handler.OptionsFromConfig(cfg))
-	overrides, _ := cfg.Get("max.connections.per.ip.overrides")
-	perIPOverrides, err := protocol.ParsePerIPOverrides(overrides)
-	if err != nil {
-		return err
-	}
-	srv := protocol.NewServer(protocol.Config{
-		MaxRequestBytes:              int32(cfg.Int("socket.request.max.bytes", 100<<20)),
-		MaxConnections:               int(cfg.Int("max.connections", 10000)),
-		MaxConnectionsPerIP:          int(cfg.Int("max.connections.per.ip", math.MaxInt32)),
-		MaxConnectionsPerIPOverrides: perIPOverrides,
-		MaxConnectionCreationRate:    float64(cfg.Int("max.connection.creation.rate", math.MaxInt32)),
-		IdleTimeout:                  time.Duration(cfg.Int("connections.max.idle.ms", 600000)) * time.Millisecond,
-		Logger:                       logger,
-	}, reg)
-	// The connection limits are dynamic broker configs (KIP-226).
-	lastOverrides := overrides
-	b.OnDynamicConfig(func() {
-		ov, _ := cfg.Get("max.connections.per.ip.overrides")
-		if ov != lastOverrides {
-			// Host names are resolved here, once per change.
-			parsed, err := protocol.ParsePerIPOverrides(ov)
-			if err != nil {
-				logger.Warn("max.connections.per.ip.overrides: keeping the previous overrides", "err", err)
-			} else {
-				perIPOverrides, lastOverrides = parsed, ov
-			}
-		}
-		srv.SetConnectionLimits(int(cfg.Int("max.connections", 10000)), int(cfg.Int("max.connections.per.ip", math.MaxInt32)),
-			perIPOverrides, float64(cfg.Int("max.connection.creation.rate", math.MaxInt32)))
-	})
-	bls, err := listenKafka(cfg, func(mech, user string) (security.ScramCredential, bool) {
-		return b.Image().ScramCredentialOf(user, mech)
-	})
-	if err != nil {
-		return err
-	}
-	errc := make(chan error, 1+len(bls))
-	for _, bl := range bls {
-		go func() { errc <- srv.ServeListener(bl.ln, bl.pl) }()
-	}
-	var hs *http.Server
-	if cfg.HTTP != "" {
-		hln, err := net.Listen("tcp", cfg.HTTP)
-		if err != nil {
-			srv.Close()
-			return err
-		}
-		st := status.New(status.Options{Broker: b, Groups: handlers.Groups().Summaries,
-			Transactions: func() []status.Transaction { return status.OpenTransactions(handlers.Transactions()) }, Version: buildVersion(),
-			Debug: cfg.Bool("sluice.http.debug.enable", false), PeerTLS: httpSec.peerTLS, PeerToken: httpSec.peerToken})
-		defer st.Close()
-		// /debug/disk too is behind the credentials.
-		hs = &http.Server{Handler: httpSec.auth.Protect(status.WithDiskFaults(st.Handler(), disk)),
-			ReadHeaderTimeout: 10 * time.Second,
-			// Failed TLS handshakes (plain HTTP, unknown certificates)
-			// are a client's problem: debug level.
-			ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelDebug)}
-		if httpSec.tls != nil {
-			hln = tls.NewListener(hln, httpSec.tls)
-		}
-		go func() {
-			if err := hs.Serve(hln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				errc <- err
-			}
-		}()
-	}
-	logger.Info("sluice serving", "node", cfg.NodeID, "kafka", describeListeners(bls), "http", cfg.HTTP, "data", cfg.DataDir)
-	stopWatch := make(chan struct{})
-	defer close(stopWatch)
-	go watchQuorum(ctrl, cfg, logger, stopWatch)
-	go bootstrapScram(cfg, b, logger, stopWatch)
-	closeNow := false
 	sig := make(chan os.Signal, 3)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	failed := make(chan error, 1)
+	go func() { failed <- n.Wait() }()
 	select {
 	case s := <-sig:
 		logger.Info("shutting down", "signal", s.String())
@@ -327,93 +187,15 @@ func serve(args []string) error {
 		// (docs/kafka-replication.md §4.3): move leadership away and leave the
 		// ISRs while still serving, so clients follow the new leaders without
 		// errors.
-		closeNow = controlledShutdown(cfg, b, logger, forced)
-	case err = <-errc:
+		return n.Shutdown(forced)
+	case <-failed:
+		// The failure is what Close returns.
+		return n.Close()
 	}
-	// Each shutdown step is logged with its duration, so a slow one can
-	// be named (the chaos harness kills a node whose SIGTERM takes over
-	// 40 s).
-	step := func(name string, f func() error) {
-		t0 := time.Now()
-		cerr := f()
-		logger.Info("shutdown step done", "step", name, "took", time.Since(t0).Round(time.Millisecond))
-		if err == nil {
-			err = cerr
-		}
-	}
-	if hs != nil {
-		step("http", hs.Close)
-	}
-	step("kafka listener and connections", srv.Close)
-	step("handlers", func() error { handlers.Close(); return nil })
-	step("broker (fetchers, partitions, checkpoints)", b.Close)
-	if n, ok := ctrl.(*controller.Node); ok && closeNow {
-		step("controller (at once)", n.CloseNow)
-	} else if ctrl != nil {
-		step("controller", ctrl.Close)
-	}
-	return err
 }
 
-// startController starts the Raft metadata quorum member when --voters is
-// given (nil means the single-node Local store, which broker.Open opens).
-// A node in --voters is a voter and needs --controller-listen; other nodes
-// follow the committed metadata as brokers only.
-func startController(cfg *config.Broker, logger *slog.Logger) (metadata.Controller, error) {
-	if len(cfg.Voters) == 0 {
-		return nil, nil
-	}
-	self, err := broker.SelfBroker(cfg)
-	if err != nil {
-		return nil, err
-	}
-	listen := cfg.ControllerListen
-	for _, v := range cfg.Voters {
-		if v.ID == cfg.NodeID && listen == "" {
-			listen = v.Addr
-		}
-	}
-	// KIP-578's partition limits, enforced by the active controller on
-	// CreateTopics and CreatePartitions (metadata.Local reads them from cfg).
-	lim := metadata.LimitsOf(cfg)
-	serverTLS, clientTLS, err := controllerTLS(cfg, logger)
-	if err != nil {
-		return nil, err
-	}
-	return controller.Start(controller.Config{
-		NodeID: cfg.NodeID, Voters: cfg.Voters, ControllerListen: listen, DataDir: cfg.DataDir,
-		Self: self, Broker: cfg, Logger: logger,
-		MaxBrokerPartitions: lim.MaxBrokerPartitions, MaxPartitions: lim.MaxPartitions,
-		ServerTLS: serverTLS, ClientTLS: clientTLS,
-	})
-}
-
-// controllerTLS builds the controller port's TLS configurations when the
-// CONTROLLER listener is mapped to SSL, from the ssl.* settings
-// (listener.name.controller.ssl.* first): the server side for a voter,
-// the client side (this node's certificate and the trust store) for
-// every node. Without ssl.client.auth=required any TLS client may use
-// the port, which is logged.
-func controllerTLS(cfg *config.Broker, logger *slog.Logger) (server, client *tls.Config, err error) {
-	proto, err := cfg.ControllerProtocol()
-	if err != nil || proto != config.ProtoSSL {
-		return nil, nil, err
-	}
-	const l = config.ControllerListenerName
-	voter := false
-	for _, v := range cfg.Voters {
-		voter = voter || v.ID == cfg.NodeID
-	}
-	if voter {
-		if server, err = security.ServerTLS(cfg, l); err != nil {
-			return nil, nil, err
-		}
-		if server.ClientAuth != tls.RequireAndVerifyClientCert {
-			logger.Warn("the CONTROLLER listener is SSL without ssl.client.auth=required: any TLS client can reach the metadata quorum; set listener.name.controller.ssl.client.auth=required (docs/security.md)")
-		}
-	}
-	if client, err = security.ClientTLS(cfg, l); err != nil {
-		return nil, nil, err
-	}
-	return server, client, nil
+// exitNow ends the process at once (a third signal during shutdown).
+func exitNow(logger *slog.Logger) {
+	logger.Error("third signal: exiting immediately, without finishing the shutdown")
+	os.Exit(1)
 }

@@ -1,9 +1,8 @@
-package main
+package node
 
 import (
 	"errors"
 	"log/slog"
-	"os"
 	"time"
 
 	"github.com/sluice-io/sluice/internal/broker"
@@ -106,10 +105,4 @@ func watchQuorum(ctrl metadata.Controller, cfg *config.Broker, logger *slog.Logg
 			warned = false
 		}
 	}
-}
-
-// exitNow ends the process at once (a third signal during shutdown).
-func exitNow(logger *slog.Logger) {
-	logger.Error("third signal: exiting immediately, without finishing the shutdown")
-	os.Exit(1)
 }
