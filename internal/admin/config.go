@@ -330,16 +330,7 @@ func alterResourceConfigs(o *adminOpts, t configTarget, alters []kadm.AlterConfi
 			Set      map[string]string `json:"set,omitempty"`
 			Deleted  []string          `json:"deleted,omitempty"`
 		}{Resource: t.kind, Name: t.name}
-		for _, a := range alters {
-			if a.Op == kadm.SetConfig {
-				if out.Set == nil {
-					out.Set = map[string]string{}
-				}
-				out.Set[a.Name] = *a.Value
-			} else {
-				out.Deleted = append(out.Deleted, a.Name)
-			}
-		}
+		out.Set, out.Deleted = splitAlters(alters)
 		return o.emit(out, func(w *tabwriter.Writer) {
 			for _, k := range sortedKeys(out.Set) {
 				fmt.Fprintf(w, "Set %s=%s on %s.\n", k, out.Set[k], t.what())
@@ -349,4 +340,20 @@ func alterResourceConfigs(o *adminOpts, t configTarget, alters []kadm.AlterConfi
 			}
 		})
 	})
+}
+
+// splitAlters returns the values alters set (nil if none) and the names it
+// deletes, as the set and delete commands report them.
+func splitAlters(alters []kadm.AlterConfig) (set map[string]string, deleted []string) {
+	for _, a := range alters {
+		if a.Op == kadm.SetConfig {
+			if set == nil {
+				set = map[string]string{}
+			}
+			set[a.Name] = *a.Value
+		} else {
+			deleted = append(deleted, a.Name)
+		}
+	}
+	return set, deleted
 }

@@ -334,16 +334,7 @@ func alterTopicConfigs(o *adminOpts, topic string, alters []kadm.AlterConfig) er
 			Set     map[string]string `json:"set,omitempty"`
 			Deleted []string          `json:"deleted,omitempty"`
 		}{Topic: topic}
-		for _, a := range alters {
-			if a.Op == kadm.SetConfig {
-				if out.Set == nil {
-					out.Set = map[string]string{}
-				}
-				out.Set[a.Name] = *a.Value
-			} else {
-				out.Deleted = append(out.Deleted, a.Name)
-			}
-		}
+		out.Set, out.Deleted = splitAlters(alters)
 		return o.emit(out, func(w *tabwriter.Writer) {
 			for _, k := range sortedKeys(out.Set) {
 				fmt.Fprintf(w, "Set %s=%s on topic %s.\n", k, out.Set[k], topic)
