@@ -28,6 +28,8 @@ import (
 //	tick ms=N                   advance the clock
 //	expire member=M kind=session|rebalance [epoch=E]
 //	state                       the group's state
+//	describe [v=N]              ConsumerGroupDescribe of g
+//	commit member=M epoch=E     OffsetCommit v9+ validation
 //	delete                      DeleteGroups on g
 //	replay                      replay every record so far (encoded) into a fresh
 //	                            manager and compare with the live state
@@ -219,6 +221,35 @@ func (e *env) handle(t *testing.T, d *datadriven.TestData) string {
 		return e.fmtResult(res)
 	case "state":
 		return e.state()
+	case "describe":
+		req := kmsg.NewPtrConsumerGroupDescribeRequest()
+		req.Version = int16(intArg(t, d, "v", 1))
+		req.Groups = []string{"g"}
+		resp := e.mgr.Describe(e.img, req)
+		var b strings.Builder
+		for _, g := range resp.Groups {
+			if g.ErrorCode != 0 {
+				fmt.Fprintf(&b, "%s: %v %s\n", g.Group, kerr.ErrorForCode(g.ErrorCode), deref(g.ErrorMessage))
+				continue
+			}
+			fmt.Fprintf(&b, "%s state=%s epoch=%d assignment-epoch=%d assignor=%s\n", g.Group, g.State, g.Epoch, g.AssignmentEpoch, g.AssignorName)
+			for _, m := range g.Members {
+				fmt.Fprintf(&b, "  %s epoch=%d instance=%s client=%s topics=%v regex=%s type=%d assigned=%s target=%s\n",
+					m.MemberID, m.MemberEpoch, deref(m.InstanceID), m.ClientID, m.SubscribedTopics, deref(m.SubscribedTopicRegex),
+					m.MemberType, fmtKAssignment(m.Assignment), fmtKAssignment(m.TargetAssignment))
+			}
+		}
+		return b.String()
+	case "commit":
+		m, _ := arg(d, "member")
+		code, ok := e.mgr.ValidateOffsetCommit("g", m, int32(intArg(t, d, "epoch", 0)))
+		if !ok {
+			return "not a consumer group\n"
+		}
+		if code == 0 {
+			return "ok\n"
+		}
+		return kerr.ErrorForCode(code).Error() + "\n"
 	case "delete":
 		recs, err := e.mgr.DeleteGroup("g")
 		if err != nil {
@@ -239,6 +270,21 @@ func (e *env) handle(t *testing.T, d *datadriven.TestData) string {
 	}
 	t.Fatalf("unknown command %s", d.Cmd)
 	return ""
+}
+
+func fmtKAssignment(a kmsg.Assignment) string {
+	var parts []string
+	for _, tp := range a.TopicPartitions {
+		var s []string
+		for _, p := range tp.Partitions {
+			s = append(s, strconv.Itoa(int(p)))
+		}
+		parts = append(parts, tp.Topic+":"+strings.Join(s, "."))
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ",")
 }
 
 // compareManagers compares two managers' groups, ignoring what is not
