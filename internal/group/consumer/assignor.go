@@ -50,6 +50,9 @@ func subscribes(m MemberSpec, t TopicID) bool { return slices.Contains(m.Subscri
 func homogeneous(spec AssignmentSpec, ids []string) bool {
 	for _, id := range ids[1:] {
 		a, b := spec.Members[ids[0]].Subscribed, spec.Members[id].Subscribed
+		if len(a) > 0 && len(a) == len(b) && &a[0] == &b[0] {
+			continue // the same resolved list
+		}
 		if len(a) != len(b) {
 			return false
 		}
@@ -158,11 +161,7 @@ func uniformHomogeneous(spec AssignmentSpec, ids []string) map[string]Assignment
 			free = free[1:]
 		}
 	}
-	out := make(map[string]Assignment, len(ids))
-	for _, id := range ids {
-		out[id] = assignmentOf(res[id])
-	}
-	return out
+	return toAssignments(ids, res)
 }
 
 // uniformHeterogeneous handles members subscribing to different topics:
@@ -223,11 +222,7 @@ func uniformHeterogeneous(spec AssignmentSpec, ids []string) map[string]Assignme
 	for tp, id := range owner {
 		res[id] = append(res[id], tp)
 	}
-	out := make(map[string]Assignment, len(ids))
-	for _, id := range ids {
-		out[id] = assignmentOf(res[id])
-	}
-	return out
+	return toAssignments(ids, res)
 }
 
 // RangeAssignor is Kafka's server-side "range" assignor
@@ -269,8 +264,17 @@ func (RangeAssignor) Assign(spec AssignmentSpec) map[string]Assignment {
 			}
 		}
 	}
+	return toAssignments(ids, res)
+}
+
+// toAssignments builds the result; a member with nothing gets nil.
+func toAssignments(ids []string, res map[string][]TP) map[string]Assignment {
 	out := make(map[string]Assignment, len(ids))
 	for _, id := range ids {
+		if len(res[id]) == 0 {
+			out[id] = nil
+			continue
+		}
 		out[id] = assignmentOf(res[id])
 	}
 	return out

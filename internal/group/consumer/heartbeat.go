@@ -268,11 +268,20 @@ func (mgr *Manager) heartbeat(now time.Time, img *Image, client Client, req *kms
 		bump = !slices.Equal(member.SubscribedTopicNames, updated.SubscribedTopicNames) ||
 			member.SubscribedTopicRegex != updated.SubscribedTopicRegex
 	}
-	members := maps.Clone(g.Members)
-	if replaced != nil {
-		delete(members, replaced.ID)
+	// members is the membership after this heartbeat, built only when
+	// the subscription or the target has to be recomputed (it costs a
+	// copy of the member map).
+	var members map[string]*Member
+	after := func() map[string]*Member {
+		if members == nil {
+			members = maps.Clone(g.Members)
+			if replaced != nil {
+				delete(members, replaced.ID)
+			}
+			members[updated.ID] = updated
+		}
+		return members
 	}
-	members[updated.ID] = updated
 
 	// 2. Regular expressions, the subscription metadata and the epoch.
 	epoch := g.Epoch
@@ -281,10 +290,10 @@ func (mgr *Manager) heartbeat(now time.Time, img *Image, client Client, req *kms
 	if bump || g.imageVersion != img.Version {
 		var changed bool
 		var recs []Record
-		regexes, recs, changed = resolveRegexes(g, members, img, now)
+		regexes, recs, changed = resolveRegexes(g, after(), img, now)
 		records = append(records, recs...)
 		bump = bump || changed
-		subscription = subscriptionOf(members, regexes, img)
+		subscription = subscriptionOf(after(), regexes, img)
 		if !maps.Equal(subscription, g.Subscription) {
 			records = append(records, partitionMetadataRecord(g.ID, subscription))
 			bump = true
@@ -298,8 +307,8 @@ func (mgr *Manager) heartbeat(now time.Time, img *Image, client Client, req *kms
 	// 3. The target assignment, when the group epoch moved past it.
 	targetEpoch := g.AssignmentEpoch
 	if epoch > g.AssignmentEpoch {
-		assignor := mgr.assignor(preferredAssignor(members, mgr.cfg.Assignors[0].Name()))
-		newTargets := assignor.Assign(specOf(members, targets, regexes, subscription))
+		assignor := mgr.assignor(preferredAssignor(after(), mgr.cfg.Assignors[0].Name()))
+		newTargets := assignor.Assign(specOf(after(), targets, regexes, subscription))
 		for _, id := range slices.Sorted(maps.Keys(newTargets)) {
 			// A member without a target entry has an empty one.
 			if old := targets[id]; !old.Equal(newTargets[id]) {
@@ -387,11 +396,22 @@ func topicsOf(m *Member, regexes map[string]RegexResolution) []string {
 	return slices.Compact(out)
 }
 
+// subKey identifies a subscription; members often share one.
+func subKey(m *Member) string {
+	return strings.Join(m.SubscribedTopicNames, "\x00") + "\x01" + m.SubscribedTopicRegex
+}
+
 // subscriptionOf is the metadata of every existing topic some member
 // subscribes to.
 func subscriptionOf(members map[string]*Member, regexes map[string]RegexResolution, img *Image) map[string]SubscribedTopic {
 	out := map[string]SubscribedTopic{}
+	done := map[string]bool{}
 	for _, m := range members {
+		k := subKey(m)
+		if done[k] {
+			continue
+		}
+		done[k] = true
 		for _, name := range topicsOf(m, regexes) {
 			if t, ok := img.Topics[name]; ok {
 				out[name] = SubscribedTopic{ID: t.ID, Name: name, Partitions: t.Partitions}
@@ -451,14 +471,19 @@ func resolveRegexes(g *Group, members map[string]*Member, img *Image, now time.T
 
 // specOf is the assignor's input.
 func specOf(members map[string]*Member, targets map[string]Assignment, regexes map[string]RegexResolution, sub map[string]SubscribedTopic) AssignmentSpec {
-	spec := AssignmentSpec{Members: map[string]MemberSpec{}, Partitions: map[TopicID]int32{}}
+	spec := AssignmentSpec{Members: make(map[string]MemberSpec, len(members)), Partitions: map[TopicID]int32{}}
+	resolved := map[string][]TopicID{}
 	for id, m := range members {
-		var ids []TopicID
-		for _, name := range topicsOf(m, regexes) {
-			if t, ok := sub[name]; ok {
-				ids = append(ids, t.ID)
-				spec.Partitions[t.ID] = t.Partitions
+		k := subKey(m)
+		ids, ok := resolved[k]
+		if !ok {
+			for _, name := range topicsOf(m, regexes) {
+				if t, ok := sub[name]; ok {
+					ids = append(ids, t.ID)
+					spec.Partitions[t.ID] = t.Partitions
+				}
 			}
+			resolved[k] = ids
 		}
 		spec.Members[id] = MemberSpec{Subscribed: ids, Target: targets[id]}
 	}
