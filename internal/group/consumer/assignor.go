@@ -2,12 +2,15 @@ package consumer
 
 import (
 	"slices"
+	"strings"
 )
 
-// MemberSpec is what an assignor knows of one member: the topics it
-// subscribes to (resolved to ids, only topics that exist) and its
-// partitions in the current target assignment.
+// MemberSpec is what an assignor knows of one member: its instance id
+// (static membership; empty if none), the topics it subscribes to
+// (resolved to ids, only topics that exist) and its partitions in the
+// current target assignment.
 type MemberSpec struct {
+	InstanceID string
 	Subscribed []TopicID
 	Target     Assignment
 }
@@ -227,11 +230,12 @@ func uniformHeterogeneous(spec AssignmentSpec, ids []string) map[string]Assignme
 
 // RangeAssignor is Kafka's server-side "range" assignor
 // (org.apache.kafka.coordinator.group.assignor.RangeAssignor): for each
-// topic, the members subscribed to it, sorted by member id, get
-// consecutive ranges of partitions, the first P%M one more. Members with
-// the same subscriptions get the same partition numbers of every topic
-// (co-partitioning). It is deterministic but not sticky across
-// membership changes.
+// topic, the members subscribed to it get consecutive ranges of
+// partitions, the first P%M one more, in the order static members first
+// by instance id, then the others by member id. Members with the same
+// subscriptions get the same partition numbers of every topic
+// (co-partitioning). Like Kafka's, it is not sticky: the assignment
+// follows the members' order, which instance ids keep across restarts.
 type RangeAssignor struct{}
 
 // Name is "range".
@@ -240,6 +244,18 @@ func (RangeAssignor) Name() string { return "range" }
 // Assign implements Assignor.
 func (RangeAssignor) Assign(spec AssignmentSpec) map[string]Assignment {
 	ids := sortedMembers(spec)
+	slices.SortStableFunc(ids, func(a, b string) int {
+		ia, ib := spec.Members[a].InstanceID, spec.Members[b].InstanceID
+		switch {
+		case ia != "" && ib != "":
+			return strings.Compare(ia, ib)
+		case ia != "":
+			return -1
+		case ib != "":
+			return 1
+		}
+		return 0
+	})
 	res := make(map[string][]TP, len(ids))
 	for t, n := range spec.Partitions {
 		var subs []string

@@ -223,3 +223,20 @@ func TestRangeExample(t *testing.T) {
 		t.Fatalf("got %v", got)
 	}
 }
+
+// TestRangeStaticOrder: static members come first, by instance id, so a
+// static member rejoining under a new member id keeps its ranges.
+func TestRangeStaticOrder(t *testing.T) {
+	spec := AssignmentSpec{
+		Members: map[string]MemberSpec{
+			"a":  {Subscribed: []TopicID{tid(0)}},
+			"zz": {InstanceID: "i1", Subscribed: []TopicID{tid(0)}},
+			"b":  {InstanceID: "i2", Subscribed: []TopicID{tid(0)}},
+		},
+		Partitions: map[TopicID]int32{tid(0): 3},
+	}
+	got := RangeAssignor{}.Assign(spec)
+	if fmt.Sprint(got["zz"][tid(0)], got["b"][tid(0)], got["a"][tid(0)]) != "[0] [1] [2]" {
+		t.Fatalf("got %v", got)
+	}
+}

@@ -485,7 +485,7 @@ func specOf(members map[string]*Member, targets map[string]Assignment, regexes m
 			}
 			resolved[k] = ids
 		}
-		spec.Members[id] = MemberSpec{Subscribed: ids, Target: targets[id]}
+		spec.Members[id] = MemberSpec{InstanceID: m.InstanceID, Subscribed: ids, Target: targets[id]}
 	}
 	return spec
 }
