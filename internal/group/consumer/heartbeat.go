@@ -217,11 +217,12 @@ func (mgr *Manager) heartbeat(now time.Time, img *Image, client Client, req *kms
 			member.Epoch, member.PreviousEpoch = 0, 0
 			records = append(records, removeMemberRecords(g.ID, existing.ID)...)
 			records = append(records, memberMetadataRecord(g.ID, member))
-			if t, ok := targets[existing.ID]; ok {
+			t, ok := targets[existing.ID]
+			delete(targets, existing.ID)
+			if ok {
 				records = append(records, targetMemberRecord(g.ID, memberID, t))
 				targets[memberID] = t
 			}
-			delete(targets, existing.ID)
 			records = append(records, currentAssignmentRecord(g.ID, member))
 		default:
 			if existing == nil {
@@ -335,12 +336,12 @@ func (mgr *Manager) heartbeat(now time.Time, img *Image, client Client, req *kms
 		}
 		updated = next
 	}
-	timers = append(timers, Timer{Kind: SessionTimer, Group: g.ID, Member: updated.ID, At: now.Add(mgr.cfg.SessionTimeout)})
-	if replaced != nil {
+	if replaced != nil && replaced.ID != updated.ID {
 		timers = append(timers,
 			Timer{Kind: SessionTimer, Group: g.ID, Member: replaced.ID, Cancel: true},
 			Timer{Kind: RebalanceTimer, Group: g.ID, Member: replaced.ID, Cancel: true})
 	}
+	timers = append(timers, Timer{Kind: SessionTimer, Group: g.ID, Member: updated.ID, At: now.Add(mgr.cfg.SessionTimeout)})
 
 	mgr.apply(records)
 	if ng := mgr.groups[g.ID]; ng != nil {
