@@ -137,12 +137,14 @@ type Timer struct {
 	Cancel bool
 }
 
-// Key identifies the timer a schedule or cancel applies to.
+// Key identifies the timer a schedule or cancel applies to (Kafka's
+// "session-timeout-" / "rebalance-timeout-" keys, with a separator no
+// group or member id can forge).
 func (t Timer) Key() string {
 	if t.Kind == SessionTimer {
-		return "session-timeout-" + t.Group + "-" + t.Member
+		return "session-timeout\x00" + t.Group + "\x00" + t.Member
 	}
-	return "rebalance-timeout-" + t.Group + "-" + t.Member
+	return "rebalance-timeout\x00" + t.Group + "\x00" + t.Member
 }
 
 // Result is what a call produced: the records to append (in order), then
