@@ -26,8 +26,11 @@ func cmpTP(a, b TP) int {
 	return int(a.Partition) - int(b.Partition)
 }
 
-// Clone returns a deep copy of a.
+// Clone returns a deep copy of a (nil stays nil).
 func (a Assignment) Clone() Assignment {
+	if a == nil {
+		return nil
+	}
 	out := make(Assignment, len(a))
 	for t, ps := range a {
 		out[t] = slices.Clone(ps)

@@ -161,3 +161,35 @@ func (mgr *Manager) Groups() []string { return slices.Sorted(maps.Keys(mgr.group
 
 // Group returns a group's state, or nil; the caller must not modify it.
 func (mgr *Manager) Group(id string) *Group { return mgr.groups[id] }
+
+// Clone returns a deep copy of the manager, for a caller that keeps the
+// state as of its last committed offset and rolls back to it when an
+// append fails.
+func (mgr *Manager) Clone() *Manager {
+	out := &Manager{cfg: mgr.cfg, groups: make(map[string]*Group, len(mgr.groups))}
+	for id, g := range mgr.groups {
+		out.groups[id] = g.clone()
+	}
+	return out
+}
+
+func (g *Group) clone() *Group {
+	c := *g
+	c.Members = make(map[string]*Member, len(g.Members))
+	for id, m := range g.Members {
+		c.Members[id] = m.clone()
+	}
+	c.Target = make(map[string]Assignment, len(g.Target))
+	for id, a := range g.Target {
+		c.Target[id] = a.Clone()
+	}
+	c.Subscription = maps.Clone(g.Subscription)
+	c.Regexes = make(map[string]RegexResolution, len(g.Regexes))
+	for re, r := range g.Regexes {
+		r.Topics = slices.Clone(r.Topics)
+		c.Regexes[re] = r
+	}
+	c.partitionEpochs = maps.Clone(g.partitionEpochs)
+	c.staticMembers = maps.Clone(g.staticMembers)
+	return &c
+}

@@ -75,3 +75,40 @@ func TestLoadedTimers(t *testing.T) {
 		t.Fatal("timer keys collide")
 	}
 }
+
+// TestCloneIsolated: a clone taken before a heartbeat keeps the old
+// state however the original changes, so a caller can roll back.
+func TestCloneIsolated(t *testing.T) {
+	img := &Image{Version: 1, Topics: map[string]TopicImage{"a": {ID: topicID("a"), Partitions: 4}}}
+	mgr := NewManager(Config{})
+	var log []Record
+	join := func(m *Manager, member string) {
+		req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		req.Version, req.Group, req.MemberID = 1, "g", member
+		req.RebalanceTimeoutMillis = 1000
+		req.SubscribedTopicNames = []string{"a"}
+		req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+		if resp, res := m.Heartbeat(time.Unix(0, 0), img, Client{}, req); resp.ErrorCode != 0 {
+			t.Fatal(resp.ErrorCode)
+		} else if m == mgr {
+			log = append(log, res.Records...)
+		}
+	}
+	join(mgr, "m1")
+	join(mgr, "m2")
+	saved, upTo := mgr.Clone(), len(log)
+	join(mgr, "m3")
+	mgr.Expire(time.Unix(0, 0), img, Timer{Kind: SessionTimer, Group: "g", Member: "m1"})
+	want := NewManager(Config{})
+	for _, r := range log[:upTo] {
+		_ = want.Replay(r)
+	}
+	if d := compareManagers(saved, want); d != "" {
+		t.Fatalf("the clone changed with the original: %s", d)
+	}
+	// And the clone works on its own.
+	join(saved, "m4")
+	if saved.Group("g").Members["m4"] == nil || mgr.Group("g").Members["m4"] != nil {
+		t.Fatal("clone and original share members")
+	}
+}
