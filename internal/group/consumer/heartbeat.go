@@ -341,7 +341,7 @@ func (mgr *Manager) heartbeat(now time.Time, img *Image, client Client, req *kms
 			Timer{Kind: SessionTimer, Group: g.ID, Member: replaced.ID, Cancel: true},
 			Timer{Kind: RebalanceTimer, Group: g.ID, Member: replaced.ID, Cancel: true})
 	}
-	timers = append(timers, Timer{Kind: SessionTimer, Group: g.ID, Member: updated.ID, At: now.Add(mgr.cfg.SessionTimeout)})
+	timers = append(timers, Timer{Kind: SessionTimer, Group: g.ID, Member: updated.ID, At: now.Add(mgr.settings(g.ID).SessionTimeout)})
 
 	mgr.apply(records)
 	if ng := mgr.groups[g.ID]; ng != nil {
@@ -351,7 +351,7 @@ func (mgr *Manager) heartbeat(now time.Time, img *Image, client Client, req *kms
 	resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
 	resp.MemberID = &updated.ID
 	resp.MemberEpoch = updated.Epoch
-	resp.HeartbeatIntervalMillis = int32(mgr.cfg.HeartbeatInterval / time.Millisecond)
+	resp.HeartbeatIntervalMillis = int32(mgr.settings(g.ID).HeartbeatInterval / time.Millisecond)
 	// The assignment goes back on a full request (a join, or a member
 	// that sent every field after an error) or when it changed.
 	full := joining || (req.RebalanceTimeoutMillis != -1 && (req.SubscribedTopicNames != nil || req.SubscribedTopicRegex != nil) && req.Topics != nil)

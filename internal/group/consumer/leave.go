@@ -105,9 +105,10 @@ func (mgr *Manager) LoadedTimers(now time.Time) []Timer {
 	var out []Timer
 	for _, gid := range mgr.Groups() {
 		g := mgr.groups[gid]
+		session := mgr.settings(gid).SessionTimeout
 		for _, id := range slices.Sorted(maps.Keys(g.Members)) {
 			m := g.Members[id]
-			out = append(out, Timer{Kind: SessionTimer, Group: gid, Member: id, At: now.Add(mgr.cfg.SessionTimeout)})
+			out = append(out, Timer{Kind: SessionTimer, Group: gid, Member: id, At: now.Add(session)})
 			if m.State == MemberUnrevokedPartitions {
 				out = append(out, Timer{Kind: RebalanceTimer, Group: gid, Member: id, Epoch: m.Epoch,
 					At: now.Add(time.Duration(m.RebalanceTimeoutMs) * time.Millisecond)})

@@ -31,10 +31,37 @@ type Config struct {
 	MaxSize int
 	// Assignors are group.consumer.assignors; the first is the default.
 	Assignors []Assignor
+	// GroupOverrides returns a group's own settings (Kafka's group configs
+	// consumer.session.timeout.ms and consumer.heartbeat.interval.ms, set
+	// through IncrementalAlterConfigs on a GROUP resource, which checks
+	// them against the broker's min/max bounds); a zero field, or a nil
+	// func, means the broker's value.
+	GroupOverrides func(group string) GroupSettings
 	// NewMemberID generates the id of a member joining with an empty one
 	// (ConsumerGroupHeartbeat v0); nil uses a random UUID in Kafka's
 	// base64 form.
 	NewMemberID func() string
+}
+
+// GroupSettings are a group's own session timeout and heartbeat interval.
+type GroupSettings struct {
+	SessionTimeout    time.Duration
+	HeartbeatInterval time.Duration
+}
+
+// settings are the session timeout and heartbeat interval of group.
+func (mgr *Manager) settings(group string) GroupSettings {
+	s := GroupSettings{}
+	if mgr.cfg.GroupOverrides != nil {
+		s = mgr.cfg.GroupOverrides(group)
+	}
+	if s.SessionTimeout <= 0 {
+		s.SessionTimeout = mgr.cfg.SessionTimeout
+	}
+	if s.HeartbeatInterval <= 0 {
+		s.HeartbeatInterval = mgr.cfg.HeartbeatInterval
+	}
+	return s
 }
 
 // withDefaults fills the zero fields with Kafka's defaults.

@@ -20,7 +20,8 @@ import (
 // the expected output with -rewrite). One group "g" on a hand-driven
 // clock and metadata image. Commands:
 //
-//	config [max-size=N] [session-ms=N] [heartbeat-ms=N]
+//	config [max-size=N] [session-ms=N] [heartbeat-ms=N] [group-session-ms=N] [group-heartbeat-ms=N]
+//	                            broker settings, and group g's own overrides
 //	topics                      one "name partitions" a line; bumps the image version
 //	hb member=M epoch=E [v=0|1] [instance=I] [rack=R] [topics=(a,b)] [regex=RE]
 //	   [assignor=A] [owned=(a:0.1,b:2)|none] [rebalance-ms=N] [client=C]
@@ -187,6 +188,16 @@ func (e *env) handle(t *testing.T, d *datadriven.TestData) string {
 		e.cfg.MaxSize = intArg(t, d, "max-size", 0)
 		e.cfg.SessionTimeout = time.Duration(intArg(t, d, "session-ms", 45000)) * time.Millisecond
 		e.cfg.HeartbeatInterval = time.Duration(intArg(t, d, "heartbeat-ms", 5000)) * time.Millisecond
+		over := GroupSettings{
+			SessionTimeout:    time.Duration(intArg(t, d, "group-session-ms", 0)) * time.Millisecond,
+			HeartbeatInterval: time.Duration(intArg(t, d, "group-heartbeat-ms", 0)) * time.Millisecond,
+		}
+		e.cfg.GroupOverrides = func(group string) GroupSettings {
+			if group == "g" {
+				return over
+			}
+			return GroupSettings{}
+		}
 		e.mgr.cfg = e.cfg.withDefaults()
 		return ""
 	case "topics":
