@@ -130,14 +130,21 @@ func uniformHomogeneous(spec AssignmentSpec, ids []string) map[string]Assignment
 	all := allPartitions(spec, spec.Members[ids[0]].Subscribed)
 	kept, _ := sticky(spec, ids)
 	minQ, extra := len(all)/len(ids), len(all)%len(ids)
-	order := slices.Clone(ids)
-	slices.SortStableFunc(order, func(a, b string) int { return len(kept[b]) - len(kept[a]) })
 	quota := make(map[string]int, len(ids))
-	for _, id := range order {
+	for _, id := range ids {
 		quota[id] = minQ
-		if extra > 0 {
-			quota[id]++
-			extra--
+	}
+	// The extra partitions go first to members that can keep one more
+	// of their own (each saves a move), then to the others.
+	for pass := 0; pass < 2 && extra > 0; pass++ {
+		for _, id := range ids {
+			if extra == 0 {
+				break
+			}
+			if quota[id] == minQ && (pass == 1 || len(kept[id]) > minQ) {
+				quota[id]++
+				extra--
+			}
 		}
 	}
 	owned := map[TP]bool{}

@@ -310,11 +310,16 @@ func (mgr *Manager) heartbeat(now time.Time, img *Image, client Client, req *kms
 	if epoch > g.AssignmentEpoch {
 		assignor := mgr.assignor(preferredAssignor(after(), mgr.cfg.Assignors[0].Name()))
 		newTargets := assignor.Assign(specOf(after(), targets, regexes, subscription))
-		for _, id := range slices.Sorted(maps.Keys(newTargets)) {
+		var changed []string
+		for id, a := range newTargets {
 			// A member without a target entry has an empty one.
-			if old := targets[id]; !old.Equal(newTargets[id]) {
-				records = append(records, targetMemberRecord(g.ID, id, newTargets[id]))
+			if !targets[id].Equal(a) {
+				changed = append(changed, id)
 			}
+		}
+		slices.Sort(changed)
+		for _, id := range changed {
+			records = append(records, targetMemberRecord(g.ID, id, newTargets[id]))
 		}
 		records = append(records, Record{Key{Type: TypeTargetAssignmentMetadata, Group: g.ID}, &TargetAssignmentMetadataValue{AssignmentEpoch: epoch}})
 		targets, targetEpoch = newTargets, epoch
@@ -402,12 +407,23 @@ func subKey(m *Member) string {
 	return strings.Join(m.SubscribedTopicNames, "\x00") + "\x01" + m.SubscribedTopicRegex
 }
 
+// sameSubscription reports whether a and b subscribe alike (a may be nil).
+func sameSubscription(a, b *Member) bool {
+	return a != nil && a.SubscribedTopicRegex == b.SubscribedTopicRegex &&
+		slices.Equal(a.SubscribedTopicNames, b.SubscribedTopicNames)
+}
+
 // subscriptionOf is the metadata of every existing topic some member
 // subscribes to.
 func subscriptionOf(members map[string]*Member, regexes map[string]RegexResolution, img *Image) map[string]SubscribedTopic {
 	out := map[string]SubscribedTopic{}
 	done := map[string]bool{}
+	var last *Member
 	for _, m := range members {
+		if sameSubscription(last, m) {
+			continue
+		}
+		last = m
 		k := subKey(m)
 		if done[k] {
 			continue
@@ -474,7 +490,13 @@ func resolveRegexes(g *Group, members map[string]*Member, img *Image, now time.T
 func specOf(members map[string]*Member, targets map[string]Assignment, regexes map[string]RegexResolution, sub map[string]SubscribedTopic) AssignmentSpec {
 	spec := AssignmentSpec{Members: make(map[string]MemberSpec, len(members)), Partitions: map[TopicID]int32{}}
 	resolved := map[string][]TopicID{}
+	var last *Member
+	var lastIDs []TopicID
 	for id, m := range members {
+		if sameSubscription(last, m) {
+			spec.Members[id] = MemberSpec{InstanceID: m.InstanceID, Subscribed: lastIDs, Target: targets[id]}
+			continue
+		}
 		k := subKey(m)
 		ids, ok := resolved[k]
 		if !ok {
@@ -486,6 +508,7 @@ func specOf(members map[string]*Member, targets map[string]Assignment, regexes m
 			}
 			resolved[k] = ids
 		}
+		last, lastIDs = m, ids
 		spec.Members[id] = MemberSpec{InstanceID: m.InstanceID, Subscribed: ids, Target: targets[id]}
 	}
 	return spec
