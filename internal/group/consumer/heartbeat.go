@@ -144,7 +144,9 @@ func errorResponse(req *kmsg.ConsumerGroupHeartbeatRequest, e *Error) *kmsg.Cons
 // Heartbeat handles a ConsumerGroupHeartbeat (v0-v1) as Kafka's
 // GroupMetadataManager.consumerGroupHeartbeat: it returns the answer and
 // the records and timers the caller must append and schedule. On an
-// error, nothing changes and the result is empty.
+// error, nothing changes and the result is empty. The caller answers
+// first for a group id held by the classic coordinator (Kafka's
+// GROUP_ID_NOT_FOUND "Group %s is not a consumer group").
 func (mgr *Manager) Heartbeat(now time.Time, img *Image, client Client, req *kmsg.ConsumerGroupHeartbeatRequest) (*kmsg.ConsumerGroupHeartbeatResponse, Result) {
 	if e := mgr.validate(req); e != nil {
 		return errorResponse(req, e), Result{}
