@@ -22,8 +22,9 @@ func reconcile(m *Member, targetEpoch int32, target Assignment, partitionEpoch f
 	case MemberUnreleasedPartitions:
 		return nextAssignment(m, m.Epoch, targetEpoch, target, partitionEpoch, owned)
 	}
-	// An unknown state (a newer coordinator's): Kafka fences the member
-	// unless it owns nothing, then starts it over at the target.
+	// An unknown state (written by a newer coordinator) starts the member
+	// over at the target epoch; Kafka first fences a member that reports
+	// owning partitions, which this does not.
 	return nextAssignment(m, targetEpoch, targetEpoch, target, partitionEpoch, owned)
 }
 
