@@ -1,0 +1,192 @@
+// Package consumer is the I/O-free core of KIP-848 consumer groups (the
+// "consumer" group protocol of Kafka 4): the group and member state, the
+// ConsumerGroupHeartbeat transition with its target assignment and
+// revoke-before-assign reconciliation, the server assignors, the
+// __consumer_offsets records and their replay, the session and rebalance
+// timers as intents, and the ConsumerGroupDescribe answer. It mirrors
+// Kafka's org.apache.kafka.coordinator.group.modern.consumer package and
+// the consumer-group paths of GroupMetadataManager.
+//
+// Nothing here does I/O or reads a clock: the caller passes the time and
+// the topic metadata in, appends the returned records, schedules the
+// returned timers, and calls Expire when one fires. State changes only by
+// replaying records, so a caller that fails to append the records of a
+// call must restore the state it had before (or reload it by replay).
+package consumer
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"time"
+)
+
+// Config is the coordinator's consumer-group configuration.
+type Config struct {
+	// SessionTimeout is group.consumer.session.timeout.ms (45s).
+	SessionTimeout time.Duration
+	// HeartbeatInterval is group.consumer.heartbeat.interval.ms (5s).
+	HeartbeatInterval time.Duration
+	// MaxSize is group.consumer.max.size; 0 means no limit (Kafka's
+	// default, Integer.MAX_VALUE).
+	MaxSize int
+	// Assignors are group.consumer.assignors; the first is the default.
+	Assignors []Assignor
+	// GroupOverrides returns a group's own settings (Kafka's group configs
+	// consumer.session.timeout.ms and consumer.heartbeat.interval.ms, set
+	// through IncrementalAlterConfigs on a GROUP resource, which checks
+	// them against the broker's min/max bounds); a zero field, or a nil
+	// func, means the broker's value.
+	GroupOverrides func(group string) GroupSettings
+	// NewMemberID generates the id of a member joining with an empty one
+	// (ConsumerGroupHeartbeat v0); nil uses a random UUID in Kafka's
+	// base64 form.
+	NewMemberID func() string
+}
+
+// GroupSettings are a group's own session timeout and heartbeat interval.
+type GroupSettings struct {
+	SessionTimeout    time.Duration
+	HeartbeatInterval time.Duration
+}
+
+// settings are the session timeout and heartbeat interval of group.
+func (mgr *Manager) settings(group string) GroupSettings {
+	s := GroupSettings{}
+	if mgr.cfg.GroupOverrides != nil {
+		s = mgr.cfg.GroupOverrides(group)
+	}
+	if s.SessionTimeout <= 0 {
+		s.SessionTimeout = mgr.cfg.SessionTimeout
+	}
+	if s.HeartbeatInterval <= 0 {
+		s.HeartbeatInterval = mgr.cfg.HeartbeatInterval
+	}
+	return s
+}
+
+// withDefaults fills the zero fields with Kafka's defaults.
+func (c Config) withDefaults() Config {
+	if c.SessionTimeout <= 0 {
+		c.SessionTimeout = 45 * time.Second
+	}
+	if c.HeartbeatInterval <= 0 {
+		c.HeartbeatInterval = 5 * time.Second
+	}
+	if len(c.Assignors) == 0 {
+		c.Assignors = DefaultAssignors()
+	}
+	if c.NewMemberID == nil {
+		c.NewMemberID = randomMemberID
+	}
+	return c
+}
+
+// randomMemberID is a random UUID as Kafka's Uuid.toString writes it.
+func randomMemberID() string {
+	var u [16]byte
+	_, _ = rand.Read(u[:])
+	u[6] = u[6]&0x0f | 0x40
+	u[8] = u[8]&0x3f | 0x80
+	return base64.RawURLEncoding.EncodeToString(u[:])
+}
+
+// TopicImage is one topic of the cluster metadata.
+type TopicImage struct {
+	ID         TopicID
+	Partitions int32
+}
+
+// Image is the cluster's topic metadata as the coordinator sees it.
+// Version changes whenever the topics do (the metadata offset); a group
+// re-checks its subscription when it differs from the version it last
+// saw.
+type Image struct {
+	Version int64
+	Topics  map[string]TopicImage
+}
+
+// nameOf returns the name of the topic with id, if it exists.
+func (img *Image) nameOf(id TopicID) (string, bool) {
+	for name, t := range img.Topics {
+		if t.ID == id {
+			return name, true
+		}
+	}
+	return "", false
+}
+
+// Manager holds the consumer groups of one __consumer_offsets partition.
+// It is not safe for concurrent use: the coordinator runtime's partition
+// owner calls it.
+type Manager struct {
+	cfg    Config
+	groups map[string]*Group
+}
+
+// NewManager returns an empty Manager.
+func NewManager(cfg Config) *Manager {
+	return &Manager{cfg: cfg.withDefaults(), groups: map[string]*Group{}}
+}
+
+// assignor returns the configured assignor called name.
+func (mgr *Manager) assignor(name string) Assignor {
+	for _, a := range mgr.cfg.Assignors {
+		if a.Name() == name {
+			return a
+		}
+	}
+	return nil
+}
+
+// TimerKind tells the session timer from the rebalance timer.
+type TimerKind int8
+
+// Timer kinds.
+const (
+	// SessionTimer fires when a member has not heartbeated for the session
+	// timeout; the member is fenced.
+	SessionTimer TimerKind = iota
+	// RebalanceTimer fires when a member has not revoked partitions within
+	// its rebalance timeout; the member is fenced if it is still at Epoch
+	// with partitions to revoke.
+	RebalanceTimer
+)
+
+// Timer is a timer to schedule (or, with Cancel, to cancel). The caller
+// keeps at most one timer per Key: scheduling one replaces the previous.
+type Timer struct {
+	Kind   TimerKind
+	Group  string
+	Member string
+	// Epoch is the member epoch a rebalance timer was set for.
+	Epoch  int32
+	At     time.Time
+	Cancel bool
+}
+
+// Key identifies the timer a schedule or cancel applies to (Kafka's
+// "session-timeout-" / "rebalance-timeout-" keys, with a separator no
+// group or member id can forge).
+func (t Timer) Key() string {
+	if t.Kind == SessionTimer {
+		return "session-timeout\x00" + t.Group + "\x00" + t.Member
+	}
+	return "rebalance-timeout\x00" + t.Group + "\x00" + t.Member
+}
+
+// Result is what a call produced: the records to append (in order), then
+// the timers to schedule or cancel once they are committed.
+type Result struct {
+	Records []Record
+	Timers  []Timer
+}
+
+// apply replays records into the manager; the records were built from the
+// current state, so replay cannot fail.
+func (mgr *Manager) apply(records []Record) {
+	for _, r := range records {
+		if err := mgr.Replay(r); err != nil {
+			panic(err)
+		}
+	}
+}
