@@ -164,16 +164,27 @@ func (rt *Runtime[S]) Elect(part, epoch int32) bool {
 // Resign returns once the owner is done (so an event must not call it:
 // it calls Shard.Unload).
 func (rt *Runtime[S]) Resign(part, epoch int32) bool {
-	rt.mu.Lock()
-	s := rt.shards[part]
-	if s == nil || (epoch >= 0 && s.epoch > epoch) {
-		rt.mu.Unlock()
+	s := rt.resign(part, epoch)
+	if s == nil {
 		return false
 	}
-	rt.unloadLocked(s)
-	rt.mu.Unlock()
 	<-s.exited
 	return true
+}
+
+// ResignNoWait is Resign without waiting for the owner: for callers that
+// hold locks an event may need (the broker's leadership listeners).
+func (rt *Runtime[S]) ResignNoWait(part, epoch int32) bool { return rt.resign(part, epoch) != nil }
+
+func (rt *Runtime[S]) resign(part, epoch int32) *Shard[S] {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	s := rt.shards[part]
+	if s == nil || (epoch >= 0 && s.epoch > epoch) {
+		return nil
+	}
+	rt.unloadLocked(s)
+	return s
 }
 
 // unloadLocked removes s and tells its owner to stop (rt.mu held).

@@ -235,8 +235,10 @@ func (c *Coordinator) ElectAt(i, epoch int32) {
 func (c *Coordinator) Resign(i int32) { c.rt.Resign(i, -1) }
 
 // ResignAt is Resign for a leadership change at leader epoch epoch: a
-// shard elected at a newer epoch stays.
-func (c *Coordinator) ResignAt(i, epoch int32) { c.rt.Resign(i, epoch) }
+// shard elected at a newer epoch stays. It does not wait for the shard's
+// owner to finish (the broker's leadership listeners call it holding
+// locks that a request being served may need).
+func (c *Coordinator) ResignAt(i, epoch int32) { c.rt.ResignNoWait(i, epoch) }
 
 // unloaded answers the shard's waiting requests with NOT_COORDINATOR and
 // drops its groups (the runtime's Unloaded).
