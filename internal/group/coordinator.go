@@ -108,6 +108,7 @@ type shardState struct {
 	// pending transactional offsets (an entry may be stale).
 	txnGroups map[int64]map[string]bool
 	loadTook  time.Duration
+	replayed  bool // the partition had records to replay
 }
 
 // shard is the runtime's shard of one offsets partition: its methods
@@ -333,6 +334,7 @@ func (c *Coordinator) load(i int32, r coord.Replica) (*shardState, error) {
 	}
 	c.restoreTxnOffsets(st, l, now)
 	st.loadTook = clock.Since(c.clock, start)
+	st.replayed = p.LogEndOffset() > p.LogStartOffset()
 	return st, nil
 }
 
@@ -346,7 +348,7 @@ func (c *Coordinator) loaded(s *shard) {
 		c.schedule(s, g)
 	}
 	c.armRetention(s)
-	if len(st.groups) > 0 || st.loadTook > 0 {
+	if st.replayed {
 		c.log.Info("loaded groups", "partition", s.Partition(), "groups", len(st.groups), "took", st.loadTook)
 	}
 }
