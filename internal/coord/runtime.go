@@ -144,7 +144,9 @@ func (rt *Runtime[S]) Elect(part, epoch int32) bool {
 	rt.shards[part] = s
 	if r.LogEndOffset() <= r.LogStartOffset() {
 		// Nothing to replay: serve at once.
+		start := time.Now()
 		st, err := rt.cfg.Load(part, r)
+		rt.loadTime.Observe(time.Since(start).Seconds())
 		if err != nil {
 			rt.log.Error("loading coordinator shard", "coordinator", rt.cfg.Name, "partition", part, "err", err)
 			delete(rt.shards, part)
