@@ -110,8 +110,13 @@ type Node struct {
 	// this node's registration or heartbeat; 0 before the first answer.
 	lastContact atomic.Int64
 	poke        chan struct{}
-	granted     chan struct{}
-	grantMu     sync.Once
+	// leaderProbe is set while a probe of the raft leader's controller
+	// port is out (leaderloss.go).
+	leaderProbe atomic.Bool
+	// hurried counts the elections this voter hurried (leaderloss.go).
+	hurried atomic.Int64
+	granted chan struct{}
+	grantMu sync.Once
 
 	stats  statsCounter
 	alters alterBatcher
@@ -213,6 +218,7 @@ func (n *Node) startRaft() error {
 	n.wg.Add(1)
 	go n.act.decisionLoop()
 	n.mux = newMux(ln, n.serveConn, n.cfg.ServerTLS, n.log)
+	n.mux.raftEnded = n.raftConnEnded
 	hlog := newRaftLogger(n.log)
 	stream := &streamLayer{m: n.mux, addr: raftAddr(n.raftAddr), tls: n.cfg.ClientTLS, done: make(chan struct{})}
 	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: stream, MaxPool: 3, Timeout: 5 * time.Second, Logger: hlog})

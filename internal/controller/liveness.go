@@ -37,6 +37,10 @@ import (
 // probeTimeout bounds one dial of a suspect's listener.
 const probeTimeout = time.Second
 
+// brokerProbes is how many times, 50 ms apart, one probe of a suspect
+// dials its listener before leaving it to the next tick.
+const brokerProbes = 5
+
 // suspicion is why and since when the active controller doubts a broker.
 type suspicion struct {
 	since time.Time
@@ -108,11 +112,24 @@ func (a *active) probeSuspects() {
 // no heartbeat since the suspicion began, same term.
 func (a *active) probeOne(probe func(context.Context, string) error, br metadata.Broker, s suspicion, gen uint64) {
 	addr := net.JoinHostPort(br.Host, strconv.Itoa(int(br.Port)))
-	err := probe(a.n.baseCtx, addr)
+	same := func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		cur, still := a.suspect[br.ID]
+		return still && cur.since.Equal(s.since) && a.gen == gen && a.on
+	}
+	// A dying process's kernel may close its connections a moment before
+	// its listening socket: a probe that connects is tried again a few
+	// times, 50 ms apart (the decision loop's tick probes again later).
+	var err error
+	for try := 0; try < brokerProbes; try++ {
+		if err = probe(a.n.baseCtx, addr); refused(err) || !same() || !sleepCtx(a.n.baseCtx, 50*time.Millisecond) {
+			break
+		}
+	}
+	still := same()
 	a.mu.Lock()
 	delete(a.probing, br.ID)
-	cur, still := a.suspect[br.ID]
-	still = still && cur.since.Equal(s.since) && a.gen == gen && a.on
 	a.mu.Unlock()
 	if !still || !refused(err) {
 		return

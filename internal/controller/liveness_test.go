@@ -148,6 +148,15 @@ func TestCrashedControllerFencedFast(t *testing.T) {
 		t.Fatalf("crashed controller %d not fenced by the new controller %d within 4 s of its election (session 9 s)", oldID, c.id(act))
 	}
 	t.Logf("new controller %d elected and the dead one fenced %v after the crash", c.id(act), time.Since(start).Round(time.Millisecond))
+	// The survivors saw the leader's raft connections end and its port
+	// refuse: at least one of them hurried the election (leaderloss.go).
+	var hurried int64
+	for _, n := range c.nodes {
+		hurried += n.hurried.Load()
+	}
+	if hurried == 0 {
+		t.Error("no surviving voter shortened its election timeouts after the active controller died")
+	}
 	// The live brokers stay unfenced.
 	for id := range c.nodes {
 		if b := act.Image().Brokers[id]; b.Fenced {
@@ -257,5 +266,12 @@ func TestControllerFailoverFencesNoLiveBroker(t *testing.T) {
 			}
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	// The old leader's raft connections ended, but its port answers: no
+	// voter hurried an election.
+	for id, n := range c.nodes {
+		if h := n.hurried.Load(); h != 0 {
+			t.Errorf("voter %d shortened its election timeouts %d times though the old leader is alive", id, h)
+		}
 	}
 }

@@ -48,6 +48,10 @@ type mux struct {
 	raftCh chan net.Conn
 	rpc    func(net.Conn)
 	log    *slog.Logger
+	// raftEnded, if set, is called (once per connection) when a raft
+	// connection another voter opened to this one fails to read: it
+	// ended, or raft closed it (leaderloss.go).
+	raftEnded func()
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -137,6 +141,9 @@ func (m *mux) route(raw net.Conn) {
 	raw.SetDeadline(time.Time{})
 	switch b[0] {
 	case connRaft:
+		if m.raftEnded != nil {
+			c = &watchedConn{Conn: c, ended: m.raftEnded}
+		}
 		select {
 		case m.raftCh <- c: // raft owns it now; mux.close still closes raw
 		case <-m.done:
@@ -165,6 +172,22 @@ func (m *mux) close() {
 	}
 	m.mu.Unlock()
 	m.wg.Wait()
+}
+
+// watchedConn calls ended once, on the first failed read.
+type watchedConn struct {
+	net.Conn
+	ended func()
+	once  sync.Once
+}
+
+// Read implements net.Conn.
+func (c *watchedConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if err != nil {
+		c.once.Do(c.ended)
+	}
+	return n, err
 }
 
 // streamLayer is raft's view of the mux: raft connections in, dials out

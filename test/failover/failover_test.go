@@ -76,6 +76,12 @@ func activeController(c *testcluster.Cluster) int32 {
 // older image until it catches up, so one node's answer is not enough).
 func waitHealed(t *testing.T, c *testcluster.Cluster, parts int32, timeout time.Duration) map[int32]testcluster.PartitionMeta {
 	t.Helper()
+	return waitHealedTopic(t, c, topic, parts, timeout)
+}
+
+// waitHealedTopic is waitHealed for another topic.
+func waitHealedTopic(t *testing.T, c *testcluster.Cluster, topic string, parts int32, timeout time.Duration) map[int32]testcluster.PartitionMeta {
+	t.Helper()
 	var agreed map[int32]testcluster.PartitionMeta
 	testcluster.WaitFor(t, timeout, "every partition led, the same leader on every node, every ISR full", func() (bool, string) {
 		all, err := c.MetaAll(topic)
