@@ -76,7 +76,7 @@ func fencings(t *testing.T, c *testcluster.Cluster) []string {
 			t.Fatal(err)
 		}
 		for _, l := range strings.Split(string(b), "\n") {
-			if strings.Contains(l, "fencing broker") {
+			if strings.Contains(l, `msg="fencing broker`) {
 				out = append(out, fmt.Sprintf("node %d: %s", p.NodeID(), l))
 			}
 		}
