@@ -217,8 +217,7 @@ func (n *Node) startRaft() error {
 	n.act.probe = dialProbe
 	n.wg.Add(1)
 	go n.act.decisionLoop()
-	n.mux = newMux(ln, n.serveConn, n.cfg.ServerTLS, n.log)
-	n.mux.raftEnded = n.raftConnEnded
+	n.mux = newMux(ln, n.serveConn, n.raftConnEnded, n.cfg.ServerTLS, n.log)
 	hlog := newRaftLogger(n.log)
 	stream := &streamLayer{m: n.mux, addr: raftAddr(n.raftAddr), tls: n.cfg.ClientTLS, done: make(chan struct{})}
 	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: stream, MaxPool: 3, Timeout: 5 * time.Second, Logger: hlog})

@@ -60,8 +60,10 @@ type mux struct {
 	wg     sync.WaitGroup
 }
 
-func newMux(ln net.Listener, rpc func(net.Conn), tc *tls.Config, log *slog.Logger) *mux {
-	m := &mux{ln: ln, tls: tc, raftCh: make(chan net.Conn), rpc: rpc, log: log, conns: map[net.Conn]struct{}{}, done: make(chan struct{})}
+// newMux serves ln: RPC connections go to rpc, raft connections to the
+// stream layer (watched by raftEnded if it is not nil).
+func newMux(ln net.Listener, rpc func(net.Conn), raftEnded func(), tc *tls.Config, log *slog.Logger) *mux {
+	m := &mux{ln: ln, tls: tc, raftCh: make(chan net.Conn), rpc: rpc, raftEnded: raftEnded, log: log, conns: map[net.Conn]struct{}{}, done: make(chan struct{})}
 	m.wg.Add(1)
 	go m.accept()
 	return m
