@@ -129,7 +129,11 @@ func (m *mux) route(raw net.Conn) {
 	if m.tls != nil {
 		tc := tls.Server(raw, m.tls)
 		if err := tc.Handshake(); err != nil {
-			m.log.Warn("controller port: TLS handshake failed", "remote", raw.RemoteAddr(), "err", err)
+			// A peer that closes before its hello (a liveness probe,
+			// liveness.go) is not a failed handshake worth a warning.
+			if !errors.Is(err, io.EOF) {
+				m.log.Warn("controller port: TLS handshake failed", "remote", raw.RemoteAddr(), "err", err)
+			}
 			m.untrack(raw)
 			return
 		}
