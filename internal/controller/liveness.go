@@ -119,10 +119,15 @@ func (a *active) probeOne(probe func(context.Context, string) error, br metadata
 		return still && cur.since.Equal(s.since) && a.gen == gen && a.on
 	}
 	// A dying process's kernel may close its connections a moment before
-	// its listening socket: a probe that connects is tried again a few
-	// times, 50 ms apart (the decision loop's tick probes again later).
+	// its listening socket: in the first second of a suspicion a probe
+	// that connects is tried again a few times, 50 ms apart; later ones
+	// dial once (the decision loop's tick probes again).
+	tries := brokerProbes
+	if a.now().Sub(s.since) > time.Second {
+		tries = 1
+	}
 	var err error
-	for try := 0; try < brokerProbes; try++ {
+	for try := 0; try < tries; try++ {
 		if err = probe(a.n.baseCtx, addr); refused(err) || !same() || !sleepCtx(a.n.baseCtx, 50*time.Millisecond) {
 			break
 		}
