@@ -130,7 +130,7 @@ var coreBrokerDefs = []Def{
 	{Name: "leader.imbalance.per.broker.percentage", Type: TypeInt, Default: "10", Status: StatusIgnored},
 
 	// Broker lifecycle.
-	{Name: "broker.session.timeout.ms", Type: TypeInt, Default: "9000", Min: 1, Max: math.MaxInt32, Doc: "A broker with no heartbeat for this long is fenced by the controller."},
+	{Name: "broker.session.timeout.ms", Type: TypeInt, Default: "9000", Min: 1, Max: math.MaxInt32, Doc: "A broker with no heartbeat for this long is fenced by the controller (a broker whose process is gone, its connections closed and its listener refusing, is fenced at once: docs/controller.md, Failover)."},
 	{Name: "broker.heartbeat.interval.ms", Type: TypeInt, Default: "2000", Min: 1, Max: math.MaxInt32, Doc: "Interval between a broker's heartbeats to the controller (capped at a third of broker.session.timeout.ms)."},
 	{Name: "controlled.shutdown.enable", Type: TypeBoolean, Default: "true", Doc: "On SIGTERM or SIGINT, move leadership away and leave the ISRs before stopping."},
 	{Name: "controlled.shutdown.max.retries", Type: TypeInt, Default: "3", Min: 0, Max: math.MaxInt32, Doc: "Retries of a controlled shutdown the controller has not granted; the whole wait is bounded by (1 + retries) x controlled.shutdown.retry.backoff.ms."},

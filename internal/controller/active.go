@@ -35,6 +35,10 @@ type active struct {
 	// applied it (BrokerHeartbeatManager.calculateNextBrokerState, docs/kafka-replication.md §4.3).
 	applied    map[int32]int64
 	shutdownAt map[int32]int64
+	// suspect are the brokers this term doubts are alive, probing those
+	// with a probe in flight (liveness.go).
+	suspect map[int32]suspicion
+	probing map[int32]bool
 
 	// now and newUUID default to time.Now and metadata.NewUUID; a Machine
 	// (machine.go) gives the simulator's clock and a seeded id source.
@@ -44,6 +48,9 @@ type active struct {
 	// Machine's in-memory log), and submit makes each decision at once on
 	// the caller's goroutine instead of queueing it for the decision loop.
 	propose func(entries [][]record) ([]int64, int, error)
+	// probe dials a suspect broker's listener (liveness.go); nil (a
+	// Machine) probes nothing, leaving the session rule alone.
+	probe func(ctx context.Context, addr string) error
 	// knobs re-introduce fixed bugs (tests only; never set in production).
 	knobs Knobs
 }
@@ -63,6 +70,8 @@ func (a *active) init(n *Node) {
 	a.contact = map[int32]time.Time{}
 	a.applied = map[int32]int64{}
 	a.shutdownAt = map[int32]int64{}
+	a.suspect = map[int32]suspicion{}
+	a.probing = map[int32]bool{}
 	a.now = time.Now
 	a.newUUID = metadata.NewUUID
 }
@@ -70,12 +79,15 @@ func (a *active) init(n *Node) {
 // activateLocked (a.mu held) starts a term of leadership on the committed image: every
 // registered broker gets a full session from now (contact from the
 // previous term is not known here), no heartbeat's applied offset or
-// shutdown offset is carried over, and decisions are taken from now on.
+// shutdown offset is carried over, every other broker is a suspect until
+// it heartbeats (liveness.go), and decisions are taken from now on.
 func (a *active) activateLocked() {
 	now := a.now()
 	a.contact = map[int32]time.Time{}
+	a.suspect = map[int32]suspicion{}
 	for id := range a.n.st.Image().Brokers {
 		a.contact[id] = now
+		a.suspectLocked(id, "a new controller term began without its heartbeat")
 	}
 	a.applied = map[int32]int64{}
 	a.shutdownAt = map[int32]int64{}
@@ -200,6 +212,7 @@ func (a *active) run(stop chan struct{}, gen uint64) {
 	a.activateLocked()
 	a.mu.Unlock()
 	n.log.Info("active controller", "offset", n.st.Image().Offset)
+	a.probeSuspects()
 	a.bootstrap(n.baseCtx)
 	tick := time.NewTicker(min(a.sessionTimeout()/4, 250*time.Millisecond))
 	defer tick.Stop()
@@ -213,6 +226,7 @@ func (a *active) run(stop chan struct{}, gen uint64) {
 		case <-tick.C:
 		}
 		a.fenceStale()
+		a.probeSuspects()
 		if ri := a.rebalanceInterval(); time.Since(lastRebalance) >= ri {
 			lastRebalance = time.Now()
 			a.decideSplit(n.baseCtx, func(im *metadata.Image, b *batch) error {
@@ -428,9 +442,12 @@ func (a *active) fenceStale() {
 	}
 }
 
+// touch records a heartbeat (or registration) of broker id: its session
+// restarts and it is no longer a suspect.
 func (a *active) touch(id int32) {
 	a.mu.Lock()
 	a.contact[id] = a.now()
+	delete(a.suspect, id)
 	a.mu.Unlock()
 }
 

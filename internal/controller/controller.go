@@ -110,8 +110,13 @@ type Node struct {
 	// this node's registration or heartbeat; 0 before the first answer.
 	lastContact atomic.Int64
 	poke        chan struct{}
-	granted     chan struct{}
-	grantMu     sync.Once
+	// leaderProbe is set while a probe of the raft leader's controller
+	// port is out (leaderloss.go).
+	leaderProbe atomic.Bool
+	// hurried counts the elections this voter hurried (leaderloss.go).
+	hurried atomic.Int64
+	granted chan struct{}
+	grantMu sync.Once
 
 	stats  statsCounter
 	alters alterBatcher
@@ -209,9 +214,10 @@ func (n *Node) startRaft() error {
 		return fmt.Errorf("controller: listen %s: %w", bind, err)
 	}
 	n.act.init(n)
+	n.act.probe = dialProbe
 	n.wg.Add(1)
 	go n.act.decisionLoop()
-	n.mux = newMux(ln, n.serveConn, n.cfg.ServerTLS, n.log)
+	n.mux = newMux(ln, n.serveConn, n.raftConnEnded, n.cfg.ServerTLS, n.log)
 	hlog := newRaftLogger(n.log)
 	stream := &streamLayer{m: n.mux, addr: raftAddr(n.raftAddr), tls: n.cfg.ClientTLS, done: make(chan struct{})}
 	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: stream, MaxPool: 3, Timeout: 5 * time.Second, Logger: hlog})
@@ -567,13 +573,25 @@ func (n *Node) AllocateProducerID(ctx context.Context) (int64, error) {
 	return resp.Start, nil
 }
 
-// serveConn serves one RPC connection (after the connRPC byte).
+// serveConn serves one RPC connection (after the connRPC byte). When a
+// connection that carried a broker's accepted heartbeat ends, the active
+// controller suspects that broker (liveness.go).
 func (n *Node) serveConn(c net.Conn) {
 	select {
 	case <-n.raftReady:
 	case <-n.closing:
 		return
 	}
+	owner := int32(-1)
+	defer func() {
+		select {
+		case <-n.closing:
+		default:
+			if owner >= 0 {
+				n.act.connLost(owner)
+			}
+		}
+	}()
 	for {
 		c.SetReadDeadline(time.Now().Add(rpcIdleTimeout))
 		var req rpcRequest
@@ -584,6 +602,12 @@ func (n *Node) serveConn(c net.Conn) {
 		ctx, cancel := context.WithTimeout(n.baseCtx, defaultCallTimeout)
 		resp := n.serveLocal(ctx, req)
 		cancel()
+		if req.Op == opHeartbeat && resp.Code == 0 {
+			var hb heartbeatReq
+			if json.Unmarshal(req.Body, &hb) == nil {
+				owner = hb.ID
+			}
+		}
 		if err := writeFrame(c, resp); err != nil {
 			return
 		}

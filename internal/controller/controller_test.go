@@ -71,7 +71,7 @@ func TestQuorumCreateTopic(t *testing.T) {
 		t.Fatalf("brokers %v cluster %q", im.Brokers, im.ClusterID)
 	}
 	for id, b := range im.Brokers {
-		if b.Fenced || b.Epoch <= 0 || b.Port != 19000+id {
+		if b.Fenced || b.Epoch <= 0 || int(b.Port) != c.ports[id] {
 			t.Fatalf("broker %d: %+v", id, b)
 		}
 	}

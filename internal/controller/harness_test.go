@@ -24,6 +24,13 @@ type cluster struct {
 	nodes  map[int32]*Node
 	props  map[string]string
 	snap   uint64
+	// lns stand in for each running node's Kafka listener (the address
+	// it registers), accepting and closing connections, so the active
+	// controller's probes (liveness.go) find a running node alive; stop
+	// closes it, as a process's death closes its sockets. A node keeps
+	// its port across restarts.
+	lns   map[int32]net.Listener
+	ports map[int32]int
 }
 
 func freeAddrs(t *testing.T, n int) []string {
@@ -65,7 +72,7 @@ func newClusterSnap(t *testing.T, threshold uint64) *cluster {
 
 func newClusterOpts(t *testing.T, nv, nb int, props map[string]string, snap uint64) *cluster {
 	t.Helper()
-	c := &cluster{t: t, dirs: map[int32]string{}, nodes: map[int32]*Node{}, props: map[string]string{
+	c := &cluster{t: t, dirs: map[int32]string{}, nodes: map[int32]*Node{}, lns: map[int32]net.Listener{}, ports: map[int32]int{}, props: map[string]string{
 		"broker.session.timeout.ms":    "1500",
 		"broker.heartbeat.interval.ms": "250",
 	}, snap: snap}
@@ -100,9 +107,23 @@ func (c *cluster) start(id int32) *Node {
 			listen = v.Addr
 		}
 	}
+	ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(c.ports[id]))
+	if err != nil {
+		c.t.Fatalf("node %d's listener: %v", id, err)
+	}
+	c.lns[id], c.ports[id] = ln, ln.Addr().(*net.TCPAddr).Port
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conn.Close()
+		}
+	}()
 	n, err := Start(Config{
 		NodeID: id, Voters: c.voters, ControllerListen: listen, DataDir: c.dirs[id],
-		Self:   metadata.Broker{Host: "127.0.0.1", Port: 19000 + id},
+		Self:   metadata.Broker{Host: "127.0.0.1", Port: int32(c.ports[id])},
 		Broker: bc, Logger: testLogger().With("test", c.t.Name()),
 		RaftTimeout: 400 * time.Millisecond, SnapshotThreshold: c.snap,
 	})
@@ -117,6 +138,10 @@ func (c *cluster) stop(id int32) {
 	if n := c.nodes[id]; n != nil {
 		n.Close()
 		delete(c.nodes, id)
+	}
+	if ln := c.lns[id]; ln != nil {
+		ln.Close()
+		delete(c.lns, id)
 	}
 }
 

@@ -48,6 +48,10 @@ type mux struct {
 	raftCh chan net.Conn
 	rpc    func(net.Conn)
 	log    *slog.Logger
+	// raftEnded, if set, is called (once per connection) when a raft
+	// connection another voter opened to this one fails to read: it
+	// ended, or raft closed it (leaderloss.go).
+	raftEnded func()
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -56,8 +60,10 @@ type mux struct {
 	wg     sync.WaitGroup
 }
 
-func newMux(ln net.Listener, rpc func(net.Conn), tc *tls.Config, log *slog.Logger) *mux {
-	m := &mux{ln: ln, tls: tc, raftCh: make(chan net.Conn), rpc: rpc, log: log, conns: map[net.Conn]struct{}{}, done: make(chan struct{})}
+// newMux serves ln: RPC connections go to rpc, raft connections to the
+// stream layer (watched by raftEnded if it is not nil).
+func newMux(ln net.Listener, rpc func(net.Conn), raftEnded func(), tc *tls.Config, log *slog.Logger) *mux {
+	m := &mux{ln: ln, tls: tc, raftCh: make(chan net.Conn), rpc: rpc, raftEnded: raftEnded, log: log, conns: map[net.Conn]struct{}{}, done: make(chan struct{})}
 	m.wg.Add(1)
 	go m.accept()
 	return m
@@ -123,7 +129,11 @@ func (m *mux) route(raw net.Conn) {
 	if m.tls != nil {
 		tc := tls.Server(raw, m.tls)
 		if err := tc.Handshake(); err != nil {
-			m.log.Warn("controller port: TLS handshake failed", "remote", raw.RemoteAddr(), "err", err)
+			// A peer that closes before its hello (a liveness probe,
+			// liveness.go) is not a failed handshake worth a warning.
+			if !errors.Is(err, io.EOF) {
+				m.log.Warn("controller port: TLS handshake failed", "remote", raw.RemoteAddr(), "err", err)
+			}
 			m.untrack(raw)
 			return
 		}
@@ -137,6 +147,9 @@ func (m *mux) route(raw net.Conn) {
 	raw.SetDeadline(time.Time{})
 	switch b[0] {
 	case connRaft:
+		if m.raftEnded != nil {
+			c = &watchedConn{Conn: c, ended: m.raftEnded}
+		}
 		select {
 		case m.raftCh <- c: // raft owns it now; mux.close still closes raw
 		case <-m.done:
@@ -165,6 +178,22 @@ func (m *mux) close() {
 	}
 	m.mu.Unlock()
 	m.wg.Wait()
+}
+
+// watchedConn calls ended once, on the first failed read.
+type watchedConn struct {
+	net.Conn
+	ended func()
+	once  sync.Once
+}
+
+// Read implements net.Conn.
+func (c *watchedConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if err != nil {
+		c.once.Do(c.ended)
+	}
+	return n, err
 }
 
 // streamLayer is raft's view of the mux: raft connections in, dials out

@@ -49,6 +49,7 @@ func (a *active) unregister(ctx context.Context, body []byte) (any, int64, error
 	delete(a.contact, in.ID)
 	delete(a.applied, in.ID)
 	delete(a.shutdownAt, in.ID)
+	delete(a.suspect, in.ID)
 	a.mu.Unlock()
 	return struct{}{}, off, nil
 }
