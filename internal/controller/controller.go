@@ -65,6 +65,24 @@ type Config struct {
 	// Default 1024.
 	SnapshotThreshold uint64
 
+	// Standalone is set when the quorum of one in Voters was not given
+	// but implied: a node started without --voters is a quorum of itself
+	// (Kafka 4's kafka-storage.sh format --standalone). Its metadata log
+	// must then say the same: a log whose configuration has other
+	// members (a quorum member's directory started without --voters) is
+	// refused at start, and when the node's controller address changed
+	// since the log was written (an ephemeral loopback listener), the
+	// active controller records the new one.
+	Standalone bool
+	// Listener, when set, is this voter's controller port, already bound
+	// (ControllerListen is then ignored for the bind).
+	Listener net.Listener
+	// Import, when set, is the image of the single-node metadata store an
+	// earlier binary wrote (metadata.Store). A new quorum (no cluster id
+	// committed yet) starts from it instead of an empty cluster: its
+	// first active controller commits it as one record (import.go).
+	Import *metadata.Image
+
 	// MaxBrokerPartitions and MaxPartitions are KIP-578's
 	// max.broker.partitions and max.partitions, which CreateTopics and
 	// CreatePartitions respect. Zero takes them from Broker.
@@ -200,13 +218,16 @@ func (n *Node) startRaft() error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	bind := n.cfg.ControllerListen
-	if bind == "" {
-		bind = n.raftAddr
-	}
-	ln, err := net.Listen("tcp", bind)
-	if err != nil {
-		return fmt.Errorf("controller: listen %s: %w", bind, err)
+	var err error
+	ln := n.cfg.Listener
+	if ln == nil {
+		bind := n.cfg.ControllerListen
+		if bind == "" {
+			bind = n.raftAddr
+		}
+		if ln, err = net.Listen("tcp", bind); err != nil {
+			return fmt.Errorf("controller: listen %s: %w", bind, err)
+		}
 	}
 	n.act.init(n)
 	n.wg.Add(1)
@@ -250,6 +271,11 @@ func (n *Node) startRaft() error {
 	has, err := raft.HasExistingState(n.store, n.store, snaps)
 	if err != nil {
 		return fail(err)
+	}
+	if has && n.cfg.Standalone {
+		if err := n.checkStandalone(rc, snaps); err != nil {
+			return fail(err)
+		}
 	}
 	// A voter without its raft state, or whose earlier such start had not
 	// caught up, does not vote until it has (voteguard.go).

@@ -84,11 +84,16 @@ func TestOpenRefuses(t *testing.T) {
 		want  []string          // in the error; nil for an accepted start
 		files map[string]string // extra files
 	}{
+		// A metadata log without --voters is left to the controller,
+		// which refuses it unless its quorum is this node alone
+		// (controller.ErrNotStandalone).
 		{name: "member without --voters", props: props("C"), dirs: []string{"__raft", "orders-1"},
-			start: Start{NewClusterID: "N"}, want: []string{"cluster C", "new single-node cluster N", "--voters"}},
+			start: Start{NewClusterID: "N"}},
 		{name: "broker-only member without --voters", props: props("C"), dirs: []string{"orders-0"},
 			start: Start{NewClusterID: "N"}, want: []string{"cluster C", "cluster N", "--voters"}},
 		{name: "member from before cluster.id, without --voters", props: props(""), dirs: []string{"__raft", "orders-1"},
+			start: Start{NewClusterID: "N"}},
+		{name: "broker-only member from before cluster.id, without --voters", props: props(""), dirs: []string{"orders-1"},
 			start: Start{NewClusterID: "N"}, want: []string{"new single-node cluster N", "--voters", "1 partition directories"}},
 		{name: "member with no meta.properties, without --voters", dirs: []string{"__consumer_offsets-7"},
 			start: Start{NewClusterID: "N"}, want: []string{"cluster N", "--voters"}},
