@@ -248,6 +248,11 @@ func (n *Node) startRaft() error {
 		}
 		return err
 	}
+	if n.cfg.Standalone {
+		if err := n.checkStandalone(dir, hlog); err != nil {
+			return fail(err)
+		}
+	}
 	n.store, err = openBoltStore(filepath.Join(dir, "raft.db"))
 	if err != nil {
 		return fail(err)
@@ -271,11 +276,6 @@ func (n *Node) startRaft() error {
 	has, err := raft.HasExistingState(n.store, n.store, snaps)
 	if err != nil {
 		return fail(err)
-	}
-	if has && n.cfg.Standalone {
-		if err := n.checkStandalone(rc, snaps); err != nil {
-			return fail(err)
-		}
 	}
 	// A voter without its raft state, or whose earlier such start had not
 	// caught up, does not vote until it has (voteguard.go).

@@ -3,11 +3,15 @@ package controller
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/sluice-io/sluice/internal/metadata"
 )
@@ -24,12 +28,35 @@ var ErrNotStandalone = errors.New("refusing to start")
 // checkStandalone refuses a standalone start on a metadata log whose
 // latest configuration is not this node alone: the directory is a
 // quorum member's, started without its --voters. Nothing is changed:
-// the configuration is read without starting raft.
-func (n *Node) checkStandalone(rc *raft.Config, snaps raft.SnapshotStore) error {
-	c := *rc
-	c.NotifyCh = nil
-	_, trans := raft.NewInmemTransport(raft.ServerAddress(n.raftAddr))
-	conf, err := raft.GetConfiguration(&c, &fsm{st: newImageState()}, n.store, n.store, snaps, trans)
+// the log is opened read-only and its configuration read without
+// starting raft.
+func (n *Node) checkStandalone(dir string, hlog hclog.Logger) error {
+	path := filepath.Join(dir, "raft.db")
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: 5 * time.Second})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	var ready bool
+	db.View(func(tx *bolt.Tx) error {
+		ready = tx.Bucket(bucketLogs) != nil && tx.Bucket(bucketStable) != nil
+		return nil
+	})
+	if !ready {
+		return nil
+	}
+	store := &boltStore{db: db}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, hlog)
+	if err != nil {
+		return err
+	}
+	if has, err := raft.HasExistingState(store, store, snaps); err != nil || !has {
+		return err
+	}
+	conf, err := latestConfiguration(store, snaps)
 	if err != nil {
 		return fmt.Errorf("controller: reading the metadata log's quorum: %w", err)
 	}
@@ -45,7 +72,35 @@ func (n *Node) checkStandalone(rc *raft.Config, snaps raft.SnapshotStore) error 
 	}
 	slices.Sort(others)
 	return fmt.Errorf("%w: the metadata log in %s belongs to a controller quorum with other members (%s), and without --voters this node would start a new single-node cluster on the directory, a quorum of itself; start it with that quorum's --voters (controller.quorum.voters), or give a new single-node cluster its own --data-dir",
-		ErrNotStandalone, filepath.Join(n.cfg.DataDir, "__raft"), strings.Join(others, ","))
+		ErrNotStandalone, dir, strings.Join(others, ","))
+}
+
+// latestConfiguration is the raft configuration a log and its snapshots
+// hold, read without starting raft (whose start writes to the log): the
+// last configuration entry of the log, else the newest snapshot's.
+func latestConfiguration(store *boltStore, snaps raft.SnapshotStore) (raft.Configuration, error) {
+	first, err := store.FirstIndex()
+	if err != nil {
+		return raft.Configuration{}, err
+	}
+	last, err := store.LastIndex()
+	if err != nil {
+		return raft.Configuration{}, err
+	}
+	for i := last; i >= first && i > 0; i-- {
+		var l raft.Log
+		if err := store.GetLog(i, &l); err != nil {
+			return raft.Configuration{}, err
+		}
+		if l.Type == raft.LogConfiguration {
+			return raft.DecodeConfiguration(l.Data), nil
+		}
+	}
+	metas, err := snaps.List()
+	if err != nil || len(metas) == 0 {
+		return raft.Configuration{}, err
+	}
+	return metas[0].Configuration, nil
 }
 
 // updateOwnAddress records this standalone voter's controller address in
