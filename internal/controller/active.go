@@ -96,6 +96,8 @@ func (a *active) bootstrap(ctx context.Context) {
 		if im.ClusterID == "" {
 			if old := a.n.cfg.Import; old != nil && old.ClusterID != "" {
 				b.add(importRecord(old, a.n.cfg.NodeID))
+			} else if id := a.n.cfg.ClusterID; id != "" {
+				b.add(record{Type: recClusterID, ClusterID: id})
 			} else {
 				b.add(record{Type: recClusterID, ClusterID: a.newUUID().String()[:22]})
 			}

@@ -82,6 +82,10 @@ type Config struct {
 	// committed yet) starts from it instead of an empty cluster: its
 	// first active controller commits it as one record (import.go).
 	Import *metadata.Image
+	// ClusterID, when set, is the id a new quorum takes (a data
+	// directory formatted with `sluice storage format --cluster-id`);
+	// unset, the first active controller picks a random one.
+	ClusterID string
 
 	// MaxBrokerPartitions and MaxPartitions are KIP-578's
 	// max.broker.partitions and max.partitions, which CreateTopics and

@@ -127,6 +127,12 @@ func Start(cfg *config.Broker, o Options) (*Node, error) {
 	// member's started without --voters, say) is refused here with
 	// nothing changed, or, for a cluster id learnt from the quorum, before
 	// the broker acts on its metadata (broker.Options.JoinCluster).
+	// A directory formatted with its quorum (`sluice storage format`)
+	// without --voters: the formatted voters and cluster id.
+	formatted, err := ApplyFormat(cfg)
+	if err != nil {
+		return nil, err
+	}
 	newClusterID := metadata.NewUUID().String()[:22]
 	ident, err := metaprops.Open(cfg.DataDir, cfg.NodeID, metaprops.Start{Quorum: len(cfg.Voters) > 0, NewClusterID: newClusterID})
 	if err != nil {
@@ -141,7 +147,11 @@ func Start(cfg *config.Broker, o Options) (*Node, error) {
 			"data", cfg.DataDir, "http", cfg.HTTP)
 	}
 	fsys = fileCache(fsys, cfg, raiseFileLimit(logger), logger)
-	ctrl, sa, err := startController(cfg, logger)
+	formattedID := ""
+	if formatted != nil {
+		formattedID = formatted.ClusterID
+	}
+	ctrl, sa, err := startController(cfg, formattedID, logger)
 	if errors.Is(err, controller.ErrNotStandalone) {
 		if id := ident.Props().ClusterID; id != "" {
 			err = fmt.Errorf("%w (%s says the directory belongs to cluster %s)", err, metaprops.FileName, id)
@@ -353,8 +363,9 @@ func (n *Node) HTTPAddr() net.Addr { return n.httpAddr }
 // in --voters is a voter and needs --controller-listen (or its address in
 // --voters); other nodes follow the committed metadata as brokers only. A
 // node without --voters is a quorum of itself (standalone.go): sa is then
-// what it needs after the broker opened.
-func startController(cfg *config.Broker, logger *slog.Logger) (ctrl *controller.Node, sa *standalone, err error) {
+// what it needs after the broker opened. clusterID is the id a new quorum
+// takes (a formatted directory's), "" for a random one.
+func startController(cfg *config.Broker, clusterID string, logger *slog.Logger) (ctrl *controller.Node, sa *standalone, err error) {
 	self, err := broker.SelfBroker(cfg)
 	if err != nil {
 		return nil, nil, err
@@ -381,7 +392,7 @@ func startController(cfg *config.Broker, logger *slog.Logger) (ctrl *controller.
 			NodeID: cfg.NodeID, Voters: voters, ControllerListen: listen, DataDir: cfg.DataDir,
 			Self: self, Broker: cfg, Logger: logger,
 			MaxBrokerPartitions: lim.MaxBrokerPartitions, MaxPartitions: lim.MaxPartitions,
-			ServerTLS: serverTLS, ClientTLS: clientTLS,
+			ServerTLS: serverTLS, ClientTLS: clientTLS, ClusterID: clusterID,
 		}
 		if sa != nil {
 			cc.Standalone, cc.Listener, cc.Import = true, sa.ln, sa.imported
