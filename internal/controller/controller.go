@@ -35,8 +35,15 @@ import (
 type Config struct {
 	// NodeID is node.id; the node is a voter iff it is listed in Voters.
 	NodeID int32
-	// Voters is controller.quorum.voters. It must not be empty.
+	// Voters is controller.quorum.voters. Empty, Bootstrap must name the
+	// quorum.
 	Voters []config.Voter
+	// Bootstrap is controller.quorum.bootstrap.servers (KIP-853): the
+	// controllers a node outside Voters (empty) reaches the quorum
+	// through, following the active controller's address from their
+	// answers. Such a node is never a voter at start: a broker only, or,
+	// with a ControllerListen, a prospective voter.
+	Bootstrap []string
 	// ControllerListen is this voter's raft+RPC bind address; empty on a
 	// broker-only node (a voter then binds its address from Voters).
 	ControllerListen string
@@ -150,8 +157,8 @@ var _ metadata.Controller = (*Node)(nil)
 // node it starts registering and heartbeating as a broker in the background
 // (BrokerEpoch is -1 until registered; see WaitReady).
 func Start(cfg Config) (*Node, error) {
-	if len(cfg.Voters) == 0 {
-		return nil, errors.New("controller: no voters")
+	if len(cfg.Voters) == 0 && len(cfg.Bootstrap) == 0 {
+		return nil, errors.New("controller: no voters and no bootstrap servers")
 	}
 	if cfg.Broker == nil {
 		cfg.Broker = config.Defaults()
@@ -182,7 +189,7 @@ func Start(cfg Config) (*Node, error) {
 	}
 	n.epoch.Store(-1)
 	n.baseCtx, n.cancel = context.WithCancel(context.Background())
-	var addrs []string
+	addrs := append([]string(nil), cfg.Bootstrap...)
 	for _, v := range cfg.Voters {
 		addrs = append(addrs, v.Addr)
 		if v.ID == cfg.NodeID {

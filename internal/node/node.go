@@ -134,7 +134,9 @@ func Start(cfg *config.Broker, o Options) (*Node, error) {
 		return nil, err
 	}
 	newClusterID := metadata.NewUUID().String()[:22]
-	ident, err := metaprops.Open(cfg.DataDir, cfg.NodeID, metaprops.Start{Quorum: len(cfg.Voters) > 0, NewClusterID: newClusterID})
+	bootstrap, selfOnly := cfg.QuorumBootstrap()
+	quorum := len(cfg.Voters) > 0 || len(bootstrap) > 0 && !selfOnly
+	ident, err := metaprops.Open(cfg.DataDir, cfg.NodeID, metaprops.Start{Quorum: quorum, NewClusterID: newClusterID})
 	if err != nil {
 		return nil, err
 	}
@@ -372,7 +374,13 @@ func startController(cfg *config.Broker, clusterID string, logger *slog.Logger) 
 	}
 	voters := cfg.Voters
 	listen := cfg.ControllerListen
-	if len(voters) == 0 {
+	// KIP-853: a node without voters that names other controllers in
+	// controller.quorum.bootstrap.servers follows their quorum.
+	bootstrap, selfOnly := cfg.QuorumBootstrap()
+	if selfOnly {
+		bootstrap = nil
+	}
+	if len(voters) == 0 && len(bootstrap) == 0 {
 		if sa, err = prepareStandalone(cfg, self.Host); err != nil {
 			return nil, nil, err
 		}
@@ -389,7 +397,7 @@ func startController(cfg *config.Broker, clusterID string, logger *slog.Logger) 
 	serverTLS, clientTLS, err := controllerTLS(cfg, voters, logger)
 	if err == nil {
 		cc := controller.Config{
-			NodeID: cfg.NodeID, Voters: voters, ControllerListen: listen, DataDir: cfg.DataDir,
+			NodeID: cfg.NodeID, Voters: voters, Bootstrap: bootstrap, ControllerListen: listen, DataDir: cfg.DataDir,
 			Self: self, Broker: cfg, Logger: logger,
 			MaxBrokerPartitions: lim.MaxBrokerPartitions, MaxPartitions: lim.MaxPartitions,
 			ServerTLS: serverTLS, ClientTLS: clientTLS, ClusterID: clusterID,

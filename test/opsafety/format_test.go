@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-io/sluice/internal/metaprops"
 	"github.com/sluice-io/sluice/internal/testcluster"
@@ -66,18 +67,7 @@ log.dirs=%s
 	}
 	clusterOf := func(p *testproc.Proc, brokers int) string {
 		t.Helper()
-		adm := kadm.NewClient(p.Client(t))
-		var id string
-		testcluster.WaitFor(t, time.Minute, fmt.Sprintf("node %d's Metadata lists %d brokers", p.NodeID(), brokers), func() (bool, string) {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			m, err := adm.BrokerMetadata(ctx)
-			if err != nil {
-				return false, err.Error()
-			}
-			id = m.Cluster
-			return len(m.Brokers) == brokers, fmt.Sprintf("brokers %v", m.Brokers.NodeIDs())
-		})
+		id, _ := metadataOf(t, p, brokers)
 		return id
 	}
 	produce := func(p *testproc.Proc, topic string, rf int16) {
@@ -150,4 +140,35 @@ log.dirs=%s
 		}
 	}
 	produce(nodes[0], "trio", 3)
+}
+
+// metadataOf waits until p's Metadata lists n brokers and returns its
+// cluster id and the broker ids, asking p itself each time with a new
+// client (no cached metadata).
+func metadataOf(t *testing.T, p *testproc.Proc, n int) (string, []int32) {
+	t.Helper()
+	var id string
+	var ids []int32
+	testcluster.WaitFor(t, time.Minute, fmt.Sprintf("node %d's Metadata lists %d brokers", p.NodeID(), n), func() (bool, string) {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(p.Addr()), kgo.RequestRetries(0))
+		if err != nil {
+			return false, err.Error()
+		}
+		defer cl.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		resp, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl)
+		if err != nil {
+			return false, err.Error()
+		}
+		ids = ids[:0]
+		for _, b := range resp.Brokers {
+			ids = append(ids, b.NodeID)
+		}
+		if resp.ClusterID != nil {
+			id = *resp.ClusterID
+		}
+		return len(ids) == n, fmt.Sprintf("brokers %v", ids)
+	})
+	return id, ids
 }
