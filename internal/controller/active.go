@@ -95,7 +95,7 @@ func (a *active) bootstrap(ctx context.Context) {
 	a.decide(ctx, func(im *metadata.Image, b *batch) error {
 		if im.ClusterID == "" {
 			if old := a.n.cfg.Import; old != nil && old.ClusterID != "" {
-				b.add(importRecord(old, a.n.cfg.NodeID))
+				b.add(importRecord(old))
 			} else if id := a.n.cfg.ClusterID; id != "" {
 				b.add(record{Type: recClusterID, ClusterID: id})
 			} else {

@@ -130,9 +130,9 @@ func (a *active) updateOwnAddress() {
 // configs, ACLs, SCRAM credentials, quotas, dynamic configs and the
 // producer-id counter, not the broker registrations (the node registers
 // again, as on every start). Each partition comes in without a leader,
-// its ISR the node alone, and is elected when the node's registration is
-// unfenced, as after any restart.
-func importRecord(old *metadata.Image, self int32) record {
+// its replicas and ISR as the store had them (the node alone), and is
+// elected when the node's registration is unfenced, as after any restart.
+func importRecord(old *metadata.Image) record {
 	im := emptyImage()
 	im.ClusterID = old.ClusterID
 	im.NextProducerID = max(old.NextProducerID, initialNextProducer)
@@ -143,7 +143,7 @@ func importRecord(old *metadata.Image, self int32) record {
 		nt.Partitions = slices.Clone(t.Partitions)
 		for i := range nt.Partitions {
 			p := &nt.Partitions[i]
-			p.Leader, p.Replicas, p.ISR = noLeader, []int32{self}, []int32{self}
+			p.Leader = noLeader
 			p.AddingReplicas, p.RemovingReplicas, p.Recovering = nil, nil, false
 		}
 		im.Topics[name] = &nt
