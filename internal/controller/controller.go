@@ -343,7 +343,7 @@ func (n *Node) CloseNow() error { return n.close(true) }
 
 func (n *Node) close(now bool) error {
 	n.closeMu.Do(func() {
-		if !now && n.voter && n.raft.State() == raft.Leader && len(n.cfg.Voters) > 1 {
+		if !now && n.voter && n.raft.State() == raft.Leader && n.otherVoters() {
 			n.raft.LeadershipTransfer().Error()
 		}
 		close(n.closing)
@@ -366,6 +366,22 @@ func (n *Node) close(now bool) error {
 		n.st.close()
 	})
 	return nil
+}
+
+// otherVoters reports whether raft's latest configuration has a voter
+// besides this node (a quorum of one grown with AddRaftVoter has, though
+// its Config.Voters names only itself).
+func (n *Node) otherVoters() bool {
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return len(n.cfg.Voters) > 1
+	}
+	for _, s := range f.Configuration().Servers {
+		if s.Suffrage == raft.Voter && s.ID != serverID(n.cfg.NodeID) {
+			return true
+		}
+	}
+	return false
 }
 
 // limits are the partition limits this node enforces as the active
