@@ -125,8 +125,10 @@ func Start(cfg *config.Broker, o Options) (*Node, error) {
 	// (Kafka's meta.properties): checked before anything else reads it.
 	// A start that would put the directory in another cluster (a quorum
 	// member's started without --voters, say) is refused here with
-	// nothing changed, or, for a cluster id learnt from the quorum, before
-	// the broker acts on its metadata (broker.Options.JoinCluster).
+	// nothing changed (a voter's metadata log by the controller, read
+	// before raft starts: controller.ErrNotStandalone), or, for a cluster
+	// id learnt from the quorum, before the broker acts on its metadata
+	// (broker.Options.JoinCluster).
 	// A directory formatted with its quorum (`sluice storage format`)
 	// without --voters: the formatted voters and cluster id.
 	formatted, err := ApplyFormat(cfg)
