@@ -4,6 +4,8 @@
 //	             [--voters ID@HOST:PORT,...] [--data-dir DIR] [--http HOST:PORT]
 //	             [--config server.properties]
 //	sluice dev --brokers N [--base-port 9092] [--data-dir DIR] [--config FILE]
+//	sluice storage format --cluster-id ID (--standalone | --initial-controllers ...) [--config FILE]
+//	sluice storage random-uuid
 //	sluice topic|group|config|cluster|produce|consume|elect|reassign|acl|user|quota ...
 //
 // The admin commands are Kafka clients built on franz-go's kadm, in
@@ -42,6 +44,8 @@ func main() {
 		err = dumpLogCmd(os.Args[2:])
 	case "strays":
 		err = straysCmd(os.Args[2:])
+	case "storage":
+		err = storageCmd(os.Args[2:])
 	case "version", "--version", "-v":
 		fmt.Println("sluice", buildVersion())
 	case "help", "-h", "--help":
@@ -114,6 +118,9 @@ func usage() {
   sluice dev --brokers N [--base-port 9092] [--data-dir DIR] [--config FILE]
   sluice dump-log --files SEGMENT.log[,...] [--print-data-log] [--offsets FROM-TO]
   sluice strays [--data-dir DIR] [--remove NAME | --remove-all]
+  sluice storage format --cluster-id ID (--standalone | --initial-controllers ID@HOST:PORT:DIRID,...)
+                 [--config server.properties]
+  sluice storage random-uuid
   sluice version
 
 `+admin.Usage+`

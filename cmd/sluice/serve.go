@@ -125,6 +125,11 @@ func parseServe(args []string) (*config.Broker, slog.Level, error) {
 		// protocols, advertised names, the inter-broker listener.
 		err = cfg.CheckListeners()
 	}
+	if err == nil && len(cfg.Voters) == 0 {
+		// A data directory formatted with its quorum (sluice storage
+		// format): its voters, as if given with --voters.
+		_, err = node.ApplyFormat(cfg)
+	}
 	if err == nil {
 		// process.roles and the quorum together, after --voters.
 		err = cfg.CheckRoles()

@@ -56,8 +56,11 @@ type Options struct {
 	// Transport carries follower fetches to leaders. Default: TCP to the
 	// leader's inter-broker listener.
 	Transport Transport
-	// Controller is the metadata authority. Default: a single-node
-	// metadata.Local in DataDir/__cluster_metadata.
+	// Controller is the metadata authority. A node (internal/node) always
+	// gives its controller.Node, a single node's quorum of one included.
+	// Default: metadata.Local in DataDir/__cluster_metadata, the
+	// single-node store of earlier releases, which in-process unit tests
+	// run on.
 	Controller metadata.Controller
 	// NewClusterID is the id a new single-node cluster (the default
 	// Controller) takes. Default: a random one.

@@ -41,11 +41,13 @@ flags of ` + "`sluice serve`" + ` (flags win). Every key is checked at start:
     the key and why, e.g.
     ` + "`remote.log.storage.system.enable=true is refused: tiered storage (KIP-405) is not implemented in sluice`" + `;
 - the KRaft role keys are checked together after the flags, as Kafka does
-  (` + "`process.roles`" + ` against ` + "`controller.quorum.voters`" + `), and a file
-  whose quorum sluice cannot form (a broker-only node, or
-  ` + "`controller.quorum.bootstrap.servers`" + ` naming another node's controller,
-  with no ` + "`controller.quorum.voters`" + `) is refused, naming the key, instead of
-  starting a single-node cluster of its own.
+  (` + "`process.roles`" + ` against ` + "`controller.quorum.voters`" + `), and a
+  broker-only file that names no quorum (no ` + "`controller.quorum.voters`" + `,
+  no ` + "`controller.quorum.bootstrap.servers`" + `, no formatted quorum) is
+  refused, naming the key, instead of starting a single-node cluster of its
+  own; a node that finds its quorum through
+  ` + "`controller.quorum.bootstrap.servers`" + ` (KIP-853) follows it and learns
+  the cluster id from it.
 
 Keys starting with ` + "`listener.name.`" + ` (per-listener overrides) are accepted
 without checks.
@@ -70,8 +72,8 @@ refused at run time (INVALID_REQUEST), as are the read-only ones
 |---|---|---|---|
 | ` + "`--node-id`" + ` | node.id | 1 | an int, at least 0 |
 | ` + "`--listen`" + ` | listeners (the non-CONTROLLER entry) | 127.0.0.1:9092 | host:port |
-| ` + "`--controller-listen`" + ` | listeners (the CONTROLLER entry) | the node's address in --voters | host:port |
-| ` + "`--voters`" + ` | controller.quorum.voters | none: a single-node quorum | id@host:port,... |
+| ` + "`--controller-listen`" + ` | listeners (the CONTROLLER entry) | the node's address in --voters; without --voters, a loopback port the system picks | host:port |
+| ` + "`--voters`" + ` | controller.quorum.voters | the quorum ` + "`sluice storage format`" + ` wrote, else controller.quorum.bootstrap.servers' quorum, else none: a quorum of this node alone | id@host:port,... |
 | ` + "`--data-dir`" + ` | log.dirs | ./sluice-data | a directory |
 | ` + "`--http`" + ` | (sluice only) | off | host:port |
 | ` + "`--config`" + ` | (a server.properties file) | none | a file |

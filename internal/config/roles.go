@@ -17,16 +17,20 @@ import (
 //   - process.roles with controller: node.id is one of the voters (when
 //     any are listed);
 //   - process.roles without controller: node.id is not a voter, and
-//     voters are listed (a broker-only node follows a quorum);
+//     voters are listed or controller.quorum.bootstrap.servers names the
+//     quorum (a broker-only node follows a quorum, never forms one);
 //   - process.roles without broker: refused (sluice has no
 //     controller-only nodes: every node hosts partitions);
 //   - controller.quorum.bootstrap.servers (KIP-853) without
-//     controller.quorum.voters: accepted only when it names this node's
-//     own CONTROLLER listener (Kafka's standalone combined node, the
-//     stock server.properties), which sluice runs as a single-node
-//     cluster; any other controller is refused, naming the key.
+//     controller.quorum.voters: naming only this node's own CONTROLLER
+//     listener (Kafka's standalone combined node, the stock
+//     server.properties), the node is a quorum of itself; naming other
+//     controllers, the node follows the quorum they answer for (a node
+//     with a CONTROLLER listener as a prospective voter, to be added
+//     with AddRaftVoter), as Kafka's observers do (QuorumBootstrap).
 //
-// Flags have been applied: --voters is controller.quorum.voters.
+// Flags have been applied: --voters is controller.quorum.voters, and the
+// voters of a formatted directory are set too (node.ApplyFormat).
 func (b *Broker) CheckRoles() error {
 	inVoters := slices.ContainsFunc(b.Voters, func(v Voter) bool { return v.ID == b.NodeID })
 	if v := strings.TrimSpace(b.Props["process.roles"]); v != "" {
@@ -39,22 +43,33 @@ func (b *Broker) CheckRoles() error {
 			return fmt.Errorf("process.roles=%s includes controller, but node.id %d is not one of the voters in controller.quorum.voters (--voters) %s: add it, or set process.roles=broker", v, b.NodeID, votersString(b.Voters))
 		case !controller && inVoters:
 			return fmt.Errorf("process.roles=%s has no controller role, but node.id %d is one of the voters in controller.quorum.voters (--voters): set process.roles=broker,controller, or take it out of the voters", v, b.NodeID)
+		case !controller && len(b.Voters) == 0 && strings.TrimSpace(b.Props["controller.quorum.bootstrap.servers"]) == "":
+			return fmt.Errorf("process.roles=%s: a broker-only node follows a controller quorum, and none is configured: list the quorum in controller.quorum.voters (--voters) as id@host:port,..., or its controllers in controller.quorum.bootstrap.servers", v)
 		case !controller && len(b.Voters) == 0:
-			why := "and none is configured"
-			if bs := strings.TrimSpace(b.Props["controller.quorum.bootstrap.servers"]); bs != "" {
-				why = "and sluice cannot find one through controller.quorum.bootstrap.servers=" + bs + " (KIP-853 bootstrap servers are not supported)"
-			}
-			return fmt.Errorf("process.roles=%s: a broker-only node follows a controller quorum, %s: list the quorum in controller.quorum.voters (--voters) as id@host:port,... on every node", v, why)
-		}
-	}
-	if bs := strings.TrimSpace(b.Props["controller.quorum.bootstrap.servers"]); bs != "" && len(b.Voters) == 0 {
-		for _, addr := range listElems(bs) {
-			if !sameListener(addr, b.ControllerListen) {
-				return fmt.Errorf("controller.quorum.bootstrap.servers=%s names a controller other than this node's own CONTROLLER listener (%q): sluice cannot form a quorum from KIP-853 bootstrap servers, and would start a single-node cluster of its own; list the quorum in controller.quorum.voters (--voters) as id@host:port,... on every node", bs, b.ControllerListen)
+			if _, self := b.QuorumBootstrap(); self {
+				return fmt.Errorf("process.roles=%s: controller.quorum.bootstrap.servers=%s names this node's own CONTROLLER listener, but a broker-only node has no controller: name the quorum's controllers", v, b.Props["controller.quorum.bootstrap.servers"])
 			}
 		}
 	}
 	return nil
+}
+
+// QuorumBootstrap returns controller.quorum.bootstrap.servers (KIP-853)
+// when no controller.quorum.voters are set, and whether they name only
+// this node's own CONTROLLER listener (self: the node is a quorum of
+// itself, Kafka's standalone combined node). nil: no bootstrap servers,
+// or voters are set (they win).
+func (b *Broker) QuorumBootstrap() (addrs []string, self bool) {
+	bs := strings.TrimSpace(b.Props["controller.quorum.bootstrap.servers"])
+	if bs == "" || len(b.Voters) > 0 {
+		return nil, false
+	}
+	addrs = listElems(bs)
+	self = true
+	for _, a := range addrs {
+		self = self && sameListener(a, b.ControllerListen)
+	}
+	return addrs, self
 }
 
 // votersString is the voters in controller.quorum.voters' form.

@@ -94,14 +94,25 @@ func (a *active) activateLocked() {
 	a.on = true
 }
 
-// bootstrap writes a new cluster's id and feature levels, once.
+// bootstrap writes a new cluster's id and feature levels, once; or, on
+// a standalone node migrating an earlier binary's single-node metadata
+// (Config.Import), that metadata with its cluster id.
 func (a *active) bootstrap(ctx context.Context) {
+	if a.n.cfg.Standalone {
+		a.updateOwnAddress()
+	}
 	if a.n.st.Image().ClusterID != "" {
 		return
 	}
 	a.decide(ctx, func(im *metadata.Image, b *batch) error {
 		if im.ClusterID == "" {
-			b.add(record{Type: recClusterID, ClusterID: a.newUUID().String()[:22]})
+			if old := a.n.cfg.Import; old != nil && old.ClusterID != "" {
+				b.add(importRecord(old))
+			} else if id := a.n.cfg.ClusterID; id != "" {
+				b.add(record{Type: recClusterID, ClusterID: id})
+			} else {
+				b.add(record{Type: recClusterID, ClusterID: a.newUUID().String()[:22]})
+			}
 			// A new cluster starts at the highest feature levels
 			// (features.go); an upgraded one keeps what it had.
 			for _, name := range slices.Sorted(maps.Keys(metadata.SupportedFeatures())) {

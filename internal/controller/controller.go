@@ -35,8 +35,15 @@ import (
 type Config struct {
 	// NodeID is node.id; the node is a voter iff it is listed in Voters.
 	NodeID int32
-	// Voters is controller.quorum.voters. It must not be empty.
+	// Voters is controller.quorum.voters. Empty, Bootstrap must name the
+	// quorum.
 	Voters []config.Voter
+	// Bootstrap is controller.quorum.bootstrap.servers (KIP-853): the
+	// controllers a node outside Voters (empty) reaches the quorum
+	// through, following the active controller's address from their
+	// answers. Such a node is never a voter at start: a broker only, or,
+	// with a ControllerListen, a prospective voter.
+	Bootstrap []string
 	// ControllerListen is this voter's raft+RPC bind address; empty on a
 	// broker-only node (a voter then binds its address from Voters).
 	ControllerListen string
@@ -64,6 +71,28 @@ type Config struct {
 	// SnapshotThreshold is the number of log entries between snapshots.
 	// Default 1024.
 	SnapshotThreshold uint64
+
+	// Standalone is set when the quorum of one in Voters was not given
+	// but implied: a node started without --voters is a quorum of itself
+	// (Kafka 4's kafka-storage.sh format --standalone). Its metadata log
+	// must then say the same: a log whose configuration has other
+	// members (a quorum member's directory started without --voters) is
+	// refused at start, and when the node's controller address changed
+	// since the log was written (an ephemeral loopback listener), the
+	// active controller records the new one.
+	Standalone bool
+	// Listener, when set, is this voter's controller port, already bound
+	// (ControllerListen is then ignored for the bind).
+	Listener net.Listener
+	// Import, when set, is the image of the single-node metadata store an
+	// earlier binary wrote (metadata.Store). A new quorum (no cluster id
+	// committed yet) starts from it instead of an empty cluster: its
+	// first active controller commits it as one record (import.go).
+	Import *metadata.Image
+	// ClusterID, when set, is the id a new quorum takes (a data
+	// directory formatted with `sluice storage format --cluster-id`);
+	// unset, the first active controller picks a random one.
+	ClusterID string
 
 	// MaxBrokerPartitions and MaxPartitions are KIP-578's
 	// max.broker.partitions and max.partitions, which CreateTopics and
@@ -133,8 +162,8 @@ var _ metadata.Controller = (*Node)(nil)
 // node it starts registering and heartbeating as a broker in the background
 // (BrokerEpoch is -1 until registered; see WaitReady).
 func Start(cfg Config) (*Node, error) {
-	if len(cfg.Voters) == 0 {
-		return nil, errors.New("controller: no voters")
+	if len(cfg.Voters) == 0 && len(cfg.Bootstrap) == 0 {
+		return nil, errors.New("controller: no voters and no bootstrap servers")
 	}
 	if cfg.Broker == nil {
 		cfg.Broker = config.Defaults()
@@ -165,7 +194,7 @@ func Start(cfg Config) (*Node, error) {
 	}
 	n.epoch.Store(-1)
 	n.baseCtx, n.cancel = context.WithCancel(context.Background())
-	var addrs []string
+	addrs := append([]string(nil), cfg.Bootstrap...)
 	for _, v := range cfg.Voters {
 		addrs = append(addrs, v.Addr)
 		if v.ID == cfg.NodeID {
@@ -205,13 +234,16 @@ func (n *Node) startRaft() error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	bind := n.cfg.ControllerListen
-	if bind == "" {
-		bind = n.raftAddr
-	}
-	ln, err := net.Listen("tcp", bind)
-	if err != nil {
-		return fmt.Errorf("controller: listen %s: %w", bind, err)
+	var err error
+	ln := n.cfg.Listener
+	if ln == nil {
+		bind := n.cfg.ControllerListen
+		if bind == "" {
+			bind = n.raftAddr
+		}
+		if ln, err = net.Listen("tcp", bind); err != nil {
+			return fmt.Errorf("controller: listen %s: %w", bind, err)
+		}
 	}
 	n.act.init(n)
 	n.act.probe = dialProbe
@@ -232,6 +264,11 @@ func (n *Node) startRaft() error {
 			n.store.Close()
 		}
 		return err
+	}
+	if n.cfg.Standalone {
+		if err := n.checkStandalone(dir, hlog); err != nil {
+			return fail(err)
+		}
 	}
 	n.store, err = openBoltStore(filepath.Join(dir, "raft.db"))
 	if err != nil {
@@ -312,7 +349,7 @@ func (n *Node) CloseNow() error { return n.close(true) }
 
 func (n *Node) close(now bool) error {
 	n.closeMu.Do(func() {
-		if !now && n.voter && n.raft.State() == raft.Leader && len(n.cfg.Voters) > 1 {
+		if !now && n.voter && n.raft.State() == raft.Leader && n.otherVoters() {
 			n.raft.LeadershipTransfer().Error()
 		}
 		close(n.closing)
@@ -335,6 +372,22 @@ func (n *Node) close(now bool) error {
 		n.st.close()
 	})
 	return nil
+}
+
+// otherVoters reports whether raft's latest configuration has a voter
+// besides this node (a quorum of one grown with AddRaftVoter has, though
+// its Config.Voters names only itself).
+func (n *Node) otherVoters() bool {
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return len(n.cfg.Voters) > 1
+	}
+	for _, s := range f.Configuration().Servers {
+		if s.Suffrage == raft.Voter && s.ID != serverID(n.cfg.NodeID) {
+			return true
+		}
+	}
+	return false
 }
 
 // limits are the partition limits this node enforces as the active

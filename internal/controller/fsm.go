@@ -37,6 +37,7 @@ const (
 	recFeatureLevel      recType = "FeatureLevel"
 	recBrokerFeatures    recType = "BrokerFeatures"
 	recResourceConfig    recType = "ResourceConfig"
+	recImport            recType = "ImportImage"
 	maxEntryRecords              = 1 << 20
 	producerIDBlock      int64   = 1000
 	initialNextProducer  int64   = 1000
@@ -98,6 +99,9 @@ type record struct {
 	// BROKER or GROUP resource with Configs (Kafka's ConfigRecords of
 	// that resource, one record per change here).
 	Resource *metadata.ConfigResource `json:"resource,omitempty"`
+	// Import: recImport starts a new cluster (no cluster id yet) from
+	// an earlier binary's single-node metadata (importRecord).
+	Import *metadata.Image `json:"import,omitempty"`
 }
 
 // partChange is the new leader/ISR of one partition. Applying it bumps the
@@ -170,6 +174,18 @@ func (tx *txn) apply(r *record, idx int64) {
 	case recClusterID:
 		if im.ClusterID == "" {
 			im.ClusterID = r.ClusterID
+		}
+	case recImport:
+		if im.ClusterID != "" || r.Import == nil || r.Import.ClusterID == "" {
+			return
+		}
+		old := r.Import
+		im.ClusterID, im.NextProducerID = old.ClusterID, old.NextProducerID
+		im.Scram, im.Acls, im.Quotas = old.Scram, old.Acls, old.Quotas
+		im.BrokerConfigs, im.GroupConfigs = old.BrokerConfigs, old.GroupConfigs
+		for name, t := range old.Topics {
+			tx.im.Topics[name] = t.Clone()
+			tx.touched[name] = true
 		}
 	case recFeatureLevel:
 		if r.Feature == nil || r.Feature.Name == "" {

@@ -49,10 +49,14 @@ type MachineOptions struct {
 	Logger *slog.Logger
 	// Knobs re-introduce fixed bugs (tests only).
 	Knobs Knobs
+	// Import is an earlier release's single-node metadata the new
+	// cluster starts from (Config.Import).
+	Import *metadata.Image
 }
 
 // NewMachine returns the active controller of a new cluster: its first
-// entry holds the cluster id and feature levels.
+// entry holds the cluster id (or the imported metadata) and feature
+// levels.
 func NewMachine(o MachineOptions) *Machine {
 	if o.Broker == nil {
 		o.Broker = config.Defaults()
@@ -63,7 +67,7 @@ func NewMachine(o MachineOptions) *Machine {
 	lim := metadata.LimitsOf(o.Broker)
 	st := &imageState{im: emptyImage(), changed: make(chan struct{})}
 	n := &Node{
-		cfg: Config{Broker: o.Broker, MaxBrokerPartitions: lim.MaxBrokerPartitions, MaxPartitions: lim.MaxPartitions},
+		cfg: Config{Broker: o.Broker, MaxBrokerPartitions: lim.MaxBrokerPartitions, MaxPartitions: lim.MaxPartitions, Import: o.Import},
 		log: o.Logger.With("component", "controller"), st: st, closing: make(chan struct{}),
 	}
 	n.baseCtx = context.Background()

@@ -33,6 +33,16 @@ func openBoltStore(path string) (*boltStore, error) {
 	if err != nil {
 		return nil, err
 	}
+	// An existing store is not written to on open (a start refused
+	// after opening it leaves the file as it was).
+	var ready bool
+	db.View(func(tx *bolt.Tx) error {
+		ready = tx.Bucket(bucketLogs) != nil && tx.Bucket(bucketStable) != nil
+		return nil
+	})
+	if ready {
+		return &boltStore{db: db}, nil
+	}
 	err = db.Update(func(tx *bolt.Tx) error {
 		if _, err := tx.CreateBucketIfNotExists(bucketLogs); err != nil {
 			return err

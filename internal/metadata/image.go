@@ -1,8 +1,10 @@
 // Package metadata holds the cluster metadata image: brokers, topics, their
 // partitions (leader, epochs, replicas, ISR) and configs, plus producer-id
-// allocation. On a single node the image is persisted by a Store (a JSON
-// file replaced atomically); the multi-broker controller replaces the Store
-// with a replicated log whose committed records build the same image.
+// allocation. The controller (internal/controller) builds it from the
+// committed records of its replicated log, on a single node too; Local and
+// its Store (a JSON file replaced atomically) are the single-node
+// controller of earlier releases, kept for their upgrade and for unit
+// tests.
 package metadata
 
 import (

@@ -10,9 +10,13 @@ import (
 	"github.com/sluice-io/sluice/internal/vfs"
 )
 
-// Local is the controller of a single-node cluster (no --voters): the node
-// is its own quorum, its metadata a Store on local disk. Every partition has
-// this node as its only replica, leader and ISR.
+// Local is the single-node controller of earlier releases: the node's
+// metadata a Store on local disk, every partition with this node as its
+// only replica, leader and ISR. A node now runs the Raft controller as a
+// quorum of itself instead (internal/node, standalone.go), which imports
+// a Local store on upgrade (ReadStore); in-process unit tests of the
+// broker and the handlers still run on Local (broker.Options.Controller's
+// default).
 type Local struct {
 	store *Store
 	cfg   *config.Broker

@@ -59,6 +59,27 @@ func OpenStore(fsys vfs.FS, dir, newClusterID string) (*Store, error) {
 	return s, nil
 }
 
+// ReadStore reads the image of the single-node metadata kept in dir
+// without opening or changing anything: nil when dir holds none. A node
+// migrating that metadata into its controller quorum reads it here.
+func ReadStore(fsys vfs.FS, dir string) (*Image, error) {
+	data, err := vfs.ReadFile(fsys, path.Join(dir, fileName), maxFileBytes)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	img := &Image{}
+	if err := json.Unmarshal(data, img); err != nil {
+		return nil, fmt.Errorf("metadata: %s: %w", path.Join(dir, fileName), err)
+	}
+	if img.Topics == nil {
+		img.Topics = map[string]*Topic{}
+	}
+	return img, nil
+}
+
 // StoredClusterID reads the cluster id of the single-node metadata kept in
 // dir without opening or changing anything: "" when dir holds none.
 func StoredClusterID(fsys vfs.FS, dir string) (string, error) {

@@ -140,17 +140,22 @@ func Open(dir string, nodeID int32, start Start) (*Identity, error) {
 func check(dir string, p Props, l Layout, start Start) error {
 	path := filepath.Join(dir, FileName)
 	if !start.Quorum {
+		// A node without --voters is a controller quorum of itself: its
+		// metadata is a log in RaftDir (whose quorum the controller
+		// checks to be this node alone before raft starts), or the
+		// single-node store of an earlier binary in LocalMetadataDir,
+		// which the quorum imports.
 		switch {
-		case p.ClusterID != "" && l.LocalClusterID == p.ClusterID:
-			return nil
-		case p.ClusterID != "" && l.LocalClusterID == "":
-			return fmt.Errorf("refusing to start: %s says the data directory belongs to cluster %s, and without --voters this node would start a new single-node cluster %s on it, whose metadata does not know the directory's partitions; start it with the --voters (controller.quorum.voters) of cluster %s's quorum, or give a new single-node cluster its own --data-dir",
-				path, p.ClusterID, start.NewClusterID, p.ClusterID)
-		case p.ClusterID != "":
+		case p.ClusterID != "" && l.LocalClusterID != "" && l.LocalClusterID != p.ClusterID:
 			return fmt.Errorf("refusing to start: %s says the data directory belongs to cluster %s, but its single-node metadata (%s) is cluster %s's: the directory was assembled from two clusters; restore it from one",
 				path, p.ClusterID, LocalMetadataDir, l.LocalClusterID)
-		case l.LocalClusterID == "" && (l.Raft || l.Partitions > 0):
-			return fmt.Errorf("refusing to start: the data directory %s holds a controller quorum member's data (%s) and no single-node metadata, and without --voters this node would start a new single-node cluster %s on it, whose metadata does not know the directory's partitions; start it with the --voters (controller.quorum.voters) of the cluster it belongs to, or give a new single-node cluster its own --data-dir",
+		case l.LocalClusterID != "" || l.Raft:
+			return nil
+		case p.ClusterID != "":
+			return fmt.Errorf("refusing to start: %s says the data directory belongs to cluster %s, and without --voters this node would start a new single-node cluster %s on it, whose metadata does not know the directory's partitions; start it with the --voters (controller.quorum.voters) of cluster %s's quorum, or give a new single-node cluster its own --data-dir",
+				path, p.ClusterID, start.NewClusterID, p.ClusterID)
+		case l.Partitions > 0:
+			return fmt.Errorf("refusing to start: the data directory %s holds a controller quorum member's data (%s) and no metadata of its own, and without --voters this node would start a new single-node cluster %s on it, whose metadata does not know the directory's partitions; start it with the --voters (controller.quorum.voters) of the cluster it belongs to, or give a new single-node cluster its own --data-dir",
 				dir, describe(l), start.NewClusterID)
 		}
 		return nil

@@ -84,11 +84,16 @@ func TestOpenRefuses(t *testing.T) {
 		want  []string          // in the error; nil for an accepted start
 		files map[string]string // extra files
 	}{
+		// A metadata log without --voters is left to the controller,
+		// which refuses it unless its quorum is this node alone
+		// (controller.ErrNotStandalone).
 		{name: "member without --voters", props: props("C"), dirs: []string{"__raft", "orders-1"},
-			start: Start{NewClusterID: "N"}, want: []string{"cluster C", "new single-node cluster N", "--voters"}},
+			start: Start{NewClusterID: "N"}},
 		{name: "broker-only member without --voters", props: props("C"), dirs: []string{"orders-0"},
 			start: Start{NewClusterID: "N"}, want: []string{"cluster C", "cluster N", "--voters"}},
 		{name: "member from before cluster.id, without --voters", props: props(""), dirs: []string{"__raft", "orders-1"},
+			start: Start{NewClusterID: "N"}},
+		{name: "broker-only member from before cluster.id, without --voters", props: props(""), dirs: []string{"orders-1"},
 			start: Start{NewClusterID: "N"}, want: []string{"new single-node cluster N", "--voters", "1 partition directories"}},
 		{name: "member with no meta.properties, without --voters", dirs: []string{"__consumer_offsets-7"},
 			start: Start{NewClusterID: "N"}, want: []string{"cluster N", "--voters"}},
@@ -199,5 +204,41 @@ func TestParse(t *testing.T) {
 		if err != nil || got != c.want {
 			t.Errorf("%q: %+v %v, want %+v", c.text, got, err, c.want)
 		}
+	}
+}
+
+// TestFormat: Format writes meta.properties with the cluster and
+// directory ids and the bootstrap quorum ReadBootstrap reads back; a
+// second Format is refused and changes nothing; a bad cluster id is
+// refused before anything is written.
+func TestFormat(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "d")
+	id, dirID := RandomUUID(), RandomUUID()
+	if err := Format(dir, 3, "", Bootstrap{ClusterID: "not-a-uuid", Voters: "3@h:1"}); err == nil {
+		t.Fatal("a bad cluster id was accepted")
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("a refused format wrote %s: %v", dir, err)
+	}
+	if err := Format(dir, 3, dirID, Bootstrap{ClusterID: id, Voters: "1@h:1,3@h:3"}); err != nil {
+		t.Fatal(err)
+	}
+	p, found, err := Read(dir, 3)
+	if err != nil || !found || p.ClusterID != id || p.DirectoryID != dirID || p.NodeID != 3 {
+		t.Fatalf("meta.properties %+v found %v err %v", p, found, err)
+	}
+	b, found, err := ReadBootstrap(dir)
+	if err != nil || !found || b.ClusterID != id || b.Voters != "1@h:1,3@h:3" {
+		t.Fatalf("bootstrap %+v found %v err %v", b, found, err)
+	}
+	before := snapshot(t, dir)
+	if err := Format(dir, 3, "", Bootstrap{ClusterID: RandomUUID(), Voters: "3@h:3"}); !errors.Is(err, ErrFormatted) {
+		t.Fatalf("second format: %v, want ErrFormatted", err)
+	}
+	if after := snapshot(t, dir); after != before {
+		t.Fatalf("the refused format changed the directory:\n%s\nwas\n%s", after, before)
+	}
+	if _, found, err := ReadBootstrap(t.TempDir()); found || err != nil {
+		t.Fatalf("an unformatted directory: found %v err %v", found, err)
 	}
 }

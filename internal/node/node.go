@@ -125,10 +125,20 @@ func Start(cfg *config.Broker, o Options) (*Node, error) {
 	// (Kafka's meta.properties): checked before anything else reads it.
 	// A start that would put the directory in another cluster (a quorum
 	// member's started without --voters, say) is refused here with
-	// nothing changed, or, for a cluster id learnt from the quorum, before
-	// the broker acts on its metadata (broker.Options.JoinCluster).
+	// nothing changed (a voter's metadata log by the controller, read
+	// before raft starts: controller.ErrNotStandalone), or, for a cluster
+	// id learnt from the quorum, before the broker acts on its metadata
+	// (broker.Options.JoinCluster).
+	// A directory formatted with its quorum (`sluice storage format`)
+	// without --voters: the formatted voters and cluster id.
+	formatted, err := ApplyFormat(cfg)
+	if err != nil {
+		return nil, err
+	}
 	newClusterID := metadata.NewUUID().String()[:22]
-	ident, err := metaprops.Open(cfg.DataDir, cfg.NodeID, metaprops.Start{Quorum: len(cfg.Voters) > 0, NewClusterID: newClusterID})
+	bootstrap, selfOnly := cfg.QuorumBootstrap()
+	quorum := len(cfg.Voters) > 0 || len(bootstrap) > 0 && !selfOnly
+	ident, err := metaprops.Open(cfg.DataDir, cfg.NodeID, metaprops.Start{Quorum: quorum, NewClusterID: newClusterID})
 	if err != nil {
 		return nil, err
 	}
@@ -141,19 +151,31 @@ func Start(cfg *config.Broker, o Options) (*Node, error) {
 			"data", cfg.DataDir, "http", cfg.HTTP)
 	}
 	fsys = fileCache(fsys, cfg, raiseFileLimit(logger), logger)
-	ctrl, err := startController(cfg, logger)
+	formattedID := ""
+	if formatted != nil {
+		formattedID = formatted.ClusterID
+	}
+	ctrl, sa, err := startController(cfg, formattedID, logger)
+	if errors.Is(err, controller.ErrNotStandalone) {
+		if id := ident.Props().ClusterID; id != "" {
+			err = fmt.Errorf("%w (%s says the directory belongs to cluster %s)", err, metaprops.FileName, id)
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
+	n.ctrl = ctrl
 	b, err := broker.Open(broker.Options{Config: cfg, FS: fsys, Logger: logger, Controller: ctrl,
 		NewClusterID: newClusterID, JoinCluster: ident.Join, OnFatal: o.OnFatal})
 	if err != nil {
-		if ctrl != nil {
-			ctrl.Close()
-		}
 		return nil, err
 	}
-	n.ctrl, n.b = ctrl, b
+	n.b = b
+	if sa != nil {
+		if err := finishStandalone(ctrl, cfg, sa, logger); err != nil {
+			return nil, err
+		}
+	}
 	reg := protocol.NewRegistry()
 	n.handlers = handler.RegisterWith(reg, b, handler.OptionsFromConfig(cfg))
 	overrides, _ := cfg.Get("max.connections.per.ip.overrides")
@@ -243,6 +265,9 @@ func (n *Node) abort() {
 	}
 	if n.b != nil {
 		n.b.Close()
+	}
+	if n.ctrl != nil {
+		n.ctrl.Close()
 	}
 	n.lock.Release()
 }
@@ -338,37 +363,56 @@ func (n *Node) KafkaAddrs() map[string]net.Addr {
 // HTTPAddr returns the bound address of the HTTP port, nil without one.
 func (n *Node) HTTPAddr() net.Addr { return n.httpAddr }
 
-// startController starts the Raft metadata quorum member when --voters is
-// given (nil means the single-node Local store, which broker.Open opens).
-// A node in --voters is a voter and needs --controller-listen; other nodes
-// follow the committed metadata as brokers only.
-func startController(cfg *config.Broker, logger *slog.Logger) (metadata.Controller, error) {
-	if len(cfg.Voters) == 0 {
-		return nil, nil
-	}
+// startController starts the node's Raft metadata quorum member. A node
+// in --voters is a voter and needs --controller-listen (or its address in
+// --voters); other nodes follow the committed metadata as brokers only. A
+// node without --voters is a quorum of itself (standalone.go): sa is then
+// what it needs after the broker opened. clusterID is the id a new quorum
+// takes (a formatted directory's), "" for a random one.
+func startController(cfg *config.Broker, clusterID string, logger *slog.Logger) (ctrl *controller.Node, sa *standalone, err error) {
 	self, err := broker.SelfBroker(cfg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	voters := cfg.Voters
 	listen := cfg.ControllerListen
-	for _, v := range cfg.Voters {
+	// KIP-853: a node without voters that names other controllers in
+	// controller.quorum.bootstrap.servers follows their quorum.
+	bootstrap, selfOnly := cfg.QuorumBootstrap()
+	if selfOnly {
+		bootstrap = nil
+	}
+	if len(voters) == 0 && len(bootstrap) == 0 {
+		if sa, err = prepareStandalone(cfg, self.Host); err != nil {
+			return nil, nil, err
+		}
+		voters = sa.voters
+	}
+	for _, v := range voters {
 		if v.ID == cfg.NodeID && listen == "" {
 			listen = v.Addr
 		}
 	}
 	// KIP-578's partition limits, enforced by the active controller on
-	// CreateTopics and CreatePartitions (metadata.Local reads them from cfg).
+	// CreateTopics and CreatePartitions.
 	lim := metadata.LimitsOf(cfg)
-	serverTLS, clientTLS, err := controllerTLS(cfg, logger)
-	if err != nil {
-		return nil, err
+	serverTLS, clientTLS, err := controllerTLS(cfg, voters, logger)
+	if err == nil {
+		cc := controller.Config{
+			NodeID: cfg.NodeID, Voters: voters, Bootstrap: bootstrap, ControllerListen: listen, DataDir: cfg.DataDir,
+			Self: self, Broker: cfg, Logger: logger,
+			MaxBrokerPartitions: lim.MaxBrokerPartitions, MaxPartitions: lim.MaxPartitions,
+			ServerTLS: serverTLS, ClientTLS: clientTLS, ClusterID: clusterID,
+		}
+		if sa != nil {
+			cc.Standalone, cc.Listener, cc.Import = true, sa.ln, sa.imported
+		}
+		ctrl, err = controller.Start(cc)
 	}
-	return controller.Start(controller.Config{
-		NodeID: cfg.NodeID, Voters: cfg.Voters, ControllerListen: listen, DataDir: cfg.DataDir,
-		Self: self, Broker: cfg, Logger: logger,
-		MaxBrokerPartitions: lim.MaxBrokerPartitions, MaxPartitions: lim.MaxPartitions,
-		ServerTLS: serverTLS, ClientTLS: clientTLS,
-	})
+	if err != nil && sa != nil {
+		sa.ln.Close()
+	}
+	return ctrl, sa, err
 }
 
 // controllerTLS builds the controller port's TLS configurations when the
@@ -377,14 +421,14 @@ func startController(cfg *config.Broker, logger *slog.Logger) (metadata.Controll
 // the client side (this node's certificate and the trust store) for
 // every node. Without ssl.client.auth=required any TLS client may use
 // the port, which is logged.
-func controllerTLS(cfg *config.Broker, logger *slog.Logger) (server, client *tls.Config, err error) {
+func controllerTLS(cfg *config.Broker, voters []config.Voter, logger *slog.Logger) (server, client *tls.Config, err error) {
 	proto, err := cfg.ControllerProtocol()
 	if err != nil || proto != config.ProtoSSL {
 		return nil, nil, err
 	}
 	const l = config.ControllerListenerName
 	voter := false
-	for _, v := range cfg.Voters {
+	for _, v := range voters {
 		voter = voter || v.ID == cfg.NodeID
 	}
 	if voter {

@@ -53,7 +53,8 @@ type TopicRates struct {
 }
 
 // leaderInfo is what a metadata.Controller may tell about the quorum
-// (controller.Node does; metadata.Local, a quorum of one, does not).
+// (controller.Node does, a single node's quorum of one included;
+// metadata.Local, which in-process unit tests run on, does not).
 type leaderInfo interface {
 	Leader() (int32, string)
 	IsVoter() bool

@@ -292,3 +292,23 @@ func WaitForEvery(t testing.TB, interval, timeout time.Duration, desc string, co
 		time.Sleep(interval)
 	}
 }
+
+// Adopt makes a Cluster of processes started by the test itself (a node
+// started without --voters, say), node id i+1 at index i; Add appends
+// more.
+func Adopt(t testing.TB, nodes ...*testproc.Proc) *Cluster {
+	c := &Cluster{t: t, paused: map[int]bool{}}
+	for _, p := range nodes {
+		c.Add(p)
+	}
+	return c
+}
+
+// Add appends a process the test started; its node id must be the next.
+func (c *Cluster) Add(p *testproc.Proc) {
+	c.t.Helper()
+	if p.NodeID() != len(c.nodes)+1 {
+		c.t.Fatalf("testcluster: adding node %d as node %d", p.NodeID(), len(c.nodes)+1)
+	}
+	c.nodes = append(c.nodes, p)
+}

@@ -4,22 +4,25 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-io/sluice/internal/metaprops"
 	"github.com/sluice-io/sluice/internal/testproc"
 )
 
 // TestKafka4BrokerOnlyFile is the second mistake: Kafka 4.x files for a
 // combined node 1 (process.roles=broker,controller) and a broker-only
 // node 2, both finding the quorum through controller.quorum.bootstrap.
-// servers at node 1's CONTROLLER listener (KIP-853). sluice cannot form
-// that dynamic quorum: node 2 must be refused with a message naming the
-// key, never start a single-node cluster of its own. Node 1's file, the
-// standalone combined form, serves as a single-node cluster.
+// servers at node 1's CONTROLLER listener (KIP-853). Node 1, naming only
+// itself, is a quorum of itself; node 2 follows that quorum as a broker
+// and joins node 1's cluster (never a cluster of its own): node 1's
+// Metadata lists both, and an RF 2 topic takes acks=all writes.
 func TestKafka4BrokerOnlyFile(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real processes")
@@ -66,15 +69,23 @@ log.dirs=%s
 		t.Fatal(err)
 	}
 
-	cmd := exec.CommandContext(ctx, testproc.Build(t), "serve", "--config", n2cfg)
-	out, err := cmd.CombinedOutput()
-	if ctx.Err() != nil {
-		t.Fatalf("node 2 kept running: a second cluster:\n%s", tail(out))
+	n2 := testproc.Start(t, testproc.Options{NodeID: 2, ListenPort: ports[2], HTTPPort: -1,
+		DataDir: filepath.Join(dir, "n2"), ExtraArgs: []string{"--config", n2cfg}})
+	// One cluster: node 1's Metadata lists both brokers under node 1's
+	// cluster id, which node 2 recorded; an RF 2 topic takes acks=all
+	// writes.
+	cluster, _ := metadataOf(t, n1, 2)
+	adm := kadm.NewClient(n1.Client(t))
+	if p, _, err := metaprops.Read(n2.DataDir(), 2); err != nil || p.ClusterID != cluster {
+		t.Errorf("node 2's meta.properties: %+v (%v), want cluster %s", p, err, cluster)
 	}
-	if err == nil || !strings.Contains(string(out), "controller.quorum.bootstrap.servers="+bootstrap) {
-		t.Fatalf("node 2: %v; want a refusal naming controller.quorum.bootstrap.servers:\n%s", err, tail(out))
+	if _, err := adm.CreateTopic(ctx, 2, 2, nil, "both"); err != nil {
+		t.Fatal("create an RF 2 topic:", err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "n2", "meta.properties")); !os.IsNotExist(err) {
-		t.Fatalf("the refused node 2 wrote its data directory: %v", err)
+	cl := n2.Client(t, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic("both"))
+	for i := range 10 {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte(strconv.Itoa(i))}).FirstErr(); err != nil {
+			t.Fatal("produce at RF 2:", err)
+		}
 	}
 }
