@@ -25,7 +25,8 @@ import (
 // --config FILE`; and three combined nodes formatted with
 // --initial-controllers (each voter's directory id given) and started
 // without --voters. Each serves the formatted cluster id as one cluster
-// (all brokers in Metadata, acks=all writes at RF 1 and RF 3); a second
+// (all brokers in Metadata, acks=all writes at RF 1 and RF 3, kcat
+// writing through one node and reading through another); a second
 // format of a formatted directory is refused and changes nothing.
 func TestStorageFormat(t *testing.T) {
 	if testing.Short() {
@@ -140,6 +141,28 @@ log.dirs=%s
 		}
 	}
 	produce(nodes[0], "trio", 3)
+
+	// kcat (librdkafka) writes through one node and reads everything
+	// back through another.
+	kcat, err := exec.LookPath("kcat")
+	if err != nil {
+		t.Fatalf("kcat is not installed (scripts/install-test-deps.sh installs it): %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	base := []string{"-X", "socket.timeout.ms=10000", "-X", "message.timeout.ms=30000", "-t", "trio"}
+	pc := exec.CommandContext(ctx, kcat, append([]string{"-b", nodes[1].Addr(), "-P", "-X", "acks=all"}, base...)...)
+	pc.Stdin = strings.NewReader("from-kcat\n")
+	if out, err := pc.CombinedOutput(); err != nil {
+		t.Fatalf("kcat -P: %v\n%s", err, out)
+	}
+	out, err := exec.CommandContext(ctx, kcat, append([]string{"-b", nodes[2].Addr(), "-C", "-o", "beginning", "-e", "-q"}, base...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("kcat -C: %v\n%s", err, out)
+	}
+	if got := strings.Fields(string(out)); len(got) != 2 || got[0] != "v" || got[1] != "from-kcat" {
+		t.Fatalf("kcat read %q from the formatted cluster, want [v from-kcat]", got)
+	}
 }
 
 // metadataOf waits until p's Metadata lists n brokers and returns its
