@@ -114,6 +114,10 @@ type Broker struct {
 	// name this node leader of an epoch long over. Like a KRaft broker,
 	// sluice starts acting only once caught up with the metadata log.
 	caughtUp atomic.Bool
+	// applied is closed at the end of the first reconcile after caughtUp:
+	// the partitions of that image are open and its topic ids resolve.
+	applied     chan struct{}
+	appliedOnce sync.Once
 
 	// dirFailed is set once the data directory failed: from then on
 	// nothing is acknowledged (logDirFailed).
@@ -289,7 +293,7 @@ func Open(opts Options) (*Broker, error) {
 	}
 	b := &Broker{cfg: cfg, fs: opts.FS, log: opts.Logger, clock: opts.Clock, ctrl: opts.Controller, onFatal: opts.OnFatal,
 		parts: map[TP]*Partition{}, fetchers: map[int32]*fetcher{}, closing: make(chan struct{}), flusher: newFlusher(opts.Steps, syncer, cfg.DataDir, minSyncFS), inter: inter, transport: opts.Transport,
-		steps: opts.Steps, joinCluster: opts.JoinCluster}
+		steps: opts.Steps, joinCluster: opts.JoinCluster, applied: make(chan struct{})}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.bgIdle = sync.NewCond(&b.bgMu)
 	b.leaderQuota = newReplQuota(cfg, b.clock, "leader", "leader.replication.throttled.rate")
@@ -336,6 +340,13 @@ func (b *Broker) Controller() metadata.Controller { return b.ctrl }
 
 // Image returns the current metadata image (read-only).
 func (b *Broker) Image() *metadata.Image { return b.ctrl.Image() }
+
+// Applied is closed once the broker has applied an image that holds this
+// incarnation's registration: the partitions it names are open and its
+// topic ids resolve, so the broker answers requests as its Metadata
+// describes (Kafka's broker enables request processing after its
+// initial metadata catch-up, BrokerServer.startup).
+func (b *Broker) Applied() <-chan struct{} { return b.applied }
 
 // CaughtUp reports whether this node acts on its metadata: the image holds
 // this incarnation's registration (a node replaying its metadata log after a
@@ -633,6 +644,9 @@ func (b *Broker) reconcile(im *metadata.Image) error {
 		b.topicIDs[t.ID] = name
 	}
 	b.mu.Unlock()
+	if b.caughtUp.Load() {
+		b.appliedOnce.Do(func() { close(b.applied) })
+	}
 	for _, p := range gone {
 		b.unassignFetcher(p)
 		if p.IsLeader() {

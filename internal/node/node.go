@@ -31,6 +31,11 @@ import (
 	"github.com/sluice-io/sluice/internal/vfs"
 )
 
+// standaloneCatchUp bounds how long a single node (a quorum of itself)
+// waits for its first metadata to be applied before it serves clients
+// anyway (a node with thousands of partitions opens them in that time).
+const standaloneCatchUp = 2 * time.Minute
+
 // Options is what a node takes besides its configuration.
 type Options struct {
 	// Logger receives every line the node writes; nil is slog.Default().
@@ -174,6 +179,15 @@ func Start(cfg *config.Broker, o Options) (*Node, error) {
 	if sa != nil {
 		if err := finishStandalone(ctrl, cfg, sa, logger); err != nil {
 			return nil, err
+		}
+		// A quorum of itself catches up at once: serve clients only
+		// once its metadata is applied, so that what Metadata names
+		// (topics, their ids, this node as leader) is what Produce and
+		// Fetch find.
+		select {
+		case <-b.Applied():
+		case <-time.After(standaloneCatchUp):
+			logger.Warn("serving before this node applied its metadata", "waited", standaloneCatchUp)
 		}
 	}
 	reg := protocol.NewRegistry()

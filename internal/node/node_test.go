@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-io/sluice/internal/config"
@@ -90,5 +92,60 @@ func TestNodeInProcess(t *testing.T) {
 	}
 	if err := n2.Close(); err != nil {
 		t.Fatal("Close after restart:", err)
+	}
+}
+
+// TestStandaloneServesAppliedMetadata restarts a single node holding 20
+// topics: when Start returns (its Kafka listener open), the broker has
+// applied its metadata — every topic the image names resolves by id —
+// so a Fetch by topic id (KIP-516) right after the start does not get
+// UNKNOWN_TOPIC_ID for a topic Metadata lists.
+func TestStandaloneServesAppliedMetadata(t *testing.T) {
+	cfg := config.Defaults()
+	cfg.DataDir = t.TempDir()
+	cfg.Listen = freeAddr(t)
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	n, err := Start(cfg, Options{Logger: logger, Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Listen))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var topics []string
+	for i := range 20 {
+		topics = append(topics, fmt.Sprintf("t%02d", i))
+	}
+	if _, err := kadm.NewClient(cl).CreateTopics(ctx, 2, 1, nil, topics...); err != nil {
+		t.Fatal(err)
+	}
+	cl.Close()
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	n, err = Start(cfg, Options{Logger: logger, Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	b := n.Broker()
+	select {
+	case <-b.Applied():
+	default:
+		t.Fatal("Start returned before the broker applied its metadata")
+	}
+	im := b.Image()
+	for _, name := range topics {
+		tm, ok := im.Topics[name]
+		if !ok {
+			t.Fatalf("topic %s missing from the image after the restart", name)
+		}
+		if got, ok := b.TopicName(tm.ID); !ok || got != name {
+			t.Errorf("topic %s's id does not resolve right after the start (%q, %v)", name, got, ok)
+		}
 	}
 }
