@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/sluice-io/sluice/internal/acl"
+	"github.com/sluice-io/sluice/internal/config"
 	"github.com/sluice-io/sluice/internal/metadata"
 )
 
@@ -62,9 +63,13 @@ func (a *active) register(ctx context.Context, body []byte) (any, int64, error) 
 			epoch = cur.Epoch
 			return nil
 		}
+		unclean := uncleanRegistration(im, in)
 		br := in.Broker
 		b.addLast(record{Type: recRegisterBroker, Broker: &br})
 		a.removeBroker(b, id)
+		if unclean {
+			a.removeFromELR(b, id)
+		}
 		return nil
 	})
 	if err != nil {
@@ -410,7 +415,13 @@ func (a *active) alterConfigs(ctx context.Context, body []byte) (any, int64, err
 		if err != nil || in.ValidateOnly {
 			return err
 		}
+		minISR := func(c map[string]string) int64 {
+			return config.TopicConfig{Set: c, Broker: a.n.cfg.Broker}.Int64("min.insync.replicas")
+		}
 		b.add(record{Type: recConfigChange, Name: in.Name, Configs: next})
+		if minISR(t.Configs) != minISR(next) {
+			clearELR(b, in.Name) // KIP-966: the ELR was kept for the old value
+		}
 		a.electOffline(b, in.Name)
 		return nil
 	})

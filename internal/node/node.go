@@ -141,7 +141,7 @@ func Start(cfg *config.Broker, o Options) (*Node, error) {
 			"data", cfg.DataDir, "http", cfg.HTTP)
 	}
 	fsys = fileCache(fsys, cfg, raiseFileLimit(logger), logger)
-	ctrl, err := startController(cfg, logger)
+	ctrl, err := startController(cfg, logger, ident.Props().DirectoryID)
 	if err != nil {
 		return nil, err
 	}
@@ -342,7 +342,7 @@ func (n *Node) HTTPAddr() net.Addr { return n.httpAddr }
 // given (nil means the single-node Local store, which broker.Open opens).
 // A node in --voters is a voter and needs --controller-listen; other nodes
 // follow the committed metadata as brokers only.
-func startController(cfg *config.Broker, logger *slog.Logger) (metadata.Controller, error) {
+func startController(cfg *config.Broker, logger *slog.Logger, directoryID string) (metadata.Controller, error) {
 	if len(cfg.Voters) == 0 {
 		return nil, nil
 	}
@@ -350,6 +350,9 @@ func startController(cfg *config.Broker, logger *slog.Logger) (metadata.Controll
 	if err != nil {
 		return nil, err
 	}
+	// The directory's identity: a wiped directory registers with a new
+	// one and leaves every ELR (internal/controller/elr.go).
+	self.DirectoryID = directoryID
 	listen := cfg.ControllerListen
 	for _, v := range cfg.Voters {
 		if v.ID == cfg.NodeID && listen == "" {

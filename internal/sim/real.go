@@ -162,6 +162,10 @@ type realBroker struct {
 	pendingReg *rnode
 	self       metadata.Broker
 	regAt      time.Time
+	// diskEpoch is the broker epoch its disk recorded at its last
+	// registration (synced, so a crash keeps it); -1 for a new or wiped
+	// disk: the next registration's previous epoch (KIP-966).
+	diskEpoch int64
 }
 
 type ackedRec struct {
@@ -308,7 +312,7 @@ func fmtPart(topic string, p metadata.Partition) string {
 // t0 and t1, realDeleteTopic and realCompactTopic.
 func (w *realWorld) setup() {
 	for id := int32(1); id <= realBrokers; id++ {
-		rb := &realBroker{id: id, fs: vfs.NewMem(), hw: map[string][2]int64{}, lso: map[string][2]int64{}, flushed: map[string]int64{}}
+		rb := &realBroker{id: id, fs: vfs.NewMem(), diskEpoch: -1, hw: map[string][2]int64{}, lso: map[string][2]int64{}, flushed: map[string]int64{}}
 		w.brokers = append(w.brokers, rb)
 		w.startBroker(rb)
 	}

@@ -59,10 +59,11 @@ func (w *realWorld) checkHW() {
 
 // checkISRLogStart: no replica the controller keeps in the ISR of
 // realDeleteTopic on an active broker (registered, not fenced, not
-// shutting down) starts below an answered DeleteRecords: any of them may
-// be elected next. A follower joins the ISR only once it reports the
-// leader's log start, and DeleteRecords waits for the log start of every
-// live replica (KIP-841: not fenced, not shutting down).
+// shutting down), nor any in its ELR (KIP-966), starts below an answered
+// DeleteRecords: any of them may be elected next. A follower joins the
+// ISR only once it reports the leader's log start, and DeleteRecords
+// waits for the log start of every live replica (KIP-841: not fenced, not
+// shutting down) and of every ELR member.
 func (w *realWorld) checkISRLogStart() {
 	topic := realDeleteTopic
 	acked := w.deleteAcked[topic]
@@ -76,6 +77,17 @@ func (w *realWorld) checkISRLogStart() {
 		if p, err := rb.b.PartitionBy(topic, 0, time.Time{}); err == nil && p.LogStartOffset() < acked {
 			w.fail("broker %d is in the ISR %v of %s-0 (epoch %d) and starts at %d, below the answered DeleteRecords to %d",
 				id, part.ISR, topic, part.LeaderEpoch, p.LogStartOffset(), acked)
+			return
+		}
+	}
+	for _, id := range part.ELR {
+		rb := w.brokers[id-1]
+		if !rb.up || rb.pendingReg != nil {
+			continue
+		}
+		if p, err := rb.b.PartitionBy(topic, 0, time.Time{}); err == nil && p.LogStartOffset() < acked {
+			w.fail("broker %d is in the ELR %v of %s-0 (epoch %d) and starts at %d, below the answered DeleteRecords to %d",
+				id, part.ELR, topic, part.LeaderEpoch, p.LogStartOffset(), acked)
 			return
 		}
 	}
