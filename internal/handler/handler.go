@@ -127,6 +127,7 @@ func RegisterWith(reg *protocol.Registry, b *broker.Broker, opts Options) *Handl
 		{Key: 50, MinVersion: 0, MaxVersion: 0, Serve: h.describeUserScramCredentials},
 		{Key: 51, MinVersion: 0, MaxVersion: 0, Serve: h.alterUserScramCredentials},
 		{Key: 60, MinVersion: 0, MaxVersion: 1, Serve: h.describeCluster},
+		{Key: 75, MinVersion: 0, MaxVersion: 0, Serve: h.describeTopicPartitions},
 		{Key: 64, MinVersion: 0, MaxVersion: 0, Serve: h.unregisterBroker},
 		{Key: 55, MinVersion: 0, MaxVersion: 2, Serve: h.describeQuorum},
 		{Key: 57, MinVersion: 0, MaxVersion: 2, Serve: h.updateFeatures},
