@@ -55,6 +55,9 @@ type Knobs struct {
 	// leads nothing, without waiting until every other active broker has
 	// applied the shutdown (BrokerHeartbeatManager's check).
 	GrantShutdownEarly bool
+	// KeepELRAfterUncleanRegistration leaves a broker in the ELRs when
+	// it registers without proof that its disk kept its data (elr.go).
+	KeepELRAfterUncleanRegistration bool
 }
 
 func (a *active) init(n *Node) {

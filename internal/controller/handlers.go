@@ -67,7 +67,7 @@ func (a *active) register(ctx context.Context, body []byte) (any, int64, error) 
 		br := in.Broker
 		b.addLast(record{Type: recRegisterBroker, Broker: &br})
 		a.removeBroker(b, id)
-		if unclean {
+		if unclean && !a.knobs.KeepELRAfterUncleanRegistration {
 			a.removeFromELR(b, id)
 		}
 		return nil

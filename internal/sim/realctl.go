@@ -92,6 +92,7 @@ func (c *rctl) register(n *rnode, self metadata.Broker) error {
 	}
 	self.Incarnation = n.inc
 	rb := c.w.brokers[n.id-1]
+	self.DirectoryID = rb.dir
 	ep, err := c.m.Register(self, rb.diskEpoch)
 	if err != nil {
 		return err
