@@ -7,8 +7,11 @@ package elr
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -132,6 +135,54 @@ func (w *world) killAll() {
 		w.t.Fatalf("every replica down: want ELR [3 4], last known leader 3: %s", fmtPart(p))
 	}
 	w.t.Logf("all replicas down: %s", fmtPart(p))
+	w.checkTools([]int32{3, 4}, []int32{3})
+}
+
+// checkTools checks that `sluice topic describe` and the console's
+// /api/v1/partitions (voter 1's) show the partition's ELR and last known
+// leader.
+func (w *world) checkTools(elr, lastKnown []int32) {
+	w.t.Helper()
+	out, err := exec.Command(testproc.Build(w.t), "topic", "describe", topic, "--bootstrap="+w.c.Node(1).Addr(), "--json").Output()
+	if err != nil {
+		w.t.Fatalf("sluice topic describe: %v %s", err, out)
+	}
+	var desc struct {
+		Topics []struct {
+			Partitions []struct {
+				ELR          []int32 `json:"elr"`
+				LastKnownELR []int32 `json:"last_known_elr"`
+			} `json:"partitions"`
+		} `json:"topics"`
+	}
+	if err := json.Unmarshal(out, &desc); err != nil || len(desc.Topics) != 1 || len(desc.Topics[0].Partitions) != 1 {
+		w.t.Fatalf("sluice topic describe --json: %v\n%s", err, out)
+	}
+	if d := desc.Topics[0].Partitions[0]; !sameSet(d.ELR, elr) || !slices.Equal(d.LastKnownELR, lastKnown) {
+		w.t.Fatalf("sluice topic describe shows ELR %v last known %v, want %v %v", d.ELR, d.LastKnownELR, elr, lastKnown)
+	}
+	resp, err := http.Get("http://" + w.c.Node(1).HTTPAddr() + "/api/v1/partitions")
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var parts []struct {
+		Topic        string  `json:"topic"`
+		ELR          []int32 `json:"elr"`
+		LastKnownELR []int32 `json:"lastKnownElr"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&parts); err != nil {
+		w.t.Fatal(err)
+	}
+	for _, p := range parts {
+		if p.Topic == topic && (!sameSet(p.ELR, elr) || !slices.Equal(p.LastKnownELR, lastKnown)) {
+			w.t.Fatalf("/api/v1/partitions shows ELR %v last known %v, want %v %v", p.ELR, p.LastKnownELR, elr, lastKnown)
+		}
+	}
+}
+
+func sameSet(a, b []int32) bool {
+	return slices.Equal(slices.Sorted(slices.Values(a)), slices.Sorted(slices.Values(b)))
 }
 
 // readBack consumes the partition and checks every acknowledged record.
