@@ -1,6 +1,12 @@
 package controller
 
 import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
 	"github.com/sluice-io/sluice/internal/config"
 	"github.com/sluice-io/sluice/internal/metadata"
 )
@@ -40,16 +46,29 @@ func elrEnabled(im *metadata.Image) bool {
 
 // effectiveMinISR is min(min.insync.replicas, replication factor), at
 // least 1: the size below which the leader's high watermark stops
-// (replica.Config.MinISR).
-func effectiveMinISR(cfg *config.Broker, t *metadata.Topic, p *metadata.Partition) int {
-	m := int(config.TopicConfig{Set: t.Configs, Broker: cfg}.Int64("min.insync.replicas"))
+// (replica.Config.MinISR). The value is the topic's, else the image's
+// cluster default (a dynamic config every node applies), else this
+// node's server.properties; per-broker dynamic values are refused while
+// ELR is on (checkMinISRChange).
+func effectiveMinISR(im *metadata.Image, cfg *config.Broker, t *metadata.Topic, p *metadata.Partition) int {
+	v, ok := t.Configs["min.insync.replicas"]
+	if !ok {
+		v, ok = im.BrokerConfigs[""]["min.insync.replicas"]
+	}
+	if !ok && cfg != nil {
+		v, ok = cfg.Props["min.insync.replicas"]
+	}
+	m, err := strconv.Atoi(strings.TrimSpace(v))
+	if !ok || err != nil {
+		m = 1 // Kafka's default
+	}
 	return max(1, min(m, len(p.Replicas)))
 }
 
 // targetELR is the ELR a partition gets with ISR isr, before an election
 // (maybePopulateTargetElr).
 func targetELR(im *metadata.Image, cfg *config.Broker, t *metadata.Topic, p *metadata.Partition, isr []int32) []int32 {
-	if !elrEnabled(im) || len(isr) >= effectiveMinISR(cfg, t, p) {
+	if !elrEnabled(im) || len(isr) >= effectiveMinISR(im, cfg, t, p) {
 		return nil
 	}
 	var out []int32
@@ -74,7 +93,7 @@ func elrState(im *metadata.Image, cfg *config.Broker, t *metadata.Topic, p *meta
 		elr = without(elr, leader)
 	}
 	switch {
-	case len(isr) >= effectiveMinISR(cfg, t, p) || leader != noLeader:
+	case len(isr) >= effectiveMinISR(im, cfg, t, p) || leader != noLeader:
 		return elr, nil
 	case len(isr) == 0 && p.Leader != noLeader:
 		// The partition becomes leaderless: remember its last leader
@@ -101,6 +120,22 @@ func uncleanRegistration(im *metadata.Image, in registerReq) bool {
 		return true
 	}
 	return in.PreviousEpoch <= 0 || in.PreviousEpoch != prev.Epoch
+}
+
+// checkMinISRChange refuses a per-broker dynamic min.insync.replicas
+// while ELR is on, as Kafka does with ELR (KIP-966: the value must be the
+// same for the controller and every leader, so that a replica joins the
+// ELR exactly when the leaders' high watermark stops): it is set on a
+// topic or as the cluster default.
+func checkMinISRChange(im *metadata.Image, r metadata.ConfigResource, next map[string]string) error {
+	if r.Type != metadata.ResourceBroker || r.Name == "" || !elrEnabled(im) {
+		return nil
+	}
+	if next["min.insync.replicas"] != im.BrokerConfigs[r.Name]["min.insync.replicas"] && next["min.insync.replicas"] != "" {
+		return fmt.Errorf("%w: min.insync.replicas cannot be set for one broker while %s is 1 (eligible leader replicas, KIP-966); set it as the cluster default or on the topic",
+			kerr.InvalidConfig, metadata.FeatureELRVersion)
+	}
+	return nil
 }
 
 // removeFromELR takes broker id out of every ELR

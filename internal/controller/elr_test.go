@@ -2,6 +2,7 @@ package controller
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -245,4 +246,41 @@ func TestELRFeatureOff(t *testing.T) {
 	w.expect(3, []int32{3}, nil, nil)
 	w.kill(3, 1, 2, 4, 5)
 	w.expect(-1, []int32{3}, nil, nil)
+}
+
+// TestELRClusterMinISR: a change of the cluster-default
+// min.insync.replicas clears the ELR of the topics that take it (not of
+// those with their own), and a per-broker value is refused while ELR is
+// on, so that the controller and every leader agree on it.
+func TestELRClusterMinISR(t *testing.T) {
+	w := newELRWorld(t, map[string]string{"min.insync.replicas": "2"}, nil)
+	if _, err := w.m.call(opCreateTopic, createTopicReq{Name: "d", Assignment: [][]int32{{3, 4, 5}}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"e", "d"} {
+		p := w.m.Image().Topics[name].Partitions[0]
+		resp, err := w.m.AlterPartition(metadata.AlterPartitionRequest{Topic: name, BrokerID: 3, BrokerEpoch: w.epochs[3],
+			LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, NewISR: []int32{3}})
+		if err != nil || resp.Error != 0 {
+			t.Fatalf("shrink %s: %+v %v", name, resp, err)
+		}
+		if p := w.m.Image().Topics[name].Partitions[0]; len(p.ELR) != 2 {
+			t.Fatalf("%s below min ISR 2 (server.properties): %+v", name, p)
+		}
+	}
+	set := func(broker string) error {
+		_, err := w.m.call(opAlterResConfigs, resConfigReq{Resource: metadata.ConfigResource{Type: metadata.ResourceBroker, Name: broker},
+			Ops: []metadata.ConfigOp{{Name: "min.insync.replicas", Value: "1"}}}, nil)
+		return err
+	}
+	if err := set("3"); err == nil || !strings.Contains(err.Error(), "KIP-966") {
+		t.Fatalf("a per-broker min.insync.replicas with ELR on: %v", err)
+	}
+	if err := set(""); err != nil {
+		t.Fatal(err)
+	}
+	im := w.m.Image()
+	if e, d := im.Topics["e"].Partitions[0], im.Topics["d"].Partitions[0]; len(e.ELR) != 2 || len(d.ELR) != 0 {
+		t.Fatalf("after the cluster default changed: e (own min ISR) %+v, d (the default) %+v", e, d)
+	}
 }
