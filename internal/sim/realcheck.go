@@ -45,7 +45,7 @@ func (w *realWorld) checkHW() {
 			if last, ok := rb.hw[topic]; ok && last[1] == le && hw < last[0] {
 				w.fail("broker %d: HW of %s-0 went back from %d to %d in leader epoch %d", rb.id, topic, last[0], hw, le)
 			}
-			if last, ok := rb.hw[topic]; !ok || last[1] != le {
+			if last, ok := rb.hw[topic]; (!ok || last[1] != le) && p.LeaderEpoch() == w.ctrl.image().Topics[topic].Partitions[0].LeaderEpoch {
 				w.checkElected(rb, topic, p.Log().LogEndOffset(), p.LeaderEpoch())
 			}
 			rb.hw[topic] = [2]int64{hw, le}
