@@ -117,10 +117,12 @@ func (c *cli) clusterStatus(args []string) error {
 				out.Partitions++
 				pi := newPartitionInfo(p)
 				pi.Topic = td.Topic
+				// An offline partition is listed as offline only: with
+				// eligible leader replicas its ISR is empty, which would
+				// also make it under-replicated.
 				if p.Leader < 0 {
 					out.Offline = append(out.Offline, pi)
-				}
-				if len(p.ISR) < len(p.Replicas) {
+				} else if len(p.ISR) < len(p.Replicas) {
 					out.UnderReplicated = append(out.UnderReplicated, pi)
 				}
 			}

@@ -59,12 +59,16 @@ type topicInfo struct {
 
 // partitionInfo is one partition's placement and state.
 type partitionInfo struct {
-	Topic           string  `json:"topic,omitempty"`
-	Partition       int32   `json:"partition"`
-	Leader          int32   `json:"leader"`
-	LeaderEpoch     int32   `json:"leader_epoch"`
-	Replicas        []int32 `json:"replicas"`
-	ISR             []int32 `json:"isr"`
+	Topic       string  `json:"topic,omitempty"`
+	Partition   int32   `json:"partition"`
+	Leader      int32   `json:"leader"`
+	LeaderEpoch int32   `json:"leader_epoch"`
+	Replicas    []int32 `json:"replicas"`
+	ISR         []int32 `json:"isr"`
+	// ELR and LastKnownELR are the eligible leader replicas (KIP-966),
+	// from DescribeTopicPartitions; left out by a broker without it.
+	ELR             []int32 `json:"elr,omitempty"`
+	LastKnownELR    []int32 `json:"last_known_elr,omitempty"`
 	OfflineReplicas []int32 `json:"offline_replicas,omitempty"`
 	Error           string  `json:"error,omitempty"`
 }
@@ -205,6 +209,7 @@ func (c *cli) topicDescribe(args []string) error {
 		if err != nil {
 			return err
 		}
+		elrs := describeELR(ctx, cl, pos)
 		out := struct {
 			Topics []topicInfo `json:"topics"`
 		}{}
@@ -213,7 +218,11 @@ func (c *cli) topicDescribe(args []string) error {
 			ti := newTopicInfo(d)
 			ti.Configs = cfgs[name]
 			for _, p := range d.Partitions.Sorted() {
-				ti.Partitions = append(ti.Partitions, newPartitionInfo(p))
+				pi := newPartitionInfo(p)
+				if e, ok := elrs[name][p.Partition]; ok {
+					pi.ELR, pi.LastKnownELR = e[0], e[1]
+				}
+				ti.Partitions = append(ti.Partitions, pi)
 			}
 			out.Topics = append(out.Topics, ti)
 		}
@@ -228,13 +237,49 @@ func (c *cli) topicDescribe(args []string) error {
 				}
 				fmt.Fprintf(w, "Topic: %s  TopicId: %s  PartitionCount: %d  ReplicationFactor: %d  Configs: %s\n",
 					t.Name, t.ID, t.PartitionCount, t.ReplicationFactor, strings.Join(kvs, ","))
-				fmt.Fprintln(w, "PARTITION\tLEADER\tREPLICAS\tISR\tOFFLINE")
+				fmt.Fprintln(w, "PARTITION\tLEADER\tREPLICAS\tISR\tELR\tLAST-KNOWN-ELR\tOFFLINE")
 				for _, p := range t.Partitions {
-					fmt.Fprintf(w, "%d\t%d\t%s\t%s\t%s\n", p.Partition, p.Leader, ints(p.Replicas), ints(p.ISR), ints(p.OfflineReplicas))
+					fmt.Fprintf(w, "%d\t%d\t%s\t%s\t%s\t%s\t%s\n", p.Partition, p.Leader, ints(p.Replicas), ints(p.ISR), ints(p.ELR), ints(p.LastKnownELR), ints(p.OfflineReplicas))
 				}
 			}
 		})
 	})
+}
+
+// describeELR asks DescribeTopicPartitions (API 75, as kafka-topics.sh
+// --describe does since Kafka 3.8) for the topics' eligible leader
+// replicas and last known ELR, by topic and partition, following its
+// cursor. A broker without the API (or any failure) gives none: the
+// columns stay empty.
+func describeELR(ctx context.Context, cl *kgo.Client, topics []string) map[string]map[int32][2][]int32 {
+	out := map[string]map[int32][2][]int32{}
+	req := kmsg.NewPtrDescribeTopicPartitionsRequest()
+	for _, name := range topics {
+		rt := kmsg.NewDescribeTopicPartitionsRequestTopic()
+		rt.Topic = name
+		req.Topics = append(req.Topics, rt)
+	}
+	for {
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			return out
+		}
+		for _, t := range resp.Topics {
+			if t.Topic == nil || t.ErrorCode != 0 {
+				continue
+			}
+			if out[*t.Topic] == nil {
+				out[*t.Topic] = map[int32][2][]int32{}
+			}
+			for _, p := range t.Partitions {
+				out[*t.Topic][p.Partition] = [2][]int32{p.EligibleLeaderReplicas, p.LastKnownELR}
+			}
+		}
+		if resp.NextCursor == nil {
+			return out
+		}
+		req.Cursor = &kmsg.DescribeTopicPartitionsRequestCursor{Topic: resp.NextCursor.Topic, Partition: resp.NextCursor.Partition}
+	}
 }
 
 // nonDefaultTopicConfigs returns, per topic, the configs that are not at

@@ -453,7 +453,7 @@ func (b *Broker) MinISR(t *metadata.Topic) int {
 // KIP-903).
 func partitionState(im *metadata.Image, mp *metadata.Partition) replica.PartitionState {
 	ps := replica.PartitionState{Leader: mp.Leader, LeaderEpoch: mp.LeaderEpoch, PartitionEpoch: mp.PartitionEpoch,
-		Replicas: mp.Replicas, ISR: mp.ISR, BrokerEpochs: make([]int64, len(mp.Replicas))}
+		Replicas: mp.Replicas, ISR: mp.ISR, ELR: mp.ELR, BrokerEpochs: make([]int64, len(mp.Replicas))}
 	for i, id := range mp.Replicas {
 		br, ok := im.Brokers[id]
 		if !ok {

@@ -62,6 +62,9 @@ type Knobs struct {
 	// leads nothing, without waiting until every other active broker has
 	// applied the shutdown (BrokerHeartbeatManager's check).
 	GrantShutdownEarly bool
+	// KeepELRAfterUncleanRegistration leaves a broker in the ELRs when
+	// it registers without proof that its disk kept its data (elr.go).
+	KeepELRAfterUncleanRegistration bool
 }
 
 func (a *active) init(n *Node) {
@@ -314,8 +317,11 @@ func (a *active) unclean(t *metadata.Topic) bool {
 
 // electLeader is PartitionChangeBuilder.electLeader (docs/kafka-replication.md §4.1) for a
 // target ISR: keep a valid leader; else the first replica in assignment
-// order that is in the ISR and active; else, if the topic allows it, the
-// first active replica (ISR := {it}, recovering); else no leader.
+// order that is in the ISR and active; else, if the ISR is empty, the
+// first active replica of the ELR (elr.go), whose ISR becomes itself;
+// else, if the topic allows unclean election, the last known leader if
+// it is active, then the first active replica (ISR := {it}, recovering);
+// else no leader.
 func (a *active) electLeader(im *metadata.Image, t *metadata.Topic, p *metadata.Partition, isr []int32) (int32, []int32, bool) {
 	valid := func(id int32) bool { return has(isr, id) && isActiveBroker(im, id) }
 	if p.Leader != noLeader && valid(p.Leader) {
@@ -326,7 +332,18 @@ func (a *active) electLeader(im *metadata.Image, t *metadata.Topic, p *metadata.
 			return r, isr, p.Recovering
 		}
 	}
+	if len(isr) == 0 {
+		elr := targetELR(im, a.n.cfg.Broker, t, p, isr)
+		for _, r := range p.Replicas {
+			if has(elr, r) && isActiveBroker(im, r) {
+				return r, []int32{r}, p.Recovering
+			}
+		}
+	}
 	if a.unclean(t) {
+		if lk := p.LastKnownELR; elrEnabled(im) && len(lk) == 1 && p.HasReplica(lk[0]) && isActiveBroker(im, lk[0]) {
+			return lk[0], []int32{lk[0]}, true
+		}
 		for _, r := range p.Replicas {
 			if isActiveBroker(im, r) {
 				return r, []int32{r}, true
@@ -353,10 +370,14 @@ func (b *batch) changeAssign(t *metadata.Topic, p *metadata.Partition, leader in
 	if asg != nil && slices.Equal(asg.Replicas, p.Replicas) && slices.Equal(asg.Adding, p.AddingReplicas) && slices.Equal(asg.Removing, p.RemovingReplicas) {
 		asg = nil
 	}
-	if asg == nil && leader == p.Leader && recovering == p.Recovering && sameSet(isr, p.ISR) {
+	// An election that starts a recovery is unclean: it clears the ELR.
+	elr, lastKnown := elrState(b.tx.im, b.cfg, t, p, leader, isr, recovering && !p.Recovering)
+	if asg == nil && leader == p.Leader && recovering == p.Recovering && sameSet(isr, p.ISR) &&
+		sameSet(elr, p.ELR) && slices.Equal(lastKnown, p.LastKnownELR) {
 		return
 	}
-	b.add(record{Type: recPartitionChange, Name: t.Name, Part: &partChange{Index: p.Index, Leader: leader, ISR: isr, Recovering: recovering, Assign: asg}})
+	b.add(record{Type: recPartitionChange, Name: t.Name, Part: &partChange{Index: p.Index, Leader: leader, ISR: isr, Recovering: recovering, Assign: asg,
+		ELR: elr, LastKnownELR: lastKnown}})
 }
 
 // forEachPartition visits partitions in a deterministic order on the
@@ -371,8 +392,9 @@ func (b *batch) forEachPartition(fn func(t *metadata.Topic, p *metadata.Partitio
 }
 
 // removeBroker takes a fenced or shutting-down broker out of every ISR
-// (unless it is the last member: the ISR keeps it, docs/kafka-replication.md §4.1) and
-// re-elects the leaders of its partitions without it.
+// and re-elects the leaders of its partitions without it. With ELR on
+// (elr.go) the last member leaves too, into the ELR; without it the ISR
+// keeps its last member (docs/kafka-replication.md §4.1).
 func (a *active) removeBroker(b *batch, id int32) {
 	im := b.tx.im
 	b.forEachPartition(func(t *metadata.Topic, p *metadata.Partition) {
@@ -380,7 +402,7 @@ func (a *active) removeBroker(b *batch, id int32) {
 			return
 		}
 		isr := without(p.ISR, id)
-		if len(isr) == 0 {
+		if len(isr) == 0 && !elrEnabled(im) {
 			isr = p.ISR
 		}
 		leader, isr, rec := a.electLeader(im, t, p, isr)

@@ -34,7 +34,12 @@ const (
 var notController = kerr.NotController.Code
 
 type registerReq struct {
-	Broker metadata.Broker `json:"broker"` // ID, Host, Port, Rack, Incarnation
+	Broker metadata.Broker `json:"broker"` // ID, Host, Port, Rack, Incarnation, DirectoryID
+	// PreviousEpoch is Kafka's previousBrokerEpoch: the broker epoch the
+	// data directory last recorded (brokerEpochFile), -1 if none. A
+	// registration that does not match the one it replaces is unclean
+	// (elr.go).
+	PreviousEpoch int64 `json:"previousEpoch,omitempty"`
 }
 
 type registerResp struct {
@@ -196,12 +201,21 @@ func (n *Node) register() error {
 	b := n.cfg.Self
 	b.Incarnation = n.incarnate
 	var resp registerResp
-	off, err := n.cli.call(ctx, opRegister, registerReq{Broker: b}, &resp, 0)
+	off, err := n.cli.call(ctx, opRegister, registerReq{Broker: b, PreviousEpoch: n.prevEpoch}, &resp, 0)
 	if err != nil {
 		return err
 	}
 	if err := n.waitApplied(ctx, off); err != nil {
 		return err
+	}
+	if resp.Epoch != n.prevEpoch {
+		if err := writeBrokerEpoch(n.cfg.DataDir, resp.Epoch); err != nil {
+			// Without the record the next start registers as unclean
+			// (leaves every ELR): safe, so only logged.
+			n.log.Warn("recording the broker epoch", "err", err)
+		} else {
+			n.prevEpoch = resp.Epoch
+		}
 	}
 	n.epoch.Store(resp.Epoch)
 	n.lastContact.Store(time.Now().UnixNano())

@@ -115,6 +115,9 @@ type Node struct {
 	st          *imageState
 	cli         *client
 	incarnate   string
+	// prevEpoch is the broker epoch the data directory recorded last
+	// (epochfile.go), -1 if none; only the registration loop uses it.
+	prevEpoch int64
 
 	// voter only
 	raft     *raft.Raft
@@ -188,7 +191,7 @@ func Start(cfg Config) (*Node, error) {
 	cfg.Self.Features = metadata.SupportedFeatures()
 	n := &Node{
 		cfg: cfg, log: cfg.Logger.With("component", "controller", "node", cfg.NodeID),
-		st: newImageState(), incarnate: metadata.NewUUID().String(),
+		st: newImageState(), incarnate: metadata.NewUUID().String(), prevEpoch: readBrokerEpoch(cfg.DataDir),
 		closing: make(chan struct{}), poke: make(chan struct{}, 1), granted: make(chan struct{}),
 		raftDone: make(chan struct{}), raftReady: make(chan struct{}),
 	}

@@ -3,6 +3,7 @@ package controller
 import (
 	"errors"
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -196,8 +197,8 @@ func TestFencing(t *testing.T) {
 	if p1.Leader != o1 || p1.LeaderEpoch != 0 || has(p1.ISR, v) || p1.PartitionEpoch != 1 {
 		t.Fatalf("f-1 after fence: %+v", p1)
 	}
-	if p2.Leader != -1 || len(p2.ISR) != 1 || p2.ISR[0] != v {
-		t.Fatalf("g-0 (last ISR member fenced) must go offline keeping its ISR: %+v", p2)
+	if p2.Leader != -1 || len(p2.ISR) != 0 || !slices.Equal(p2.ELR, []int32{v}) || !slices.Equal(p2.LastKnownELR, []int32{v}) {
+		t.Fatalf("g-0 (last ISR member fenced) must go offline with an empty ISR, the member in its ELR (KIP-966): %+v", p2)
 	}
 	if u0.Leader != o1 || len(u0.ISR) != 1 || u0.ISR[0] != o1 || !u0.Recovering {
 		t.Fatalf("u-0 unclean election: %+v", u0)

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/sluice-io/sluice/internal/config"
 	"github.com/sluice-io/sluice/internal/metadata"
 )
 
@@ -73,7 +74,10 @@ const (
 // scratch image so later records (and later decisions of the group) see
 // earlier ones.
 type batch struct {
-	tx   *txn
+	tx *txn
+	// cfg gives topic config defaults (min.insync.replicas for the ELR);
+	// nil: Kafka's defaults.
+	cfg  *config.Broker
 	recs []record
 	tail []record
 }
@@ -290,7 +294,7 @@ func (a *active) commitGroup(group []*decision) (rest []*decision) {
 			d.reply(decisionResult{err: fmt.Errorf("%w: %v", kerr.RequestTimedOut, err)})
 			continue
 		}
-		b := &batch{tx: tx}
+		b := &batch{tx: tx, cfg: a.n.cfg.Broker}
 		err := d.fn(tx.im, b)
 		recs := b.records()
 		w := recordsWeight(recs)

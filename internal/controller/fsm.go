@@ -116,6 +116,11 @@ type partChange struct {
 	// of Kafka's PartitionChangeRecord). Records without it (all records
 	// written before reassignment existed) leave them as they are.
 	Assign *assignment `json:"assign,omitempty"`
+	// ELR and LastKnownELR replace the partition's eligible leader
+	// replicas and last known leader (KIP-966); records written before
+	// ELR existed have neither and clear them (there were none).
+	ELR          []int32 `json:"elr,omitempty"`
+	LastKnownELR []int32 `json:"lastKnownElr,omitempty"`
 }
 
 // assignment is a partition's replica set and reassignment state.
@@ -274,6 +279,8 @@ func (tx *txn) apply(r *record, idx int64) {
 		p.Leader = r.Part.Leader
 		p.ISR = append([]int32(nil), r.Part.ISR...)
 		p.Recovering = r.Part.Recovering
+		p.ELR = nilIfEmpty(r.Part.ELR)
+		p.LastKnownELR = nilIfEmpty(r.Part.LastKnownELR)
 		if a := r.Part.Assign; a != nil && len(a.Replicas) > 0 {
 			p.Replicas = append([]int32(nil), a.Replicas...)
 			p.AddingReplicas = append([]int32(nil), a.Adding...)
@@ -310,6 +317,13 @@ func (tx *txn) apply(r *record, idx int64) {
 			im.SetResourceConfigs(*r.Resource, r.Configs)
 		}
 	}
+}
+
+func nilIfEmpty(s []int32) []int32 {
+	if len(s) == 0 {
+		return nil
+	}
+	return append([]int32(nil), s...)
 }
 
 // fsm is the raft state machine: the image built from committed entries.

@@ -62,9 +62,13 @@ func (a *active) register(ctx context.Context, body []byte) (any, int64, error) 
 			epoch = cur.Epoch
 			return nil
 		}
+		unclean := uncleanRegistration(im, in)
 		br := in.Broker
 		b.addLast(record{Type: recRegisterBroker, Broker: &br})
 		a.removeBroker(b, id)
+		if unclean && !a.knobs.KeepELRAfterUncleanRegistration {
+			a.removeFromELR(b, id)
+		}
 		return nil
 	})
 	if err != nil {
@@ -410,7 +414,11 @@ func (a *active) alterConfigs(ctx context.Context, body []byte) (any, int64, err
 		if err != nil || in.ValidateOnly {
 			return err
 		}
+		oldMinISR := t.Configs["min.insync.replicas"] // t may be changed in place by the record
 		b.add(record{Type: recConfigChange, Name: in.Name, Configs: next})
+		if oldMinISR != next["min.insync.replicas"] {
+			clearELR(b, in.Name) // KIP-966: the ELR was kept for the old value
+		}
 		a.electOffline(b, in.Name)
 		return nil
 	})
@@ -555,7 +563,20 @@ func (a *active) alterResourceConfigs(ctx context.Context, body []byte) (any, in
 			return err
 		}
 		r := in.Resource
+		if err := checkMinISRChange(im, r, next); err != nil {
+			return err
+		}
+		oldMinISR := im.BrokerConfigs[""]["min.insync.replicas"]
 		b.add(record{Type: recResourceConfig, Resource: &r, Configs: next})
+		if r.Type == metadata.ResourceBroker && r.Name == "" && oldMinISR != next["min.insync.replicas"] {
+			// The cluster default changed: the ELR of every topic that
+			// takes it was kept for the old value (elr.go).
+			for _, name := range im.TopicNames() {
+				if _, own := im.Topics[name].Configs["min.insync.replicas"]; !own {
+					clearELR(b, name)
+				}
+			}
+		}
 		return nil
 	})
 	return struct{}{}, off, err

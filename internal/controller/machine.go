@@ -138,10 +138,12 @@ func (m *Machine) call(op string, in, out any) (int64, error) {
 
 // Register is BrokerRegistration: a new incarnation of b (b.Incarnation
 // tells a retry from a restart) replaces the old one, fenced until a
-// heartbeat shows it caught up. It returns the new broker epoch.
-func (m *Machine) Register(b metadata.Broker) (int64, error) {
+// heartbeat shows it caught up. previousEpoch is the broker epoch its
+// data directory recorded (-1 for none: a new or wiped directory; an
+// unclean registration, elr.go). It returns the new broker epoch.
+func (m *Machine) Register(b metadata.Broker, previousEpoch int64) (int64, error) {
 	var resp registerResp
-	_, err := m.call(opRegister, registerReq{Broker: b}, &resp)
+	_, err := m.call(opRegister, registerReq{Broker: b, PreviousEpoch: previousEpoch}, &resp)
 	return resp.Epoch, err
 }
 
@@ -220,4 +222,24 @@ func (m *Machine) Failover() {
 	a.gen++
 	a.activateLocked()
 	a.mu.Unlock()
+}
+
+// AlterTopicConfigs is IncrementalAlterConfigs on a topic.
+func (m *Machine) AlterTopicConfigs(topic string, ops []metadata.ConfigOp) error {
+	_, err := m.call(opAlterConfigs, topicReq{Name: topic, Ops: ops}, nil)
+	return err
+}
+
+// UpdateFeatures is UpdateFeatures; it returns the error of each refused
+// update by name.
+func (m *Machine) UpdateFeatures(updates []metadata.FeatureUpdate) (map[string]error, error) {
+	var resp updateFeaturesResp
+	if _, err := m.call(opUpdateFeatures, updateFeaturesReq{Updates: updates}, &resp); err != nil {
+		return nil, err
+	}
+	out := map[string]error{}
+	for name, e := range resp.Errors {
+		out[name] = codeErr(e.Code, e.Msg)
+	}
+	return out, nil
 }

@@ -14,7 +14,7 @@ func machineCluster(t *testing.T, n int32, knobs Knobs) (*Machine, *time.Time, m
 	m := NewMachine(MachineOptions{Now: func() time.Time { return now }, Seed: 1, Knobs: knobs})
 	epochs := map[int32]int64{}
 	for id := int32(1); id <= n; id++ {
-		ep, err := m.Register(metadata.Broker{ID: id, Host: "h", Port: 9092, Incarnation: "i"})
+		ep, err := m.Register(metadata.Broker{ID: id, Host: "h", Port: 9092, Incarnation: "i"}, -1)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -127,6 +127,7 @@ func RegisterWith(reg *protocol.Registry, b *broker.Broker, opts Options) *Handl
 		{Key: 50, MinVersion: 0, MaxVersion: 0, Serve: h.describeUserScramCredentials},
 		{Key: 51, MinVersion: 0, MaxVersion: 0, Serve: h.alterUserScramCredentials},
 		{Key: 60, MinVersion: 0, MaxVersion: 1, Serve: h.describeCluster},
+		{Key: 75, MinVersion: 0, MaxVersion: 0, Serve: h.describeTopicPartitions},
 		{Key: 64, MinVersion: 0, MaxVersion: 0, Serve: h.unregisterBroker},
 		{Key: 55, MinVersion: 0, MaxVersion: 2, Serve: h.describeQuorum},
 		{Key: 57, MinVersion: 0, MaxVersion: 2, Serve: h.updateFeatures},
@@ -138,12 +139,15 @@ func RegisterWith(reg *protocol.Registry, b *broker.Broker, opts Options) *Handl
 		reg.Register(api)
 	}
 	h.registerGroupAPIs(reg)
-	// kraft.version, finalized in the metadata (57_update_features.go).
-	kv := metadata.SupportedFeatures()[metadata.FeatureKRaftVersion]
-	reg.SetFeature(protocol.Feature{Name: metadata.FeatureKRaftVersion, Min: kv.Min, Max: kv.Max, Level: func() (int16, int64) {
-		im := h.b.Image()
-		return im.FeatureLevel(metadata.FeatureKRaftVersion), im.Offset
-	}})
+	// kraft.version and eligible.leader.replicas.version, finalized in
+	// the metadata (57_update_features.go).
+	for _, name := range []string{metadata.FeatureKRaftVersion, metadata.FeatureELRVersion} {
+		kv := metadata.SupportedFeatures()[name]
+		reg.SetFeature(protocol.Feature{Name: name, Min: kv.Min, Max: kv.Max, Level: func() (int16, int64) {
+			im := h.b.Image()
+			return im.FeatureLevel(name), im.Offset
+		}})
+	}
 	h.registerTxnAPIs(reg)
 	return h
 }

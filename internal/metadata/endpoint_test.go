@@ -52,7 +52,7 @@ func TestBrokerRecordCompat(t *testing.T) {
 // TestBrokerEqualCoversFields fails when a field is added to Broker
 // without being compared by Equal.
 func TestBrokerEqualCoversFields(t *testing.T) {
-	if n := reflect.TypeOf(Broker{}).NumField(); n != 11 {
+	if n := reflect.TypeOf(Broker{}).NumField(); n != 12 {
 		t.Fatalf("Broker has %d fields: update Broker.Equal and this count", n)
 	}
 }

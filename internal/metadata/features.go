@@ -15,6 +15,11 @@ import "context"
 // RemoveRaftVoter).
 const FeatureKRaftVersion = "kraft.version"
 
+// FeatureELRVersion is Kafka's eligible.leader.replicas.version (KIP-966):
+// 1 keeps eligible leader replicas (Partition.ELR) and elects from them
+// when the ISR is empty; 0 keeps the last ISR member in the ISR instead.
+const FeatureELRVersion = "eligible.leader.replicas.version"
+
 // FeatureRange is the levels a broker supports.
 type FeatureRange struct {
 	Min int16 `json:"min"`
@@ -23,7 +28,7 @@ type FeatureRange struct {
 
 // SupportedFeatures are the feature levels this binary supports.
 func SupportedFeatures() map[string]FeatureRange {
-	return map[string]FeatureRange{FeatureKRaftVersion: {Min: 0, Max: 1}}
+	return map[string]FeatureRange{FeatureKRaftVersion: {Min: 0, Max: 1}, FeatureELRVersion: {Min: 0, Max: 1}}
 }
 
 // FeatureLevel returns the cluster's finalized level of name (0 if none).

@@ -59,6 +59,18 @@ type Partition struct {
 	// to nil.
 	AddingReplicas   []int32 `json:"addingReplicas,omitempty"`
 	RemovingReplicas []int32 `json:"removingReplicas,omitempty"`
+	// ELR is the partition's eligible leader replicas (KIP-966, Kafka's
+	// PartitionRecord eligibleLeaderReplicas): replicas that left the
+	// ISR while it was below min.insync.replicas. The high watermark
+	// does not advance while the ISR is that small, so each of them holds
+	// every committed record and may be elected once the ISR is empty.
+	// Empty whenever the ISR is at or above min.insync.replicas.
+	ELR []int32 `json:"elr,omitempty"`
+	// LastKnownELR is Kafka's lastKnownElr as KIP-966's balanced recovery
+	// uses it: the leader the partition had when its ISR became empty,
+	// the first candidate of an unclean election. Cleared once the
+	// partition has a leader again.
+	LastKnownELR []int32 `json:"lastKnownElr,omitempty"`
 }
 
 // HasReplica reports whether id is in the replica set.
@@ -101,6 +113,11 @@ type Broker struct {
 	// inter-broker listener. Records written before endpoints existed
 	// have none (Endpoint then answers with Host and Port).
 	Endpoints []Endpoint `json:"endpoints,omitempty"`
+	// DirectoryID is the directory.id of the broker's data directory
+	// (meta.properties; Kafka registers its log directories' ids): a
+	// wiped or replaced directory has a new one. Empty for a broker that
+	// registered before the field existed.
+	DirectoryID string `json:"directoryId,omitempty"`
 	// Features are the feature levels the broker's binary supports
 	// (features.go); none for a binary that predates features.
 	Features map[string]FeatureRange `json:"features,omitempty"`
@@ -204,6 +221,8 @@ func (t *Topic) Clone() *Topic {
 		p.ISR = append([]int32(nil), p.ISR...)
 		p.AddingReplicas = slices.Clone(p.AddingReplicas)
 		p.RemovingReplicas = slices.Clone(p.RemovingReplicas)
+		p.ELR = slices.Clone(p.ELR)
+		p.LastKnownELR = slices.Clone(p.LastKnownELR)
 		c.Partitions[i] = p
 	}
 	if t.Configs != nil {
@@ -248,6 +267,6 @@ func (im *Image) BrokerIDs() []int32 {
 // Equal reports whether two registrations are the same, endpoints included.
 func (b Broker) Equal(o Broker) bool {
 	return b.ID == o.ID && b.Host == o.Host && b.Port == o.Port && b.Rack == o.Rack && b.HTTP == o.HTTP &&
-		b.Epoch == o.Epoch && b.Incarnation == o.Incarnation && b.Fenced == o.Fenced &&
+		b.Epoch == o.Epoch && b.Incarnation == o.Incarnation && b.DirectoryID == o.DirectoryID && b.Fenced == o.Fenced &&
 		b.ShuttingDown == o.ShuttingDown && slices.Equal(b.Endpoints, o.Endpoints) && maps.Equal(b.Features, o.Features)
 }

@@ -160,7 +160,7 @@ func Start(cfg *config.Broker, o Options) (*Node, error) {
 	if formatted != nil {
 		formattedID = formatted.ClusterID
 	}
-	ctrl, sa, err := startController(cfg, formattedID, logger)
+	ctrl, sa, err := startController(cfg, formattedID, ident.Props().DirectoryID, logger)
 	if errors.Is(err, controller.ErrNotStandalone) {
 		if id := ident.Props().ClusterID; id != "" {
 			err = fmt.Errorf("%w (%s says the directory belongs to cluster %s)", err, metaprops.FileName, id)
@@ -383,11 +383,14 @@ func (n *Node) HTTPAddr() net.Addr { return n.httpAddr }
 // node without --voters is a quorum of itself (standalone.go): sa is then
 // what it needs after the broker opened. clusterID is the id a new quorum
 // takes (a formatted directory's), "" for a random one.
-func startController(cfg *config.Broker, clusterID string, logger *slog.Logger) (ctrl *controller.Node, sa *standalone, err error) {
+func startController(cfg *config.Broker, clusterID, directoryID string, logger *slog.Logger) (ctrl *controller.Node, sa *standalone, err error) {
 	self, err := broker.SelfBroker(cfg)
 	if err != nil {
 		return nil, nil, err
 	}
+	// The directory's identity: a wiped directory registers with a new
+	// one and leaves every ELR (internal/controller/elr.go).
+	self.DirectoryID = directoryID
 	voters := cfg.Voters
 	listen := cfg.ControllerListen
 	// KIP-853: a node without voters that names other controllers in

@@ -76,3 +76,33 @@ func TestDeleteRecordsEarlyKnob(t *testing.T) {
 		t.Fatalf("with the knob, answered at once: %+v", rd.Deleted)
 	}
 }
+
+// TestDeleteRecordsWaitsForELR: a fenced replica in the ELR (KIP-966) may
+// be elected, so a DeleteRecords waits for its log start as for a live
+// replica's; once it leaves the ELR it no longer holds the answer back.
+func TestDeleteRecordsWaitsForELR(t *testing.T) {
+	fetch := func(r *Replica, id int32, logStart int64) {
+		r.HandleFetch(FetchRequest{ReplicaID: id, BrokerEpoch: -1, CurrentLeaderEpoch: 1, FetchOffset: 10, LastFetchedEpoch: 1, LogStartOffset: logStart})
+	}
+	deleted := func(r *Replica) []DeleteRecordsResult {
+		defer r.Advance()
+		return append([]DeleteRecordsResult(nil), r.Ready().Deleted...)
+	}
+	r := newLeader(t, 2, []int32{1, 2, 3}, 1, 10)
+	fetch(r, 2, 0)
+	fetch(r, 3, 0)
+	r.Advance()
+	// 3 is fenced and in the ELR.
+	r.ApplyMetadata(PartitionState{Leader: 1, LeaderEpoch: 1, PartitionEpoch: 2, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2}, Ineligible: []int32{3}, ELR: []int32{3}})
+	r.Advance()
+	r.DeleteRecords(DeleteRecordsRequest{ID: 1, Offset: 4, DeadlineMs: 15_000})
+	r.Advance()
+	fetch(r, 2, 4)
+	if got := deleted(r); len(got) != 0 {
+		t.Fatalf("answered with ELR member 3 still at 0: %+v", got)
+	}
+	r.ApplyMetadata(PartitionState{Leader: 1, LeaderEpoch: 1, PartitionEpoch: 3, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2}, Ineligible: []int32{3}})
+	if got, want := deleted(r), []DeleteRecordsResult{{ID: 1, LowWatermark: 4}}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("3 out of the ELR: %+v, want %+v", got, want)
+	}
+}

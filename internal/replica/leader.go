@@ -509,10 +509,11 @@ func (r *Replica) ISRChangeResult(res AlterPartitionResult) {
 
 // LowWatermark is Partition.lowWatermarkIfLeader: the lowest log start
 // offset of the leader and every follower on a live broker (not fenced or
-// shutting down, KIP-841), as the followers' fetches last reported it; -1
-// while a live follower has not reported one, or when not leading.
-// DeleteRecords answers once it reaches the requested offset, so deleted
-// records cannot come back with a new leader.
+// shutting down, KIP-841) or in the ELR (KIP-966: it may be elected while
+// fenced), as the followers' fetches last reported it; -1 while such a
+// follower has not reported one, or when not leading. DeleteRecords
+// answers once it reaches the requested offset, so deleted records cannot
+// come back with a new leader.
 func (r *Replica) LowWatermark() int64 {
 	if r.role != RoleLeader {
 		return -1
@@ -520,7 +521,7 @@ func (r *Replica) LowWatermark() int64 {
 	lw := r.logStart
 	for i := range r.followers {
 		f := &r.followers[i]
-		if !f.ineligible && f.logStart < lw {
+		if (!f.ineligible || f.inELR) && f.logStart < lw {
 			lw = f.logStart
 		}
 	}

@@ -25,6 +25,7 @@ type follower struct {
 	brokerEpoch        int64 // from its fetches; -1 unknown
 	metaBrokerEpoch    int64 // from metadata; -1 unknown
 	ineligible         bool  // fenced or shutting down (KIP-841)
+	inELR              bool  // an eligible leader replica (KIP-966)
 	inISR              bool  // in the committed ISR
 	inPending          bool  // in the in-flight proposal's ISR
 }
@@ -303,6 +304,7 @@ func (r *Replica) makeLeader(ps PartitionState, fresh bool) {
 			f.metaBrokerEpoch = ps.BrokerEpochs[i]
 		}
 		f.ineligible = slices.Contains(ps.Ineligible, id)
+		f.inELR = slices.Contains(ps.ELR, id)
 		r.followers = append(r.followers, f)
 	}
 	r.refreshMembership()
@@ -317,6 +319,7 @@ func (r *Replica) updateEligibility(ps PartitionState) {
 			f.metaBrokerEpoch = ps.BrokerEpochs[j]
 		}
 		f.ineligible = slices.Contains(ps.Ineligible, f.id)
+		f.inELR = slices.Contains(ps.ELR, f.id)
 	}
 	if r.role == RoleLeader {
 		r.maybeIncrementHW()

@@ -319,6 +319,11 @@ type PartitionState struct {
 	// (KIP-841): they never join the ISR and do not hold back the HW unless
 	// already in it.
 	Ineligible []int32
+	// ELR lists the partition's eligible leader replicas (KIP-966): a
+	// fenced or shutting-down one may still be elected, so its log start
+	// holds back the low watermark (LowWatermark) as a live replica's
+	// does.
+	ELR []int32
 }
 
 // AlterPartitionRequest is an ISR change proposal (docs/kafka-replication.md

@@ -70,6 +70,8 @@ type RealStats struct {
 	// the log cleaner passes that cleaned realCompactTopic (StepClean,
 	// realcompact.go).
 	Retained, Cleans int
+	// Wipes counts disks wiped before a restart (realelr.go).
+	Wipes int
 	// Transactions (realtxn.go): completed by commit or abort, and
 	// coordinator failovers.
 	TxnCommitted, TxnAborted, TxnFailovers, TxnLateMarkers int
@@ -92,6 +94,7 @@ func (s *RealStats) add(o RealStats) {
 	s.ProducersExpired += o.ProducersExpired
 	s.Retained += o.Retained
 	s.Cleans += o.Cleans
+	s.Wipes += o.Wipes
 	s.TxnCommitted += o.TxnCommitted
 	s.TxnAborted += o.TxnAborted
 	s.TxnFailovers += o.TxnFailovers
@@ -162,6 +165,12 @@ type realBroker struct {
 	pendingReg *rnode
 	self       metadata.Broker
 	regAt      time.Time
+	// diskEpoch is the broker epoch its disk recorded at its last
+	// registration (synced, so a crash keeps it); -1 for a new or wiped
+	// disk: the next registration's previous epoch (KIP-966).
+	diskEpoch int64
+	// dir is its disk's directory id (a wipe gives a new one).
+	dir string
 }
 
 type ackedRec struct {
@@ -208,6 +217,8 @@ type realWorld struct {
 	topics, txnTopics []string
 	// cmp is what the world knows of realCompactTopic's committed log.
 	cmp *simCompact
+	// elr is the eligible-leader-replica side (realelr.go).
+	elr elrState
 	// deleted is the highest offset a DeleteRecords asked for per topic
 	// (acknowledged or consumed records below it may be gone), and
 	// deleteAcked the highest one answered (every replica must keep its
@@ -253,7 +264,7 @@ func RunReal(opts RealOptions) *RealResult {
 		clk: clock.NewManual(start), start: start, cutFromController: map[int32]bool{}, cut: map[[2]int32]bool{},
 		conns: map[[2]int32]*protocol.Local{}, acked: map[string][]ackedRec{}, idem: map[string]*idemProducer{},
 		consumed: map[string]map[int64]string{}, next: map[string]int64{}, nextRC: map[string]int64{}, txn: newSimTxn(),
-		deleted: map[string]int64{}, deleteAcked: map[string]int64{}, cmp: newSimCompact()}
+		deleted: map[string]int64{}, deleteAcked: map[string]int64{}, cmp: newSimCompact(), elr: newELRState(opts.Seed)}
 	w.ctrl = newRctl(w)
 	w.txn.tv2 = opts.Seed%2 == 0
 	w.setup()
@@ -301,14 +312,18 @@ func (w *realWorld) fail(format string, args ...any) {
 func (w *realWorld) chance(p float64) bool { return w.rng.Float64() < p }
 
 func fmtPart(topic string, p metadata.Partition) string {
-	return fmt.Sprintf(" %s-%d[leader %d epoch %d/%d isr %v]", topic, p.Index, p.Leader, p.LeaderEpoch, p.PartitionEpoch, p.ISR)
+	elr := ""
+	if len(p.ELR) > 0 || len(p.LastKnownELR) > 0 {
+		elr = fmt.Sprintf(" elr %v last %v", p.ELR, p.LastKnownELR)
+	}
+	return fmt.Sprintf(" %s-%d[leader %d epoch %d/%d isr %v%s]", topic, p.Index, p.Leader, p.LeaderEpoch, p.PartitionEpoch, p.ISR, elr)
 }
 
 // setup starts three brokers and creates four RF 3 topics with min ISR 2:
 // t0 and t1, realDeleteTopic and realCompactTopic.
 func (w *realWorld) setup() {
 	for id := int32(1); id <= realBrokers; id++ {
-		rb := &realBroker{id: id, fs: vfs.NewMem(), hw: map[string][2]int64{}, lso: map[string][2]int64{}, flushed: map[string]int64{}}
+		rb := &realBroker{id: id, fs: vfs.NewMem(), diskEpoch: -1, dir: w.newDir(), hw: map[string][2]int64{}, lso: map[string][2]int64{}, flushed: map[string]int64{}}
 		w.brokers = append(w.brokers, rb)
 		w.startBroker(rb)
 	}
@@ -535,6 +550,7 @@ func (w *realWorld) step(nemesis bool) {
 		if len(down) > 0 {
 			rb := down[w.rng.IntN(len(down))]
 			w.stats.Restarts++
+			w.maybeWipe(rb)
 			w.startBroker(rb)
 		}
 	case r < 98:
@@ -706,6 +722,9 @@ func (w *realWorld) consume() {
 	if err == nil && res.Error == kerr.OffsetOutOfRange.Code && next[topic] < res.LogStart {
 		next[topic] = res.LogStart // auto.offset.reset=earliest, after a DeleteRecords
 		return
+	}
+	if err == nil && res.Error == 0 {
+		w.elr.seenHW[topic] = max(w.elr.seenHW[topic], res.HW)
 	}
 	if err != nil || res.Error != 0 || sl.Size == 0 {
 		return

@@ -141,6 +141,7 @@ func TestRealOldBugsAreCaught(t *testing.T) {
 		{"a late transaction version 2 marker is accepted", sbroker.Knobs{AcceptLateMarkers: true}, controller.Knobs{}, []string{"read_committed", "missing from a read_committed"}},
 		{"DeleteRecords answered before the followers raised their log start", sbroker.Knobs{AnswerDeleteRecordsEarly: true}, controller.Knobs{}, []string{"below the answered DeleteRecords"}},
 		{"controlled shutdown granted before the others applied it (1cf2b54)", sbroker.Knobs{}, controller.Knobs{GrantShutdownEarly: true}, []string{"controlled shutdown completes"}},
+		{"a wiped broker kept in the ELR (KIP-966)", sbroker.Knobs{}, controller.Knobs{KeepELRAfterUncleanRegistration: true}, []string{"below the HW", "without acknowledged record", "where a consumer read", "in the ELR"}},
 	} {
 		t.Run(b.name, func(t *testing.T) {
 			_, with := runSeeds(uint64(*flagRealSeeds), func(seed uint64) RealOptions {

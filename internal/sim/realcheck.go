@@ -45,6 +45,9 @@ func (w *realWorld) checkHW() {
 			if last, ok := rb.hw[topic]; ok && last[1] == le && hw < last[0] {
 				w.fail("broker %d: HW of %s-0 went back from %d to %d in leader epoch %d", rb.id, topic, last[0], hw, le)
 			}
+			if last, ok := rb.hw[topic]; (!ok || last[1] != le) && p.LeaderEpoch() == w.ctrl.image().Topics[topic].Partitions[0].LeaderEpoch {
+				w.checkElected(rb, topic, p.Log().LogEndOffset(), p.LeaderEpoch())
+			}
 			rb.hw[topic] = [2]int64{hw, le}
 			w.checkProposal(rb, topic, p)
 			if ls := p.LogStartOffset(); ls < w.deleteAcked[topic] && p.LeaderEpoch() == w.ctrl.image().Topics[topic].Partitions[0].LeaderEpoch {
@@ -59,10 +62,11 @@ func (w *realWorld) checkHW() {
 
 // checkISRLogStart: no replica the controller keeps in the ISR of
 // realDeleteTopic on an active broker (registered, not fenced, not
-// shutting down) starts below an answered DeleteRecords: any of them may
-// be elected next. A follower joins the ISR only once it reports the
-// leader's log start, and DeleteRecords waits for the log start of every
-// live replica (KIP-841: not fenced, not shutting down).
+// shutting down), nor any in its ELR (KIP-966), starts below an answered
+// DeleteRecords: any of them may be elected next. A follower joins the
+// ISR only once it reports the leader's log start, and DeleteRecords
+// waits for the log start of every live replica (KIP-841: not fenced, not
+// shutting down) and of every ELR member.
 func (w *realWorld) checkISRLogStart() {
 	topic := realDeleteTopic
 	acked := w.deleteAcked[topic]
@@ -76,6 +80,17 @@ func (w *realWorld) checkISRLogStart() {
 		if p, err := rb.b.PartitionBy(topic, 0, time.Time{}); err == nil && p.LogStartOffset() < acked {
 			w.fail("broker %d is in the ISR %v of %s-0 (epoch %d) and starts at %d, below the answered DeleteRecords to %d",
 				id, part.ISR, topic, part.LeaderEpoch, p.LogStartOffset(), acked)
+			return
+		}
+	}
+	for _, id := range part.ELR {
+		rb := w.brokers[id-1]
+		if !rb.up || rb.pendingReg != nil {
+			continue
+		}
+		if p, err := rb.b.PartitionBy(topic, 0, time.Time{}); err == nil && p.LogStartOffset() < acked {
+			w.fail("broker %d is in the ELR %v of %s-0 (epoch %d) and starts at %d, below the answered DeleteRecords to %d",
+				id, part.ELR, topic, part.LeaderEpoch, p.LogStartOffset(), acked)
 			return
 		}
 	}
@@ -119,7 +134,8 @@ func minISR(topic string) int {
 // checkDurable is check 6 of docs/replication.md: every record below a
 // leader's HW is flushed on at least min(min.insync.replicas, RF)
 // replicas: on the disk of a live broker, or kept by a stopped one
-// (a crash keeps what was synced).
+// (a crash keeps what was synced); a wiped disk not yet caught up
+// (realelr.go) is a copy lost to the fault, not to the protocol.
 func (w *realWorld) checkDurable(leader int32, topic string, hw int64) {
 	n := 0
 	for _, rb := range w.brokers {
@@ -132,7 +148,7 @@ func (w *realWorld) checkDurable(leader int32, topic string, hw int64) {
 			n++
 		}
 	}
-	if n < minISR(topic) {
+	if n+w.wipedMissing(topic) < minISR(topic) {
 		w.fail("%s-0: broker %d's HW %d is flushed on %d replicas (min.insync.replicas %d): %s", topic, leader, hw, n, minISR(topic), w.describe(topic))
 	}
 }
@@ -142,6 +158,7 @@ func (w *realWorld) checkDurable(leader int32, topic string, hw int64) {
 // topic has its own check on every live replica (checkCompacted).
 func (w *realWorld) checkAcked() {
 	w.checkCompactedAll()
+	w.checkELR()
 	for _, topic := range w.topics {
 		if topic == realCompactTopic {
 			continue // checkCompactedAll

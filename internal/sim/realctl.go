@@ -91,10 +91,15 @@ func (c *rctl) register(n *rnode, self metadata.Broker) error {
 		return errUnreachable
 	}
 	self.Incarnation = n.inc
-	ep, err := c.m.Register(self)
+	rb := c.w.brokers[n.id-1]
+	self.DirectoryID = rb.dir
+	ep, err := c.m.Register(self, rb.diskEpoch)
 	if err != nil {
 		return err
 	}
+	// The broker records its epoch on its disk (synced), as
+	// controller.Node does: its next registration's previous epoch.
+	rb.diskEpoch = ep
 	n.epoch = ep
 	n.nextBeat = c.w.clk.Now()
 	c.deliver(n)

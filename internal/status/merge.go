@@ -20,7 +20,7 @@ const (
 func mergePartition(topic string, mp *metadata.Partition, self int32, local map[int32]map[string]*Partition, status map[int32]string, minISR int) Partition {
 	key := tpKey(topic, mp.Index)
 	p := Partition{Topic: topic, Partition: mp.Index, Leader: mp.Leader, LeaderEpoch: mp.LeaderEpoch,
-		Replicas: nonNil(mp.Replicas), ISR: nonNil(mp.ISR), Role: "none", LogStartOffset: -1, LogEndOffset: -1, HighWatermark: -1,
+		Replicas: nonNil(mp.Replicas), ISR: nonNil(mp.ISR), ELR: mp.ELR, LastKnownELR: mp.LastKnownELR, Role: "none", LogStartOffset: -1, LogEndOffset: -1, HighWatermark: -1,
 		LeaderLogEndOffset: -1, LeaderHighWatermark: -1, MinISR: minISR, ReplicaStates: []Replica{}}
 	lv := local[mp.Leader][key]
 	if lv != nil && (lv.Role != "leader" || lv.LeaderEpoch != mp.LeaderEpoch) {

@@ -49,6 +49,10 @@ type Partition struct {
 	LeaderEpoch int32   `json:"leaderEpoch"`
 	Replicas    []int32 `json:"replicas"`
 	ISR         []int32 `json:"isr"`
+	// ELR and LastKnownELR are the eligible leader replicas and the last
+	// known leader (KIP-966), empty when the ISR is at min ISR.
+	ELR          []int32 `json:"elr,omitempty"`
+	LastKnownELR []int32 `json:"lastKnownElr,omitempty"`
 	// Role is this node's role for the partition (leader, follower; none
 	// in the cluster view when it hosts no replica).
 	Role string `json:"role"`
@@ -105,7 +109,7 @@ func Snapshot(b *broker.Broker) []Partition {
 			st := p.Status(mp.Replicas)
 			sp := Partition{
 				Topic: name, Partition: mp.Index, Leader: mp.Leader, LeaderEpoch: mp.LeaderEpoch,
-				Replicas: mp.Replicas, ISR: mp.ISR, Role: st.Role,
+				Replicas: mp.Replicas, ISR: mp.ISR, ELR: mp.ELR, LastKnownELR: mp.LastKnownELR, Role: st.Role,
 				LogStartOffset: st.LogStart, LogEndOffset: st.LEO, HighWatermark: st.HW,
 				LeaderLogEndOffset: -1, LeaderHighWatermark: -1,
 			}

@@ -158,7 +158,8 @@ func unclean(t *testing.T, c *testcluster.Cluster) {
 	set := kadm.TopicsSet{}
 	set.Add(topic, 0)
 	// 2 fails: fenced, it leaves the ISR. Then 4, the last ISR member,
-	// fails: the ISR keeps it and the partition has no leader.
+	// fails: it leaves the ISR into the ELR (KIP-966) and the partition
+	// has no leader.
 	c.Node(2).Kill()
 	waitMeta(t, c, topic, "ISR {4}", func(m testcluster.PartitionMeta) bool { return slices.Equal(m.ISR, []int32{4}) })
 	c.Node(4).Kill()
