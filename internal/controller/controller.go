@@ -72,6 +72,13 @@ type Config struct {
 	// Default 1024.
 	SnapshotThreshold uint64
 
+	// DirectoryKept is set when the data directory's meta.properties
+	// predates this start (the directory is not new). Without a broker
+	// epoch file (brokerEpochFile) such a directory was written by an
+	// earlier binary, which kept none: its registration sends
+	// PreviousEpochKept instead of -1, and is not unclean for lack of the
+	// file (a wiped directory has no meta.properties either).
+	DirectoryKept bool
 	// Standalone is set when the quorum of one in Voters was not given
 	// but implied: a node started without --voters is a quorum of itself
 	// (Kafka 4's kafka-storage.sh format --standalone). Its metadata log
@@ -191,7 +198,7 @@ func Start(cfg Config) (*Node, error) {
 	cfg.Self.Features = metadata.SupportedFeatures()
 	n := &Node{
 		cfg: cfg, log: cfg.Logger.With("component", "controller", "node", cfg.NodeID),
-		st: newImageState(), incarnate: metadata.NewUUID().String(), prevEpoch: readBrokerEpoch(cfg.DataDir),
+		st: newImageState(), incarnate: metadata.NewUUID().String(), prevEpoch: previousEpoch(cfg.DataDir, cfg.DirectoryKept),
 		closing: make(chan struct{}), poke: make(chan struct{}, 1), granted: make(chan struct{}),
 		raftDone: make(chan struct{}), raftReady: make(chan struct{}),
 	}

@@ -113,10 +113,16 @@ func elrState(im *metadata.Image, cfg *config.Broker, t *metadata.Topic, p *meta
 // is the one the broker ran on, as Kafka's clean shutdown file is.
 func uncleanRegistration(im *metadata.Image, in registerReq) bool {
 	prev, ok := im.Brokers[in.Broker.ID]
-	if !ok {
+	if ok && prev.DirectoryID != "" && in.Broker.DirectoryID != "" && prev.DirectoryID != in.Broker.DirectoryID {
 		return true
 	}
-	if prev.DirectoryID != "" && in.Broker.DirectoryID != "" && prev.DirectoryID != in.Broker.DirectoryID {
+	if in.PreviousEpoch == PreviousEpochKept {
+		// The directory an earlier binary (which recorded no epoch)
+		// ran on: its meta.properties, with the same directory id,
+		// survived, so nothing committed was lost.
+		return false
+	}
+	if !ok {
 		return true
 	}
 	return in.PreviousEpoch <= 0 || in.PreviousEpoch != prev.Epoch

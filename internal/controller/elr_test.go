@@ -148,6 +148,7 @@ func TestELRUncleanRegistrationLeavesELR(t *testing.T) {
 		{"no epoch file", func(*elrWorld) int64 { return -1 }, "dir"},
 		{"old epoch file", func(w *elrWorld) int64 { return w.epochs[4] - 1 }, "dir"},
 		{"new directory id", func(w *elrWorld) int64 { return w.epochs[4] }, "other-dir"},
+		{"kept directory with a new id", func(*elrWorld) int64 { return PreviousEpochKept }, "other-dir"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newELRWorld(t, nil, nil)
@@ -167,6 +168,25 @@ func TestELRUncleanRegistrationLeavesELR(t *testing.T) {
 			w.expect(3, []int32{3}, nil, nil)
 		})
 	}
+}
+
+// TestELRKeptDirectoryStays: a registration from the directory an
+// earlier binary ran on (its meta.properties kept, no broker epoch file:
+// PreviousEpochKept) is not unclean: the broker stays in the ELR and is
+// elected, as a restart with its epoch file is.
+func TestELRKeptDirectoryStays(t *testing.T) {
+	w := newELRWorld(t, nil, nil)
+	w.kill(5, 1, 2, 3, 4)
+	w.kill(4, 1, 2, 3)
+	w.kill(3, 1, 2)
+	w.expect(-1, nil, []int32{3, 4}, []int32{3})
+	ep, err := w.m.Register(metadata.Broker{ID: 4, Host: "h", Port: 9092, Incarnation: "upgraded", DirectoryID: "dir"}, PreviousEpochKept)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.epochs[4] = ep
+	w.beat(4)
+	w.expect(4, []int32{4}, []int32{3}, nil)
 }
 
 // TestELRMinISRChangeClears: changing the topic's min.insync.replicas

@@ -19,6 +19,22 @@ import (
 // and it has no such file.
 const brokerEpochFile = ".sluice_broker_epoch"
 
+// PreviousEpochKept is the previous broker epoch a registration sends
+// when its data directory predates the start but holds no broker epoch
+// file (Config.DirectoryKept): the directory an earlier binary ran on.
+const PreviousEpochKept int64 = -2
+
+// previousEpoch is the previousBrokerEpoch of this start's registration:
+// the epoch dir recorded, PreviousEpochKept for a kept directory without
+// one, -1 otherwise.
+func previousEpoch(dir string, kept bool) int64 {
+	e := readBrokerEpoch(dir)
+	if e < 0 && kept {
+		return PreviousEpochKept
+	}
+	return e
+}
+
 // readBrokerEpoch returns the epoch dir recorded, -1 if none.
 func readBrokerEpoch(dir string) int64 {
 	if dir == "" {

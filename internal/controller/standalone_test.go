@@ -58,7 +58,7 @@ func TestMachineImportsSingleNodeStore(t *testing.T) {
 	if im.FeatureLevel(metadata.FeatureKRaftVersion) != 1 {
 		t.Errorf("kraft.version %d, want 1", im.FeatureLevel(metadata.FeatureKRaftVersion))
 	}
-	ep, err := m.Register(metadata.Broker{ID: 1, Host: "h", Port: 9092, Incarnation: "i"}, -1)
+	ep, err := m.Register(metadata.Broker{ID: 1, Host: "h", Port: 9092, Incarnation: "i"}, PreviousEpochKept)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -103,9 +103,10 @@ type Start struct {
 // Identity is a data directory's accepted identity: meta.properties as
 // written at the start, and the cluster id once known.
 type Identity struct {
-	dir string
-	mu  sync.Mutex
-	p   Props
+	dir   string
+	found bool
+	mu    sync.Mutex
+	p     Props
 }
 
 // Open checks that dir may be started as node nodeID in the way start
@@ -133,7 +134,7 @@ func Open(dir string, nodeID int32, start Start) (*Identity, error) {
 			return nil, err
 		}
 	}
-	return &Identity{dir: dir, p: p}, nil
+	return &Identity{dir: dir, found: found, p: p}, nil
 }
 
 // check is Open's decision on what it read.
@@ -178,6 +179,10 @@ func describe(l Layout) string {
 	}
 	return strings.Join(parts, " and ")
 }
+
+// Existed reports whether the directory had its meta.properties before
+// this start (it is not a new or wiped directory).
+func (id *Identity) Existed() bool { return id.found }
 
 // Props returns the directory's meta.properties as they stand.
 func (id *Identity) Props() Props {

@@ -160,7 +160,7 @@ func Start(cfg *config.Broker, o Options) (*Node, error) {
 	if formatted != nil {
 		formattedID = formatted.ClusterID
 	}
-	ctrl, sa, err := startController(cfg, formattedID, ident.Props().DirectoryID, logger)
+	ctrl, sa, err := startController(cfg, formattedID, ident.Props().DirectoryID, ident.Existed(), logger)
 	if errors.Is(err, controller.ErrNotStandalone) {
 		if id := ident.Props().ClusterID; id != "" {
 			err = fmt.Errorf("%w (%s says the directory belongs to cluster %s)", err, metaprops.FileName, id)
@@ -382,8 +382,9 @@ func (n *Node) HTTPAddr() net.Addr { return n.httpAddr }
 // --voters); other nodes follow the committed metadata as brokers only. A
 // node without --voters is a quorum of itself (standalone.go): sa is then
 // what it needs after the broker opened. clusterID is the id a new quorum
-// takes (a formatted directory's), "" for a random one.
-func startController(cfg *config.Broker, clusterID, directoryID string, logger *slog.Logger) (ctrl *controller.Node, sa *standalone, err error) {
+// takes (a formatted directory's), "" for a random one; directoryID and
+// dirKept are the data directory's identity (metaprops.Identity).
+func startController(cfg *config.Broker, clusterID, directoryID string, dirKept bool, logger *slog.Logger) (ctrl *controller.Node, sa *standalone, err error) {
 	self, err := broker.SelfBroker(cfg)
 	if err != nil {
 		return nil, nil, err
@@ -419,7 +420,7 @@ func startController(cfg *config.Broker, clusterID, directoryID string, logger *
 			NodeID: cfg.NodeID, Voters: voters, Bootstrap: bootstrap, ControllerListen: listen, DataDir: cfg.DataDir,
 			Self: self, Broker: cfg, Logger: logger,
 			MaxBrokerPartitions: lim.MaxBrokerPartitions, MaxPartitions: lim.MaxPartitions,
-			ServerTLS: serverTLS, ClientTLS: clientTLS, ClusterID: clusterID,
+			ServerTLS: serverTLS, ClientTLS: clientTLS, ClusterID: clusterID, DirectoryKept: dirKept,
 		}
 		if sa != nil {
 			cc.Standalone, cc.Listener, cc.Import = true, sa.ln, sa.imported
