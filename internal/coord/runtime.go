@@ -13,7 +13,8 @@
 // the last committed offset by running the writes' undo functions, newest
 // first. Loading (Elect) replays the partition into a new state, recorded
 // with the leader epoch it was elected at; unloading (Resign) drops it. A
-// Resign or Elect older than the shard's epoch is ignored.
+// Resign or Elect older than the shard's epoch is ignored. In stepped mode
+// (Config.Stepped, step.go) no goroutine runs: Runtime.Step runs the work.
 // docs/coordinators.md describes the model.
 package coord
 
