@@ -707,6 +707,9 @@ func (w *realWorld) consume() {
 		next[topic] = res.LogStart // auto.offset.reset=earliest, after a DeleteRecords
 		return
 	}
+	if err == nil && res.Error == 0 && rc {
+		w.noteStableShown(topic, res.LSO)
+	}
 	if err != nil || res.Error != 0 || sl.Size == 0 {
 		return
 	}
