@@ -13,7 +13,8 @@
 // the last committed offset by running the writes' undo functions, newest
 // first. Loading (Elect) replays the partition into a new state, recorded
 // with the leader epoch it was elected at; unloading (Resign) drops it. A
-// Resign or Elect older than the shard's epoch is ignored.
+// Resign or Elect older than the shard's epoch is ignored. In stepped mode
+// (Config.Stepped, step.go) no goroutine runs: Runtime.Step runs the work.
 // docs/coordinators.md describes the model.
 package coord
 
@@ -80,6 +81,9 @@ type Config[S any] struct {
 	// after its timers stopped and its pending writes got
 	// ErrNotCoordinator. Shard.Append fails from then on.
 	Unloaded func(s *Shard[S])
+	// Stepped runs the shards without goroutines: their work waits for
+	// Runtime.Step (step.go), for the deterministic simulator.
+	Stepped bool
 }
 
 // Runtime runs the shards of one coordinator.
@@ -94,6 +98,10 @@ type Runtime[S any] struct {
 	shards map[int32]*Shard[S]
 	closed bool
 	owners sync.WaitGroup
+	// Stepped mode: shards unloaded but not yet finished (rt.mu), and
+	// the partition Step ran last (the stepper's).
+	dying       []*Shard[S]
+	lastStepped int32
 }
 
 // New returns a runtime with no shards.
@@ -104,7 +112,7 @@ func New[S any](cfg Config[S]) *Runtime[S] {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Runtime[S]{cfg: cfg, log: cfg.Logger, shards: map[int32]*Shard[S]{},
+	return &Runtime[S]{cfg: cfg, log: cfg.Logger, shards: map[int32]*Shard[S]{}, lastStepped: -1,
 		queueTime:    metrics.CoordEventQueueSeconds.WithLabelValues(cfg.Name),
 		procTime:     metrics.CoordEventSeconds.WithLabelValues(cfg.Name),
 		batchRecords: metrics.CoordBatchRecords.WithLabelValues(cfg.Name),
@@ -154,8 +162,10 @@ func (rt *Runtime[S]) Elect(part, epoch int32) bool {
 		}
 		s.state, s.loading = st, false
 	}
-	rt.owners.Add(1)
-	go s.run()
+	if !rt.cfg.Stepped {
+		rt.owners.Add(1)
+		go s.run()
+	}
 	return true
 }
 
@@ -170,7 +180,9 @@ func (rt *Runtime[S]) Resign(part, epoch int32) bool {
 	if s == nil {
 		return false
 	}
-	<-s.exited
+	if !rt.cfg.Stepped { // a stepped shard's unload finishes at the next Step
+		<-s.exited
+	}
 	return true
 }
 
@@ -200,6 +212,9 @@ func (rt *Runtime[S]) unloadLocked(s *Shard[S]) {
 		s.gone = true
 		close(s.stop)
 		s.signal()
+		if rt.cfg.Stepped {
+			rt.dying = append(rt.dying, s)
+		}
 	}
 }
 
@@ -210,7 +225,12 @@ func (rt *Runtime[S]) Close() {
 	for _, s := range rt.shards {
 		rt.unloadLocked(s)
 	}
+	dying := rt.dying
+	rt.dying = nil
 	rt.mu.Unlock()
+	for _, s := range dying { // stepped: the caller is the owner
+		s.finishUnload()
+	}
 	rt.owners.Wait()
 }
 

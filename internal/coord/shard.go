@@ -29,7 +29,8 @@ type Shard[S any] struct {
 	// Owned by the owner goroutine.
 	state   S
 	pending []write // appended, not yet committed, in log order
-	timers  map[string]*timer
+	timers  map[string]*timer[S]
+	started bool // stepped: the load and the Loaded hook ran
 
 	// The committer's queue: ends of appended batches to wait for.
 	cmu  sync.Mutex
@@ -49,15 +50,22 @@ type write struct {
 	done func(error)
 }
 
-type timer struct {
+type timer[S any] struct {
 	at time.Time
-	t  clock.Timer
+	t  clock.Timer     // nil when stepped
+	fn func(*Shard[S]) // stepped: what Step runs once the clock is at at
+}
+
+func (t *timer[S]) stop() {
+	if t.t != nil {
+		t.t.Stop()
+	}
 }
 
 func newShard[S any](rt *Runtime[S], part, epoch int32, r Replica) *Shard[S] {
 	return &Shard[S]{rt: rt, part: part, epoch: epoch, r: r, loading: true,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), exited: make(chan struct{}),
-		timers: map[string]*timer{}, kick: make(chan struct{}, 1)}
+		timers: map[string]*timer[S]{}, kick: make(chan struct{}, 1)}
 }
 
 // Partition is the shard's partition.
@@ -211,7 +219,7 @@ func (s *Shard[S]) runEvent(ev *event[S]) {
 // events still queued get ErrNotCoordinator, then the Unloaded hook runs.
 func (s *Shard[S]) unloaded(q []*event[S]) {
 	for k, t := range s.timers {
-		t.t.Stop()
+		t.stop()
 		delete(s.timers, k)
 	}
 	ws := s.pending
@@ -270,6 +278,9 @@ func (s *Shard[S]) Append(b []byte, undo func(), done func(error)) (storage.Appe
 	s.rt.batchBytes.Observe(float64(len(b)))
 	end := info.LastOffset + 1
 	s.pending = append(s.pending, write{end: end, undo: undo, done: done})
+	if s.rt.cfg.Stepped {
+		return info, nil // Step polls the oldest pending write's commit
+	}
 	s.cmu.Lock()
 	s.ends = append(s.ends, end)
 	s.cmu.Unlock()
@@ -363,10 +374,14 @@ func (s *Shard[S]) failed(err error) {
 // returns with the event done.
 func (s *Shard[S]) Schedule(key string, at time.Time, fn func(*Shard[S])) {
 	if old := s.timers[key]; old != nil {
-		old.t.Stop()
+		old.stop()
 	}
-	tm := &timer{at: at}
+	tm := &timer[S]{at: at}
 	s.timers[key] = tm
+	if s.rt.cfg.Stepped {
+		tm.fn = fn
+		return
+	}
 	tm.t = s.rt.cfg.Clock.AfterFunc(at.Sub(s.Now()), func() {
 		ev := &event[S]{done: make(chan error, 1), fn: func(s *Shard[S]) {
 			if s.timers[key] != tm {
@@ -393,7 +408,7 @@ func (s *Shard[S]) TimerAt(key string) (time.Time, bool) {
 // Cancel stops the timer of key (owner only).
 func (s *Shard[S]) Cancel(key string) {
 	if t := s.timers[key]; t != nil {
-		t.t.Stop()
+		t.stop()
 		delete(s.timers, key)
 	}
 }
