@@ -544,10 +544,8 @@ func (r *Replica) LastStable() int64 {
 	if first, ok := r.producers.FirstOpenTxn(); ok {
 		lso = min(lso, first)
 	}
-	if !r.cfg.StableUnreplicatedTxns {
-		for _, c := range r.completed {
-			lso = min(lso, c.FirstOffset)
-		}
+	for _, c := range r.completed {
+		lso = min(lso, c.FirstOffset)
 	}
 	return max(lso, r.logStart)
 }
