@@ -68,29 +68,34 @@ func (c *Coordinator) JoinGroup(req *kmsg.JoinGroupRequest, clientID, clientHost
 	case len(req.Protocols) > MaxProtocols || metaBytes > MaxMemberMetadataBytes:
 		return fail(kerr.InvalidRequest)
 	}
-	s, err := c.lockShard(req.Group)
-	if err != nil {
+	var res Result[*kmsg.JoinGroupResponse]
+	if err := c.run(req.Group, func(s *shard) {
+		g := s.State().groups[req.Group]
+		if g == nil {
+			if req.MemberID != "" {
+				res = fail(kerr.UnknownMemberID)
+				return
+			}
+			if g = c.group(s, req.Group, true); g == nil {
+				res = fail(kerr.CoordinatorNotAvailable)
+				return
+			}
+		}
+		if g.metadataBytes()+metaBytes > MaxGroupMetadataBytes {
+			res = fail(kerr.GroupMaxSizeReached)
+			return
+		}
+		resp, wait := g.Join(c.clock.Now(), req, clientID, clientHost)
+		c.afterOp(s, g)
+		if wait != nil {
+			res = waitOn(wait)
+		} else {
+			res = ready(resp)
+		}
+	}); err != nil {
 		return fail(err)
 	}
-	defer s.mu.Unlock()
-	g := s.groups[req.Group]
-	if g == nil {
-		if req.MemberID != "" {
-			return fail(kerr.UnknownMemberID)
-		}
-		if g = c.group(s, req.Group, true); g == nil {
-			return fail(kerr.CoordinatorNotAvailable)
-		}
-	}
-	if g.metadataBytes()+metaBytes > MaxGroupMetadataBytes {
-		return fail(kerr.GroupMaxSizeReached)
-	}
-	resp, wait := g.Join(c.clock.Now(), req, clientID, clientHost)
-	c.afterOp(s, g)
-	if wait != nil {
-		return waitOn(wait)
-	}
-	return ready(resp)
+	return res
 }
 
 // metadataBytes sums the members' protocol metadata.
@@ -109,21 +114,24 @@ func (c *Coordinator) SyncGroup(req *kmsg.SyncGroupRequest) Result[*kmsg.SyncGro
 	if req.Group == "" {
 		return ready(syncError(kerr.InvalidGroupID.Code))
 	}
-	s, err := c.lockShard(req.Group)
-	if err != nil {
+	var res Result[*kmsg.SyncGroupResponse]
+	if err := c.run(req.Group, func(s *shard) {
+		g := s.State().groups[req.Group]
+		if g == nil {
+			res = ready(syncError(kerr.UnknownMemberID.Code))
+			return
+		}
+		resp, wait := g.Sync(c.clock.Now(), req)
+		c.afterOp(s, g)
+		if wait != nil {
+			res = waitOn(wait)
+		} else {
+			res = ready(resp)
+		}
+	}); err != nil {
 		return ready(syncError(err.Code))
 	}
-	defer s.mu.Unlock()
-	g := s.groups[req.Group]
-	if g == nil {
-		return ready(syncError(kerr.UnknownMemberID.Code))
-	}
-	resp, wait := g.Sync(c.clock.Now(), req)
-	c.afterOp(s, g)
-	if wait != nil {
-		return waitOn(wait)
-	}
-	return ready(resp)
+	return res
 }
 
 // Heartbeat serves Heartbeat.
@@ -133,19 +141,17 @@ func (c *Coordinator) Heartbeat(req *kmsg.HeartbeatRequest) *kmsg.HeartbeatRespo
 		resp.ErrorCode = kerr.InvalidGroupID.Code
 		return resp
 	}
-	s, err := c.lockShard(req.Group)
-	if err != nil {
+	if err := c.run(req.Group, func(s *shard) {
+		g := s.State().groups[req.Group]
+		if g == nil {
+			resp.ErrorCode = kerr.UnknownMemberID.Code
+			return
+		}
+		resp.ErrorCode = g.Heartbeat(c.clock.Now(), req)
+		c.afterOp(s, g)
+	}); err != nil {
 		resp.ErrorCode = err.Code
-		return resp
 	}
-	defer s.mu.Unlock()
-	g := s.groups[req.Group]
-	if g == nil {
-		resp.ErrorCode = kerr.UnknownMemberID.Code
-		return resp
-	}
-	resp.ErrorCode = g.Heartbeat(c.clock.Now(), req)
-	c.afterOp(s, g)
 	return resp
 }
 
@@ -161,25 +167,24 @@ func (c *Coordinator) LeaveGroup(req *kmsg.LeaveGroupRequest) *kmsg.LeaveGroupRe
 		resp.ErrorCode = kerr.InvalidGroupID.Code
 		return resp
 	}
-	s, err := c.lockShard(req.Group)
-	if err != nil {
+	if err := c.run(req.Group, func(s *shard) {
+		g := s.State().groups[req.Group]
+		now := c.clock.Now()
+		for _, rm := range members {
+			code := kerr.UnknownMemberID.Code
+			if g != nil {
+				code = g.Leave(now, rm.MemberID, rm.InstanceID)
+			}
+			m := kmsg.NewLeaveGroupResponseMember()
+			m.MemberID, m.InstanceID, m.ErrorCode = rm.MemberID, rm.InstanceID, code
+			resp.Members = append(resp.Members, m)
+		}
+		if g != nil {
+			c.afterOp(s, g)
+		}
+	}); err != nil {
 		resp.ErrorCode = err.Code
 		return resp
-	}
-	defer s.mu.Unlock()
-	g := s.groups[req.Group]
-	now := c.clock.Now()
-	for _, rm := range members {
-		code := kerr.UnknownMemberID.Code
-		if g != nil {
-			code = g.Leave(now, rm.MemberID, rm.InstanceID)
-		}
-		m := kmsg.NewLeaveGroupResponseMember()
-		m.MemberID, m.InstanceID, m.ErrorCode = rm.MemberID, rm.InstanceID, code
-		resp.Members = append(resp.Members, m)
-	}
-	if g != nil {
-		c.afterOp(s, g)
 	}
 	if req.Version < 3 {
 		resp.ErrorCode = resp.Members[0].ErrorCode
@@ -205,13 +210,14 @@ func (c *Coordinator) describe(id string, rg kmsg.DescribeGroupsResponseGroup) k
 		rg.ErrorCode = kerr.InvalidGroupID.Code
 		return rg
 	}
-	s, err := c.lockShard(id)
-	if err != nil {
+	if err := c.run(id, func(s *shard) { rg = describeGroup(s.State().groups[id], rg) }); err != nil {
 		rg.ErrorCode = err.Code
-		return rg
 	}
-	defer s.mu.Unlock()
-	g := s.groups[id]
+	return rg
+}
+
+// describeGroup fills rg from g (owner).
+func describeGroup(g *Group, rg kmsg.DescribeGroupsResponseGroup) kmsg.DescribeGroupsResponseGroup {
 	if g == nil {
 		rg.State = Dead.String()
 		return rg
@@ -248,18 +254,8 @@ func (c *Coordinator) ListGroups(req *kmsg.ListGroupsRequest) *kmsg.ListGroupsRe
 	if len(req.TypesFilter) > 0 && !slices.ContainsFunc(req.TypesFilter, func(t string) bool { return lower(t) == "classic" }) {
 		return resp
 	}
-	c.mu.Lock()
-	shards := make([]*shard, 0, len(c.shards))
-	for _, s := range c.shards {
-		shards = append(shards, s)
-	}
-	c.mu.Unlock()
-	for _, s := range shards {
-		s.mu.Lock()
-		if s.loading {
-			resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
-		}
-		for _, g := range s.groups {
+	if c.forEachShard(func(s *shard) {
+		for _, g := range s.State().groups {
 			if len(want) > 0 && !want[lower(g.state.String())] {
 				continue
 			}
@@ -268,7 +264,8 @@ func (c *Coordinator) ListGroups(req *kmsg.ListGroupsRequest) *kmsg.ListGroupsRe
 			lg.GroupType = "classic"
 			resp.Groups = append(resp.Groups, lg)
 		}
-		s.mu.Unlock()
+	}) {
+		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
 	}
 	return resp
 }
@@ -289,19 +286,18 @@ func lower(s string) string {
 // response waits until that is durable.
 func (c *Coordinator) DeleteGroups(req *kmsg.DeleteGroupsRequest) Result[*kmsg.DeleteGroupsResponse] {
 	resp := req.ResponseKind().(*kmsg.DeleteGroupsResponse)
-	type durable struct {
-		s   *shard
-		end int64
-		i   int
+	type pending struct {
+		wait func() error
+		i    int
 	}
-	var waits []durable
+	var waits []pending
 	for _, id := range req.Groups {
 		rg := kmsg.NewDeleteGroupsResponseGroup()
 		rg.Group = id
-		s, end, code := c.deleteGroup(id)
+		wait, code := c.deleteGroup(id)
 		rg.ErrorCode = code
-		if code == 0 && end > 0 {
-			waits = append(waits, durable{s, end, len(resp.Groups)})
+		if code == 0 && wait != nil {
+			waits = append(waits, pending{wait, len(resp.Groups)})
 		}
 		resp.Groups = append(resp.Groups, rg)
 	}
@@ -310,7 +306,7 @@ func (c *Coordinator) DeleteGroups(req *kmsg.DeleteGroupsRequest) Result[*kmsg.D
 	}
 	return Result[*kmsg.DeleteGroupsResponse]{Wait: func() *kmsg.DeleteGroupsResponse {
 		for _, w := range waits {
-			if err := w.s.p.Commit(w.end); err != nil {
+			if err := w.wait(); err != nil {
 				resp.Groups[w.i].ErrorCode = kerr.CoordinatorNotAvailable.Code
 			}
 		}
@@ -318,31 +314,37 @@ func (c *Coordinator) DeleteGroups(req *kmsg.DeleteGroupsRequest) Result[*kmsg.D
 	}}
 }
 
-func (c *Coordinator) deleteGroup(id string) (*shard, int64, int16) {
+// deleteGroup tombstones group id and removes it at once; the wait
+// returned reports whether the tombstones were committed (a failed commit
+// does not bring the group back).
+func (c *Coordinator) deleteGroup(id string) (wait func() error, code int16) {
 	if id == "" {
-		return nil, 0, kerr.InvalidGroupID.Code
+		return nil, kerr.InvalidGroupID.Code
 	}
-	s, err := c.lockShard(id)
-	if err != nil {
-		return nil, 0, err.Code
+	if err := c.run(id, func(s *shard) {
+		g := s.State().groups[id]
+		switch {
+		case g == nil || g.state == Dead:
+			code = kerr.GroupIDNotFound.Code
+			return
+		case g.state != Empty:
+			code = kerr.NonEmptyGroup.Code
+			return
+		}
+		var recs []record
+		for _, tp := range g.offsetKeys() {
+			recs = append(recs, offsetTombstone(id, tp))
+		}
+		recs = append(recs, groupTombstone(id))
+		done, w := durable()
+		if _, aerr := c.appendRecords(s, recs, nil, done); aerr != nil {
+			code = kerr.CoordinatorNotAvailable.Code
+			return
+		}
+		c.removeGroup(s, g)
+		wait = w
+	}); err != nil {
+		return nil, err.Code
 	}
-	defer s.mu.Unlock()
-	g := s.groups[id]
-	switch {
-	case g == nil || g.state == Dead:
-		return nil, 0, kerr.GroupIDNotFound.Code
-	case g.state != Empty:
-		return nil, 0, kerr.NonEmptyGroup.Code
-	}
-	var recs []record
-	for _, tp := range g.offsetKeys() {
-		recs = append(recs, offsetTombstone(id, tp))
-	}
-	recs = append(recs, groupTombstone(id))
-	_, end, aerr := c.appendRecords(s, recs)
-	if aerr != nil {
-		return nil, 0, kerr.CoordinatorNotAvailable.Code
-	}
-	c.removeGroup(s, g)
-	return s, end, 0
+	return wait, code
 }

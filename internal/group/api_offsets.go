@@ -3,6 +3,8 @@ package group
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-io/sluice/internal/coord"
 )
 
 // partitionExists reports whether topic has partition p.
@@ -37,13 +39,20 @@ func (c *Coordinator) OffsetCommit(req *kmsg.OffsetCommitRequest) Result[*kmsg.O
 	if req.Group == "" {
 		return setAll(kerr.InvalidGroupID.Code)
 	}
-	s, err := c.lockShard(req.Group)
-	if err != nil {
+	var res Result[*kmsg.OffsetCommitResponse]
+	if err := c.run(req.Group, func(s *shard) { res = c.commitLocked(s, req, resp, setAll) }); err != nil {
 		return setAll(err.Code)
 	}
-	defer s.mu.Unlock()
+	return res
+}
+
+// commitLocked is OffsetCommit on the owner of the group's shard: the
+// offsets are appended as one batch, pending in the group (undone if the
+// append or its commit fails) and applied once committed.
+func (c *Coordinator) commitLocked(s *shard, req *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse,
+	setAll func(int16) Result[*kmsg.OffsetCommitResponse]) Result[*kmsg.OffsetCommitResponse] {
 	now := c.clock.Now()
-	g := s.groups[req.Group]
+	g := s.State().groups[req.Group]
 	if g == nil {
 		if req.Generation >= 0 {
 			return setAll(kerr.IllegalGeneration.Code)
@@ -88,27 +97,37 @@ func (c *Coordinator) OffsetCommit(req *kmsg.OffsetCommitRequest) Result[*kmsg.O
 	if len(recs) == 0 {
 		return ready(resp)
 	}
-	first, end, aerr := c.appendRecords(s, recs)
+	for _, pc := range commits {
+		g.beginCommit(pc.tp)
+	}
+	undo := func() {
+		for _, pc := range commits {
+			g.finishCommit(pc.tp, pc.o, false)
+		}
+	}
+	answer := make(chan *kmsg.OffsetCommitResponse, 1)
+	first, aerr := c.appendRecords(s, recs, undo, func(err error) {
+		if err == nil {
+			for _, pc := range commits {
+				g.finishCommit(pc.tp, pc.o, true)
+			}
+		} else {
+			if err == coord.ErrNotCoordinator {
+				undo() // the state is dropped; keep the counts right
+			}
+			for _, pc := range commits {
+				pc.slot.ErrorCode = kerr.CoordinatorNotAvailable.Code
+			}
+		}
+		answer <- resp
+	})
 	if aerr != nil {
 		return setAll(kerr.CoordinatorNotAvailable.Code)
 	}
 	for i := range commits {
 		commits[i].o.logOffset = first + int64(i)
-		g.beginCommit(commits[i].tp)
 	}
-	p := s.p
-	return Result[*kmsg.OffsetCommitResponse]{Wait: func() *kmsg.OffsetCommitResponse {
-		err := p.Commit(end)
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		for _, pc := range commits {
-			g.finishCommit(pc.tp, pc.o, err == nil && !s.gone)
-			if err != nil || s.gone {
-				pc.slot.ErrorCode = kerr.CoordinatorNotAvailable.Code
-			}
-		}
-		return resp
-	}}
+	return waitOn(answer)
 }
 
 // fetchGroup answers one group of an OffsetFetch: the requested partitions
@@ -120,12 +139,16 @@ func (c *Coordinator) fetchGroup(id string, topics []kmsg.OffsetFetchRequestTopi
 	if id == "" {
 		return nil, kerr.InvalidGroupID.Code
 	}
-	s, err := c.lockShard(id)
-	if err != nil {
+	var out []kmsg.OffsetFetchResponseTopic
+	if err := c.run(id, func(s *shard) { out = fetchOffsets(s.State().groups[id], topics, requireStable) }); err != nil {
 		return nil, err.Code
 	}
-	defer s.mu.Unlock()
-	g := s.groups[id]
+	return out, 0
+}
+
+// fetchOffsets is fetchGroup on the owner of the group's shard; g may be
+// nil.
+func fetchOffsets(g *Group, topics []kmsg.OffsetFetchRequestTopic, requireStable bool) []kmsg.OffsetFetchResponseTopic {
 	var offs map[TopicPartition]Offset
 	if g != nil {
 		offs = g.offsets
@@ -158,7 +181,7 @@ func (c *Coordinator) fetchGroup(id string, topics []kmsg.OffsetFetchRequestTopi
 			}
 			out[i].Partitions = append(out[i].Partitions, part(tp))
 		}
-		return out, 0
+		return out
 	}
 	for _, t := range topics {
 		rt := kmsg.NewOffsetFetchResponseTopic()
@@ -168,7 +191,7 @@ func (c *Coordinator) fetchGroup(id string, topics []kmsg.OffsetFetchRequestTopi
 		}
 		out = append(out, rt)
 	}
-	return out, 0
+	return out
 }
 
 // OffsetFetch serves OffsetFetch: one group (v0-v7; a group error goes in
@@ -241,13 +264,19 @@ func (c *Coordinator) OffsetDelete(req *kmsg.OffsetDeleteRequest) Result[*kmsg.O
 		resp.ErrorCode = kerr.InvalidGroupID.Code
 		return ready(resp)
 	}
-	s, err := c.lockShard(req.Group)
-	if err != nil {
+	var res Result[*kmsg.OffsetDeleteResponse]
+	if err := c.run(req.Group, func(s *shard) { res = c.deleteOffsetsLocked(s, req, resp) }); err != nil {
 		resp.ErrorCode = err.Code
 		return ready(resp)
 	}
-	defer s.mu.Unlock()
-	g := s.groups[req.Group]
+	return res
+}
+
+// deleteOffsetsLocked is OffsetDelete on the owner of the group's shard:
+// the offsets are removed at once and the answer waits for the
+// tombstones' commit (a failed commit does not bring them back).
+func (c *Coordinator) deleteOffsetsLocked(s *shard, req *kmsg.OffsetDeleteRequest, resp *kmsg.OffsetDeleteResponse) Result[*kmsg.OffsetDeleteResponse] {
+	g := s.State().groups[req.Group]
 	if g == nil || g.state == Dead {
 		resp.ErrorCode = kerr.GroupIDNotFound.Code
 		return ready(resp)
@@ -284,7 +313,8 @@ func (c *Coordinator) OffsetDelete(req *kmsg.OffsetDeleteRequest) Result[*kmsg.O
 	if len(recs) == 0 {
 		return ready(resp)
 	}
-	first, end, aerr := c.appendRecords(s, recs)
+	done, wait := durable()
+	first, aerr := c.appendRecords(s, recs, nil, done)
 	if aerr != nil {
 		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
 		return ready(resp)
@@ -294,9 +324,8 @@ func (c *Coordinator) OffsetDelete(req *kmsg.OffsetDeleteRequest) Result[*kmsg.O
 		g.deleteOffset(tp, first+int64(i))
 	}
 	c.numTxnOffsets.Add(int64(g.numTxnOffsets() - n0))
-	p := s.p
 	return Result[*kmsg.OffsetDeleteResponse]{Wait: func() *kmsg.OffsetDeleteResponse {
-		if err := p.Commit(end); err != nil {
+		if err := wait(); err != nil {
 			resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
 		}
 		return resp

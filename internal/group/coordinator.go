@@ -4,15 +4,16 @@
 // records in the internal topic __consumer_offsets.
 //
 // A group lives in partition PartitionFor(groupID) of __consumer_offsets
-// and is served by that partition's leader. The Coordinator owns "shards",
-// one per offsets partition it leads: Elect loads a shard by replaying the
-// partition, Resign drops it. On a single node every partition is led here
-// and elected at start; with replicated partitions the broker will call
-// Elect/Resign on leadership changes.
+// and is served by that partition's leader. The coordinator runtime
+// (internal/coord) runs one shard per offsets partition led here: Elect
+// loads it by replaying the partition, Resign drops it (the broker calls
+// them on leadership changes, with the leader epoch), and every request
+// runs as an event on the shard's owner.
 //
 // Each Group is a state machine that does no I/O (group.go, join.go,
-// offsets.go); the Coordinator serializes calls per shard, appends the
-// records the groups ask for, and drives time through a Clock.
+// offsets.go); the runtime serializes the events of a shard, appends the
+// records the groups ask for and runs their timers; docs/coordinators.md
+// describes it.
 package group
 
 import (
@@ -28,6 +29,7 @@ import (
 	"github.com/sluice-io/sluice/internal/broker"
 	"github.com/sluice-io/sluice/internal/clock"
 	"github.com/sluice-io/sluice/internal/config"
+	"github.com/sluice-io/sluice/internal/coord"
 	"github.com/sluice-io/sluice/internal/metadata"
 	"github.com/sluice-io/sluice/internal/storage"
 )
@@ -98,29 +100,26 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// shard is the part of the coordinator serving one offsets partition.
-type shard struct {
-	index int32
-
-	mu      sync.Mutex
-	p       *broker.Partition
-	loading bool
-	gone    bool
-	groups  map[string]*Group
-	timers  map[string]*groupTimer
-
+// shardState is the state machine of one offsets partition, run by the
+// coordinator runtime (internal/coord) on the partition's owner.
+type shardState struct {
+	groups map[string]*Group
 	// txnGroups lists, per producer id, the groups that may hold its
-	// pending transactional offsets (an entry may be stale); txnEnds are
-	// CompleteTxn calls that arrived while the shard was loading, applied
-	// once it is loaded.
+	// pending transactional offsets (an entry may be stale).
 	txnGroups map[int64]map[string]bool
-	txnEnds   []txnEnd
+	loadTook  time.Duration
+	replayed  bool // the partition had records to replay
 }
 
-type groupTimer struct {
-	at   time.Time
-	stop func() bool
-}
+// shard is the runtime's shard of one offsets partition: its methods
+// other than Post, Stopped, Epoch and Partition run on its owner.
+type shard = coord.Shard[*shardState]
+
+// Timer keys of a shard: one per group, and the offset expiry.
+const (
+	groupTimerPrefix = "group:"
+	retentionTimer   = "retention"
+)
 
 // Coordinator serves the consumer groups of the offsets partitions this
 // node leads.
@@ -129,17 +128,16 @@ type Coordinator struct {
 	cfg   Config
 	clock clock.Clock
 	log   *slog.Logger
+	rt    *coord.Runtime[*shardState]
 
 	createMu sync.Mutex // serializes creating __consumer_offsets
 
-	mu            sync.Mutex // guards shards, closed, retentionStop; taken before any shard.mu
-	shards        map[int32]*shard
+	mu            sync.Mutex // guards closed
 	closed        bool
-	retentionStop func() bool
 	numGroups     atomic.Int64
-	numTxnOffsets atomic.Int64 // pending transactional offsets, at most MaxTxnOffsets
-	loads         sync.WaitGroup
-	waitingLogged atomic.Bool // "not creating __consumer_offsets yet" was logged
+	numTxnOffsets atomic.Int64   // pending transactional offsets, at most MaxTxnOffsets
+	work          sync.WaitGroup // reconciliations started by timers
+	waitingLogged atomic.Bool    // "not creating __consumer_offsets yet" was logged
 }
 
 // New returns a coordinator for b and elects every offsets partition this
@@ -151,8 +149,18 @@ func New(b *broker.Broker, opts Options) *Coordinator {
 	if opts.Logger == nil {
 		opts.Logger = b.Logger()
 	}
-	c := &Coordinator{b: b, cfg: opts.Config, clock: opts.Clock, log: opts.Logger.With("component", "group"),
-		shards: map[int32]*shard{}}
+	c := &Coordinator{b: b, cfg: opts.Config, clock: opts.Clock, log: opts.Logger.With("component", "group")}
+	c.rt = coord.New(coord.Config[*shardState]{
+		Name: "group", Clock: c.clock, Logger: c.log,
+		Replica: func(i int32) (coord.Replica, error) {
+			p, err := b.Partition(OffsetsTopic, i)
+			if err != nil {
+				return nil, err
+			}
+			return p, nil
+		},
+		Load: c.load, Loaded: c.loaded, Unloaded: c.unloaded,
+	})
 	c.reconcile()
 	return c
 }
@@ -160,94 +168,85 @@ func New(b *broker.Broker, opts Options) *Coordinator {
 // Config returns the coordinator's configuration.
 func (c *Coordinator) Config() Config { return c.cfg }
 
-// reconcile elects every offsets partition led here that has no shard and
-// resigns shards whose partition is gone or led elsewhere.
-func (c *Coordinator) reconcile() {
-	t := c.b.Image().Topics[OffsetsTopic]
+// isClosed reports whether Close was called.
+func (c *Coordinator) isClosed() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for i, s := range c.shards {
-		if !c.owns(s) {
-			c.resignLocked(i)
+	return c.closed
+}
+
+// reconcile elects every offsets partition led here that has no shard and
+// resigns shards whose partition is gone or led elsewhere. It waits for
+// resigned shards' owners: an event must not call it.
+func (c *Coordinator) reconcile() {
+	for _, i := range c.rt.Partitions() {
+		if !c.owns(i) {
+			c.rt.Resign(i, -1)
 		}
 	}
-	if t == nil || c.closed {
+	t := c.b.Image().Topics[OffsetsTopic]
+	if t == nil || c.isClosed() {
 		return
 	}
 	for _, p := range t.Partitions {
-		if p.Leader == c.b.NodeID() && c.shards[p.Index] == nil {
-			c.electLocked(p.Index)
+		if _, ok := c.rt.Info(p.Index); p.Leader == c.b.NodeID() && !ok {
+			c.rt.Elect(p.Index, -1)
 		}
 	}
 }
 
-// owns reports whether s still serves the live local replica of its
-// partition (a closed broker, a deleted topic or a lost leadership end it).
-func (c *Coordinator) owns(s *shard) bool {
+// owns reports whether the shard of partition i still serves the live
+// local replica of its partition at the leader epoch it loaded (a closed
+// broker, a deleted topic, a lost leadership or one that went elsewhere
+// and came back end it).
+func (c *Coordinator) owns(i int32) bool {
 	t := c.b.Image().Topics[OffsetsTopic]
-	if t == nil || int(s.index) >= len(t.Partitions) || t.Partitions[s.index].Leader != c.b.NodeID() {
+	if t == nil || int(i) >= len(t.Partitions) || t.Partitions[i].Leader != c.b.NodeID() {
 		return false
 	}
-	p, err := c.b.Partition(OffsetsTopic, s.index)
+	p, err := c.b.Partition(OffsetsTopic, i)
 	if err != nil {
 		return false
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.loading || s.p == p
+	info, ok := c.rt.Info(i)
+	return ok && (info.Loading || (info.Replica == coord.Replica(p) && info.Epoch == p.LeaderEpoch()))
 }
 
-// Elect makes this node the coordinator of offsets partition i: its groups
-// are loaded from the partition in the background, and requests for them
-// get COORDINATOR_NOT_AVAILABLE until that is done.
-func (c *Coordinator) Elect(i int32) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.shards[i] == nil && !c.closed {
-		c.electLocked(i)
-	}
-}
+// Elect makes this node the coordinator of offsets partition i at its
+// replica's leader epoch: its groups are loaded from the partition in the
+// background, and requests for them get COORDINATOR_NOT_AVAILABLE until
+// that is done.
+func (c *Coordinator) Elect(i int32) { c.ElectAt(i, -1) }
 
-func (c *Coordinator) electLocked(i int32) *shard {
-	s := &shard{index: i, loading: true, groups: map[string]*Group{}, timers: map[string]*groupTimer{},
-		txnGroups: map[int64]map[string]bool{}}
-	c.shards[i] = s
-	c.armRetentionLocked()
-	p, err := c.b.Partition(OffsetsTopic, i)
-	if err == nil && p.LogEndOffset() <= p.LogStartOffset() {
-		// Nothing to replay (a new topic): serve at once.
-		s.p, s.loading = p, false
-		return s
+// ElectAt is Elect at leader epoch epoch (the epoch of the leadership
+// change; a negative one is the replica's): an election older than the
+// shard's is ignored.
+func (c *Coordinator) ElectAt(i, epoch int32) {
+	if c.isClosed() {
+		return
 	}
-	c.loads.Add(1)
-	go func() {
-		defer c.loads.Done()
-		c.load(s)
-	}()
-	return s
+	if _, ok := c.rt.Info(i); ok && epoch < 0 && !c.owns(i) {
+		c.rt.Resign(i, -1)
+	}
+	c.rt.Elect(i, epoch)
 }
 
 // Resign stops coordinating offsets partition i: its groups are dropped
 // and every waiting request is answered with NOT_COORDINATOR.
-func (c *Coordinator) Resign(i int32) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.resignLocked(i)
-}
+func (c *Coordinator) Resign(i int32) { c.rt.Resign(i, -1) }
 
-func (c *Coordinator) resignLocked(i int32) {
-	s := c.shards[i]
-	if s == nil {
-		return
-	}
-	delete(c.shards, i)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.gone = true
-	for id, g := range s.groups {
-		if t := s.timers[id]; t != nil {
-			t.stop()
-		}
+// ResignAt is Resign for a leadership change at leader epoch epoch: a
+// shard elected at a newer epoch stays. It does not wait for the shard's
+// owner to finish (the broker's leadership listeners call it holding
+// locks that a request being served may need).
+func (c *Coordinator) ResignAt(i, epoch int32) { c.rt.ResignNoWait(i, epoch) }
+
+// unloaded answers the shard's waiting requests with NOT_COORDINATOR and
+// drops its groups (the runtime's Unloaded).
+func (c *Coordinator) unloaded(s *shard) {
+	st := s.State()
+	now := c.clock.Now()
+	for _, g := range st.groups {
 		for _, m := range g.members {
 			if m.joinWait != nil {
 				m.joinWait <- joinError(kerr.NotCoordinator.Code, m.id)
@@ -258,14 +257,12 @@ func (c *Coordinator) resignLocked(i int32) {
 				m.syncWait = nil
 			}
 		}
-		g.transition(Dead, c.clock.Now())
+		g.transition(Dead, now)
 		c.numGroups.Add(-1)
 		c.numTxnOffsets.Add(-int64(g.numTxnOffsets()))
 	}
-	s.groups = map[string]*Group{}
-	s.timers = map[string]*groupTimer{}
-	s.txnGroups = map[int64]map[string]bool{}
-	s.txnEnds = nil
+	st.groups = map[string]*Group{}
+	st.txnGroups = map[int64]map[string]bool{}
 }
 
 // Close resigns every shard and stops the background work. Requests that
@@ -273,15 +270,9 @@ func (c *Coordinator) resignLocked(i int32) {
 func (c *Coordinator) Close() {
 	c.mu.Lock()
 	c.closed = true
-	for i := range c.shards {
-		c.resignLocked(i)
-	}
-	if c.retentionStop != nil {
-		c.retentionStop()
-		c.retentionStop = nil
-	}
 	c.mu.Unlock()
-	c.loads.Wait()
+	c.rt.Close()
+	c.work.Wait()
 }
 
 // loadLog replays log's records in [from, end) (a partition of
@@ -315,51 +306,51 @@ func loadLog(log *storage.Log, from, end int64, logErr func(msg string, off int6
 	return l
 }
 
-// load replays offsets partition s.index into groups.
-func (c *Coordinator) load(s *shard) {
-	p, err := c.b.Partition(OffsetsTopic, s.index)
-	if err != nil {
-		c.Resign(s.index)
-		return
-	}
+// load replays offsets partition i into groups (the runtime's Load).
+func (c *Coordinator) load(i int32, r coord.Replica) (*shardState, error) {
+	p := r.(*broker.Partition)
 	start := c.clock.Now()
 	// A leader's log is authoritative (a new leader never truncates), so
 	// load everything it has, as Kafka's loader reads to the log end.
 	l := loadLog(p.Log(), p.LogStartOffset(), p.LogEndOffset(), func(msg string, off int64, err error) {
-		c.log.Error(msg, "partition", s.index, "offset", off, "err", err)
+		c.log.Error(msg, "partition", i, "offset", off, "err", err)
 	})
 	now := c.clock.Now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.gone {
-		return
-	}
+	st := &shardState{groups: map[string]*Group{}, txnGroups: map[int64]map[string]bool{}}
 	for id, gm := range l.groups {
 		g := restoreGroup(id, &c.cfg, gm, now)
 		for tp, o := range l.offsets[id] {
 			g.offsets[tp] = o
 		}
-		s.groups[id] = g
+		st.groups[id] = g
 	}
 	for id, offs := range l.offsets {
-		if s.groups[id] != nil || len(offs) == 0 {
+		if st.groups[id] != nil || len(offs) == 0 {
 			continue
 		}
 		g := newGroup(id, &c.cfg, now)
 		g.offsets = offs
-		s.groups[id] = g
+		st.groups[id] = g
 	}
-	c.restoreTxnOffsets(s, l, now)
-	c.numGroups.Add(int64(len(s.groups)))
-	s.p, s.loading = p, false
-	for _, e := range s.txnEnds {
-		c.completeTxnLocked(s, e.pid, e.commit)
-	}
-	s.txnEnds = nil
-	for _, g := range s.groups {
+	c.restoreTxnOffsets(st, l, now)
+	st.loadTook = clock.Since(c.clock, start)
+	st.replayed = p.LogEndOffset() > p.LogStartOffset()
+	return st, nil
+}
+
+// loaded counts the shard's groups, arms their timers and the offset
+// expiry (the runtime's Loaded).
+func (c *Coordinator) loaded(s *shard) {
+	st := s.State()
+	c.numGroups.Add(int64(len(st.groups)))
+	for _, g := range st.groups {
+		c.numTxnOffsets.Add(int64(g.numTxnOffsets()))
 		c.schedule(s, g)
 	}
-	c.log.Info("loaded groups", "partition", s.index, "groups", len(s.groups), "took", clock.Since(c.clock, start))
+	c.armRetention(s)
+	if st.replayed {
+		c.log.Info("loaded groups", "partition", s.Partition(), "groups", len(st.groups), "took", st.loadTook)
+	}
 }
 
 // restoreGroup rebuilds a group from its GroupMetadataValue: with members
@@ -406,60 +397,67 @@ func restoreGroup(id string, cfg *Config, v *kmsg.GroupMetadataValue, now time.T
 	return g
 }
 
-// shardFor returns the shard of group, creating __consumer_offsets on first
-// use. Errors: COORDINATOR_NOT_AVAILABLE (no topic yet, loading),
-// NOT_COORDINATOR (led elsewhere).
-func (c *Coordinator) shardFor(group string) (*shard, *kerr.Error) {
+// partition returns the offsets partition of group, electing its shard
+// if needed and creating __consumer_offsets on first use. Errors:
+// COORDINATOR_NOT_AVAILABLE (no topic yet), NOT_COORDINATOR (led
+// elsewhere).
+func (c *Coordinator) partition(group string) (int32, *kerr.Error) {
 	t := c.b.Image().Topics[OffsetsTopic]
 	if t == nil {
 		if err := c.createTopic(); err != nil {
-			return nil, kerr.CoordinatorNotAvailable
+			return -1, kerr.CoordinatorNotAvailable
 		}
 		c.reconcile()
 		if t = c.b.Image().Topics[OffsetsTopic]; t == nil {
-			return nil, kerr.CoordinatorNotAvailable
+			return -1, kerr.CoordinatorNotAvailable
 		}
 	}
 	if len(t.Partitions) == 0 {
-		return nil, kerr.CoordinatorNotAvailable
+		return -1, kerr.CoordinatorNotAvailable
 	}
 	i := PartitionFor(group, int32(len(t.Partitions)))
-	if t.Partitions[i].Leader != c.b.NodeID() {
-		return nil, kerr.NotCoordinator
+	if t.Partitions[i].Leader != c.b.NodeID() || c.isClosed() {
+		return -1, kerr.NotCoordinator
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return nil, kerr.NotCoordinator
+	if _, ok := c.rt.Info(i); ok && !c.owns(i) {
+		c.rt.Resign(i, -1)
 	}
-	s := c.shards[i]
-	if s != nil && !c.owns(s) {
-		c.resignLocked(i)
-		s = nil
+	if _, ok := c.rt.Info(i); !ok {
+		c.rt.Elect(i, -1)
 	}
-	if s == nil {
-		s = c.electLocked(i)
-	}
-	return s, nil
+	return i, nil
 }
 
-// lockShard is shardFor plus the shard's lock, failing while it loads.
-// The caller unlocks s.mu.
-func (c *Coordinator) lockShard(group string) (*shard, *kerr.Error) {
-	s, err := c.shardFor(group)
+// run runs fn on the owner of group's shard: NOT_COORDINATOR, or
+// COORDINATOR_NOT_AVAILABLE (no topic yet, or loading) if it cannot.
+func (c *Coordinator) run(group string, fn func(s *shard)) *kerr.Error {
+	i, err := c.partition(group)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	s.mu.Lock()
-	switch {
-	case s.gone:
-		s.mu.Unlock()
-		return nil, kerr.NotCoordinator
-	case s.loading:
-		s.mu.Unlock()
-		return nil, kerr.CoordinatorNotAvailable
+	return runError(c.rt.Run(i, fn))
+}
+
+// runError maps the runtime's errors.
+func runError(err error) *kerr.Error {
+	switch err {
+	case nil:
+		return nil
+	case coord.ErrLoading:
+		return kerr.CoordinatorNotAvailable
 	}
-	return s, nil
+	return kerr.NotCoordinator
+}
+
+// forEachShard runs fn on the owner of every loaded shard, one after
+// another; loading is set if one was still loading.
+func (c *Coordinator) forEachShard(fn func(s *shard)) (loading bool) {
+	for _, i := range c.rt.Partitions() {
+		if err := c.rt.Run(i, fn); err == coord.ErrLoading {
+			loading = true
+		}
+	}
+	return loading
 }
 
 // createTopic creates __consumer_offsets (compacted in intent, never
@@ -521,7 +519,8 @@ func activeBrokers(brokers map[int32]metadata.Broker) int {
 // group returns a group of s, creating an Empty one if create is set (nil
 // if MaxGroups is reached).
 func (c *Coordinator) group(s *shard, id string, create bool) *Group {
-	g := s.groups[id]
+	st := s.State()
+	g := st.groups[id]
 	if g != nil || !create {
 		return g
 	}
@@ -530,7 +529,7 @@ func (c *Coordinator) group(s *shard, id string, create bool) *Group {
 		return nil
 	}
 	g = newGroup(id, &c.cfg, c.clock.Now())
-	s.groups[id] = g
+	st.groups[id] = g
 	c.numGroups.Add(1)
 	return g
 }
@@ -538,15 +537,13 @@ func (c *Coordinator) group(s *shard, id string, create bool) *Group {
 // removeGroup drops a group (deleted or expired) from s, with its pending
 // transactional offsets.
 func (c *Coordinator) removeGroup(s *shard, g *Group) {
+	st := s.State()
 	c.numTxnOffsets.Add(-int64(g.numTxnOffsets()))
 	clear(g.txn)
 	g.transition(Dead, c.clock.Now())
-	if s.groups[g.id] == g {
-		delete(s.groups, g.id)
+	if st.groups[g.id] == g {
+		delete(st.groups, g.id)
 		c.numGroups.Add(-1)
 	}
-	if t := s.timers[g.id]; t != nil {
-		t.stop()
-		delete(s.timers, g.id)
-	}
+	s.Cancel(groupTimerPrefix + g.id)
 }

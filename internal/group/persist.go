@@ -1,25 +1,28 @@
 package group
 
 import (
-	"time"
-
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/sluice-io/sluice/internal/coord"
 )
 
-// appendRecords writes recs as one batch to s's partition (s.mu held) and
-// returns the log offset of the first record and the offset that must
-// become durable. It does not wait for durability.
-func (c *Coordinator) appendRecords(s *shard, recs []record) (first, end int64, err error) {
-	info, err := s.p.Append(encodeBatch(recs, c.clock.Now()), c.clock.Now())
+// appendRecords writes recs as one batch to s's partition (owner) through
+// the runtime: undo runs if the append or its commit fails, done once it
+// is committed or failed (both may be nil). It returns the log offset of
+// the first record.
+func (c *Coordinator) appendRecords(s *shard, recs []record, undo func(), done func(error)) (first int64, err error) {
+	info, err := s.Append(encodeBatch(recs, c.clock.Now()), undo, done)
 	if err != nil {
-		c.log.Error("appending to "+OffsetsTopic, "partition", s.index, "err", err)
-		return 0, 0, err
+		c.log.Error("appending to "+OffsetsTopic, "partition", s.Partition(), "err", err)
+		return 0, err
 	}
-	return info.FirstOffset, info.LastOffset + 1, nil
+	return info.FirstOffset, nil
 }
 
-// afterOp runs after every state-machine call on g (s.mu held): it writes
-// the group records g asked for and re-arms g's timer.
+// afterOp runs after every state-machine call on g (owner): it writes the
+// group records g asked for and re-arms g's timer. A record's then runs
+// on the owner once it is committed or failed (the group applies its
+// metadata only then, so a failure needs no undo).
 func (c *Coordinator) afterOp(s *shard, g *Group) {
 	for {
 		ops := g.drainStores()
@@ -27,133 +30,86 @@ func (c *Coordinator) afterOp(s *shard, g *Group) {
 			break
 		}
 		for _, op := range ops {
-			_, end, err := c.appendRecords(s, []record{op.rec})
-			switch {
-			case op.then == nil:
-				// Flushed and replicated in the background by the partition.
-			case err != nil:
+			var done func(error)
+			if then := op.then; then != nil {
+				done = func(err error) {
+					if err == coord.ErrNotCoordinator {
+						err = kerr.NotCoordinator
+					}
+					then(c.clock.Now(), err)
+					if !s.Gone() {
+						c.afterOp(s, g)
+					}
+				}
+			}
+			if _, err := c.appendRecords(s, []record{op.rec}, nil, done); err != nil && op.then != nil {
 				op.then(c.clock.Now(), err)
-			default:
-				c.whenDurable(s, g, end, op.then)
 			}
 		}
 	}
 	c.schedule(s, g)
 }
 
-// whenDurable runs then (under s.mu) once offsets below end are durable.
-func (c *Coordinator) whenDurable(s *shard, g *Group, end int64, then func(time.Time, error)) {
-	p := s.p
-	go func() {
-		err := p.Commit(end)
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if s.gone {
-			err = kerr.NotCoordinator
-		}
-		then(c.clock.Now(), err)
-		if !s.gone {
-			c.afterOp(s, g)
-		}
-	}()
-}
-
-// schedule arms g's timer for its next deadline (s.mu held). A timer armed
+// schedule arms g's timer for its next deadline (owner). A timer armed
 // earlier than needed is left alone: it fires, finds nothing to do, and
 // re-arms, which is cheaper than re-arming on every heartbeat.
 func (c *Coordinator) schedule(s *shard, g *Group) {
-	if s.gone || s.groups[g.id] != g {
+	if s.Gone() || s.State().groups[g.id] != g {
 		return
 	}
+	key := groupTimerPrefix + g.id
 	at := g.NextDeadline()
-	t := s.timers[g.id]
+	cur, armed := s.TimerAt(key)
 	if at.IsZero() {
-		if t != nil {
-			t.stop()
-			delete(s.timers, g.id)
+		if armed {
+			s.Cancel(key)
 		}
 		return
 	}
-	if t != nil && !at.Before(t.at) {
+	if armed && !at.Before(cur) {
 		return
 	}
-	if t != nil {
-		t.stop()
-	}
-	nt := &groupTimer{at: at}
-	s.timers[g.id] = nt
-	nt.stop = c.clock.AfterFunc(at.Sub(c.clock.Now()), func() { c.fire(s, g, nt) }).Stop
+	s.Schedule(key, at, func(s *shard) { c.fire(s, g) })
 }
 
-// fire is a group timer going off.
-func (c *Coordinator) fire(s *shard, g *Group, t *groupTimer) {
-	c.mu.Lock()
-	if !c.owns(s) {
-		c.resignLocked(s.index)
-		c.mu.Unlock()
+// fire is a group timer going off (owner).
+func (c *Coordinator) fire(s *shard, g *Group) {
+	if !c.owns(s.Partition()) {
+		s.Unload()
 		return
 	}
-	c.mu.Unlock()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.timers[g.id] != t {
-		return
-	}
-	delete(s.timers, g.id)
-	if s.groups[g.id] != g {
+	if s.State().groups[g.id] != g {
 		return
 	}
 	g.Tick(c.clock.Now())
 	c.afterOp(s, g)
 }
 
-// armRetentionLocked starts the periodic offset expiry (c.mu held).
-func (c *Coordinator) armRetentionLocked() {
-	if c.retentionStop != nil || c.closed {
-		return
-	}
-	c.retentionStop = c.clock.AfterFunc(c.cfg.RetentionCheckInterval, c.expireOffsets).Stop
-}
-
-// expireOffsets applies offsets.retention.minutes to every group, removes
-// empty groups left without offsets, and re-arms itself while the
-// coordinator serves any partition.
-func (c *Coordinator) expireOffsets() {
-	c.reconcile()
-	c.mu.Lock()
-	shards := make([]*shard, 0, len(c.shards))
-	for _, s := range c.shards {
-		shards = append(shards, s)
-	}
-	c.retentionStop = nil
-	if len(c.shards) > 0 {
-		c.armRetentionLocked()
-	}
-	c.mu.Unlock()
-	for _, s := range shards {
+// armRetention arms the shard's periodic offset expiry (owner).
+func (c *Coordinator) armRetention(s *shard) {
+	s.Schedule(retentionTimer, s.Now().Add(c.cfg.RetentionCheckInterval), func(s *shard) {
+		if !c.owns(s.Partition()) {
+			s.Unload()
+			return
+		}
+		// Elect partitions led here that have no shard (a missed
+		// leadership change), off the owner.
+		c.work.Add(1)
+		go func() {
+			defer c.work.Done()
+			c.reconcile()
+		}()
 		c.expireShard(s)
-	}
+		c.armRetention(s)
+	})
 }
 
 // ExpireNow runs the offset expiry at once (tests and tools).
-func (c *Coordinator) ExpireNow() {
-	c.mu.Lock()
-	shards := make([]*shard, 0, len(c.shards))
-	for _, s := range c.shards {
-		shards = append(shards, s)
-	}
-	c.mu.Unlock()
-	for _, s := range shards {
-		c.expireShard(s)
-	}
-}
+func (c *Coordinator) ExpireNow() { c.forEachShard(c.expireShard) }
 
+// expireShard applies offsets.retention.minutes to every group of s and
+// removes empty groups left without offsets (owner).
 func (c *Coordinator) expireShard(s *shard) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.gone || s.loading {
-		return
-	}
 	now := c.clock.Now()
 	var recs []record
 	type del struct {
@@ -163,7 +119,7 @@ func (c *Coordinator) expireShard(s *shard) {
 	}
 	var dels []del
 	var drop []*Group
-	for _, g := range s.groups {
+	for _, g := range s.State().groups {
 		for _, tp := range g.expiredOffsets(now, c.cfg.OffsetsRetention) {
 			dels = append(dels, del{g, tp, len(recs)})
 			recs = append(recs, offsetTombstone(g.id, tp))
@@ -177,7 +133,7 @@ func (c *Coordinator) expireShard(s *shard) {
 	if len(recs) == 0 {
 		return
 	}
-	first, _, err := c.appendRecords(s, recs)
+	first, err := c.appendRecords(s, recs, nil, nil)
 	if err != nil {
 		return
 	}
@@ -188,6 +144,13 @@ func (c *Coordinator) expireShard(s *shard) {
 		c.removeGroup(s, g)
 	}
 	if len(dels) > 0 {
-		c.log.Info("expired offsets", "partition", s.index, "offsets", len(dels), "groups", len(drop))
+		c.log.Info("expired offsets", "partition", s.Partition(), "offsets", len(dels), "groups", len(drop))
 	}
+}
+
+// durable returns a done callback for appendRecords and the wait for it:
+// nil once committed, else the error.
+func durable() (func(error), func() error) {
+	ch := make(chan error, 1)
+	return func(err error) { ch <- err }, func() error { return <-ch }
 }

@@ -8,7 +8,7 @@ import (
 )
 
 // Summary is one group as the status pages show it: its state machine's
-// state, members and committed offsets, read under the shard lock.
+// state, members and committed offsets, read on its shard's owner.
 type Summary struct {
 	ID           string `json:"id"`
 	State        string `json:"state"`
@@ -41,27 +41,17 @@ type CommittedOffset struct {
 // Summaries returns every group this node coordinates (the groups of the
 // __consumer_offsets partitions it leads and has loaded), sorted by id.
 func (c *Coordinator) Summaries() []Summary {
-	c.mu.Lock()
-	shards := make([]*shard, 0, len(c.shards))
-	for _, s := range c.shards {
-		shards = append(shards, s)
-	}
-	c.mu.Unlock()
 	var out []Summary
-	for _, s := range shards {
-		s.mu.Lock()
-		if !s.gone {
-			for _, g := range s.groups {
-				out = append(out, g.summary())
-			}
+	c.forEachShard(func(s *shard) {
+		for _, g := range s.State().groups {
+			out = append(out, g.summary())
 		}
-		s.mu.Unlock()
-	}
+	})
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
 }
 
-// summary builds the group's Summary; the caller holds its shard's lock.
+// summary builds the group's Summary (on its shard's owner).
 func (g *Group) summary() Summary {
 	s := Summary{ID: g.id, State: g.state.String(), ProtocolType: g.protocolType, Protocol: g.protocol,
 		Generation: g.generation, StateSinceMs: unixMs(g.stateSince), Members: []MemberSummary{}, Offsets: []CommittedOffset{}}
@@ -105,20 +95,17 @@ func unixMs(t time.Time) int64 {
 // group). Tests use it to know that a follower's SyncGroup has arrived
 // and is parked, rather than sleeping and hoping it has.
 func (c *Coordinator) WaitingSync(group string) int {
-	s, err := c.lockShard(group)
-	if err != nil {
-		return 0
-	}
-	defer s.mu.Unlock()
-	g := s.groups[group]
-	if g == nil {
-		return 0
-	}
 	n := 0
-	for _, m := range g.members {
-		if m.syncWait != nil {
-			n++
+	c.run(group, func(s *shard) {
+		g := s.State().groups[group]
+		if g == nil {
+			return
 		}
-	}
+		for _, m := range g.members {
+			if m.syncWait != nil {
+				n++
+			}
+		}
+	})
 	return n
 }

@@ -15,17 +15,13 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-io/sluice/internal/coord"
 )
 
 // MaxTxnOffsets bounds the pending transactional offsets of one
 // coordinator; beyond, TxnOffsetCommit gets COORDINATOR_NOT_AVAILABLE.
 const MaxTxnOffsets = 100000
-
-// txnEnd is a CompleteTxn call kept while its shard loads.
-type txnEnd struct {
-	pid    int64
-	commit bool
-}
 
 // ValidateTxnCommit checks a TxnOffsetCommit against the group, as
 // Kafka's ClassicGroup.validateOffsetCommit for a transactional commit:
@@ -177,12 +173,20 @@ func (c *Coordinator) TxnOffsetCommit(req *kmsg.TxnOffsetCommitRequest) Result[*
 	case req.ProducerID < 0 || req.ProducerEpoch < 0:
 		return setRest(kerr.InvalidRequest.Code)
 	}
-	s, err := c.lockShard(req.Group)
-	if err != nil {
+	var res Result[*kmsg.TxnOffsetCommitResponse]
+	if err := c.run(req.Group, func(s *shard) { res = c.txnCommitLocked(s, req, resp, setRest) }); err != nil {
 		return setRest(err.Code)
 	}
-	defer s.mu.Unlock()
-	g := s.groups[req.Group]
+	return res
+}
+
+// txnCommitLocked is TxnOffsetCommit on the owner of the group's shard:
+// the offsets are pending in the group from the append on (undone if the
+// append or its commit fails).
+func (c *Coordinator) txnCommitLocked(s *shard, req *kmsg.TxnOffsetCommitRequest, resp *kmsg.TxnOffsetCommitResponse,
+	setRest func(int16) Result[*kmsg.TxnOffsetCommitResponse]) Result[*kmsg.TxnOffsetCommitResponse] {
+	st := s.State()
+	g := st.groups[req.Group]
 	if g == nil {
 		// Kafka's OffsetMetadataManager: an unknown group is created for
 		// a generation -1 ("simple") commit only.
@@ -233,45 +237,50 @@ func (c *Coordinator) TxnOffsetCommit(req *kmsg.TxnOffsetCommitRequest) Result[*
 		return setRest(kerr.CoordinatorNotAvailable.Code)
 	}
 	pid, epoch := req.ProducerID, req.ProducerEpoch
-	info, aerr := s.p.Append(encodeTxnBatch(recs, now, pid, epoch), now)
+	added := false // the undo is of the offsets added after the append
+	undo := func() {
+		if !added {
+			return
+		}
+		n0 := g.numTxnOffsets()
+		for _, tc := range commits {
+			g.failTxnOffset(pid, tc.tp, tc.o.logOffset)
+		}
+		c.numTxnOffsets.Add(int64(g.numTxnOffsets() - n0))
+	}
+	answer := make(chan *kmsg.TxnOffsetCommitResponse, 1)
+	info, aerr := s.Append(encodeTxnBatch(recs, now, pid, epoch), undo, func(err error) {
+		if err == nil {
+			answer <- resp
+			return
+		}
+		code := kerr.NotCoordinator.Code
+		if err != coord.ErrNotCoordinator {
+			code = txnAppendError(err)
+		}
+		for _, tc := range commits {
+			tc.slot.ErrorCode = code
+		}
+		answer <- resp
+	})
 	if aerr != nil {
-		c.log.Warn("appending transactional offsets to "+OffsetsTopic, "partition", s.index, "producer", pid, "err", aerr)
+		c.log.Warn("appending transactional offsets to "+OffsetsTopic, "partition", s.Partition(), "producer", pid, "err", aerr)
 		return setRest(txnAppendError(aerr))
 	}
+	// Pending from the append on, as Kafka's
+	// OffsetMetadataManager.commitTransactionalOffset replays its record.
 	n0 := g.numTxnOffsets()
 	for i := range commits {
 		commits[i].o.logOffset = info.FirstOffset + int64(i)
 		g.addTxnOffset(pid, commits[i].tp, commits[i].o)
 	}
 	c.numTxnOffsets.Add(int64(g.numTxnOffsets() - n0))
-	if s.txnGroups[pid] == nil {
-		s.txnGroups[pid] = map[string]bool{}
+	added = true
+	if st.txnGroups[pid] == nil {
+		st.txnGroups[pid] = map[string]bool{}
 	}
-	s.txnGroups[pid][g.id] = true
-	p, end := s.p, info.LastOffset+1
-	return Result[*kmsg.TxnOffsetCommitResponse]{Wait: func() *kmsg.TxnOffsetCommitResponse {
-		err := p.Commit(end)
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if err == nil && !s.gone {
-			return resp
-		}
-		if !s.gone {
-			n0 := g.numTxnOffsets()
-			for _, tc := range commits {
-				g.failTxnOffset(pid, tc.tp, tc.o.logOffset)
-			}
-			c.numTxnOffsets.Add(int64(g.numTxnOffsets() - n0))
-		}
-		code := kerr.NotCoordinator.Code
-		if !s.gone {
-			code = txnAppendError(err)
-		}
-		for _, tc := range commits {
-			tc.slot.ErrorCode = code
-		}
-		return resp
-	}}
+	st.txnGroups[pid][g.id] = true
+	return waitOn(answer)
 }
 
 // txnAppendError is the TxnOffsetCommit answer to a failed append or wait
@@ -299,27 +308,17 @@ func txnAppendError(err error) int16 {
 // loads it replays the marker); one still loading applies the call once
 // loaded.
 func (c *Coordinator) CompleteTxn(partition int32, producerID int64, commit bool) {
-	c.mu.Lock()
-	s := c.shards[partition]
-	c.mu.Unlock()
-	if s == nil {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	switch {
-	case s.gone:
-	case s.loading:
-		s.txnEnds = append(s.txnEnds, txnEnd{producerID, commit})
-	default:
-		c.completeTxnLocked(s, producerID, commit)
+	complete := func(s *shard) { c.completeTxnLocked(s, producerID, commit) }
+	if err := c.rt.Run(partition, complete); err == coord.ErrLoading {
+		c.rt.Post(partition, complete)
 	}
 }
 
-// completeTxnLocked is CompleteTxn on a loaded shard (s.mu held).
+// completeTxnLocked is CompleteTxn on a loaded shard (owner).
 func (c *Coordinator) completeTxnLocked(s *shard, pid int64, commit bool) {
-	for id := range s.txnGroups[pid] {
-		g := s.groups[id]
+	st := s.State()
+	for id := range st.txnGroups[pid] {
+		g := st.groups[id]
 		if g == nil {
 			continue
 		}
@@ -328,29 +327,28 @@ func (c *Coordinator) completeTxnLocked(s *shard, pid int64, commit bool) {
 		c.numTxnOffsets.Add(int64(g.numTxnOffsets() - n0))
 		c.schedule(s, g)
 	}
-	delete(s.txnGroups, pid)
+	delete(st.txnGroups, pid)
 }
 
 // restoreTxnOffsets installs the pending transactional offsets replayed
-// from the log (transactions without their marker yet) into s's groups,
-// creating groups that have no other state (s.mu held, while loading).
-func (c *Coordinator) restoreTxnOffsets(s *shard, l *loaded, now time.Time) {
+// from the log (transactions without their marker yet) into st's groups,
+// creating groups that have no other state (while loading).
+func (c *Coordinator) restoreTxnOffsets(st *shardState, l *loaded, now time.Time) {
 	for pid, byGroup := range l.txn {
 		for id, offs := range byGroup {
 			if len(offs) == 0 {
 				continue
 			}
-			g := s.groups[id]
+			g := st.groups[id]
 			if g == nil {
 				g = newGroup(id, &c.cfg, now)
-				s.groups[id] = g
+				st.groups[id] = g
 			}
 			g.txn[pid] = offs
-			c.numTxnOffsets.Add(int64(len(offs)))
-			if s.txnGroups[pid] == nil {
-				s.txnGroups[pid] = map[string]bool{}
+			if st.txnGroups[pid] == nil {
+				st.txnGroups[pid] = map[string]bool{}
 			}
-			s.txnGroups[pid][id] = true
+			st.txnGroups[pid][id] = true
 		}
 	}
 }

@@ -27,14 +27,15 @@ func (h *Handlers) registerGroupAPIs(reg *protocol.Registry) {
 	c := group.New(h.b, group.Options{Config: group.ConfigFrom(h.b.Config())})
 	h.groups = c
 	// Coordinate the groups of the offsets partitions this node leads.
-	h.b.OnLeadershipChange(func(tp broker.TP, isLeader bool, _ int32) {
+	// The leader epoch orders the changes: a stale one is ignored.
+	h.b.OnLeadershipChange(func(tp broker.TP, isLeader bool, epoch int32) {
 		if tp.Topic != group.OffsetsTopic {
 			return
 		}
 		if isLeader {
-			c.Elect(tp.Partition)
+			c.ElectAt(tp.Partition, epoch)
 		} else {
-			c.Resign(tp.Partition)
+			c.ResignAt(tp.Partition, epoch)
 		}
 	})
 	// A transaction marker replicated on an offsets partition ends the

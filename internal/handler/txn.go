@@ -30,14 +30,15 @@ func (h *Handlers) registerTxnAPIs(reg *protocol.Registry) {
 	h.txns = c
 	// Coordinate the transactional ids of the __transaction_state
 	// partitions this node leads.
-	h.b.OnLeadershipChange(func(tp broker.TP, isLeader bool, _ int32) {
+	// The leader epoch orders the changes: a stale one is ignored.
+	h.b.OnLeadershipChange(func(tp broker.TP, isLeader bool, epoch int32) {
 		if tp.Topic != txn.Topic {
 			return
 		}
 		if isLeader {
-			c.Elect(tp.Partition)
+			c.ElectAt(tp.Partition, epoch)
 		} else {
-			c.Resign(tp.Partition)
+			c.ResignAt(tp.Partition, epoch)
 		}
 	})
 	// transaction.version (KIP-890 part 2): supported 0-2, finalized at

@@ -65,32 +65,36 @@ func (c *Coordinator) InitProducerID(id string, timeoutMs int32, pid int64, epoc
 	}
 	newPID := int64(-1)
 	for {
-		s, err := c.lockShard(id)
+		var res Result[InitResult]
+		alloc := false
+		err := c.run(id, func(s *shard) {
+			m := s.State().txns[id]
+			needPID := m == nil
+			if m != nil && m.pending == nil && EpochExhausted(m.Epoch) && (expected == nil || *expected == m.Epoch) {
+				switch m.State {
+				case Empty, CompleteCommit, CompleteAbort:
+					needPID = true
+				}
+			}
+			if needPID && newPID < 0 {
+				alloc = true
+				return
+			}
+			res = c.initLocked(s, id, m, timeout, pid, expected, newPID)
+		})
 		if err != nil {
 			return initErr(err)
 		}
-		m := s.txns[id]
-		needPID := m == nil
-		if m != nil && m.pending == nil && EpochExhausted(m.Epoch) && (expected == nil || *expected == m.Epoch) {
-			switch m.State {
-			case Empty, CompleteCommit, CompleteAbort:
-				needPID = true
-			}
+		if !alloc {
+			return res
 		}
-		if needPID && newPID < 0 {
-			// Allocating goes through the controller: not under the
-			// shard's lock.
-			s.mu.Unlock()
-			var aerr error
-			if newPID, aerr = c.b.AllocateProducerID(); aerr != nil {
-				c.log.Warn("allocating a producer id", "err", aerr)
-				return initErr(kerr.CoordinatorNotAvailable)
-			}
-			continue
+		// Allocating goes through the controller: not on the shard's
+		// owner.
+		var aerr error
+		if newPID, aerr = c.b.AllocateProducerID(); aerr != nil {
+			c.log.Warn("allocating a producer id", "err", aerr)
+			return initErr(kerr.CoordinatorNotAvailable)
 		}
-		res := c.initLocked(s, id, m, timeout, pid, expected, newPID)
-		s.mu.Unlock()
-		return res
 	}
 }
 
@@ -102,7 +106,7 @@ func (c *Coordinator) initLocked(s *shard, id string, m *Metadata, timeout time.
 			return initErr(kerr.CoordinatorNotAvailable)
 		}
 		m = NewMetadata(id, newPID, timeout, now)
-		s.txns[id] = m
+		s.State().txns[id] = m
 		c.numIDs.Add(1)
 	}
 	if m.InTransition() {
@@ -157,7 +161,7 @@ func kerrOf(err error) *kerr.Error {
 }
 
 // fenceAndAbort aborts m's ongoing transaction without its producer, at a
-// bumped epoch (s.mu held): the PrepareAbort record, then the markers.
+// bumped epoch (owner): the PrepareAbort record, then the markers.
 func (c *Coordinator) fenceAndAbort(s *shard, m *Metadata, why string) {
 	t, err := m.PrepareFence(c.clock.Now())
 	if err != nil {
@@ -203,12 +207,16 @@ func (c *Coordinator) AddPartitions(id string, pid int64, epoch int16, parts []P
 	if err := validID(id); err != nil {
 		return ready(err)
 	}
-	s, err := c.lockShard(id)
-	if err != nil {
+	var res Result[*kerr.Error]
+	if err := c.run(id, func(s *shard) { res = c.addLocked(s, id, pid, epoch, parts) }); err != nil {
 		return ready(err)
 	}
-	defer s.mu.Unlock()
-	m := s.txns[id]
+	return res
+}
+
+// addLocked is AddPartitions on the owner of id's shard.
+func (c *Coordinator) addLocked(s *shard, id string, pid int64, epoch int16, parts []Partition) Result[*kerr.Error] {
+	m := s.State().txns[id]
 	if err := checkProducer(m, pid, epoch); err != nil {
 		if err == kerr.ConcurrentTransactions {
 			// The previous transaction is still completing (its markers
@@ -216,7 +224,7 @@ func (c *Coordinator) AddPartitions(id string, pid int64, epoch int16, parts []P
 			// and retry (the Java client waits 20 ms, franz-go more),
 			// hold the request until it completes, at most
 			// concurrentWait, then answer as Kafka would.
-			changed := s.changed
+			changed := s.State().changed
 			return Result[*kerr.Error]{Wait: func() *kerr.Error {
 				return c.retryAddPartitions(changed, id, pid, epoch, parts)
 			}}
@@ -266,16 +274,17 @@ func (c *Coordinator) retryAddPartitions(changed <-chan struct{}, id string, pid
 		case <-deadline.C():
 			return kerr.ConcurrentTransactions
 		}
-		s, err := c.lockShard(id)
-		if err != nil {
+		again := false
+		if err := c.run(id, func(s *shard) {
+			if err := checkProducer(s.State().txns[id], pid, epoch); err == kerr.ConcurrentTransactions {
+				changed, again = s.State().changed, true
+			}
+		}); err != nil {
 			return err
 		}
-		if err := checkProducer(s.txns[id], pid, epoch); err == kerr.ConcurrentTransactions {
-			changed = s.changed
-			s.mu.Unlock()
+		if again {
 			continue
 		}
-		s.mu.Unlock()
 		return c.AddPartitions(id, pid, epoch, parts).Get()
 	}
 }
@@ -295,34 +304,40 @@ func (c *Coordinator) VerifyPartitions(id string, pid int64, epoch int16, parts 
 	if err := validID(id); err != nil {
 		return all(err)
 	}
-	s, err := c.lockShard(id)
-	if err != nil {
+	var res map[Partition]*kerr.Error
+	if err := c.run(id, func(s *shard) {
+		m := s.State().txns[id]
+		// handleVerifyPartitionsInTransaction, but with the markers of
+		// a prepared transaction first, as for an add (checkProducer). A
+		// transit being written does not stop the verification
+		// (KAFKA-14904): the partitions already in the transaction stay
+		// in it.
+		switch {
+		case m == nil:
+			res = all(kerr.InvalidProducerIDMapping)
+			return
+		case m.MarkersPending():
+			res = all(kerr.ConcurrentTransactions)
+			return
+		case m.ProducerID != pid || m.State == Dead:
+			res = all(kerr.InvalidProducerIDMapping)
+			return
+		case m.Epoch != epoch:
+			res = all(kerr.ProducerFenced)
+			return
+		}
+		for _, p := range parts {
+			if _, ok := m.Partitions[p]; ok && m.State == Ongoing {
+				out[p] = nil
+			} else {
+				out[p] = kerr.InvalidTxnState
+			}
+		}
+		res = out
+	}); err != nil {
 		return all(err)
 	}
-	defer s.mu.Unlock()
-	m := s.txns[id]
-	// handleVerifyPartitionsInTransaction, but with the markers of a
-	// prepared transaction first, as for an add (checkProducer). A
-	// transit being written does not stop the verification (KAFKA-14904):
-	// the partitions already in the transaction stay in it.
-	switch {
-	case m == nil:
-		return all(kerr.InvalidProducerIDMapping)
-	case m.MarkersPending():
-		return all(kerr.ConcurrentTransactions)
-	case m.ProducerID != pid || m.State == Dead:
-		return all(kerr.InvalidProducerIDMapping)
-	case m.Epoch != epoch:
-		return all(kerr.ProducerFenced)
-	}
-	for _, p := range parts {
-		if _, ok := m.Partitions[p]; ok && m.State == Ongoing {
-			out[p] = nil
-		} else {
-			out[p] = kerr.InvalidTxnState
-		}
-	}
-	return out
+	return res
 }
 
 // OffsetsPartition is the __consumer_offsets partition of a group: the
@@ -352,23 +367,27 @@ func (c *Coordinator) EndTxn(id string, pid int64, epoch int16, commit bool, txn
 	}
 	newPID := int64(-1)
 	for {
-		s, err := c.lockShard(id)
+		var res Result[EndResult]
+		alloc := false
+		err := c.run(id, func(s *shard) {
+			m := s.State().txns[id]
+			if txnVersion >= 2 && m != nil && m.State == Ongoing && m.pending == nil && m.ProducerID == pid &&
+				m.Epoch == epoch && EpochExhausted(m.Epoch) && newPID < 0 {
+				alloc = true
+				return
+			}
+			res = c.endLocked(s, m, pid, epoch, commit, txnVersion, newPID)
+		})
 		if err != nil {
 			return endErr(err)
 		}
-		m := s.txns[id]
-		if txnVersion >= 2 && m != nil && m.State == Ongoing && m.pending == nil && m.ProducerID == pid &&
-			m.Epoch == epoch && EpochExhausted(m.Epoch) && newPID < 0 {
-			s.mu.Unlock()
-			var aerr error
-			if newPID, aerr = c.b.AllocateProducerID(); aerr != nil {
-				return endErr(kerr.CoordinatorNotAvailable)
-			}
-			continue
+		if !alloc {
+			return res
 		}
-		res := c.endLocked(s, m, pid, epoch, commit, txnVersion, newPID)
-		s.mu.Unlock()
-		return res
+		var aerr error
+		if newPID, aerr = c.b.AllocateProducerID(); aerr != nil {
+			return endErr(kerr.CoordinatorNotAvailable)
+		}
 	}
 }
 

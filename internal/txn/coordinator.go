@@ -7,12 +7,13 @@
 // in the internal topic __transaction_state.
 //
 // A transactional id lives in partition PartitionFor(id) of
-// __transaction_state and is served by that partition's leader. As the
-// group coordinator does, the Coordinator owns "shards", one per partition
-// it leads: Elect loads a shard by replaying the partition, Resign drops
-// it. Each transactional id's Metadata is a state machine that does no
-// I/O (state.go); a change is applied only once its record is durable.
-// docs/transactions.md describes the whole.
+// __transaction_state and is served by that partition's leader. The
+// coordinator runtime (internal/coord) runs one shard per partition led
+// here: Elect loads it by replaying the partition, Resign drops it, and
+// every request runs as an event on the shard's owner. Each transactional
+// id's Metadata is a state machine that does no I/O (state.go); a change
+// is applied only once its record is committed (the runtime's write).
+// docs/transactions.md and docs/coordinators.md describe the whole.
 package txn
 
 import (
@@ -27,6 +28,7 @@ import (
 	"github.com/sluice-io/sluice/internal/broker"
 	"github.com/sluice-io/sluice/internal/clock"
 	"github.com/sluice-io/sluice/internal/config"
+	"github.com/sluice-io/sluice/internal/coord"
 	"github.com/sluice-io/sluice/internal/metadata"
 	"github.com/sluice-io/sluice/internal/storage"
 )
@@ -100,30 +102,27 @@ type Options struct {
 	Markers MarkerSender
 }
 
-// shard is the part of the coordinator serving one __transaction_state
-// partition.
-type shard struct {
-	index int32
-
-	mu      sync.Mutex
-	p       *broker.Partition
-	epoch   int32 // the coordinator epoch: the partition's leader epoch
-	loading bool
-	gone    bool
-	txns    map[string]*Metadata
-	// stop is closed when the shard is resigned: marker senders stop.
-	stop chan struct{}
+// shardState is the state machine of one __transaction_state partition,
+// run by the coordinator runtime (internal/coord) on the partition's owner.
+type shardState struct {
+	txns map[string]*Metadata
 	// changed is closed, and replaced, whenever a transition of one of
 	// its ids becomes durable (notify): requests held while a
 	// transaction completes wait on it.
 	changed chan struct{}
+	// loadTook is how long the replay took.
+	loadTook time.Duration
 }
 
-// notify wakes the requests waiting for a transition (s.mu held).
-func (s *shard) notify() {
-	close(s.changed)
-	s.changed = make(chan struct{})
+// notify wakes the requests waiting for a transition (owner).
+func (st *shardState) notify() {
+	close(st.changed)
+	st.changed = make(chan struct{})
 }
+
+// shard is the runtime's shard of one __transaction_state partition: its
+// methods other than Post, Stopped, Epoch and Partition run on its owner.
+type shard = coord.Shard[*shardState]
 
 // Coordinator serves the transactional ids of the __transaction_state
 // partitions this node leads.
@@ -134,16 +133,14 @@ type Coordinator struct {
 	log     *slog.Logger
 	markers MarkerSender
 	queues  *markerQueues // the markers waiting per broker (batch.go)
+	rt      *coord.Runtime[*shardState]
 
 	createMu sync.Mutex // serializes creating __transaction_state
 
-	mu            sync.Mutex // guards shards, closed and the timers; taken before any shard.mu
-	shards        map[int32]*shard
+	mu            sync.Mutex // guards closed
 	closed        bool
-	abortStop     func() bool
-	removeStop    func() bool
 	numIDs        atomic.Int64
-	work          sync.WaitGroup // loaders and marker senders
+	work          sync.WaitGroup // marker senders and reconciliations started by timers
 	waitingLogged atomic.Bool
 }
 
@@ -163,8 +160,19 @@ func New(b *broker.Broker, opts Options) *Coordinator {
 		opts.Config.MarkerBackoff = 100 * time.Millisecond
 	}
 	c := &Coordinator{b: b, cfg: opts.Config, clock: opts.Clock, log: opts.Logger.With("component", "txn"),
-		markers: opts.Markers, shards: map[int32]*shard{}}
+		markers: opts.Markers}
 	c.queues = newMarkerQueues(c)
+	c.rt = coord.New(coord.Config[*shardState]{
+		Name: "txn", Clock: c.clock, Logger: c.log,
+		Replica: func(i int32) (coord.Replica, error) {
+			p, err := b.Partition(Topic, i)
+			if err != nil {
+				return nil, err
+			}
+			return p, nil
+		},
+		Load: c.load, Loaded: c.loaded, Unloaded: c.unloaded,
+	})
 	c.reconcile()
 	return c
 }
@@ -172,109 +180,85 @@ func New(b *broker.Broker, opts Options) *Coordinator {
 // Config returns the coordinator's configuration.
 func (c *Coordinator) Config() Config { return c.cfg }
 
-// reconcile elects every partition led here that has no shard and resigns
-// shards whose partition is gone or led elsewhere.
-func (c *Coordinator) reconcile() {
-	t := c.b.Image().Topics[Topic]
+// isClosed reports whether Close was called.
+func (c *Coordinator) isClosed() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for i, s := range c.shards {
-		if !c.owns(s) {
-			c.resignLocked(i)
+	return c.closed
+}
+
+// reconcile elects every partition led here that has no shard and resigns
+// shards whose partition is gone or led elsewhere. It waits for resigned
+// shards' owners: an event must not call it.
+func (c *Coordinator) reconcile() {
+	for _, i := range c.rt.Partitions() {
+		if !c.owns(i) {
+			c.rt.Resign(i, -1)
 		}
 	}
-	if t == nil || c.closed {
+	t := c.b.Image().Topics[Topic]
+	if t == nil || c.isClosed() {
 		return
 	}
 	for _, p := range t.Partitions {
-		if p.Leader == c.b.NodeID() && c.shards[p.Index] == nil {
-			c.electLocked(p.Index)
+		if _, ok := c.rt.Info(p.Index); p.Leader == c.b.NodeID() && !ok {
+			c.rt.Elect(p.Index, -1)
 		}
 	}
 }
 
-// owns reports whether s still serves the live local replica of its
-// partition, at the leader epoch it loaded: a shard that missed a
-// leadership change (this node led, another did, this one again) holds
-// stale state and must be loaded again.
-func (c *Coordinator) owns(s *shard) bool {
+// owns reports whether the shard of partition i still serves the live
+// local replica of its partition, at the leader epoch it loaded: a shard
+// that missed a leadership change (this node led, another did, this one
+// again) holds stale state and must be loaded again.
+func (c *Coordinator) owns(i int32) bool {
 	t := c.b.Image().Topics[Topic]
-	if t == nil || int(s.index) >= len(t.Partitions) || t.Partitions[s.index].Leader != c.b.NodeID() {
+	if t == nil || int(i) >= len(t.Partitions) || t.Partitions[i].Leader != c.b.NodeID() {
 		return false
 	}
-	p, err := c.b.Partition(Topic, s.index)
+	p, err := c.b.Partition(Topic, i)
 	if err != nil {
 		return false
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.loading || (s.p == p && s.epoch == p.LeaderEpoch())
+	info, ok := c.rt.Info(i)
+	return ok && (info.Loading || (info.Replica == coord.Replica(p) && info.Epoch == p.LeaderEpoch()))
 }
 
 // Elect makes this node the coordinator of __transaction_state partition
-// i: its transactional ids are loaded in the background, and requests for
-// them get COORDINATOR_LOAD_IN_PROGRESS until that is done.
-func (c *Coordinator) Elect(i int32) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if s := c.shards[i]; s != nil && !c.owns(s) {
-		c.resignLocked(i)
-	}
-	if c.shards[i] == nil && !c.closed {
-		c.electLocked(i)
-	}
-}
+// i at its replica's leader epoch: its transactional ids are loaded in the
+// background, and requests for them get COORDINATOR_LOAD_IN_PROGRESS
+// until that is done.
+func (c *Coordinator) Elect(i int32) { c.ElectAt(i, -1) }
 
-func (c *Coordinator) electLocked(i int32) *shard {
-	s := &shard{index: i, loading: true, txns: map[string]*Metadata{}, stop: make(chan struct{}), changed: make(chan struct{})}
-	c.shards[i] = s
-	c.armTimersLocked()
-	c.work.Add(1)
-	go func() {
-		defer c.work.Done()
-		c.load(s)
-	}()
-	return s
+// ElectAt is Elect at leader epoch epoch (the epoch of the leadership
+// change; a negative one is the replica's): an election older than the
+// shard's is ignored.
+func (c *Coordinator) ElectAt(i, epoch int32) {
+	if c.isClosed() {
+		return
+	}
+	if _, ok := c.rt.Info(i); ok && epoch < 0 && !c.owns(i) {
+		c.rt.Resign(i, -1)
+	}
+	c.rt.Elect(i, epoch)
 }
 
 // Resign stops coordinating partition i: its transactional ids are
 // dropped, marker senders stop, waiting requests get NOT_COORDINATOR.
-func (c *Coordinator) Resign(i int32) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.resignLocked(i)
-}
+func (c *Coordinator) Resign(i int32) { c.rt.Resign(i, -1) }
 
-func (c *Coordinator) resignLocked(i int32) {
-	s := c.shards[i]
-	if s == nil {
-		return
-	}
-	delete(c.shards, i)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.gone {
-		s.gone = true
-		close(s.stop)
-	}
-	c.numIDs.Add(-int64(len(s.txns)))
-	s.txns = map[string]*Metadata{}
-}
+// ResignAt is Resign for a leadership change at leader epoch epoch: a
+// shard elected at a newer epoch stays. It does not wait for the shard's
+// owner to finish (the broker's leadership listeners call it holding
+// locks that a request being served may need).
+func (c *Coordinator) ResignAt(i, epoch int32) { c.rt.ResignNoWait(i, epoch) }
 
 // Close resigns every shard and stops the background work.
 func (c *Coordinator) Close() {
 	c.mu.Lock()
 	c.closed = true
-	for i := range c.shards {
-		c.resignLocked(i)
-	}
-	for _, stop := range []func() bool{c.abortStop, c.removeStop} {
-		if stop != nil {
-			stop()
-		}
-	}
-	c.abortStop, c.removeStop = nil, nil
 	c.mu.Unlock()
+	c.rt.Close()
 	c.queues.cancel()
 	c.work.Wait()
 }
@@ -308,84 +292,126 @@ func loadLog(log *storage.Log, from, end int64, logErr func(msg string, off int6
 	return l
 }
 
-// load replays partition s.index into transactional ids, then rolls
-// forward every transaction found prepared (its markers are sent again).
-func (c *Coordinator) load(s *shard) {
-	p, err := c.b.Partition(Topic, s.index)
-	if err != nil {
-		c.Resign(s.index)
-		return
-	}
+// load replays partition i into transactional ids (the runtime's Load).
+func (c *Coordinator) load(i int32, r coord.Replica) (*shardState, error) {
+	p := r.(*broker.Partition)
 	start := c.clock.Now()
 	// The leader's log is authoritative: load everything it has, as
 	// Kafka's TransactionStateManager reads to the log end.
 	l := loadLog(p.Log(), p.LogStartOffset(), p.LogEndOffset(), func(msg string, off int64, err error) {
-		c.log.Error(msg, "partition", s.index, "offset", off, "err", err)
+		c.log.Error(msg, "partition", i, "offset", off, "err", err)
 	})
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.gone {
-		return
-	}
-	s.txns = l
-	c.numIDs.Add(int64(len(l)))
-	s.p, s.epoch, s.loading = p, p.LeaderEpoch(), false
+	return &shardState{txns: l, changed: make(chan struct{}), loadTook: clock.Since(c.clock, start)}, nil
+}
+
+// loaded rolls forward every transaction found prepared (its markers are
+// sent again) and arms the shard's periodic tasks (the runtime's Loaded).
+func (c *Coordinator) loaded(s *shard) {
+	st := s.State()
+	c.numIDs.Add(int64(len(st.txns)))
 	prepared := 0
-	for _, m := range s.txns {
+	for _, m := range st.txns {
 		if m.State == PrepareCommit || m.State == PrepareAbort {
 			prepared++
 			c.startMarkers(s, m)
 		}
 	}
-	c.log.Info("loaded transactions", "partition", s.index, "ids", len(s.txns), "rolled.forward", prepared,
-		"coordinator.epoch", s.epoch, "took", clock.Since(c.clock, start))
+	c.armTimers(s)
+	c.log.Info("loaded transactions", "partition", s.Partition(), "ids", len(st.txns), "rolled.forward", prepared,
+		"coordinator.epoch", s.Epoch(), "took", st.loadTook)
 }
 
-// shardFor returns the shard of a transactional id, creating
-// __transaction_state on first use. Errors: COORDINATOR_NOT_AVAILABLE (no
-// topic yet), NOT_COORDINATOR (led elsewhere).
-func (c *Coordinator) shardFor(id string) (*shard, *kerr.Error) {
+// unloaded drops the shard's ids (the runtime's Unloaded).
+func (c *Coordinator) unloaded(s *shard) {
+	st := s.State()
+	c.numIDs.Add(-int64(len(st.txns)))
+	st.txns = map[string]*Metadata{}
+}
+
+// partition returns the partition of a transactional id, electing its
+// shard if needed and creating __transaction_state on first use. Errors:
+// COORDINATOR_NOT_AVAILABLE (no topic yet), NOT_COORDINATOR (led
+// elsewhere).
+func (c *Coordinator) partition(id string) (int32, *kerr.Error) {
 	t, err := c.topic()
 	if err != nil {
-		return nil, err
+		return -1, err
 	}
 	i := PartitionFor(id, int32(len(t.Partitions)))
-	if t.Partitions[i].Leader != c.b.NodeID() {
-		return nil, kerr.NotCoordinator
+	if t.Partitions[i].Leader != c.b.NodeID() || c.isClosed() {
+		return -1, kerr.NotCoordinator
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return nil, kerr.NotCoordinator
+	if _, ok := c.rt.Info(i); ok && !c.owns(i) {
+		c.rt.Resign(i, -1)
 	}
-	s := c.shards[i]
-	if s != nil && !c.owns(s) {
-		c.resignLocked(i)
-		s = nil
+	if _, ok := c.rt.Info(i); !ok {
+		c.rt.Elect(i, -1)
 	}
-	if s == nil {
-		s = c.electLocked(i)
-	}
-	return s, nil
+	return i, nil
 }
 
-// lockShard is shardFor plus the shard's lock, failing while it loads
-// (COORDINATOR_LOAD_IN_PROGRESS). The caller unlocks s.mu.
-func (c *Coordinator) lockShard(id string) (*shard, *kerr.Error) {
-	s, err := c.shardFor(id)
+// run runs fn on the owner of id's shard: NOT_COORDINATOR,
+// COORDINATOR_NOT_AVAILABLE or COORDINATOR_LOAD_IN_PROGRESS if it cannot.
+func (c *Coordinator) run(id string, fn func(s *shard)) *kerr.Error {
+	i, err := c.partition(id)
+	if err != nil {
+		return err
+	}
+	return runError(c.rt.Run(i, fn))
+}
+
+// runError maps the runtime's errors.
+func runError(err error) *kerr.Error {
+	switch err {
+	case nil:
+		return nil
+	case coord.ErrLoading:
+		return kerr.CoordinatorLoadInProgress
+	}
+	return kerr.NotCoordinator
+}
+
+// lockedShard is a shard whose owner is held in an event until
+// mu.Unlock: the caller may read and change txns meanwhile (tests and
+// tools).
+type lockedShard struct {
+	txns map[string]*Metadata
+	mu   ownerHold
+}
+
+// ownerHold releases a held owner.
+type ownerHold struct{ release chan struct{} }
+
+// Unlock lets the owner go on.
+func (h ownerHold) Unlock() { close(h.release) }
+
+// lockShard holds the owner of id's shard in an event and returns its
+// state; the caller calls mu.Unlock.
+func (c *Coordinator) lockShard(id string) (*lockedShard, *kerr.Error) {
+	i, err := c.partition(id)
 	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	switch {
-	case s.gone:
-		s.mu.Unlock()
-		return nil, kerr.NotCoordinator
-	case s.loading:
-		s.mu.Unlock()
-		return nil, kerr.CoordinatorLoadInProgress
+	type held struct {
+		ls  *lockedShard
+		err error
 	}
-	return s, nil
+	ch := make(chan held, 1)
+	release := make(chan struct{})
+	go func() {
+		err := c.rt.Run(i, func(s *shard) {
+			ch <- held{ls: &lockedShard{txns: s.State().txns, mu: ownerHold{release}}}
+			<-release
+		})
+		if err != nil {
+			ch <- held{err: err}
+		}
+	}()
+	h := <-ch
+	if h.err != nil {
+		return nil, runError(h.err)
+	}
+	return h.ls, nil
 }
 
 // topic returns __transaction_state, creating it if needed.

@@ -12,7 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
-// snapshot copies m, partitions included (s.mu held).
+// snapshot copies m, partitions included (owner).
 func snapshot(m *Metadata) Metadata {
 	out := *m
 	out.Partitions = make(map[Partition]struct{}, len(m.Partitions))
@@ -36,16 +36,19 @@ func (c *Coordinator) DescribeState(id string) (Metadata, *kerr.Error) {
 	if c.b.Image().Topics[Topic] == nil {
 		return Metadata{}, kerr.NotCoordinator
 	}
-	s, err := c.lockShard(id)
-	if err != nil {
+	var out Metadata
+	var found bool
+	if err := c.run(id, func(s *shard) {
+		if m := s.State().txns[id]; m != nil && m.State != Dead {
+			out, found = snapshot(m), true
+		}
+	}); err != nil {
 		return Metadata{}, err
 	}
-	defer s.mu.Unlock()
-	m := s.txns[id]
-	if m == nil || m.State == Dead {
+	if !found {
 		return Metadata{}, kerr.TransactionalIDNotFound
 	}
-	return snapshot(m), nil
+	return out, nil
 }
 
 // ListFilter selects transactions for List (ListTransactions' filters):
@@ -76,22 +79,13 @@ func StateByName(name string) (State, bool) {
 // are missing: Kafka answers COORDINATOR_LOAD_IN_PROGRESS).
 func (c *Coordinator) List(f ListFilter) (out []Metadata, loading bool) {
 	now := c.clock.Now()
-	for _, s := range c.shardList() {
-		s.mu.Lock()
-		if s.loading {
-			loading = true
-		}
-		if s.gone || s.loading {
-			s.mu.Unlock()
-			continue
-		}
-		for _, m := range s.txns {
+	loading = c.forEachShard(func(s *shard) {
+		for _, m := range s.State().txns {
 			if f.selects(m, now) {
 				out = append(out, snapshot(m))
 			}
 		}
-		s.mu.Unlock()
-	}
+	})
 	return out, loading
 }
 

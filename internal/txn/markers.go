@@ -61,29 +61,27 @@ func (bm BrokerMarkers) Send(ctx context.Context, node int32, req *kmsg.WriteTxn
 const markerTimeout = 30 * time.Second
 
 // startMarkers sends the markers of m's prepared transaction in the
-// background and then writes its completion (s.mu held).
+// background and then writes its completion on s's owner (owner).
 func (c *Coordinator) startMarkers(s *shard, m *Metadata) {
 	commit := m.State == PrepareCommit
 	pid, epoch := m.ProducerID, m.Epoch
 	tv := m.TxnVersion
 	parts := SortedPartitions(m.Partitions)
-	coordEpoch := s.epoch
+	coordEpoch := s.Epoch()
 	c.work.Add(1)
 	go func() {
 		defer c.work.Done()
 		if !c.sendMarkers(s, commit, pid, epoch, coordEpoch, tv, parts) {
 			return
 		}
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		c.complete(s, m, pid, epoch)
+		s.Post(func(s *shard) { c.complete(s, m, pid, epoch) })
 	}()
 }
 
-// complete writes the completion of m's prepared transaction (s.mu
-// held), unless m changed meanwhile.
+// complete writes the completion of m's prepared transaction (owner),
+// unless m changed meanwhile.
 func (c *Coordinator) complete(s *shard, m *Metadata, pid int64, epoch int16) {
-	if s.gone || s.txns[m.ID] != m || m.ProducerID != pid || m.Epoch != epoch ||
+	if s.Gone() || s.State().txns[m.ID] != m || m.ProducerID != pid || m.Epoch != epoch ||
 		(m.State != PrepareCommit && m.State != PrepareAbort) {
 		return
 	}
@@ -93,7 +91,7 @@ func (c *Coordinator) complete(s *shard, m *Metadata, pid int64, epoch int16) {
 		return
 	}
 	c.write(s, m, t, func(err *kerr.Error) {
-		if err == nil || s.gone {
+		if err == nil || s.Gone() {
 			return
 		}
 		// Retry the completion after a backoff (Kafka retries the
@@ -105,9 +103,7 @@ func (c *Coordinator) complete(s *shard, m *Metadata, pid int64, epoch int16) {
 			if !c.sleep(s, c.cfg.MarkerBackoff) {
 				return
 			}
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			c.complete(s, m, pid, epoch)
+			s.Post(func(s *shard) { c.complete(s, m, pid, epoch) })
 		}()
 	})
 }
@@ -119,7 +115,7 @@ func (c *Coordinator) sleep(s *shard, d time.Duration) bool {
 	select {
 	case <-t.C():
 		return true
-	case <-s.stop:
+	case <-s.Stopped():
 		return false
 	}
 }
@@ -135,7 +131,7 @@ func (c *Coordinator) sendMarkers(s *shard, commit bool, pid int64, epoch int16,
 	backoff := c.cfg.MarkerBackoff
 	for len(pending) > 0 {
 		select {
-		case <-s.stop:
+		case <-s.Stopped():
 			return false
 		default:
 		}
@@ -234,7 +230,7 @@ func (c *Coordinator) sendTo(s *shard, node int32, commit bool, pid int64, epoch
 	defer cancel()
 	go func() {
 		select {
-		case <-s.stop:
+		case <-s.Stopped():
 			cancel()
 		case <-ctx.Done():
 		}

@@ -4,6 +4,8 @@ import (
 	"errors"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/sluice-io/sluice/internal/coord"
 )
 
 // Result is a response that is either ready (Resp) or must be waited for
@@ -27,46 +29,40 @@ func (r Result[T]) Get() T {
 	return r.Resp
 }
 
-// write appends transit t of m to s's partition (s.mu held) and, once it
-// is durable (below the high watermark), applies it to m and calls then
-// with nil under s.mu; on failure the transit is abandoned and then gets
-// the error Kafka's TransactionStateManager.appendTransactionToLog
-// answers with. then may be called before write returns (an append that
-// fails at once).
+// write appends transit t of m to s's partition (owner) and, once it is
+// committed (below the high watermark), applies it to m and calls then
+// with nil on the owner; on failure the transit is abandoned (the
+// runtime's undo) and then gets the error Kafka's
+// TransactionStateManager.appendTransactionToLog answers with, or
+// NOT_COORDINATOR if the shard was unloaded first. then may be called
+// before write returns (an append that fails at once).
 func (c *Coordinator) write(s *shard, m *Metadata, t *Transit, then func(err *kerr.Error)) {
-	info, err := s.p.Append(encodeBatch([]record{txnRecord(m.ID, t)}, c.clock.Now()), c.clock.Now())
-	if err != nil {
-		c.log.Error("appending to "+Topic, "partition", s.index, "err", err)
-		m.Abandon(t)
-		then(appendError(err))
-		return
-	}
-	p, end := s.p, info.LastOffset+1
-	// Not counted in c.work: Close does not wait for replication (a
-	// waiter finds the shard gone and answers NOT_COORDINATOR).
-	go func() {
-		err := p.Commit(end)
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if s.gone {
+	st := s.State()
+	_, err := s.Append(encodeBatch([]record{txnRecord(m.ID, t)}, c.clock.Now()), func() { m.Abandon(t) }, func(err error) {
+		switch {
+		case err == coord.ErrNotCoordinator:
 			m.Abandon(t)
 			then(kerr.NotCoordinator)
-			return
-		}
-		if err != nil {
-			c.log.Warn("transaction state not replicated", "partition", s.index, "id", m.ID, "err", err)
-			m.Abandon(t)
+		case err != nil:
+			c.log.Warn("transaction state not replicated", "partition", s.Partition(), "id", m.ID, "err", err)
 			then(appendError(err))
-			return
+		default:
+			m.Complete(t)
+			if t.State == Dead && st.txns[m.ID] == m {
+				delete(st.txns, m.ID)
+				c.numIDs.Add(-1)
+			}
+			then(nil)
+			st.notify()
 		}
-		m.Complete(t)
-		if t.State == Dead && s.txns[m.ID] == m {
-			delete(s.txns, m.ID)
-			c.numIDs.Add(-1)
-		}
-		then(nil)
-		s.notify()
-	}()
+	})
+	switch {
+	case err == coord.ErrNotCoordinator:
+		then(kerr.NotCoordinator)
+	case err != nil:
+		c.log.Error("appending to "+Topic, "partition", s.Partition(), "err", err)
+		then(appendError(err))
+	}
 }
 
 // appendError maps a failed append or replication to the coordinator's
