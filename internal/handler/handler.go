@@ -144,6 +144,12 @@ func RegisterWith(reg *protocol.Registry, b *broker.Broker, opts Options) *Handl
 		im := h.b.Image()
 		return im.FeatureLevel(metadata.FeatureKRaftVersion), im.Offset
 	}})
+	// group.version (KIP-848), finalized in the metadata.
+	gv := metadata.SupportedFeatures()[metadata.FeatureGroupVersion]
+	reg.SetFeature(protocol.Feature{Name: metadata.FeatureGroupVersion, Min: gv.Min, Max: gv.Max, Level: func() (int16, int64) {
+		im := h.b.Image()
+		return im.GroupVersion(), im.Offset
+	}})
 	h.registerTxnAPIs(reg)
 	return h
 }

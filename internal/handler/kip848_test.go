@@ -1,0 +1,301 @@
+package handler_test
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// kip848Props keeps KIP-848 heartbeats fast in tests.
+var kip848Props = map[string]string{
+	"group.initial.rebalance.delay.ms":         "0",
+	"offsets.topic.num.partitions":             "5",
+	"group.consumer.heartbeat.interval.ms":     "200",
+	"group.consumer.min.heartbeat.interval.ms": "100",
+	"group.consumer.session.timeout.ms":        "10000",
+	"group.consumer.min.session.timeout.ms":    "1000",
+}
+
+// owners tracks which member holds each partition, failing the test when
+// a partition is given to a member while another still holds it.
+type owners struct {
+	t  *testing.T
+	mu sync.Mutex
+	by map[int32]string
+}
+
+func (o *owners) assigned(member string, ps map[string][]int32) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, parts := range ps {
+		for _, p := range parts {
+			if cur, ok := o.by[p]; ok && cur != member {
+				o.t.Errorf("partition %d assigned to %s while %s holds it", p, member, cur)
+			}
+			o.by[p] = member
+		}
+	}
+}
+
+func (o *owners) released(member string, ps map[string][]int32) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, parts := range ps {
+		for _, p := range parts {
+			if o.by[p] == member {
+				delete(o.by, p)
+			}
+		}
+	}
+}
+
+// TestKIP848FranzGoMembershipChanges runs franz-go consumers with the
+// server-side balancer (KIP-848 ConsumerGroupHeartbeat) on a 12-partition
+// topic: members join and leave mid-stream, every record is consumed, no
+// partition is held by two members at once, and the committed offsets
+// reach the log end. The group is a consumer group (ListGroups type,
+// ConsumerGroupDescribe epochs).
+func TestKIP848FranzGoMembershipChanges(t *testing.T) {
+	n := startNode(t, "", kip848Props)
+	const topic, group, total = "events848", "franz-848", 6000
+	createTopic(t, n.client(), topic, 12, nil)
+
+	own := &owners{t: t, by: map[int32]string{}}
+	var mu sync.Mutex
+	seen := map[string]int{}
+	byMember := map[string]int{}
+	var wg sync.WaitGroup
+	type member struct {
+		cl     *kgo.Client
+		cancel context.CancelFunc
+		done   chan struct{}
+	}
+	start := func(name string) *member {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(n.addr), kgo.ClientID(name),
+			kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+			kgo.Balancers(kgo.CooperativeStickyBalancer()), kgo.ServerSideBalancer(),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+			kgo.FetchMaxWait(100*time.Millisecond), kgo.DisableAutoCommit(),
+			kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { own.assigned(name, ps) }),
+			kgo.OnPartitionsRevoked(func(c context.Context, cl *kgo.Client, ps map[string][]int32) {
+				// Commit what was consumed before giving the partitions up.
+				if err := cl.CommitUncommittedOffsets(c); err != nil && c.Err() == nil {
+					t.Logf("%s: commit on revoke: %v", name, err)
+				}
+				own.released(name, ps)
+			}),
+			kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { own.released(name, ps) }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, cancel := context.WithCancel(context.Background())
+		m := &member{cl: cl, cancel: cancel, done: make(chan struct{})}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer close(m.done)
+			for {
+				fs := cl.PollFetches(c)
+				if c.Err() != nil {
+					return
+				}
+				fs.EachError(func(tp string, p int32, err error) { t.Errorf("%s: fetch %s/%d: %v", name, tp, p, err) })
+				mu.Lock()
+				fs.EachRecord(func(r *kgo.Record) { seen[string(r.Value)]++; byMember[name]++ })
+				mu.Unlock()
+				cl.MarkCommitRecords(fs.Records()...)
+				if err := cl.CommitMarkedOffsets(c); err != nil && c.Err() == nil {
+					t.Logf("%s: commit: %v", name, err)
+				}
+			}
+		}()
+		return m
+	}
+	stop := func(m *member) {
+		m.cancel()
+		<-m.done
+		m.cl.Close() // commits nothing more, leaves the group (epoch -1)
+	}
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(seen)
+	}
+	waitFor := func(want int) {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for count() < want {
+			if time.Now().After(deadline) {
+				t.Fatalf("consumed %d distinct records, want %d", count(), want)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	adm := kadm.NewClient(n.client())
+	waitMembers := func(want int) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			req := kmsg.NewPtrConsumerGroupDescribeRequest()
+			req.Groups = []string{group}
+			resp, err := req.RequestWith(ctx(t), n.client())
+			if err != nil {
+				t.Fatal(err)
+			}
+			g := resp.Groups[0]
+			if g.ErrorCode == 0 && g.State == "Stable" && len(g.Members) == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("group %s: %v state %s with %d members, want Stable with %d", group, kerr.ErrorForCode(g.ErrorCode), g.State, len(g.Members), want)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+
+	m1, m2, m3 := start("m1"), start("m2"), start("m3")
+	waitMembers(3)
+	produceN(t, n, topic, 0, 2000)
+	waitFor(2000)
+	m4 := start("m4")
+	waitMembers(4)
+	produceN(t, n, topic, 2000, 2000)
+	stop(m2)
+	waitMembers(3)
+	produceN(t, n, topic, 4000, 2000)
+	waitFor(total)
+
+	// The group is listed as a consumer group and described with epochs.
+	listed, err := adm.ListGroupsByType(ctx(t), []string{"consumer"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lg, ok := listed[group]; !ok || lg.ProtocolType != "consumer" {
+		t.Errorf("ListGroups(consumer) = %v, want %s of protocol type consumer", listed, group)
+	}
+	if classic, err := adm.ListGroupsByType(ctx(t), []string{"classic"}); err != nil || len(classic) != 0 {
+		t.Errorf("ListGroups(classic) = %v, %v; want none", classic, err)
+	}
+
+	for _, m := range []*member{m1, m3, m4} {
+		stop(m)
+	}
+	wg.Wait()
+	mu.Lock()
+	t.Logf("records per member: %v", byMember)
+	if byMember["m4"] == 0 {
+		t.Error("the member that joined mid-stream got nothing")
+	}
+	dups := 0
+	for i := 0; i < total; i++ {
+		switch k := seen[strconv.Itoa(i)]; {
+		case k == 0:
+			t.Errorf("record %d not consumed", i)
+		case k > 1:
+			dups++
+		}
+	}
+	mu.Unlock()
+	t.Logf("records consumed more than once: %d", dups)
+	checkCommittedAtEnd(t, n, group, topic)
+}
+
+// TestKIP848OffsetCommitMemberEpoch checks OffsetCommit v9 and
+// OffsetFetch v9 against a consumer group: a stale member epoch is
+// STALE_MEMBER_EPOCH, an unknown member UNKNOWN_MEMBER_ID, the member's
+// own epoch commits, and ApiVersions advertises the APIs and group.version.
+func TestKIP848OffsetCommitMemberEpoch(t *testing.T) {
+	n := startNode(t, "", kip848Props)
+	cl := n.client()
+	createTopic(t, cl, "t848", 2, nil)
+
+	av := request[*kmsg.ApiVersionsResponse](t, cl, kmsg.NewPtrApiVersionsRequest())
+	var hb bool
+	for _, k := range av.ApiKeys {
+		if k.ApiKey == 68 && k.MaxVersion == 1 {
+			hb = true
+		}
+	}
+	var gv int16
+	for _, f := range av.FinalizedFeatures {
+		if f.Name == "group.version" {
+			gv = f.MaxVersionLevel
+		}
+	}
+	if !hb || gv != 1 {
+		t.Fatalf("ApiVersions: ConsumerGroupHeartbeat v1 advertised %v, group.version %d", hb, gv)
+	}
+
+	var resp *kmsg.ConsumerGroupHeartbeatResponse
+	for i := 0; ; i++ {
+		hbReq := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		hbReq.Group, hbReq.MemberID, hbReq.MemberEpoch = "g848", "member-1", 0
+		hbReq.RebalanceTimeoutMillis = 30000
+		hbReq.SubscribedTopicNames = []string{"t848"}
+		hbReq.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+		resp = request[*kmsg.ConsumerGroupHeartbeatResponse](t, cl, hbReq)
+		if resp.ErrorCode == 0 || i > 50 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if resp.ErrorCode != 0 || resp.MemberEpoch < 1 {
+		t.Fatalf("join: %v epoch %d", kerr.ErrorForCode(resp.ErrorCode), resp.MemberEpoch)
+	}
+	epoch := resp.MemberEpoch
+	commit := func(member string, e int32) int16 {
+		req := kmsg.NewPtrOffsetCommitRequest()
+		req.Version = 9
+		req.Group, req.MemberID, req.Generation = "g848", member, e
+		rt := kmsg.NewOffsetCommitRequestTopic()
+		rt.Topic = "t848"
+		rp := kmsg.NewOffsetCommitRequestTopicPartition()
+		rp.Partition, rp.Offset = 0, 7
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		return request[*kmsg.OffsetCommitResponse](t, cl, req).Topics[0].Partitions[0].ErrorCode
+	}
+	if code := commit("member-1", epoch+5); code != kerr.StaleMemberEpoch.Code {
+		t.Errorf("stale epoch commit: %v", kerr.ErrorForCode(code))
+	}
+	if code := commit("nobody", epoch); code != kerr.UnknownMemberID.Code {
+		t.Errorf("unknown member commit: %v", kerr.ErrorForCode(code))
+	}
+	if code := commit("member-1", epoch); code != 0 {
+		t.Errorf("member commit: %v", kerr.ErrorForCode(code))
+	}
+	fetch := func(member string, e int32) (int16, int64) {
+		req := kmsg.NewPtrOffsetFetchRequest()
+		req.Version = 9
+		g := kmsg.NewOffsetFetchRequestGroup()
+		g.Group, g.MemberEpoch = "g848", e
+		g.MemberID = &member
+		g.Topics = []kmsg.OffsetFetchRequestGroupTopic{{Topic: "t848", Partitions: []int32{0}}}
+		req.Groups = append(req.Groups, g)
+		r := request[*kmsg.OffsetFetchResponse](t, cl, req).Groups[0]
+		if r.ErrorCode != 0 || len(r.Topics) == 0 {
+			return r.ErrorCode, -1
+		}
+		return 0, r.Topics[0].Partitions[0].Offset
+	}
+	if code, _ := fetch("member-1", epoch+5); code != kerr.StaleMemberEpoch.Code {
+		t.Errorf("stale epoch fetch: %v", kerr.ErrorForCode(code))
+	}
+	if code, off := fetch("member-1", epoch); code != 0 || off != 7 {
+		t.Errorf("member fetch: %v offset %d, want 7", kerr.ErrorForCode(code), off)
+	}
+	// A classic JoinGroup on the non-empty consumer group is refused.
+	jg := kmsg.NewPtrJoinGroupRequest()
+	jg.Group, jg.ProtocolType, jg.SessionTimeoutMillis, jg.RebalanceTimeoutMillis = "g848", "consumer", 10000, 10000
+	jg.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: []byte{0, 0}}}
+	if r := request[*kmsg.JoinGroupResponse](t, cl, jg); r.ErrorCode != kerr.InconsistentGroupProtocol.Code {
+		t.Errorf("classic join of a consumer group: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+}
