@@ -2,6 +2,9 @@ package handler_test
 
 import (
 	"context"
+	"encoding/binary"
+	"io"
+	"net"
 	"strconv"
 	"sync"
 	"testing"
@@ -298,4 +301,93 @@ func TestKIP848OffsetCommitMemberEpoch(t *testing.T) {
 	if r := request[*kmsg.JoinGroupResponse](t, cl, jg); r.ErrorCode != kerr.InconsistentGroupProtocol.Code {
 		t.Errorf("classic join of a consumer group: %v", kerr.ErrorForCode(r.ErrorCode))
 	}
+}
+
+// TestKIP848ProtocolOffAndMaxSize checks group.coordinator.rebalance.protocols
+// without consumer (ConsumerGroupHeartbeat not advertised, answered
+// UNSUPPORTED_VERSION) and group.consumer.max.size (GROUP_MAX_SIZE_REACHED).
+func TestKIP848ProtocolOffAndMaxSize(t *testing.T) {
+	join := func(cl *kgo.Client, member string) int16 {
+		req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		req.Group, req.MemberID, req.MemberEpoch = "gmax", member, 0
+		req.RebalanceTimeoutMillis = 30000
+		req.SubscribedTopicNames = []string{"tmax"}
+		req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+		for i := 0; ; i++ {
+			r := request[*kmsg.ConsumerGroupHeartbeatResponse](t, cl, req)
+			if (r.ErrorCode != kerr.CoordinatorNotAvailable.Code && r.ErrorCode != kerr.NotCoordinator.Code) || i > 50 {
+				return r.ErrorCode
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	off := map[string]string{"group.coordinator.rebalance.protocols": "classic"}
+	for k, v := range kip848Props {
+		off[k] = v
+	}
+	n := startNode(t, "", off)
+	cl := n.client()
+	av := request[*kmsg.ApiVersionsResponse](t, cl, kmsg.NewPtrApiVersionsRequest())
+	for _, k := range av.ApiKeys {
+		if k.ApiKey == 68 || k.ApiKey == 69 {
+			t.Errorf("API %d advertised with the consumer protocol off", k.ApiKey)
+		}
+	}
+	// franz-go sends no request the broker does not advertise: write it.
+	hb := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	hb.Version, hb.Group, hb.MemberID = 1, "gmax", "a"
+	hb.SubscribedTopicNames = []string{"tmax"}
+	if r := rawRequest(t, n.addr, hb).(*kmsg.ConsumerGroupHeartbeatResponse); r.ErrorCode != kerr.UnsupportedVersion.Code {
+		t.Errorf("heartbeat with the consumer protocol off: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+
+	max := map[string]string{"group.consumer.max.size": "2"}
+	for k, v := range kip848Props {
+		max[k] = v
+	}
+	n2 := startNode(t, "", max)
+	cl2 := n2.client()
+	createTopic(t, cl2, "tmax", 2, nil)
+	for _, m := range []string{"a", "b"} {
+		if code := join(cl2, m); code != 0 {
+			t.Fatalf("join %s: %v", m, kerr.ErrorForCode(code))
+		}
+	}
+	if code := join(cl2, "c"); code != kerr.GroupMaxSizeReached.Code {
+		t.Errorf("third member of a group of at most 2: %v", kerr.ErrorForCode(code))
+	}
+}
+
+// rawRequest sends req (at its set version) on a new connection and
+// reads the answer, bypassing a client's version checks.
+func rawRequest(t *testing.T, addr string, req kmsg.Request) kmsg.Response {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	body := (&kmsg.RequestFormatter{}).AppendRequest(nil, req, 7)
+	if _, err := conn.Write(body); err != nil {
+		t.Fatal(err)
+	}
+	var size [4]byte
+	if _, err := io.ReadFull(conn, size[:]); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, binary.BigEndian.Uint32(size[:]))
+	if _, err := io.ReadFull(conn, buf); err != nil {
+		t.Fatal(err)
+	}
+	resp := req.ResponseKind()
+	resp.SetVersion(req.GetVersion())
+	skip := 4 // correlation id
+	if resp.IsFlexible() {
+		skip++ // empty tagged fields
+	}
+	if err := resp.ReadFrom(buf[skip:]); err != nil {
+		t.Fatal(err)
+	}
+	return resp
 }
