@@ -333,3 +333,33 @@ func (c *Coordinator) describeConsumerAsClassic(cg *consumer.Group, rg kmsg.Desc
 	}
 	return rg
 }
+
+// consumerSummary is a consumer group's Summary (owner): holder, the
+// Empty classic Group keeping its offsets, may be nil.
+func (c *Coordinator) consumerSummary(cg *consumer.Group, holder *Group) Summary {
+	img := c.consumerImage()
+	names := make(map[consumer.TopicID]string, len(img.Topics))
+	for name, t := range img.Topics {
+		names[t.ID] = name
+	}
+	tps := func(a consumer.Assignment) []TopicPartition {
+		var out []TopicPartition
+		for _, tp := range a.TPs() {
+			if name, ok := names[tp.Topic]; ok {
+				out = append(out, TopicPartition{Topic: name, Partition: tp.Partition})
+			}
+		}
+		return out
+	}
+	s := Summary{ID: cg.ID, Type: "consumer", GroupEpoch: cg.Epoch, AssignmentEpoch: cg.AssignmentEpoch,
+		Assignor: cg.PreferredAssignor(c.ccfg.AssignorName()), State: cg.State(), ProtocolType: "consumer",
+		Generation: cg.Epoch, Members: []MemberSummary{}, Offsets: []CommittedOffset{}}
+	for _, m := range cg.SortedMembers() {
+		s.Members = append(s.Members, MemberSummary{ID: m.ID, ClientID: m.ClientID, ClientHost: m.ClientHost,
+			Assigned: tps(m.Assigned), MemberEpoch: m.Epoch, Target: tps(cg.Target[m.ID])})
+	}
+	if holder != nil {
+		s.Offsets = holder.offsetSummaries()
+	}
+	return s
+}

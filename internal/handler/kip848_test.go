@@ -294,6 +294,22 @@ func TestKIP848OffsetCommitMemberEpoch(t *testing.T) {
 	if code, off := fetch("member-1", epoch); code != 0 || off != 7 {
 		t.Errorf("member fetch: %v offset %d, want 7", kerr.ErrorForCode(code), off)
 	}
+	// The status pages' summary (/api/v1/groups) shows the type, the
+	// epochs and the member's target.
+	var found bool
+	for _, sum := range n.h.Groups().Summaries() {
+		if sum.ID != "g848" {
+			continue
+		}
+		found = true
+		if sum.Type != "consumer" || sum.GroupEpoch != epoch || sum.AssignmentEpoch != epoch || sum.Assignor != "uniform" ||
+			len(sum.Members) != 1 || sum.Members[0].MemberEpoch != epoch || len(sum.Members[0].Target) != 2 || len(sum.Offsets) != 1 {
+			t.Errorf("summary %+v", sum)
+		}
+	}
+	if !found {
+		t.Error("no summary of the consumer group")
+	}
 	// A classic JoinGroup on the non-empty consumer group is refused.
 	jg := kmsg.NewPtrJoinGroupRequest()
 	jg.Group, jg.ProtocolType, jg.SessionTimeoutMillis, jg.RebalanceTimeoutMillis = "g848", "consumer", 10000, 10000
