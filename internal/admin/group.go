@@ -110,19 +110,19 @@ type offsetInfo struct {
 
 // groupInfo is one group in `group describe`.
 type groupInfo struct {
-	Group        string       `json:"group"`
-	Type         string       `json:"type"` // classic, or consumer (KIP-848)
-	State        string       `json:"state"`
+	Group string `json:"group"`
+	Type  string `json:"type"` // classic, or consumer (KIP-848)
+	State string `json:"state"`
 	// GroupEpoch, AssignmentEpoch and Assignor are a consumer group's.
-	GroupEpoch      int32  `json:"group_epoch,omitempty"`
-	AssignmentEpoch int32  `json:"assignment_epoch,omitempty"`
-	Assignor        string `json:"assignor,omitempty"`
-	ProtocolType string       `json:"protocol_type"`
-	Protocol     string       `json:"protocol"`
-	Coordinator  int32        `json:"coordinator"`
-	Members      []memberInfo `json:"members"`
-	Offsets      []offsetInfo `json:"offsets"`
-	TotalLag     int64        `json:"total_lag"`
+	GroupEpoch      int32        `json:"group_epoch,omitempty"`
+	AssignmentEpoch int32        `json:"assignment_epoch,omitempty"`
+	Assignor        string       `json:"assignor,omitempty"`
+	ProtocolType    string       `json:"protocol_type"`
+	Protocol        string       `json:"protocol"`
+	Coordinator     int32        `json:"coordinator"`
+	Members         []memberInfo `json:"members"`
+	Offsets         []offsetInfo `json:"offsets"`
+	TotalLag        int64        `json:"total_lag"`
 }
 
 func (c *cli) groupDescribe(args []string) error {

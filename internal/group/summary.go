@@ -18,9 +18,9 @@ type Summary struct {
 	AssignmentEpoch int32  `json:"assignmentEpoch,omitempty"`
 	Assignor        string `json:"assignor,omitempty"`
 	State           string `json:"state"`
-	ProtocolType string `json:"protocolType"`
-	Protocol     string `json:"protocol"`
-	Generation   int32  `json:"generation"`
+	ProtocolType    string `json:"protocolType"`
+	Protocol        string `json:"protocol"`
+	Generation      int32  `json:"generation"`
 	// StateSinceMs is when the group entered its state (Unix ms).
 	StateSinceMs int64             `json:"stateSinceMs"`
 	Members      []MemberSummary   `json:"members"`
