@@ -407,3 +407,48 @@ func rawRequest(t *testing.T, addr string, req kmsg.Request) kmsg.Response {
 	}
 	return resp
 }
+
+// TestKIP848GroupConfigOverride: consumer.heartbeat.interval.ms set on a
+// GROUP resource (IncrementalAlterConfigs) is the interval the group's
+// members are given; other groups keep the broker's.
+func TestKIP848GroupConfigOverride(t *testing.T) {
+	props := map[string]string{"group.consumer.min.heartbeat.interval.ms": "100", "group.consumer.heartbeat.interval.ms": "5000"}
+	for k, v := range groupProps {
+		props[k] = v
+	}
+	n := startNode(t, "", props)
+	cl := n.client()
+	createTopic(t, cl, "tcfg", 1, nil)
+	v := "1234"
+	iac := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	rr := kmsg.NewIncrementalAlterConfigsRequestResource()
+	rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeGroupConfig, "gcfg"
+	rr.Configs = []kmsg.IncrementalAlterConfigsRequestResourceConfig{{Name: "consumer.heartbeat.interval.ms", Value: &v}}
+	iac.Resources = append(iac.Resources, rr)
+	if r := request[*kmsg.IncrementalAlterConfigsResponse](t, cl, iac); r.Resources[0].ErrorCode != 0 {
+		t.Fatalf("alter group config: %v", kerr.ErrorForCode(r.Resources[0].ErrorCode))
+	}
+	interval := func(group string) int32 {
+		req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		req.Group, req.MemberID, req.MemberEpoch = group, "m-"+group, 0
+		req.RebalanceTimeoutMillis = 30000
+		req.SubscribedTopicNames = []string{"tcfg"}
+		req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+		for i := 0; ; i++ {
+			r := request[*kmsg.ConsumerGroupHeartbeatResponse](t, cl, req)
+			if r.ErrorCode == 0 {
+				return r.HeartbeatIntervalMillis
+			}
+			if i > 50 {
+				t.Fatalf("join %s: %v", group, kerr.ErrorForCode(r.ErrorCode))
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	if got := interval("gcfg"); got != 1234 {
+		t.Errorf("group with an override: heartbeat interval %d, want 1234", got)
+	}
+	if got := interval("gother"); got != 5000 {
+		t.Errorf("group without an override: heartbeat interval %d, want 5000", got)
+	}
+}
