@@ -452,3 +452,73 @@ func TestKIP848GroupConfigOverride(t *testing.T) {
 		t.Errorf("group without an override: heartbeat interval %d, want 5000", got)
 	}
 }
+
+// TestKIP848TxnOffsetCommitMemberEpoch: a TxnOffsetCommit from a consumer
+// group member carries its member epoch as the generation id: a stale
+// one is ILLEGAL_GENERATION, an unknown member UNKNOWN_MEMBER_ID, the
+// member's own epoch is accepted (Kafka's
+// ConsumerGroup.validateOffsetCommit with isTransactional).
+func TestKIP848TxnOffsetCommitMemberEpoch(t *testing.T) {
+	n := startNode(t, "", kip848Props)
+	cl := n.client()
+	createTopic(t, cl, "ttx", 1, nil)
+	var epoch int32
+	for i := 0; ; i++ {
+		hb := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		hb.Group, hb.MemberID, hb.MemberEpoch = "gtx", "member-tx", 0
+		hb.RebalanceTimeoutMillis = 30000
+		hb.SubscribedTopicNames = []string{"ttx"}
+		hb.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+		r := request[*kmsg.ConsumerGroupHeartbeatResponse](t, cl, hb)
+		if r.ErrorCode == 0 {
+			epoch = r.MemberEpoch
+			break
+		}
+		if i > 50 {
+			t.Fatalf("join: %v", kerr.ErrorForCode(r.ErrorCode))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	var pid int64
+	var pepoch int16
+	for i := 0; ; i++ {
+		ip := kmsg.NewPtrInitProducerIDRequest()
+		txid := "tx-848"
+		ip.TransactionalID, ip.TransactionTimeoutMillis = &txid, 60000
+		r := request[*kmsg.InitProducerIDResponse](t, cl, ip)
+		if r.ErrorCode == 0 {
+			pid, pepoch = r.ProducerID, r.ProducerEpoch
+			break
+		}
+		if i > 50 {
+			t.Fatalf("init producer id: %v", kerr.ErrorForCode(r.ErrorCode))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	ao := kmsg.NewPtrAddOffsetsToTxnRequest()
+	ao.TransactionalID, ao.ProducerID, ao.ProducerEpoch, ao.Group = "tx-848", pid, pepoch, "gtx"
+	if r := request[*kmsg.AddOffsetsToTxnResponse](t, cl, ao); r.ErrorCode != 0 {
+		t.Fatalf("add offsets to txn: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	commit := func(member string, gen int32) int16 {
+		req := kmsg.NewPtrTxnOffsetCommitRequest()
+		req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group = "tx-848", pid, pepoch, "gtx"
+		req.MemberID, req.Generation = member, gen
+		rt := kmsg.NewTxnOffsetCommitRequestTopic()
+		rt.Topic = "ttx"
+		rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+		rp.Partition, rp.Offset = 0, 3
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		return request[*kmsg.TxnOffsetCommitResponse](t, cl, req).Topics[0].Partitions[0].ErrorCode
+	}
+	if code := commit("member-tx", epoch+3); code != kerr.IllegalGeneration.Code {
+		t.Errorf("stale member epoch: %v", kerr.ErrorForCode(code))
+	}
+	if code := commit("nobody", epoch); code != kerr.UnknownMemberID.Code {
+		t.Errorf("unknown member: %v", kerr.ErrorForCode(code))
+	}
+	if code := commit("member-tx", epoch); code != 0 {
+		t.Errorf("the member at its epoch: %v", kerr.ErrorForCode(code))
+	}
+}
