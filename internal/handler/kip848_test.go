@@ -522,3 +522,30 @@ func TestKIP848TxnOffsetCommitMemberEpoch(t *testing.T) {
 		t.Errorf("the member at its epoch: %v", kerr.ErrorForCode(code))
 	}
 }
+
+// TestMetadataV12ByTopicID: Metadata v12 is advertised and finds a topic
+// by id (librdkafka's KIP-848 consumer resolves its assignment's topic
+// ids with Metadata v12 and asserts the broker supports it).
+func TestMetadataV12ByTopicID(t *testing.T) {
+	n := startNode(t, "", nil)
+	cl := n.client()
+	createTopic(t, cl, "byid", 2, nil)
+	req := kmsg.NewPtrMetadataRequest()
+	name := "byid"
+	req.Topics = []kmsg.MetadataRequestTopic{{Topic: &name}}
+	r := request[*kmsg.MetadataResponse](t, cl, req)
+	id := r.Topics[0].TopicID
+	byID := kmsg.NewPtrMetadataRequest()
+	byID.Version = 12
+	byID.Topics = []kmsg.MetadataRequestTopic{{TopicID: id}}
+	got := rawRequest(t, n.addr, byID).(*kmsg.MetadataResponse)
+	if len(got.Topics) != 1 || got.Topics[0].ErrorCode != 0 || got.Topics[0].Topic == nil || *got.Topics[0].Topic != "byid" || len(got.Topics[0].Partitions) != 2 {
+		t.Fatalf("Metadata v12 by id: %+v", got.Topics)
+	}
+	av := request[*kmsg.ApiVersionsResponse](t, cl, kmsg.NewPtrApiVersionsRequest())
+	for _, k := range av.ApiKeys {
+		if k.ApiKey == 3 && k.MaxVersion < 12 {
+			t.Errorf("Metadata advertised up to v%d, want 12", k.MaxVersion)
+		}
+	}
+}
