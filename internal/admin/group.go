@@ -82,6 +82,10 @@ type memberInfo struct {
 	ClientID    string       `json:"client_id"`
 	Host        string       `json:"host"`
 	Assignments []assignment `json:"assignments"`
+	// MemberEpoch and Target are a consumer group's (KIP-848): the
+	// member's epoch and its partitions in the target assignment.
+	MemberEpoch *int32       `json:"member_epoch,omitempty"`
+	Target      []assignment `json:"target_assignment,omitempty"`
 }
 
 type assignment struct {
@@ -106,14 +110,19 @@ type offsetInfo struct {
 
 // groupInfo is one group in `group describe`.
 type groupInfo struct {
-	Group        string       `json:"group"`
-	State        string       `json:"state"`
-	ProtocolType string       `json:"protocol_type"`
-	Protocol     string       `json:"protocol"`
-	Coordinator  int32        `json:"coordinator"`
-	Members      []memberInfo `json:"members"`
-	Offsets      []offsetInfo `json:"offsets"`
-	TotalLag     int64        `json:"total_lag"`
+	Group string `json:"group"`
+	Type  string `json:"type"` // classic, or consumer (KIP-848)
+	State string `json:"state"`
+	// GroupEpoch, AssignmentEpoch and Assignor are a consumer group's.
+	GroupEpoch      int32        `json:"group_epoch,omitempty"`
+	AssignmentEpoch int32        `json:"assignment_epoch,omitempty"`
+	Assignor        string       `json:"assignor,omitempty"`
+	ProtocolType    string       `json:"protocol_type"`
+	Protocol        string       `json:"protocol"`
+	Coordinator     int32        `json:"coordinator"`
+	Members         []memberInfo `json:"members"`
+	Offsets         []offsetInfo `json:"offsets"`
+	TotalLag        int64        `json:"total_lag"`
 }
 
 func (c *cli) groupDescribe(args []string) error {
@@ -145,7 +154,11 @@ func (c *cli) groupDescribe(args []string) error {
 			if l.State == "Dead" && len(l.Members) == 0 && len(l.Lag) == 0 {
 				return fmt.Errorf("group %s does not exist", id)
 			}
-			out.Groups = append(out.Groups, newGroupInfo(l))
+			g := newGroupInfo(l)
+			if g.ProtocolType == "consumer" {
+				addConsumerGroup(ctx, adm, &g)
+			}
+			out.Groups = append(out.Groups, g)
 		}
 		return o.emit(out, func(w *tabwriter.Writer) {
 			for i, g := range out.Groups {
@@ -154,19 +167,30 @@ func (c *cli) groupDescribe(args []string) error {
 				}
 				fmt.Fprintf(w, "Group: %s  State: %s  Protocol: %s  Coordinator: %d  Members: %d  Lag: %d\n",
 					g.Group, g.State, g.Protocol, g.Coordinator, len(g.Members), g.TotalLag)
+				if g.Type == "consumer" {
+					fmt.Fprintf(w, "Type: consumer  Group epoch: %d  Assignment epoch: %d  Assignor: %s\n", g.GroupEpoch, g.AssignmentEpoch, g.Assignor)
+				} else {
+					fmt.Fprintln(w, "Type: classic")
+				}
 				fmt.Fprintln(w, "TOPIC\tPARTITION\tCURRENT-OFFSET\tLOG-END-OFFSET\tLAG\tCONSUMER-ID\tHOST\tCLIENT-ID")
 				for _, p := range g.Offsets {
 					fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Topic, p.Partition, orDash(p.Committed),
 						orDash(p.LogEnd), orDash(p.Lag), dash(p.MemberID), dash(p.Host), dash(p.ClientID))
 				}
-				if len(g.Members) > 0 {
+				if len(g.Members) > 0 && g.Type == "consumer" {
+					fmt.Fprintln(w, "\nMEMBER\tEPOCH\tCLIENT-ID\tHOST\tASSIGNMENT\tTARGET")
+					for _, m := range g.Members {
+						epoch := int32(-1)
+						if m.MemberEpoch != nil {
+							epoch = *m.MemberEpoch
+						}
+						fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\n", m.MemberID, epoch, m.ClientID, m.Host,
+							dash(assignmentString(m.Assignments)), dash(assignmentString(m.Target)))
+					}
+				} else if len(g.Members) > 0 {
 					fmt.Fprintln(w, "\nMEMBER\tCLIENT-ID\tHOST\tASSIGNMENT")
 					for _, m := range g.Members {
-						var as []string
-						for _, a := range m.Assignments {
-							as = append(as, a.Topic+":"+ints(a.Partitions))
-						}
-						fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", m.MemberID, m.ClientID, m.Host, dash(strings.Join(as, " ")))
+						fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", m.MemberID, m.ClientID, m.Host, dash(assignmentString(m.Assignments)))
 					}
 				}
 			}
@@ -189,7 +213,7 @@ func dash(s string) string {
 }
 
 func newGroupInfo(l kadm.DescribedGroupLag) groupInfo {
-	g := groupInfo{Group: l.Group, State: l.State, ProtocolType: l.ProtocolType, Protocol: l.Protocol,
+	g := groupInfo{Group: l.Group, Type: "classic", State: l.State, ProtocolType: l.ProtocolType, Protocol: l.Protocol,
 		Coordinator: l.Coordinator.NodeID, Members: []memberInfo{}, Offsets: []offsetInfo{}}
 	for _, m := range l.Members {
 		mi := memberInfo{MemberID: m.MemberID, ClientID: m.ClientID, Host: m.ClientHost, Assignments: []assignment{}}

@@ -140,8 +140,9 @@ IncrementalAlterConfigs or AlterConfigs (` + "`kafka-configs.sh --entity-type gr
 ` + "`sluice config set --group`" + `), for any group id, existing or not; kept in
 the metadata log. A value must lie within the bounds of the broker settings
 in the third column, and a session timeout must exceed its heartbeat
-interval (INVALID_CONFIG otherwise). sluice serves the classic group
-protocol only, so these are stored and described but change nothing yet.
+interval (INVALID_CONFIG otherwise). They set the session timeout and
+heartbeat interval of the group's KIP-848 members (docs/kip848.md) at
+their next heartbeat; a classic group ignores them.
 
 | config | broker default | bounds | type | valid values | effect |
 |---|---|---|---|---|---|

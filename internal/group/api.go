@@ -1,7 +1,6 @@
 package group
 
 import (
-	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -70,6 +69,10 @@ func (c *Coordinator) JoinGroup(req *kmsg.JoinGroupRequest, clientID, clientHost
 	}
 	var res Result[*kmsg.JoinGroupResponse]
 	if err := c.run(req.Group, func(s *shard) {
+		if e := c.classicOnly(s, req.Group); e != nil {
+			res = fail(e)
+			return
+		}
 		g := s.State().groups[req.Group]
 		if g == nil {
 			if req.MemberID != "" {
@@ -210,7 +213,13 @@ func (c *Coordinator) describe(id string, rg kmsg.DescribeGroupsResponseGroup) k
 		rg.ErrorCode = kerr.InvalidGroupID.Code
 		return rg
 	}
-	if err := c.run(id, func(s *shard) { rg = describeGroup(s.State().groups[id], rg) }); err != nil {
+	if err := c.run(id, func(s *shard) {
+		if cg := s.State().consumers.Group(id); cg != nil {
+			rg = c.describeConsumerAsClassic(cg, rg)
+			return
+		}
+		rg = describeGroup(s.State().groups[id], rg)
+	}); err != nil {
 		rg.ErrorCode = err.Code
 	}
 	return rg
@@ -249,13 +258,31 @@ func (c *Coordinator) ListGroups(req *kmsg.ListGroupsRequest) *kmsg.ListGroupsRe
 		want[lower(st)] = true
 	}
 	// v5's TypesFilter (KIP-848): Kafka parses type names
-	// case-insensitively (Group.GroupType.parse); every group here is
-	// classic, so a filter without "classic" lists none.
-	if len(req.TypesFilter) > 0 && !slices.ContainsFunc(req.TypesFilter, func(t string) bool { return lower(t) == "classic" }) {
-		return resp
+	// case-insensitively (Group.GroupType.parse).
+	types := map[string]bool{}
+	for _, t := range req.TypesFilter {
+		types[lower(t)] = true
 	}
 	if c.forEachShard(func(s *shard) {
+		mgr := s.State().consumers
+		if len(types) == 0 || types["consumer"] {
+			for _, id := range mgr.Groups() {
+				state := mgr.Group(id).State()
+				if len(want) > 0 && !want[lower(state)] {
+					continue
+				}
+				lg := kmsg.NewListGroupsResponseGroup()
+				lg.Group, lg.ProtocolType, lg.GroupState, lg.GroupType = id, "consumer", state, "consumer"
+				resp.Groups = append(resp.Groups, lg)
+			}
+		}
+		if len(types) > 0 && !types["classic"] {
+			return
+		}
 		for _, g := range s.State().groups {
+			if mgr.Group(g.id) != nil {
+				continue // the offsets' holder of a consumer group
+			}
 			if len(want) > 0 && !want[lower(g.state.String())] {
 				continue
 			}
@@ -323,6 +350,20 @@ func (c *Coordinator) deleteGroup(id string) (wait func() error, code int16) {
 	}
 	if err := c.run(id, func(s *shard) {
 		g := s.State().groups[id]
+		var crecs []record
+		var restore func()
+		if mgr := s.State().consumers; mgr.Group(id) != nil {
+			restore = mgr.Snapshot(id)
+			recs, e := mgr.DeleteGroup(id)
+			if e != nil {
+				code = e.Code
+				return
+			}
+			crecs = encodeConsumer(recs)
+			if g == nil {
+				g = c.group(s, id, true)
+			}
+		}
 		switch {
 		case g == nil || g.state == Dead:
 			code = kerr.GroupIDNotFound.Code
@@ -331,13 +372,16 @@ func (c *Coordinator) deleteGroup(id string) (wait func() error, code int16) {
 			code = kerr.NonEmptyGroup.Code
 			return
 		}
-		var recs []record
+		recs := crecs
 		for _, tp := range g.offsetKeys() {
 			recs = append(recs, offsetTombstone(id, tp))
 		}
 		recs = append(recs, groupTombstone(id))
 		done, w := durable()
 		if _, aerr := c.appendRecords(s, recs, nil, done); aerr != nil {
+			if restore != nil {
+				restore()
+			}
 			code = kerr.CoordinatorNotAvailable.Code
 			return
 		}

@@ -53,7 +53,18 @@ func (c *Coordinator) commitLocked(s *shard, req *kmsg.OffsetCommitRequest, resp
 	setAll func(int16) Result[*kmsg.OffsetCommitResponse]) Result[*kmsg.OffsetCommitResponse] {
 	now := c.clock.Now()
 	g := s.State().groups[req.Group]
-	if g == nil {
+	// A consumer group (KIP-848) checks the member id and member epoch
+	// (OffsetCommit v9+ carries the epoch as the generation id);
+	// its offsets live in an Empty classic Group of the same id.
+	code, isConsumer := s.State().consumers.ValidateOffsetCommit(req.Group, req.MemberID, req.Generation)
+	switch {
+	case isConsumer && code != 0:
+		return setAll(code)
+	case isConsumer && g == nil:
+		if g = c.group(s, req.Group, true); g == nil {
+			return setAll(kerr.CoordinatorNotAvailable.Code)
+		}
+	case g == nil:
 		if req.Generation >= 0 {
 			return setAll(kerr.IllegalGeneration.Code)
 		}
@@ -61,9 +72,11 @@ func (c *Coordinator) commitLocked(s *shard, req *kmsg.OffsetCommitRequest, resp
 			return setAll(kerr.CoordinatorNotAvailable.Code)
 		}
 	}
-	if code := g.ValidateCommit(now, req.Generation, req.MemberID, req.InstanceID); code != 0 {
-		c.schedule(s, g)
-		return setAll(code)
+	if !isConsumer {
+		if code := g.ValidateCommit(now, req.Generation, req.MemberID, req.InstanceID); code != 0 {
+			c.schedule(s, g)
+			return setAll(code)
+		}
 	}
 	type pendingCommit struct {
 		tp   TopicPartition
@@ -136,14 +149,28 @@ func (c *Coordinator) commitLocked(s *shard, req *kmsg.OffsetCommitRequest, resp
 // offset answers UNSTABLE_OFFSET_COMMIT and offset -1, as Kafka's
 // OffsetMetadataManager does; without it the committed offset is returned.
 func (c *Coordinator) fetchGroup(id string, topics []kmsg.OffsetFetchRequestTopic, requireStable bool) ([]kmsg.OffsetFetchResponseTopic, int16) {
+	return c.fetchGroupAs(id, nil, -1, topics, requireStable)
+}
+
+// fetchGroupAs is fetchGroup for OffsetFetch v9+, naming the member
+// fetching (nil and -1 for none): a consumer group checks its member id
+// and epoch (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH).
+func (c *Coordinator) fetchGroupAs(id string, memberID *string, memberEpoch int32, topics []kmsg.OffsetFetchRequestTopic, requireStable bool) ([]kmsg.OffsetFetchResponseTopic, int16) {
 	if id == "" {
 		return nil, kerr.InvalidGroupID.Code
 	}
 	var out []kmsg.OffsetFetchResponseTopic
-	if err := c.run(id, func(s *shard) { out = fetchOffsets(s.State().groups[id], topics, requireStable) }); err != nil {
+	var code int16
+	if err := c.run(id, func(s *shard) {
+		if cd, ok := s.State().consumers.ValidateOffsetFetch(id, memberID, memberEpoch); ok && cd != 0 {
+			code = cd
+			return
+		}
+		out = fetchOffsets(s.State().groups[id], topics, requireStable)
+	}); err != nil {
 		return nil, err.Code
 	}
-	return out, 0
+	return out, code
 }
 
 // fetchOffsets is fetchGroup on the owner of the group's shard; g may be
@@ -208,7 +235,12 @@ func (c *Coordinator) OffsetFetch(req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetc
 					topics = append(topics, kmsg.OffsetFetchRequestTopic{Topic: t.Topic, Partitions: t.Partitions})
 				}
 			}
-			out, code := c.fetchGroup(rg.Group, topics, req.RequireStable)
+			memberEpoch := int32(-1)
+			var memberID *string
+			if req.Version >= 9 {
+				memberID, memberEpoch = rg.MemberID, rg.MemberEpoch
+			}
+			out, code := c.fetchGroupAs(rg.Group, memberID, memberEpoch, topics, req.RequireStable)
 			g := kmsg.NewOffsetFetchResponseGroup()
 			g.Group, g.ErrorCode = rg.Group, code
 			for _, t := range out {

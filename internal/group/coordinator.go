@@ -30,6 +30,7 @@ import (
 	"github.com/sluice-io/sluice/internal/clock"
 	"github.com/sluice-io/sluice/internal/config"
 	"github.com/sluice-io/sluice/internal/coord"
+	"github.com/sluice-io/sluice/internal/group/consumer"
 	"github.com/sluice-io/sluice/internal/metadata"
 	"github.com/sluice-io/sluice/internal/storage"
 )
@@ -107,6 +108,8 @@ type shardState struct {
 	// txnGroups lists, per producer id, the groups that may hold its
 	// pending transactional offsets (an entry may be stale).
 	txnGroups map[int64]map[string]bool
+	// consumers are the partition's KIP-848 consumer groups.
+	consumers *consumer.Manager
 	loadTook  time.Duration
 	replayed  bool // the partition had records to replay
 }
@@ -138,6 +141,10 @@ type Coordinator struct {
 	numTxnOffsets atomic.Int64   // pending transactional offsets, at most MaxTxnOffsets
 	work          sync.WaitGroup // reconciliations started by timers
 	waitingLogged atomic.Bool    // "not creating __consumer_offsets yet" was logged
+
+	ccfg       consumer.Config // KIP-848 settings (group.consumer.*)
+	consumerOn bool            // group.coordinator.rebalance.protocols lists consumer
+	cimg       atomic.Value    // *imageCache: the consumer.Image of the last metadata image
 }
 
 // New returns a coordinator for b and elects every offsets partition this
@@ -149,7 +156,8 @@ func New(b *broker.Broker, opts Options) *Coordinator {
 	if opts.Logger == nil {
 		opts.Logger = b.Logger()
 	}
-	c := &Coordinator{b: b, cfg: opts.Config, clock: opts.Clock, log: opts.Logger.With("component", "group")}
+	c := &Coordinator{b: b, cfg: opts.Config, clock: opts.Clock, log: opts.Logger.With("component", "group"),
+		ccfg: ConsumerConfig(b.Config()), consumerOn: consumerEnabled(b.Config())}
 	c.rt = coord.New(coord.Config[*shardState]{
 		Name: "group", Clock: c.clock, Logger: c.log,
 		Replica: func(i int32) (coord.Replica, error) {
@@ -263,6 +271,7 @@ func (c *Coordinator) unloaded(s *shard) {
 	}
 	st.groups = map[string]*Group{}
 	st.txnGroups = map[int64]map[string]bool{}
+	st.consumers = c.newConsumerManager()
 }
 
 // Close resigns every shard and stops the background work. Requests that
@@ -316,7 +325,8 @@ func (c *Coordinator) load(i int32, r coord.Replica) (*shardState, error) {
 		c.log.Error(msg, "partition", i, "offset", off, "err", err)
 	})
 	now := c.clock.Now()
-	st := &shardState{groups: map[string]*Group{}, txnGroups: map[int64]map[string]bool{}}
+	l.consumers.Reconfigure(c.consumerConfig())
+	st := &shardState{groups: map[string]*Group{}, txnGroups: map[int64]map[string]bool{}, consumers: l.consumers}
 	for id, gm := range l.groups {
 		g := restoreGroup(id, &c.cfg, gm, now)
 		for tp, o := range l.offsets[id] {
@@ -348,6 +358,7 @@ func (c *Coordinator) loaded(s *shard) {
 		c.schedule(s, g)
 	}
 	c.armRetention(s)
+	c.loadedConsumers(s)
 	if st.replayed {
 		c.log.Info("loaded groups", "partition", s.Partition(), "groups", len(st.groups), "took", st.loadTook)
 	}

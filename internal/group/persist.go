@@ -120,6 +120,18 @@ func (c *Coordinator) expireShard(s *shard) {
 	var dels []del
 	var drop []*Group
 	for _, g := range s.State().groups {
+		if cg := s.State().consumers.Group(g.id); cg != nil {
+			// A consumer group's offsets expire only once it is empty
+			// (Kafka's OffsetExpirationCondition), and its holder stays.
+			if len(cg.Members) > 0 {
+				continue
+			}
+			for _, tp := range g.expiredOffsets(now, c.cfg.OffsetsRetention) {
+				dels = append(dels, del{g, tp, len(recs)})
+				recs = append(recs, offsetTombstone(g.id, tp))
+			}
+			continue
+		}
 		for _, tp := range g.expiredOffsets(now, c.cfg.OffsetsRetention) {
 			dels = append(dels, del{g, tp, len(recs)})
 			recs = append(recs, offsetTombstone(g.id, tp))

@@ -8,8 +8,9 @@ package group
 //	GroupMetadataKey v2   (group)                   -> GroupMetadataValue v3
 //
 // A null value is a tombstone: the offset, or the group's membership
-// metadata, is deleted. Keys of versions 3 and up (KIP-848 consumer-group
-// records) are skipped when loading.
+// metadata, is deleted. Keys of versions 3 to 8 and 16 are KIP-848
+// consumer-group records (internal/group/consumer); other versions are
+// skipped when loading.
 
 import (
 	"encoding/binary"
@@ -21,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-io/sluice/internal/batch"
+	"github.com/sluice-io/sluice/internal/group/consumer"
 )
 
 // OffsetsTopic is the internal topic holding committed offsets and group
@@ -156,11 +158,14 @@ type loaded struct {
 	// txn holds the offsets of transactional batches whose marker has not
 	// been read yet: by producer id, then group.
 	txn map[int64]map[string]map[TopicPartition]Offset
+	// consumers holds the KIP-848 consumer groups replayed (key
+	// versions 3 to 8 and 16).
+	consumers *consumer.Manager
 }
 
 func newLoaded() *loaded {
 	return &loaded{offsets: map[string]map[TopicPartition]Offset{}, groups: map[string]*kmsg.GroupMetadataValue{},
-		txn: map[int64]map[string]map[TopicPartition]Offset{}}
+		txn: map[int64]map[string]map[TopicPartition]Offset{}, consumers: consumer.NewManager(consumer.Config{})}
 }
 
 // apply replays one record found at log offset at, written by producer
@@ -229,6 +234,12 @@ func (l *loaded) apply(key, value []byte, at, pid int64) error {
 			return errBadRecord
 		}
 		l.groups[k.Group] = &v
+	case consumer.TypeGroupMetadata, consumer.TypePartitionMetadata, consumer.TypeMemberMetadata,
+		consumer.TypeTargetAssignmentMetadata, consumer.TypeTargetAssignmentMember,
+		consumer.TypeCurrentMemberAssignment, consumer.TypeRegularExpression:
+		if err := l.consumers.ReplayEncoded(key, value); err != nil {
+			return errBadRecord
+		}
 	}
 	return nil
 }

@@ -10,11 +10,17 @@ import (
 // Summary is one group as the status pages show it: its state machine's
 // state, members and committed offsets, read on its shard's owner.
 type Summary struct {
-	ID           string `json:"id"`
-	State        string `json:"state"`
-	ProtocolType string `json:"protocolType"`
-	Protocol     string `json:"protocol"`
-	Generation   int32  `json:"generation"`
+	ID string `json:"id"`
+	// Type is classic, or consumer for a KIP-848 consumer group, which
+	// also has its group epoch, assignment epoch and assignor.
+	Type            string `json:"type"`
+	GroupEpoch      int32  `json:"groupEpoch,omitempty"`
+	AssignmentEpoch int32  `json:"assignmentEpoch,omitempty"`
+	Assignor        string `json:"assignor,omitempty"`
+	State           string `json:"state"`
+	ProtocolType    string `json:"protocolType"`
+	Protocol        string `json:"protocol"`
+	Generation      int32  `json:"generation"`
 	// StateSinceMs is when the group entered its state (Unix ms).
 	StateSinceMs int64             `json:"stateSinceMs"`
 	Members      []MemberSummary   `json:"members"`
@@ -28,6 +34,10 @@ type MemberSummary struct {
 	ClientID   string           `json:"clientId"`
 	ClientHost string           `json:"clientHost"`
 	Assigned   []TopicPartition `json:"assigned,omitempty"`
+	// MemberEpoch and Target are a consumer group member's epoch and its
+	// partitions in the target assignment.
+	MemberEpoch int32            `json:"memberEpoch,omitempty"`
+	Target      []TopicPartition `json:"target,omitempty"`
 }
 
 // CommittedOffset is a group's committed offset of one partition.
@@ -43,8 +53,18 @@ type CommittedOffset struct {
 func (c *Coordinator) Summaries() []Summary {
 	var out []Summary
 	c.forEachShard(func(s *shard) {
+		mgr := s.State().consumers
 		for _, g := range s.State().groups {
+			if cg := mgr.Group(g.id); cg != nil {
+				out = append(out, c.consumerSummary(cg, g))
+				continue
+			}
 			out = append(out, g.summary())
+		}
+		for _, id := range mgr.Groups() {
+			if s.State().groups[id] == nil {
+				out = append(out, c.consumerSummary(mgr.Group(id), nil))
+			}
 		}
 	})
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
@@ -53,7 +73,7 @@ func (c *Coordinator) Summaries() []Summary {
 
 // summary builds the group's Summary (on its shard's owner).
 func (g *Group) summary() Summary {
-	s := Summary{ID: g.id, State: g.state.String(), ProtocolType: g.protocolType, Protocol: g.protocol,
+	s := Summary{ID: g.id, Type: "classic", State: g.state.String(), ProtocolType: g.protocolType, Protocol: g.protocol,
 		Generation: g.generation, StateSinceMs: unixMs(g.stateSince), Members: []MemberSummary{}, Offsets: []CommittedOffset{}}
 	for _, m := range g.sortedMembers() {
 		ms := MemberSummary{ID: m.id, ClientID: m.clientID, ClientHost: m.clientHost}
@@ -69,17 +89,24 @@ func (g *Group) summary() Summary {
 		}
 		s.Members = append(s.Members, ms)
 	}
+	s.Offsets = g.offsetSummaries()
+	return s
+}
+
+// offsetSummaries lists g's committed offsets by topic and partition.
+func (g *Group) offsetSummaries() []CommittedOffset {
+	out := []CommittedOffset{}
 	for tp, o := range g.offsets {
-		s.Offsets = append(s.Offsets, CommittedOffset{Topic: tp.Topic, Partition: tp.Partition, Offset: o.Offset, CommitTimeMs: unixMs(o.CommitTime)})
+		out = append(out, CommittedOffset{Topic: tp.Topic, Partition: tp.Partition, Offset: o.Offset, CommitTimeMs: unixMs(o.CommitTime)})
 	}
-	sort.Slice(s.Offsets, func(i, j int) bool {
-		a, b := s.Offsets[i], s.Offsets[j]
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
 		if a.Topic != b.Topic {
 			return a.Topic < b.Topic
 		}
 		return a.Partition < b.Partition
 	})
-	return s
+	return out
 }
 
 // unixMs is t in Unix milliseconds, 0 for the zero time.

@@ -187,6 +187,23 @@ func (c *Coordinator) txnCommitLocked(s *shard, req *kmsg.TxnOffsetCommitRequest
 	setRest func(int16) Result[*kmsg.TxnOffsetCommitResponse]) Result[*kmsg.TxnOffsetCommitResponse] {
 	st := s.State()
 	g := st.groups[req.Group]
+	// A consumer group (KIP-848): the generation id is the member epoch,
+	// and a stale one is ILLEGAL_GENERATION for a transactional commit
+	// (Kafka's ConsumerGroup.validateOffsetCommit with isTransactional).
+	code, isConsumer := st.consumers.ValidateOffsetCommit(req.Group, req.MemberID, req.Generation)
+	if isConsumer {
+		if code == kerr.StaleMemberEpoch.Code {
+			code = kerr.IllegalGeneration.Code
+		}
+		if code != 0 {
+			return setRest(code)
+		}
+		if g == nil {
+			if g = c.group(s, req.Group, true); g == nil {
+				return setRest(kerr.CoordinatorNotAvailable.Code)
+			}
+		}
+	}
 	if g == nil {
 		// Kafka's OffsetMetadataManager: an unknown group is created for
 		// a generation -1 ("simple") commit only.
@@ -198,7 +215,7 @@ func (c *Coordinator) txnCommitLocked(s *shard, req *kmsg.TxnOffsetCommitRequest
 		}
 	}
 	defer c.schedule(s, g)
-	if code := g.ValidateTxnCommit(req.Generation, req.MemberID, req.InstanceID); code != 0 {
+	if code := g.ValidateTxnCommit(req.Generation, req.MemberID, req.InstanceID); code != 0 && !isConsumer {
 		return setRest(code)
 	}
 	now := c.clock.Now()

@@ -1,6 +1,8 @@
 package handler
 
-// Metadata, versions 0-11.
+// Metadata, versions 0-12 (v12 is v11's format; Kafka serves lookups by
+// topic id from v12, and librdkafka's KIP-848 consumer asks by id only
+// from a broker that advertises it).
 //
 // A null topic list (v1+) or an empty one (v0) asks for every topic.
 // Unknown topics are created when auto.create.topics.enable is true and the

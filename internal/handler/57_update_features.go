@@ -3,8 +3,9 @@ package handler
 // UpdateFeatures, versions 0-2 (KIP-584; v1 ValidateOnly and UpgradeType,
 // KIP-778; v2 drops the per-feature results; Kafka forwards it to the
 // controller, FeatureControlManager): finalizes feature levels, all of a
-// request or none. The only feature whose level a cluster can change is
-// kraft.version (0: static quorum, 1: dynamic voters, KIP-853);
+// request or none. The features whose level a cluster can change are
+// kraft.version (0: static quorum, 1: dynamic voters, KIP-853) and
+// group.version (1: KIP-848 consumer groups served, 0: not);
 // transaction.version is fixed by the sluice.transaction.version setting
 // (docs/transactions.md). A level moves only when every registered broker
 // supports it (INVALID_UPDATE_VERSION naming those that do not); a

@@ -47,8 +47,8 @@ func (h *Handlers) registerGroupAPIs(reg *protocol.Registry) {
 	})
 	g := &groupAPI{h: h, c: c}
 	for _, api := range []protocol.Handler{
-		{Key: 8, MinVersion: 0, MaxVersion: 8, Serve: g.offsetCommitAuthz},
-		{Key: 9, MinVersion: 0, MaxVersion: 8, Serve: g.offsetFetchAuthz},
+		{Key: 8, MinVersion: 0, MaxVersion: 9, Serve: g.offsetCommitAuthz},
+		{Key: 9, MinVersion: 0, MaxVersion: 9, Serve: g.offsetFetchAuthz},
 		{Key: 10, MinVersion: 0, MaxVersion: 4, Serve: g.findCoordinator},
 		{Key: 11, MinVersion: 0, MaxVersion: 7, Serve: g.joinGroupAuthz},
 		{Key: 12, MinVersion: 0, MaxVersion: 4, Serve: g.heartbeatAuthz},
@@ -59,6 +59,8 @@ func (h *Handlers) registerGroupAPIs(reg *protocol.Registry) {
 		{Key: 28, MinVersion: 0, MaxVersion: 5, Serve: g.txnOffsetCommit},
 		{Key: 42, MinVersion: 0, MaxVersion: 2, Serve: g.deleteGroupsAuthz},
 		{Key: 47, MinVersion: 0, MaxVersion: 0, Serve: g.offsetDeleteAuthz},
+		{Key: 68, MinVersion: 0, MaxVersion: 1, Serve: g.consumerGroupHeartbeat, Hidden: g.consumerProtocolOff},
+		{Key: 69, MinVersion: 0, MaxVersion: 1, Serve: g.consumerGroupDescribe, Hidden: g.consumerProtocolOff},
 	} {
 		reg.Register(api)
 	}

@@ -105,7 +105,7 @@ func RegisterWith(reg *protocol.Registry, b *broker.Broker, opts Options) *Handl
 		{Key: 0, MinVersion: 0, MaxVersion: 12, Serve: h.withProduceQuota(h.produce)},
 		{Key: 1, MinVersion: 4, MaxVersion: fetchMaxVersion, Serve: h.fetch},
 		{Key: 2, MinVersion: 1, MaxVersion: 7, Serve: h.listOffsets},
-		{Key: 3, MinVersion: 0, MaxVersion: 11, Serve: h.metadata},
+		{Key: 3, MinVersion: 0, MaxVersion: 12, Serve: h.metadata},
 		{Key: 19, MinVersion: 0, MaxVersion: 7, Serve: h.createTopics},
 		{Key: 20, MinVersion: 0, MaxVersion: 6, Serve: h.deleteTopics},
 		{Key: 21, MinVersion: 0, MaxVersion: 2, Serve: h.deleteRecords},
@@ -148,6 +148,12 @@ func RegisterWith(reg *protocol.Registry, b *broker.Broker, opts Options) *Handl
 			return im.FeatureLevel(name), im.Offset
 		}})
 	}
+	// group.version (KIP-848), finalized in the metadata.
+	gv := metadata.SupportedFeatures()[metadata.FeatureGroupVersion]
+	reg.SetFeature(protocol.Feature{Name: metadata.FeatureGroupVersion, Min: gv.Min, Max: gv.Max, Level: func() (int16, int64) {
+		im := h.b.Image()
+		return im.GroupVersion(), im.Offset
+	}})
 	h.registerTxnAPIs(reg)
 	return h
 }

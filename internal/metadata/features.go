@@ -20,6 +20,10 @@ const FeatureKRaftVersion = "kraft.version"
 // when the ISR is empty; 0 keeps the last ISR member in the ISR instead.
 const FeatureELRVersion = "eligible.leader.replicas.version"
 
+// FeatureGroupVersion is Kafka's group.version (KIP-848): 1 serves the
+// consumer group protocol (ConsumerGroupHeartbeat, ConsumerGroupDescribe).
+const FeatureGroupVersion = "group.version"
+
 // FeatureRange is the levels a broker supports.
 type FeatureRange struct {
 	Min int16 `json:"min"`
@@ -28,11 +32,22 @@ type FeatureRange struct {
 
 // SupportedFeatures are the feature levels this binary supports.
 func SupportedFeatures() map[string]FeatureRange {
-	return map[string]FeatureRange{FeatureKRaftVersion: {Min: 0, Max: 1}, FeatureELRVersion: {Min: 0, Max: 1}}
+	return map[string]FeatureRange{FeatureKRaftVersion: {Min: 0, Max: 1}, FeatureELRVersion: {Min: 0, Max: 1}, FeatureGroupVersion: {Min: 0, Max: 1}}
 }
 
 // FeatureLevel returns the cluster's finalized level of name (0 if none).
 func (im *Image) FeatureLevel(name string) int16 { return im.Features[name] }
+
+// GroupVersion is the cluster's group.version: the finalized level, or
+// the highest supported one for a store that finalizes no feature (the
+// single-node Local store, where every level is in effect from the
+// start).
+func (im *Image) GroupVersion() int16 {
+	if im.Features == nil {
+		return SupportedFeatures()[FeatureGroupVersion].Max
+	}
+	return im.Features[FeatureGroupVersion]
+}
 
 // FeatureUpdate asks for feature Name at Level (UpdateFeatures).
 type FeatureUpdate struct {

@@ -95,6 +95,11 @@ type Handler struct {
 	MinVersion int16
 	MaxVersion int16
 	Serve      HandlerFunc
+	// Hidden, if set, leaves the API out of ApiVersions while it returns
+	// true (an API gated by a feature level, as Kafka hides
+	// ConsumerGroupHeartbeat below group.version 1); requests are still
+	// served, and the handler answers them as Kafka does then.
+	Hidden func() bool
 }
 
 // Registry maps API keys to handlers. It is built once at startup and read
@@ -178,6 +183,9 @@ func (r *Registry) apiVersionsResponse(version int16, errCode int16) *kmsg.ApiVe
 	resp.ErrorCode = errCode
 	for _, k := range r.Keys() {
 		h := r.handlers[k]
+		if h.Hidden != nil && h.Hidden() {
+			continue
+		}
 		resp.ApiKeys = append(resp.ApiKeys, kmsg.ApiVersionsResponseApiKey{
 			ApiKey: h.Key, MinVersion: h.MinVersion, MaxVersion: h.MaxVersion,
 		})

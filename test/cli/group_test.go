@@ -16,12 +16,16 @@ import (
 // groupJSON is `group describe --json` output.
 type groupJSON struct {
 	Groups []struct {
-		Group        string `json:"group"`
-		State        string `json:"state"`
-		ProtocolType string `json:"protocol_type"`
-		Protocol     string `json:"protocol"`
-		Coordinator  int32  `json:"coordinator"`
-		Members      []struct {
+		Group           string `json:"group"`
+		Type            string `json:"type"`
+		State           string `json:"state"`
+		GroupEpoch      int32  `json:"group_epoch"`
+		AssignmentEpoch int32  `json:"assignment_epoch"`
+		Assignor        string `json:"assignor"`
+		ProtocolType    string `json:"protocol_type"`
+		Protocol        string `json:"protocol"`
+		Coordinator     int32  `json:"coordinator"`
+		Members         []struct {
 			MemberID    string `json:"member_id"`
 			InstanceID  string `json:"instance_id"`
 			ClientID    string `json:"client_id"`
@@ -30,6 +34,11 @@ type groupJSON struct {
 				Topic      string  `json:"topic"`
 				Partitions []int32 `json:"partitions"`
 			} `json:"assignments"`
+			MemberEpoch *int32 `json:"member_epoch"`
+			Target      []struct {
+				Topic      string  `json:"topic"`
+				Partitions []int32 `json:"partitions"`
+			} `json:"target_assignment"`
 		} `json:"members"`
 		Offsets []struct {
 			Topic     string `json:"topic"`

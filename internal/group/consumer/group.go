@@ -193,3 +193,12 @@ func (g *Group) PreferredAssignor(def string) string {
 	}
 	return best
 }
+
+// SortedMembers returns the group's members by member id.
+func (g *Group) SortedMembers() []*Member {
+	out := make([]*Member, 0, len(g.Members))
+	for _, id := range slices.Sorted(maps.Keys(g.Members)) {
+		out = append(out, g.Members[id])
+	}
+	return out
+}

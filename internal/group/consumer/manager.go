@@ -190,3 +190,6 @@ func (mgr *Manager) apply(records []Record) {
 		}
 	}
 }
+
+// AssignorName is the default assignor's name (the first configured).
+func (c Config) AssignorName() string { return c.withDefaults().Assignors[0].Name() }

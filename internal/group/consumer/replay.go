@@ -193,3 +193,23 @@ func (g *Group) clone() *Group {
 	c.staticMembers = maps.Clone(g.staticMembers)
 	return &c
 }
+
+// Snapshot returns a function that puts group id back as it is now (or
+// removes it if it does not exist): the undo of a write that changes only
+// that group, cheaper than Clone for a caller rolling back one append.
+func (mgr *Manager) Snapshot(id string) (restore func()) {
+	g := mgr.groups[id]
+	if g == nil {
+		return func() { delete(mgr.groups, id) }
+	}
+	saved := g.clone()
+	return func() { mgr.groups[id] = saved }
+}
+
+// Reconfigure replaces the manager's configuration (replay does not use
+// it, so a loader may replay into a manager made with a default one).
+func (mgr *Manager) Reconfigure(cfg Config) { mgr.cfg = cfg.withDefaults() }
+
+// Forget drops group id without records (the caller unloads it, or it was
+// converted to a classic group whose tombstones it wrote itself).
+func (mgr *Manager) Forget(id string) { delete(mgr.groups, id) }

@@ -1,0 +1,48 @@
+package handler
+
+// ConsumerGroupDescribe, versions 0-1 (KIP-848; v1 adds each member's
+// type): a consumer group's state, group epoch, assignment epoch,
+// assignor, and each member's subscription, current assignment and target
+// assignment. A classic group or an unknown one answers
+// GROUP_ID_NOT_FOUND; a group coordinated elsewhere NOT_COORDINATOR.
+// Needs DESCRIBE on each group (GROUP_AUTHORIZATION_FAILED for the
+// others). UNSUPPORTED_VERSION while the consumer protocol is off
+// (68_consumer_group_heartbeat.go).
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-io/sluice/internal/acl"
+	"github.com/sluice-io/sluice/internal/protocol"
+)
+
+func (g *groupAPI) consumerGroupDescribe(r *protocol.Request) protocol.Reply {
+	req := r.Body.(*kmsg.ConsumerGroupDescribeRequest)
+	if g.consumerProtocolOff() {
+		resp := req.ResponseKind().(*kmsg.ConsumerGroupDescribeResponse)
+		for _, id := range req.Groups {
+			rg := kmsg.NewConsumerGroupDescribeResponseGroup()
+			rg.Group, rg.ErrorCode = id, kerr.UnsupportedVersion.Code
+			resp.Groups = append(resp.Groups, rg)
+		}
+		return protocol.Reply{Resp: resp}
+	}
+	var kept, refused []string
+	for _, id := range req.Groups {
+		if g.h.allowedGroup(r, id, acl.OpDescribe) {
+			kept = append(kept, id)
+		} else {
+			refused = append(refused, id)
+		}
+	}
+	sub := *req
+	sub.Groups = kept
+	resp := g.c.ConsumerGroupDescribe(&sub)
+	for _, id := range refused {
+		rg := kmsg.NewConsumerGroupDescribeResponseGroup()
+		rg.Group, rg.ErrorCode = id, groupDenied
+		resp.Groups = append(resp.Groups, rg)
+	}
+	return protocol.Reply{Resp: resp}
+}
