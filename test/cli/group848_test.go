@@ -37,6 +37,15 @@ func TestGroupDescribeConsumerGroup(t *testing.T) {
 
 	deadline := time.Now().Add(30 * time.Second)
 	for {
+		// Until the member's first heartbeat is committed the group
+		// does not exist yet (exit 1, "does not exist").
+		if r := cli(t, "", "group", "describe", "g848", b); r.code != 0 {
+			if !strings.Contains(r.stderr, "does not exist") || time.Now().After(deadline) {
+				t.Fatalf("group describe:\n%s", r)
+			}
+			time.Sleep(200 * time.Millisecond)
+			continue
+		}
 		var g groupJSON
 		jsonOut(t, &g, "group", "describe", "g848", b)
 		if len(g.Groups) == 1 && g.Groups[0].State == "Stable" && len(g.Groups[0].Members) == 1 {
