@@ -254,6 +254,25 @@ func (rt *Runtime[S]) Info(part int32) (ShardInfo, bool) {
 	return ShardInfo{Epoch: s.epoch, Replica: s.r, Loading: s.loading}, true
 }
 
+// Current reports whether partition part's shard is loading, or loaded on
+// replica r at r's leader epoch now: the shard serves this leadership
+// and not an earlier one.
+func (rt *Runtime[S]) Current(part int32, r Replica) bool {
+	info, ok := rt.Info(part)
+	return ok && (info.Loading || (info.Replica == r && info.Epoch == r.LeaderEpoch()))
+}
+
+// Reelect is a coordinator's Elect at leader epoch epoch (negative: the
+// replica's own): a shard that owned reports no longer current (an
+// earlier leadership of this node) is unloaded first, then partition part
+// is elected (an election older than the shard's is ignored).
+func (rt *Runtime[S]) Reelect(part, epoch int32, owned func() bool) {
+	if _, ok := rt.Info(part); ok && epoch < 0 && !owned() {
+		rt.Resign(part, -1)
+	}
+	rt.Elect(part, epoch)
+}
+
 // Partitions lists the partitions with a shard (loaded or loading).
 func (rt *Runtime[S]) Partitions() []int32 {
 	rt.mu.Lock()

@@ -216,8 +216,7 @@ func (c *Coordinator) owns(i int32) bool {
 	if err != nil {
 		return false
 	}
-	info, ok := c.rt.Info(i)
-	return ok && (info.Loading || (info.Replica == coord.Replica(p) && info.Epoch == p.LeaderEpoch()))
+	return c.rt.Current(i, p)
 }
 
 // Elect makes this node the coordinator of offsets partition i at its
@@ -233,10 +232,7 @@ func (c *Coordinator) ElectAt(i, epoch int32) {
 	if c.isClosed() {
 		return
 	}
-	if _, ok := c.rt.Info(i); ok && epoch < 0 && !c.owns(i) {
-		c.rt.Resign(i, -1)
-	}
-	c.rt.Elect(i, epoch)
+	c.rt.Reelect(i, epoch, func() bool { return c.owns(i) })
 }
 
 // Resign stops coordinating offsets partition i: its groups are dropped
