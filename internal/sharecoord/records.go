@@ -103,7 +103,7 @@ func (r *Record) EncodeValue() []byte {
 	if r.Tombstone {
 		return nil
 	}
-	b := make([]byte, 0, 64+len(r.Batches)*22)
+	b := make([]byte, 0, 64+len(r.Batches)*20)
 	b = binary.BigEndian.AppendUint16(b, 0) // value version 0
 	b = binary.BigEndian.AppendUint32(b, uint32(r.SnapshotEpoch))
 	if r.Type == TypeSnapshot {
@@ -198,7 +198,7 @@ func DecodeRecord(key, value []byte) (Record, error) {
 		rec.WriteTimestamp = vr.i64()
 	}
 	nb := vr.uvarint()
-	if nb == 0 || nb-1 > maxBatches || (nb-1)*22 > uint64(len(vr.b)) {
+	if nb == 0 || nb-1 > maxBatches || (nb-1)*20 > uint64(len(vr.b)) {
 		return rec, ErrBadRecord
 	}
 	if nb > 1 {
