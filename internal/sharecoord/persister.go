@@ -59,6 +59,13 @@ func NewPersister(b *broker.Broker, local *Coordinator) *Persister {
 		}}
 }
 
+// NewPersisterWith returns a Persister on node self that calls local for
+// the keys self coordinates and send for the others (tests pass a self
+// that coordinates nothing to take the RPC path).
+func NewPersisterWith(local *Coordinator, self int32, send Sender) *Persister {
+	return &Persister{local: local, self: self, send: send, backoff: 50 * time.Millisecond}
+}
+
 // retriable reports whether err may go away by asking again, perhaps
 // another node.
 func retriable(err error) bool {
