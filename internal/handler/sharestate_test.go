@@ -106,10 +106,16 @@ func deleteReq(group string, id [16]byte, part int32) *kmsg.DeleteShareGroupStat
 	return req
 }
 
-func initCode(r *kmsg.InitializeShareGroupStateResponse) int16 { return r.Topics[0].Partitions[0].ErrorCode }
-func readCode(r *kmsg.ReadShareGroupStateResponse) int16       { return r.Topics[0].Partitions[0].ErrorCode }
-func writeCode(r *kmsg.WriteShareGroupStateResponse) int16     { return r.Topics[0].Partitions[0].ErrorCode }
-func deleteCode(r *kmsg.DeleteShareGroupStateResponse) int16   { return r.Topics[0].Partitions[0].ErrorCode }
+func initCode(r *kmsg.InitializeShareGroupStateResponse) int16 {
+	return r.Topics[0].Partitions[0].ErrorCode
+}
+func readCode(r *kmsg.ReadShareGroupStateResponse) int16 { return r.Topics[0].Partitions[0].ErrorCode }
+func writeCode(r *kmsg.WriteShareGroupStateResponse) int16 {
+	return r.Topics[0].Partitions[0].ErrorCode
+}
+func deleteCode(r *kmsg.DeleteShareGroupStateResponse) int16 {
+	return r.Topics[0].Partitions[0].ErrorCode
+}
 func summaryCode(r *kmsg.ReadShareGroupStateSummaryResponse) int16 {
 	return r.Topics[0].Partitions[0].ErrorCode
 }

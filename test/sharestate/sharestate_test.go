@@ -110,8 +110,10 @@ func readReq(group string, id [16]byte, leaderEpoch int32) *kmsg.ReadShareGroupS
 	return req
 }
 
-func writeCode(r *kmsg.WriteShareGroupStateResponse) int16 { return r.Topics[0].Partitions[0].ErrorCode }
-func readCode(r *kmsg.ReadShareGroupStateResponse) int16   { return r.Topics[0].Partitions[0].ErrorCode }
+func writeCode(r *kmsg.WriteShareGroupStateResponse) int16 {
+	return r.Topics[0].Partitions[0].ErrorCode
+}
+func readCode(r *kmsg.ReadShareGroupStateResponse) int16 { return r.Topics[0].Partitions[0].ErrorCode }
 
 // TestShareStateSurvivesCoordinatorKill writes share state through the
 // share coordinator of a 3-node cluster (__share_group_state at RF 3,
