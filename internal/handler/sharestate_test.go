@@ -253,3 +253,56 @@ func TestSharePersisterConformance(t *testing.T) {
 		sharetest.PersisterConformance(t, p, "rpc")
 	})
 }
+
+// TestShareStatePruned writes to one share partition often and to another
+// once, with a prune every 100 ms: the log start offset of
+// __share_group_state moves up (the cold share partition gets new
+// snapshots, the hot one's old updates go), and after a restart both
+// states read back whole.
+func TestShareStatePruned(t *testing.T) {
+	dir := t.TempDir()
+	props := map[string]string{
+		"share.coordinator.state.topic.num.partitions":           "1",
+		"share.coordinator.snapshot.update.records.per.snapshot": "3",
+		"share.coordinator.state.topic.prune.interval.ms":        "100",
+	}
+	n := startNode(t, dir, props)
+	cl := n.client()
+	id := [16]byte{9, 9}
+	if c := initCode(stateRequest(t, cl, initReq("cold", id, 0, 0, 5), initCode)); c != 0 {
+		t.Fatalf("initialize: %v", kerr.ErrorForCode(c))
+	}
+	coldWant := []share.StateBatch{{FirstOffset: 5, LastOffset: 6, DeliveryState: share.StateArchived, DeliveryCount: 2}}
+	if c := writeCode(stateRequest(t, cl, writeReq("cold", id, 0, 0, 1, 5, coldWant...), writeCode)); c != 0 {
+		t.Fatalf("write: %v", kerr.ErrorForCode(c))
+	}
+	var hotWant []share.StateBatch
+	for i := range int64(40) {
+		hotWant = []share.StateBatch{{FirstOffset: i, LastOffset: i + 2, DeliveryState: share.StateAvailable, DeliveryCount: 1}}
+		if c := writeCode(stateRequest(t, cl, writeReq("hot", id, 0, 0, 1, i, hotWant...), writeCode)); c != 0 {
+			t.Fatalf("write %d: %v", i, kerr.ErrorForCode(c))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	logStart := func() int64 {
+		p, err := n.b.Partition(sharecoord.Topic, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.LogStartOffset()
+	}
+	testclusterWait(t, func() bool { return logStart() > 20 })
+	time.Sleep(300 * time.Millisecond) // a few more prunes
+	t.Logf("log start offset of %s-0: %d", sharecoord.Topic, logStart())
+
+	n.stop()
+	n = startNode(t, dir, props)
+	cl = n.client()
+	t.Logf("after the restart: log start offset %d", logStart())
+	if got := readBatches(stateRequest(t, cl, readReq("cold", id, 0, 1), readCode)); !reflect.DeepEqual(got, coldWant) {
+		t.Fatalf("cold state after pruning and a restart: %v, want %v", got, coldWant)
+	}
+	if got := readBatches(stateRequest(t, cl, readReq("hot", id, 0, 1), readCode)); !reflect.DeepEqual(got, hotWant) {
+		t.Fatalf("hot state after pruning and a restart: %v, want %v", got, hotWant)
+	}
+}

@@ -24,6 +24,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -48,6 +49,10 @@ type Config struct {
 	// share.coordinator.snapshot.update.records.per.snapshot (500): the
 	// update records of a share partition between two snapshots.
 	SnapshotUpdateRecords int
+	// PruneInterval is share.coordinator.state.topic.prune.interval.ms
+	// (300000): how often the records no share partition needs are
+	// deleted (prune.go); 0 never.
+	PruneInterval time.Duration
 }
 
 // ConfigFrom reads the coordinator settings from the broker configuration.
@@ -58,6 +63,7 @@ func ConfigFrom(b *config.Broker) Config {
 		MinISR:                int(b.Int("share.coordinator.state.topic.min.isr", 2)),
 		SegmentBytes:          b.Int("share.coordinator.state.topic.segment.bytes", 100<<20),
 		SnapshotUpdateRecords: int(b.Int("share.coordinator.snapshot.update.records.per.snapshot", 500)),
+		PruneInterval:         time.Duration(b.Int("share.coordinator.state.topic.prune.interval.ms", 300000)) * time.Millisecond,
 	}
 	return c.withDefaults()
 }
@@ -74,6 +80,7 @@ func (c Config) withDefaults() Config {
 	}
 	c.MinISR = max(c.MinISR, 1)
 	c.SnapshotUpdateRecords = max(c.SnapshotUpdateRecords, 0)
+	c.PruneInterval = max(c.PruneInterval, 0)
 	return c
 }
 
@@ -125,7 +132,7 @@ func New(b *broker.Broker, opts Options) *Coordinator {
 			}
 			return p, nil
 		},
-		Load: c.load,
+		Load: c.load, Loaded: c.armPrune,
 	})
 	c.reconcile()
 	return c
@@ -247,6 +254,7 @@ func replayLog(log *storage.Log, from, end int64, st *State, logErr func(off int
 					logErr(h.BaseOffset, err)
 					return true
 				}
+				rec.Offset = h.BaseOffset + int64(r.OffsetDelta)
 				st.Apply(rec)
 				n++
 				return true
@@ -428,15 +436,13 @@ func (c *Coordinator) do(ctx context.Context, key share.Key, op func(s *shard, r
 	}
 }
 
-// write appends recs (owner), applies them at once with an undo that
-// restores the keys' previous states, and calls reply once they are
-// committed, or with the error if the append or the commit fails.
+// write appends recs, all of key (owner), applies them once appended
+// with an undo that restores the key's previous state, and calls reply
+// once they are committed, or with the error if the append or the commit
+// fails.
 func (c *Coordinator) write(s *shard, key share.Key, recs []Record, reply func(error)) {
 	st := s.State()
 	prev, had := st.entries[key]
-	for _, r := range recs {
-		st.Apply(r)
-	}
 	undo := func() {
 		if had {
 			st.entries[key] = prev
@@ -446,11 +452,11 @@ func (c *Coordinator) write(s *shard, key share.Key, recs []Record, reply func(e
 	}
 	fl := st.pending[key]
 	if fl == nil {
-		fl = &inflight{}
+		fl = &inflight{base: prev}
 		st.pending[key] = fl
 	}
 	fl.n++
-	_, err := s.Append(encode(recs, c.clock.Now().UnixMilli()), undo, func(err error) {
+	info, err := s.Append(encode(recs, c.clock.Now().UnixMilli()), undo, func(err error) {
 		c.settle(st, key, fl, err)
 		if err != nil {
 			reply(appendError(err))
@@ -461,6 +467,11 @@ func (c *Coordinator) write(s *shard, key share.Key, recs []Record, reply func(e
 	if err != nil {
 		c.settle(st, key, fl, err)
 		reply(appendError(err))
+		return
+	}
+	for i := range recs {
+		recs[i].Offset = info.FirstOffset + int64(i)
+		st.Apply(recs[i])
 	}
 }
 

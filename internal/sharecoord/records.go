@@ -80,6 +80,9 @@ type Record struct {
 	CreateTimestamp, WriteTimestamp int64
 	// Batches are the snapshot's state batches, or the update's.
 	Batches []share.StateBatch
+	// Offset is the record's offset in __share_group_state (set by the
+	// loader and by the writer once appended; not part of the encoding).
+	Offset int64
 }
 
 // ErrBadRecord reports a record of __share_group_state that does not parse.

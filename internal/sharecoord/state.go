@@ -18,6 +18,9 @@ type entry struct {
 	// created is when the state was first created (ms), carried by
 	// every snapshot.
 	created int64
+	// snapOffset is the offset of the last snapshot record: the
+	// records of the key below it are no longer needed.
+	snapOffset int64
 }
 
 // inflight tracks the uncommitted writes of one key, so that reads
@@ -26,6 +29,10 @@ type entry struct {
 type inflight struct {
 	n       int
 	waiters []func(error)
+	// base is the key's committed entry, from before the first write in
+	// flight (nil if it had none): what a rollback returns to, whose
+	// records pruning must keep.
+	base *entry
 }
 
 // State is the state machine of one __share_group_state partition: the
@@ -36,6 +43,9 @@ type inflight struct {
 type State struct {
 	entries map[share.Key]*entry
 	pending map[share.Key]*inflight
+	// coldBefore is the high watermark at the last prune: a key whose
+	// last snapshot is below it had none since (prune.go).
+	coldBefore int64
 	// snapshotEvery is share.coordinator.snapshot.update.records.per.snapshot.
 	snapshotEvery int
 }
@@ -78,13 +88,14 @@ func (s *State) Apply(r Record) {
 		s.entries[r.Key] = &entry{st: share.State{
 			StateEpoch: r.StateEpoch, LeaderEpoch: r.LeaderEpoch, StartOffset: r.StartOffset,
 			DeliveryCompleteCount: r.DeliveryCompleteCount, Batches: share.Combine(nil, r.Batches, r.StartOffset),
-		}, snapshotEpoch: r.SnapshotEpoch, created: created}
+		}, snapshotEpoch: r.SnapshotEpoch, created: created, snapOffset: r.Offset}
 		return
 	}
 	if cur == nil {
 		// An update without a snapshot (its snapshot was removed):
 		// the update alone is the state.
-		cur = &entry{st: share.State{StartOffset: r.StartOffset, LeaderEpoch: -1, DeliveryCompleteCount: -1}, snapshotEpoch: r.SnapshotEpoch}
+		cur = &entry{st: share.State{StartOffset: r.StartOffset, LeaderEpoch: -1, DeliveryCompleteCount: -1},
+			snapshotEpoch: r.SnapshotEpoch, snapOffset: r.Offset}
 	}
 	next := *cur
 	if r.StartOffset != -1 {

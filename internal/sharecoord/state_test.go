@@ -194,3 +194,49 @@ func TestReplayEqualsLive(t *testing.T) {
 		}
 	}
 }
+
+// TestPruneFloor: the records below the last snapshot of every share
+// partition, and of the committed state of one with writes in flight, are
+// the only ones not needed; a share partition not written since the last
+// prune is cold.
+func TestPruneFloor(t *testing.T) {
+	st := NewState(3)
+	a, b := testKey(0), testKey(1)
+	st.Apply(Record{Type: TypeSnapshot, Key: a, StartOffset: 0, Offset: 10})
+	st.Apply(Record{Type: TypeUpdate, Key: a, StartOffset: 1, Offset: 11})
+	st.Apply(Record{Type: TypeSnapshot, Key: b, StartOffset: 0, Offset: 12})
+	st.Apply(Record{Type: TypeUpdate, Key: b, StartOffset: 2, Offset: 13})
+	if f := st.PruneFloor(100); f != 10 {
+		t.Fatalf("floor %d, want 10 (a's snapshot)", f)
+	}
+	if f := st.PruneFloor(5); f != 5 {
+		t.Fatalf("floor %d, want the high watermark 5", f)
+	}
+	if cold := st.coldKeys(12); len(cold) != 1 || cold[0] != a {
+		t.Fatalf("cold keys below 12: %v, want [a]", cold)
+	}
+	// a gets a new snapshot, not yet committed: its committed one (10)
+	// is still needed.
+	st.pending[a] = &inflight{n: 1, base: st.entries[a]}
+	st.Apply(Record{Type: TypeSnapshot, Key: a, StartOffset: 1, Offset: 14})
+	if f := st.PruneFloor(100); f != 10 {
+		t.Fatalf("floor %d with a's new snapshot in flight, want 10", f)
+	}
+	if cold := st.coldKeys(100); len(cold) != 1 || cold[0] != b {
+		t.Fatalf("cold keys: %v, want only b (a has a write in flight)", cold)
+	}
+	delete(st.pending, a)
+	if f := st.PruneFloor(100); f != 12 {
+		t.Fatalf("floor %d once a's snapshot is committed, want 12 (b's)", f)
+	}
+	// Deleting b in flight keeps its committed snapshot.
+	st.pending[b] = &inflight{n: 1, base: st.entries[b]}
+	st.Apply(Record{Type: TypeSnapshot, Key: b, Tombstone: true, Offset: 15})
+	if f := st.PruneFloor(100); f != 12 {
+		t.Fatalf("floor %d with b's deletion in flight, want 12", f)
+	}
+	delete(st.pending, b)
+	if f := st.PruneFloor(100); f != 14 {
+		t.Fatalf("floor %d once b is deleted, want 14 (a's snapshot)", f)
+	}
+}
