@@ -37,9 +37,10 @@ type inflight struct {
 
 // State is the state machine of one __share_group_state partition: the
 // share partitions whose coordinator key hashes to it. Apply replays a
-// record; the coordinator's writes build records with the methods below
-// and Apply them at once (the runtime undoes them if their commit fails),
-// so the live state is always the replay of the records written.
+// record; the coordinator's writes build records with the methods below,
+// append them and Apply them in the same event (the runtime undoes them
+// if their commit fails), so the live state is always the replay of the
+// records written.
 type State struct {
 	entries map[share.Key]*entry
 	pending map[share.Key]*inflight
