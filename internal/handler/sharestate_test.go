@@ -2,6 +2,7 @@ package handler_test
 
 import (
 	"context"
+	"errors"
 	"reflect"
 	"testing"
 	"time"
@@ -304,5 +305,27 @@ func TestShareStatePruned(t *testing.T) {
 	}
 	if got := readBatches(stateRequest(t, cl, readReq("hot", id, 0, 1), readCode)); !reflect.DeepEqual(got, hotWant) {
 		t.Fatalf("hot state after pruning and a restart: %v, want %v", got, hotWant)
+	}
+}
+
+// TestShareStateTopicInternal: __share_group_state is one of Kafka's
+// internal topics: Metadata marks it so (clients' regex subscriptions skip
+// it) and clients may not produce to it.
+func TestShareStateTopicInternal(t *testing.T) {
+	n := startNode(t, "", shareProps)
+	cl := n.client()
+	id := [16]byte{3}
+	stateRequest(t, cl, initReq("g", id, 0, 0, 0), initCode)
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(sharecoord.Topic)
+	req.Topics = append(req.Topics, rt)
+	resp := request[*kmsg.MetadataResponse](t, cl, req)
+	if len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != 0 || !resp.Topics[0].IsInternal {
+		t.Fatalf("metadata of %s: %+v", sharecoord.Topic, resp.Topics)
+	}
+	err := cl.ProduceSync(ctx(t), &kgo.Record{Topic: sharecoord.Topic, Value: []byte("x")}).FirstErr()
+	if !errors.Is(err, kerr.InvalidTopicException) {
+		t.Fatalf("produce to %s: %v, want INVALID_TOPIC_EXCEPTION", sharecoord.Topic, err)
 	}
 }
