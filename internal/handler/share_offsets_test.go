@@ -121,3 +121,62 @@ func TestShareGroupOffsetsAdminAPIs(t *testing.T) {
 		t.Fatalf("describe all after delete: start %d, want the partition left out", start)
 	}
 }
+
+// TestShareStateAuthorization: with an authorizer and no ACLs, the share
+// coordinator's RPCs and FindCoordinator's share keys need CLUSTER_ACTION
+// (CLUSTER_AUTHORIZATION_FAILED), the offsets APIs their GROUP operation
+// (GROUP_AUTHORIZATION_FAILED); nothing is created or changed.
+func TestShareStateAuthorization(t *testing.T) {
+	n := startNode(t, "", map[string]string{"authorizer.class.name": standardAuthorizer})
+	cl := n.client()
+	id := [16]byte{5}
+	denied := kerr.ClusterAuthorizationFailed.Code
+	if c := initCode(request[*kmsg.InitializeShareGroupStateResponse](t, cl, initReq("g", id, 0, 0, 0))); c != denied {
+		t.Errorf("InitializeShareGroupState: %v", kerr.ErrorForCode(c))
+	}
+	if c := readCode(request[*kmsg.ReadShareGroupStateResponse](t, cl, readReq("g", id, 0, 0))); c != denied {
+		t.Errorf("ReadShareGroupState: %v", kerr.ErrorForCode(c))
+	}
+	if c := writeCode(request[*kmsg.WriteShareGroupStateResponse](t, cl, writeReq("g", id, 0, 0, 0, 0))); c != denied {
+		t.Errorf("WriteShareGroupState: %v", kerr.ErrorForCode(c))
+	}
+	if c := deleteCode(request[*kmsg.DeleteShareGroupStateResponse](t, cl, deleteReq("g", id, 0))); c != denied {
+		t.Errorf("DeleteShareGroupState: %v", kerr.ErrorForCode(c))
+	}
+	if c := summaryCode(request[*kmsg.ReadShareGroupStateSummaryResponse](t, cl, summaryReq("g", id, 0))); c != denied {
+		t.Errorf("ReadShareGroupStateSummary: %v", kerr.ErrorForCode(c))
+	}
+	fc := kmsg.NewPtrFindCoordinatorRequest()
+	fc.Version, fc.CoordinatorType, fc.CoordinatorKeys = 6, 2, []string{"g:AAAAAAAAAAAAAAAAAAAAAA:0"}
+	if c := request[*kmsg.FindCoordinatorResponse](t, cl, fc).Coordinators[0].ErrorCode; c != denied {
+		t.Errorf("FindCoordinator share key: %v", kerr.ErrorForCode(c))
+	}
+	// The offsets APIs straight to the node: the client would look for the
+	// group's coordinator first, which is refused too.
+	direct := func(req kmsg.Request) kmsg.Response {
+		t.Helper()
+		resp, err := cl.Broker(int(n.b.NodeID())).Request(ctx(t), req)
+		if err != nil {
+			t.Fatalf("%T: %v", req, err)
+		}
+		return resp
+	}
+	if r := direct(alterShareReq("g", "t", 0, 1)).(*kmsg.AlterShareGroupOffsetsResponse); r.ErrorCode != kerr.GroupAuthorizationFailed.Code {
+		t.Errorf("AlterShareGroupOffsets: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	d := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
+	dg := kmsg.NewDescribeShareGroupOffsetsRequestGroup()
+	dg.GroupID = "g"
+	d.Groups = append(d.Groups, dg)
+	if r := direct(d).(*kmsg.DescribeShareGroupOffsetsResponse); r.Groups[0].ErrorCode != kerr.GroupAuthorizationFailed.Code {
+		t.Errorf("DescribeShareGroupOffsets: %v", kerr.ErrorForCode(r.Groups[0].ErrorCode))
+	}
+	del := kmsg.NewPtrDeleteShareGroupOffsetsRequest()
+	del.GroupID = "g"
+	if r := direct(del).(*kmsg.DeleteShareGroupOffsetsResponse); r.ErrorCode != kerr.GroupAuthorizationFailed.Code {
+		t.Errorf("DeleteShareGroupOffsets: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	if n.b.Image().Topics["__share_group_state"] != nil {
+		t.Error("refused requests created __share_group_state")
+	}
+}
