@@ -137,7 +137,7 @@ func TestShareGroupStateAPIs(t *testing.T) {
 	dir := t.TempDir()
 	n := startNode(t, dir, shareProps)
 	cl := n.client()
-	id := [16]byte{7, 7, 7, 1}
+	id := shareTopic(t, n, cl, "share-state", 1)
 	const group = "sg"
 
 	// FindCoordinator v6, key type 2: this node.
@@ -189,7 +189,14 @@ func TestShareGroupStateAPIs(t *testing.T) {
 	if c := readCode(request[*kmsg.ReadShareGroupStateResponse](t, cl, readReq(group, id, 0, 2))); c != kerr.FencedLeaderEpoch.Code {
 		t.Fatalf("read from leader epoch 2: %v", kerr.ErrorForCode(c))
 	}
-	// Bad input: nothing changes.
+	// Bad input: nothing changes. A partition the topic does not have,
+	// a topic that does not exist: UNKNOWN_TOPIC_OR_PARTITION.
+	if c := writeCode(request[*kmsg.WriteShareGroupStateResponse](t, cl, writeReq(group, id, 1, 1, 3, 10))); c != kerr.UnknownTopicOrPartition.Code {
+		t.Fatalf("write of partition 1 of a 1-partition topic: %v", kerr.ErrorForCode(c))
+	}
+	if c := readCode(request[*kmsg.ReadShareGroupStateResponse](t, cl, readReq(group, [16]byte{1}, 0, 3))); c != kerr.UnknownTopicOrPartition.Code {
+		t.Fatalf("read of an unknown topic: %v", kerr.ErrorForCode(c))
+	}
 	bad := writeReq(group, id, 0, 1, 3, 10, share.StateBatch{FirstOffset: 5, LastOffset: 4})
 	if c := writeCode(request[*kmsg.WriteShareGroupStateResponse](t, cl, bad)); c != kerr.InvalidRequest.Code {
 		t.Fatalf("write of a batch ending before it starts: %v", kerr.ErrorForCode(c))
@@ -227,6 +234,22 @@ func TestShareGroupStateAPIs(t *testing.T) {
 	}
 }
 
+// shareTopic creates topic with partitions partitions and returns its id.
+func shareTopic(t *testing.T, n *node, cl *kgo.Client, topic string, partitions int32) [16]byte {
+	t.Helper()
+	createTopic(t, cl, topic, partitions, nil)
+	var id [16]byte
+	testclusterWait(t, func() bool {
+		mt := n.b.Image().Topics[topic]
+		if mt == nil {
+			return false
+		}
+		id = mt.ID
+		return true
+	})
+	return id
+}
+
 // testclusterWait polls cond for up to 20 s.
 func testclusterWait(t *testing.T, cond func() bool) {
 	t.Helper()
@@ -243,15 +266,16 @@ func testclusterWait(t *testing.T, cond func() bool) {
 // reaches the same coordinator over TCP with the RPCs 83..87.
 func TestSharePersisterConformance(t *testing.T) {
 	n := startNode(t, "", shareProps)
+	id := shareTopic(t, n, n.client(), "conformance", 8)
 	t.Run("local", func(t *testing.T) {
-		sharetest.PersisterConformance(t, n.h.SharePersister(), "local")
+		sharetest.PersisterConformance(t, n.h.SharePersister(), "local", id)
 	})
 	t.Run("rpc", func(t *testing.T) {
 		cl := n.client()
 		p := sharecoord.NewPersisterWith(n.h.ShareCoordinator(), -1, func(ctx context.Context, _ int32, req kmsg.Request) (kmsg.Response, error) {
 			return cl.Request(ctx, req)
 		})
-		sharetest.PersisterConformance(t, p, "rpc")
+		sharetest.PersisterConformance(t, p, "rpc", id)
 	})
 }
 
@@ -269,7 +293,7 @@ func TestShareStatePruned(t *testing.T) {
 	}
 	n := startNode(t, dir, props)
 	cl := n.client()
-	id := [16]byte{9, 9}
+	id := shareTopic(t, n, cl, "pruned", 1)
 	if c := initCode(stateRequest(t, cl, initReq("cold", id, 0, 0, 5), initCode)); c != 0 {
 		t.Fatalf("initialize: %v", kerr.ErrorForCode(c))
 	}

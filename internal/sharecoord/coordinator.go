@@ -502,6 +502,14 @@ func afterPending(st *State, key share.Key, fn func(error)) {
 	fn(nil)
 }
 
+// known reports whether key's topic partition is in the metadata: Kafka's
+// share coordinator answers a read or write of any other with
+// UNKNOWN_TOPIC_OR_PARTITION (ShareCoordinatorShard).
+func (c *Coordinator) known(key share.Key) bool {
+	t := c.b.Image().TopicByID(metadata.UUID(key.TopicID))
+	return t != nil && key.Partition >= 0 && int(key.Partition) < len(t.Partitions)
+}
+
 // Initialize implements share.Persister for a key coordinated here.
 func (c *Coordinator) Initialize(ctx context.Context, key share.Key, stateEpoch int32, startOffset int64) error {
 	return c.do(ctx, key, func(s *shard, reply func(error)) {
@@ -514,8 +522,12 @@ func (c *Coordinator) Initialize(ctx context.Context, key share.Key, stateEpoch 
 	})
 }
 
-// Write implements share.Persister for a key coordinated here.
+// Write implements share.Persister for a key coordinated here;
+// UNKNOWN_TOPIC_OR_PARTITION for a partition not in the metadata.
 func (c *Coordinator) Write(ctx context.Context, key share.Key, st share.State) error {
+	if !c.known(key) {
+		return kerr.UnknownTopicOrPartition
+	}
 	return c.do(ctx, key, func(s *shard, reply func(error)) {
 		recs, kerr := s.State().WriteRecords(key, st, c.clock.Now().UnixMilli())
 		if kerr != nil {
@@ -526,10 +538,14 @@ func (c *Coordinator) Write(ctx context.Context, key share.Key, st share.State) 
 	})
 }
 
-// Read implements share.Persister for a key coordinated here: it answers
+// Read implements share.Persister for a key coordinated here
+// (UNKNOWN_TOPIC_OR_PARTITION for a partition not in the metadata): it answers
 // the committed state, and records leaderEpoch if it is newer than the
 // key's (an update record, committed before the answer).
 func (c *Coordinator) Read(ctx context.Context, key share.Key, leaderEpoch int32) (share.State, error) {
+	if !c.known(key) {
+		return share.State{}, kerr.UnknownTopicOrPartition
+	}
 	var out share.State
 	err := c.do(ctx, key, func(s *shard, reply func(error)) {
 		st := s.State()

@@ -19,9 +19,12 @@ import (
 // whole in-flight window at or above the start offset, as share
 // partitions write, so that a persister merging batches
 // (share.Combine) and one replacing them agree.
-func PersisterConformance(t *testing.T, p share.Persister, groupPrefix string) {
+//
+// The keys are partitions 0..7 of the topic topicID (a persister may
+// refuse reads and writes of partitions its metadata does not have).
+func PersisterConformance(t *testing.T, p share.Persister, groupPrefix string, topicID [16]byte) {
 	key := func(name string, part int32) share.Key {
-		return share.Key{Group: groupPrefix + "-" + name, TopicID: [16]byte{0xab, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, Partition: part}
+		return share.Key{Group: groupPrefix + "-" + name, TopicID: topicID, Partition: part}
 	}
 	ctx := func(t *testing.T) context.Context {
 		c, cancel := context.WithTimeout(context.Background(), 30*time.Second)

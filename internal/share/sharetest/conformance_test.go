@@ -7,5 +7,5 @@ import (
 )
 
 func TestMemPersisterConformance(t *testing.T) {
-	PersisterConformance(t, share.NewMemPersister(), "mem")
+	PersisterConformance(t, share.NewMemPersister(), "mem", [16]byte{0xab, 1})
 }
