@@ -7,7 +7,8 @@ package handler
 // from an older leader are fenced; a read with an older leader epoch than
 // the recorded one gets FENCED_LEADER_EPOCH (Kafka's
 // ShareCoordinatorShard). A share partition never initialized reads as
-// start offset -1, state epoch 0. Other errors as InitializeShareGroupState.
+// start offset -1, state epoch 0. A topic partition not in the metadata
+// is UNKNOWN_TOPIC_OR_PARTITION. Other errors as InitializeShareGroupState.
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"

@@ -9,7 +9,8 @@ package handler
 // partition: FENCED_LEADER_EPOCH (an older leader epoch than the state's),
 // FENCED_STATE_EPOCH (an older state epoch), INVALID_REQUEST (a batch
 // whose last offset is before its first, a delivery state other than 0,
-// 2 or 4, a negative delivery count), and the coordinator errors of
+// 2 or 4, a negative delivery count), UNKNOWN_TOPIC_OR_PARTITION (a topic
+// partition not in the metadata), and the coordinator errors of
 // InitializeShareGroupState.
 
 import (
