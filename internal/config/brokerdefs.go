@@ -176,10 +176,11 @@ var coreBrokerDefs = []Def{
 	{Name: "transaction.remove.expired.transaction.cleanup.interval.ms", Type: TypeInt, Default: "3600000", Min: 1, Max: math.MaxInt32, Doc: "How often the transaction coordinator removes expired transactional ids."},
 	{Name: "producer.id.expiration.ms", Type: TypeInt, Default: "86400000", Min: 1, Max: math.MaxInt32, Doc: "Idempotent producer state expires after this many milliseconds without a write (by its last batch's max timestamp): the producer's next batch is checked as a new producer's."},
 	{Name: "producer.id.expiration.check.interval.ms", Type: TypeInt, Default: "600000", Min: 1, Max: math.MaxInt32, Doc: "How often each partition looks for expired producer ids."},
-	{Name: "share.coordinator.state.topic.replication.factor", Type: TypeShort, Default: "3", Min: 1, Max: math.MaxInt16, Status: StatusIgnored, Doc: "Share groups (KIP-932) are not implemented."},
-	{Name: "share.coordinator.state.topic.min.isr", Type: TypeShort, Default: "2", Min: 1, Max: math.MaxInt16, Status: StatusIgnored},
-	{Name: "share.coordinator.state.topic.num.partitions", Type: TypeInt, Default: "50", Min: 1, Max: math.MaxInt32, Status: StatusIgnored},
-	{Name: "share.coordinator.state.topic.segment.bytes", Type: TypeInt, Default: "104857600", Min: 1, Max: math.MaxInt32, Status: StatusIgnored},
+	{Name: "share.coordinator.state.topic.replication.factor", Type: TypeShort, Default: "3", Min: 1, Max: math.MaxInt16, Doc: "Replication factor of __share_group_state, the share coordinator's topic (KIP-932; capped at the number of live brokers when it is created)."},
+	{Name: "share.coordinator.state.topic.min.isr", Type: TypeShort, Default: "2", Min: 1, Max: math.MaxInt16, Doc: "min.insync.replicas of __share_group_state (capped at its replication factor)."},
+	{Name: "share.coordinator.state.topic.num.partitions", Type: TypeInt, Default: "50", Min: 1, Max: math.MaxInt32, Doc: "Partitions of __share_group_state."},
+	{Name: "share.coordinator.state.topic.prune.interval.ms", Type: TypeLong, Default: "300000", Min: 0, Max: math.MaxInt32, Doc: "How often the share coordinator deletes the records of __share_group_state below the last snapshot of every share partition, first writing a new snapshot of each share partition not written since the previous prune (Kafka's internal config of that name, with share.coordinator.cold.partition.snapshot.interval.ms); 0 never prunes."},
+	{Name: "share.coordinator.state.topic.segment.bytes", Type: TypeInt, Default: "104857600", Min: 1, Max: math.MaxInt32, Doc: "segment.bytes of __share_group_state."},
 
 	{Name: "metric.reporters", Type: TypeList, Default: "", Status: StatusIgnored, Doc: "sluice exports Prometheus metrics on /metrics of the --http listener."},
 }

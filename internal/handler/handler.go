@@ -30,6 +30,9 @@ type Handlers struct {
 	txnVersion int16
 	groups     *group.Coordinator
 	txns       *txn.Coordinator
+	// shareState is the share coordinator's and the share-group offsets
+	// APIs' (sharestate.go).
+	shareState *shareStateAPI
 	sessions   *fetchsession.Cache
 	splice     bool // zero-copy fetch responses (fetch_splice.go)
 	// auth decides requests when authorizer.class.name is set; nil
@@ -71,6 +74,9 @@ func (h *Handlers) FetchSessions() fetchsession.Stats { return h.sessions.Stats(
 func (h *Handlers) Close() {
 	if h.txns != nil {
 		h.txns.Close()
+	}
+	if h.shareState != nil {
+		h.shareState.c.Close()
 	}
 	if h.groups != nil {
 		h.groups.Close()
@@ -155,6 +161,7 @@ func RegisterWith(reg *protocol.Registry, b *broker.Broker, opts Options) *Handl
 		return im.GroupVersion(), im.Offset
 	}})
 	h.registerTxnAPIs(reg)
+	h.registerShareStateAPIs(reg)
 	return h
 }
 
