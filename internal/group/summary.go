@@ -66,6 +66,12 @@ func (c *Coordinator) Summaries() []Summary {
 				out = append(out, c.consumerSummary(mgr.Group(id), nil))
 			}
 		}
+		shares := s.State().shares
+		for _, id := range shares.Groups() {
+			if s.State().groups[id] == nil {
+				out = append(out, c.shareSummary(shares, shares.Group(id)))
+			}
+		}
 	})
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out

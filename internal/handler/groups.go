@@ -61,6 +61,8 @@ func (h *Handlers) registerGroupAPIs(reg *protocol.Registry) {
 		{Key: 47, MinVersion: 0, MaxVersion: 0, Serve: g.offsetDeleteAuthz},
 		{Key: 68, MinVersion: 0, MaxVersion: 1, Serve: g.consumerGroupHeartbeat, Hidden: g.consumerProtocolOff},
 		{Key: 69, MinVersion: 0, MaxVersion: 1, Serve: g.consumerGroupDescribe, Hidden: g.consumerProtocolOff},
+		{Key: 76, MinVersion: 1, MaxVersion: 1, Serve: g.shareGroupHeartbeat},
+		{Key: 77, MinVersion: 1, MaxVersion: 1, Serve: g.shareGroupDescribe},
 	} {
 		reg.Register(api)
 	}

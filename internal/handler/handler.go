@@ -155,6 +155,7 @@ func RegisterWith(reg *protocol.Registry, b *broker.Broker, opts Options) *Handl
 		return im.GroupVersion(), im.Offset
 	}})
 	h.registerTxnAPIs(reg)
+	h.gateShareAPIs(reg)
 	return h
 }
 

@@ -106,4 +106,3 @@ func FuzzDecode(f *testing.F) {
 		_ = mgr.Replay(rec)
 	})
 }
-

@@ -1,0 +1,235 @@
+package handler_test
+
+import (
+	"context"
+	"encoding/base64"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// shareProps keeps share-group heartbeats fast in tests.
+var shareProps = map[string]string{
+	"offsets.topic.num.partitions":          "5",
+	"group.share.heartbeat.interval.ms":     "1000",
+	"group.share.min.heartbeat.interval.ms": "1000",
+	"group.share.session.timeout.ms":        "10000",
+	"group.share.min.session.timeout.ms":    "1000",
+}
+
+// describeShare describes one share group, retrying while its coordinator
+// is loading.
+func describeShare(t *testing.T, cl *kgo.Client, group string) kmsg.ShareGroupDescribeResponseGroup {
+	t.Helper()
+	req := kmsg.NewPtrShareGroupDescribeRequest()
+	req.GroupIDs = []string{group}
+	for i := 0; ; i++ {
+		g := request[*kmsg.ShareGroupDescribeResponse](t, cl, req).Groups[0]
+		if (g.ErrorCode != kerr.CoordinatorNotAvailable.Code && g.ErrorCode != kerr.NotCoordinator.Code) || i > 50 {
+			return g
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// shareHeartbeat sends one ShareGroupHeartbeat, retrying while the
+// coordinator is loading.
+func shareHeartbeat(t *testing.T, cl *kgo.Client, group, member string, epoch int32, topics []string) *kmsg.ShareGroupHeartbeatResponse {
+	t.Helper()
+	req := kmsg.NewPtrShareGroupHeartbeatRequest()
+	req.GroupID, req.MemberID, req.MemberEpoch, req.SubscribedTopicNames = group, member, epoch, topics
+	for i := 0; ; i++ {
+		r := request[*kmsg.ShareGroupHeartbeatResponse](t, cl, req)
+		if (r.ErrorCode != kerr.CoordinatorNotAvailable.Code && r.ErrorCode != kerr.NotCoordinator.Code) || i > 50 {
+			return r
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestShareGroupFranzGoMembers runs two franz-go share consumers
+// (kgo.ShareGroup) on a 3-partition topic: both join the share group
+// through ShareGroupHeartbeat, ShareGroupDescribe shows them with every
+// partition assigned to one of them, ListGroups lists the group as a share
+// group, DescribeGroups answers it Dead (it is not a classic group), DeleteGroups
+// refuses it while it has members and deletes it once they left.
+func TestShareGroupFranzGoMembers(t *testing.T) {
+	n := startNode(t, "", shareProps)
+	cl := n.client()
+	const topic, group = "queue", "workers"
+	createTopic(t, cl, topic, 3, nil)
+
+	av := request[*kmsg.ApiVersionsResponse](t, cl, kmsg.NewPtrApiVersionsRequest())
+	var keys []int16
+	for _, k := range av.ApiKeys {
+		if k.ApiKey == 76 || k.ApiKey == 77 {
+			keys = append(keys, k.ApiKey)
+		}
+	}
+	sv := int16(-1)
+	for _, f := range av.FinalizedFeatures {
+		if f.Name == "share.version" {
+			sv = f.MaxVersionLevel
+		}
+	}
+	if !slices.Equal(keys, []int16{76, 77}) || sv != 1 {
+		t.Fatalf("ApiVersions: share APIs %v, share.version %d", keys, sv)
+	}
+
+	var members []*kgo.Client
+	for _, name := range []string{"w1", "w2"} {
+		m, err := kgo.NewClient(kgo.SeedBrokers(n.addr), kgo.ClientID(name), kgo.ShareGroup(group), kgo.ConsumeTopics(topic))
+		if err != nil {
+			t.Fatal(err)
+		}
+		members = append(members, m)
+		c, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for c.Err() == nil {
+				m.PollFetches(c) // ShareFetch is another API: only the membership is tested
+			}
+		}()
+		t.Cleanup(func() { cancel(); <-done; m.Close() })
+	}
+
+	var g kmsg.ShareGroupDescribeResponseGroup
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		g = describeShare(t, cl, group)
+		assigned := map[int32]int{}
+		for _, m := range g.Members {
+			for _, tp := range m.Assignment.TopicPartitions {
+				for _, p := range tp.Partitions {
+					assigned[p]++
+				}
+			}
+		}
+		if g.ErrorCode == 0 && len(g.Members) == 2 && len(assigned) == 3 && g.Members[0].MemberEpoch == g.AssignmentEpoch && g.Members[1].MemberEpoch == g.AssignmentEpoch {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("share group not formed: %+v", g)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if g.GroupState != "Stable" || g.Assignor != "simple" || g.GroupEpoch < 2 {
+		t.Fatalf("describe: %+v", g)
+	}
+	clients := map[string]bool{}
+	for _, m := range g.Members {
+		clients[m.ClientID] = true
+		if !slices.Equal(m.SubscribedTopicNames, []string{topic}) || m.Assignment.TopicPartitions[0].Topic != topic {
+			t.Fatalf("member %+v", m)
+		}
+		if n := len(m.Assignment.TopicPartitions[0].Partitions); n != 1 && n != 2 {
+			t.Fatalf("member %s has %d partitions", m.MemberID, n)
+		}
+	}
+	if !clients["w1"] || !clients["w2"] {
+		t.Fatalf("members' client ids %v", clients)
+	}
+
+	lg := kmsg.NewPtrListGroupsRequest()
+	lg.TypesFilter = []string{"share"}
+	found := false
+	for _, x := range request[*kmsg.ListGroupsResponse](t, cl, lg).Groups {
+		found = found || (x.Group == group && x.GroupType == "share" && x.ProtocolType == "share" && x.GroupState == "Stable")
+	}
+	if !found {
+		t.Fatal("ListGroups does not list the share group")
+	}
+	lg.TypesFilter = []string{"consumer", "classic"}
+	for _, x := range request[*kmsg.ListGroupsResponse](t, cl, lg).Groups {
+		if x.Group == group {
+			t.Fatalf("share group listed as %s", x.GroupType)
+		}
+	}
+
+	dg := kmsg.NewPtrDescribeGroupsRequest()
+	dg.Groups = []string{group}
+	// DescribeGroups v5 (sluice's highest) has no error for it: Dead.
+	if d := request[*kmsg.DescribeGroupsResponse](t, cl, dg).Groups[0]; d.ErrorCode != 0 || d.State != "Dead" || len(d.Members) != 0 {
+		t.Fatalf("DescribeGroups of a share group: %v %s", kerr.ErrorForCode(d.ErrorCode), d.State)
+	}
+
+	del := kmsg.NewPtrDeleteGroupsRequest()
+	del.Groups = []string{group}
+	if r := request[*kmsg.DeleteGroupsResponse](t, cl, del); r.Groups[0].ErrorCode != kerr.NonEmptyGroup.Code {
+		t.Fatalf("delete with members: %v", kerr.ErrorForCode(r.Groups[0].ErrorCode))
+	}
+	for _, m := range members {
+		m.Close() // leaves: ShareGroupHeartbeat epoch -1
+	}
+	if g := describeShare(t, cl, group); g.GroupState != "Empty" || len(g.Members) != 0 {
+		t.Fatalf("after the members left: %+v", g)
+	}
+	if r := request[*kmsg.DeleteGroupsResponse](t, cl, del); r.Groups[0].ErrorCode != 0 {
+		t.Fatalf("delete empty share group: %v", kerr.ErrorForCode(r.Groups[0].ErrorCode))
+	}
+	if g := describeShare(t, cl, group); g.ErrorCode != kerr.GroupIDNotFound.Code {
+		t.Fatalf("after delete: %+v", g)
+	}
+}
+
+// TestShareGroupTypesExclusive: a group id used by a consumer group is not
+// a share group and the other way round, and a classic JoinGroup for a
+// share group is refused with INCONSISTENT_GROUP_PROTOCOL; a member id
+// that is not a UUID is INVALID_REQUEST.
+func TestShareGroupTypesExclusive(t *testing.T) {
+	props := map[string]string{}
+	for k, v := range shareProps {
+		props[k] = v
+	}
+	for k, v := range kip848Props {
+		props[k] = v
+	}
+	n := startNode(t, "", props)
+	cl := n.client()
+	createTopic(t, cl, "tx", 2, nil)
+	uuid := func(b byte) string { return base64.URLEncoding.EncodeToString(append(make([]byte, 15), b)) }
+
+	if r := shareHeartbeat(t, cl, "sg", "not-a-uuid", 0, []string{"tx"}); r.ErrorCode != kerr.InvalidRequest.Code {
+		t.Fatalf("member id not a UUID: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	r := shareHeartbeat(t, cl, "sg", uuid(1), 0, []string{"tx"})
+	if r.ErrorCode != 0 || r.MemberEpoch != 1 || r.Assignment == nil || len(r.Assignment.TopicPartitions[0].Partitions) != 2 || r.HeartbeatIntervalMillis != 1000 {
+		t.Fatalf("join: %+v", r)
+	}
+
+	cg := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	cg.Group, cg.MemberID, cg.MemberEpoch, cg.RebalanceTimeoutMillis = "sg", "c1", 0, 30000
+	cg.SubscribedTopicNames, cg.Topics = []string{"tx"}, []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+	if r := request[*kmsg.ConsumerGroupHeartbeatResponse](t, cl, cg); r.ErrorCode != kerr.GroupIDNotFound.Code {
+		t.Fatalf("consumer heartbeat on a share group: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	jg := kmsg.NewPtrJoinGroupRequest()
+	jg.Group, jg.SessionTimeoutMillis, jg.RebalanceTimeoutMillis, jg.ProtocolType = "sg", 10000, 10000, "consumer"
+	jg.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: []byte{0}}}
+	if r := request[*kmsg.JoinGroupResponse](t, cl, jg); r.ErrorCode != kerr.InconsistentGroupProtocol.Code {
+		t.Fatalf("classic join on a share group: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+
+	cg.Group = "cg"
+	for i := 0; ; i++ {
+		r := request[*kmsg.ConsumerGroupHeartbeatResponse](t, cl, cg)
+		if r.ErrorCode == 0 {
+			break
+		}
+		if i > 50 {
+			t.Fatalf("consumer join: %v", kerr.ErrorForCode(r.ErrorCode))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if r := shareHeartbeat(t, cl, "cg", uuid(2), 0, []string{"tx"}); r.ErrorCode != kerr.GroupIDNotFound.Code {
+		t.Fatalf("share heartbeat on a consumer group: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	if g := describeShare(t, cl, "cg"); g.ErrorCode != kerr.GroupIDNotFound.Code {
+		t.Fatalf("share describe of a consumer group: %v", kerr.ErrorForCode(g.ErrorCode))
+	}
+}
