@@ -233,3 +233,55 @@ func TestShareGroupTypesExclusive(t *testing.T) {
 		t.Fatalf("share describe of a consumer group: %v", kerr.ErrorForCode(g.ErrorCode))
 	}
 }
+
+// TestShareGroupConfigs: share.heartbeat.interval.ms and
+// share.session.timeout.ms set on a GROUP resource are what the share
+// group's members get; the share-partition configs are validated
+// (INVALID_CONFIG, nothing changed) and read back through
+// Broker.GroupConfig.
+func TestShareGroupConfigs(t *testing.T) {
+	n := startNode(t, "", shareProps)
+	cl := n.client()
+	createTopic(t, cl, "tq", 1, nil)
+	alter := func(group string, kv ...string) int16 {
+		iac := kmsg.NewPtrIncrementalAlterConfigsRequest()
+		rr := kmsg.NewIncrementalAlterConfigsRequestResource()
+		rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
+		for i := 0; i < len(kv); i += 2 {
+			v := kv[i+1]
+			rr.Configs = append(rr.Configs, kmsg.IncrementalAlterConfigsRequestResourceConfig{Name: kv[i], Value: &v})
+		}
+		iac.Resources = append(iac.Resources, rr)
+		return request[*kmsg.IncrementalAlterConfigsResponse](t, cl, iac).Resources[0].ErrorCode
+	}
+	for _, bad := range [][]string{
+		{"share.delivery.count.limit", "0"},
+		{"share.auto.offset.reset", "by_duration:1h"},
+		{"share.record.lock.duration.ms", "1000"},
+		{"share.isolation.level", "snapshot"},
+		{"share.heartbeat.interval.ms", "20000"},
+	} {
+		if code := alter("gq", bad...); code != kerr.InvalidConfig.Code {
+			t.Errorf("%v: %v", bad, kerr.ErrorForCode(code))
+		}
+	}
+	if code := alter("gq", "share.heartbeat.interval.ms", "1500", "share.session.timeout.ms", "50000",
+		"share.auto.offset.reset", "by_duration:PT1H", "share.delivery.count.limit", "3", "share.isolation.level", "read_committed"); code != 0 {
+		t.Fatalf("alter: %v", kerr.ErrorForCode(code))
+	}
+	for name, want := range map[string]string{"share.auto.offset.reset": "by_duration:PT1H", "share.delivery.count.limit": "3", "share.isolation.level": "read_committed"} {
+		if v, set := n.b.GroupConfig("gq", name); v != want || !set {
+			t.Errorf("%s: %q %v", name, v, set)
+		}
+	}
+	if v, set := n.b.GroupConfig("other", "share.delivery.count.limit"); v != "5" || set {
+		t.Errorf("default delivery count limit: %q %v", v, set)
+	}
+	id := base64.URLEncoding.EncodeToString(make([]byte, 16))
+	if r := shareHeartbeat(t, cl, "gq", id, 0, []string{"tq"}); r.ErrorCode != 0 || r.HeartbeatIntervalMillis != 1500 {
+		t.Fatalf("override: %+v", r)
+	}
+	if r := shareHeartbeat(t, cl, "other", id, 0, []string{"tq"}); r.ErrorCode != 0 || r.HeartbeatIntervalMillis != 1000 {
+		t.Fatalf("broker default: %+v", r)
+	}
+}
