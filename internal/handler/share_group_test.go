@@ -10,6 +10,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-io/sluice/internal/clock"
 )
 
 // shareProps keeps share-group heartbeats fast in tests.
@@ -283,5 +285,139 @@ func TestShareGroupConfigs(t *testing.T) {
 	}
 	if r := shareHeartbeat(t, cl, "other", id, 0, []string{"tq"}); r.ErrorCode != 0 || r.HeartbeatIntervalMillis != 1000 {
 		t.Fatalf("broker default: %+v", r)
+	}
+}
+
+// TestShareGroupSessionExpiryAndReload: a share member that stops
+// heartbeating is removed after share.session.timeout.ms (a coordinator
+// timer, on a manual clock here) and the other member takes its
+// partitions; after a restart the group is loaded back from
+// __consumer_offsets with the same epochs and assignments.
+func TestShareGroupSessionExpiryAndReload(t *testing.T) {
+	dir := t.TempDir()
+	clk := clock.NewManual(time.Now())
+	n := startNodeClock(t, dir, shareProps, clk)
+	cl := n.client()
+	createTopic(t, cl, "tr", 4, nil)
+	a := base64.URLEncoding.EncodeToString(append(make([]byte, 15), 1))
+	b := base64.URLEncoding.EncodeToString(append(make([]byte, 15), 2))
+	if r := shareHeartbeat(t, cl, "gr", a, 0, []string{"tr"}); r.ErrorCode != 0 {
+		t.Fatalf("join a: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	if r := shareHeartbeat(t, cl, "gr", b, 0, []string{"tr"}); r.ErrorCode != 0 || r.MemberEpoch != 2 {
+		t.Fatalf("join b: %+v", r)
+	}
+	if r := shareHeartbeat(t, cl, "gr", a, 1, nil); r.ErrorCode != 0 || r.MemberEpoch != 2 || r.Assignment == nil {
+		t.Fatalf("a at epoch 2: %+v", r)
+	}
+	before := describeShare(t, cl, "gr")
+	n.stop()
+
+	clk2 := clock.NewManual(time.Now())
+	n2 := startNodeClock(t, dir, shareProps, clk2)
+	cl2 := n2.client()
+	after := describeShare(t, cl2, "gr")
+	if after.ErrorCode != 0 || after.GroupEpoch != before.GroupEpoch || len(after.Members) != 2 {
+		t.Fatalf("reloaded: %+v\nbefore: %+v", after, before)
+	}
+	for i := range after.Members {
+		if after.Members[i].MemberEpoch != before.Members[i].MemberEpoch ||
+			!slices.Equal(after.Members[i].Assignment.TopicPartitions[0].Partitions, before.Members[i].Assignment.TopicPartitions[0].Partitions) {
+			t.Fatalf("member %d reloaded as %+v, was %+v", i, after.Members[i], before.Members[i])
+		}
+	}
+	// b keeps heartbeating, a does not: a is removed once its session
+	// (10s, armed again at the load) has passed.
+	epoch, got := int32(2), 0
+	for range 6 {
+		clk2.Advance(2 * time.Second)
+		r := shareHeartbeat(t, cl2, "gr", b, epoch, nil)
+		if r.ErrorCode != 0 {
+			t.Fatalf("b: %v", kerr.ErrorForCode(r.ErrorCode))
+		}
+		epoch = r.MemberEpoch
+		if r.Assignment != nil {
+			got = len(r.Assignment.TopicPartitions[0].Partitions)
+		}
+	}
+	g := describeShare(t, cl2, "gr")
+	if len(g.Members) != 1 || g.Members[0].MemberID != b || g.GroupEpoch != before.GroupEpoch+1 {
+		t.Fatalf("after a's session expired: %+v", g)
+	}
+	if epoch != g.GroupEpoch || got != 4 {
+		t.Fatalf("b after a left: epoch %d, %d partitions", epoch, got)
+	}
+	if r := shareHeartbeat(t, cl2, "gr", a, 2, nil); r.ErrorCode != kerr.UnknownMemberID.Code {
+		t.Fatalf("a after expiry: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+}
+
+// TestShareVersionGate: a new Raft cluster finalizes share.version 1 and
+// advertises ShareGroupHeartbeat and ShareGroupDescribe; downgraded to 0
+// (UpdateFeatures) they leave ApiVersions and answer UNSUPPORTED_VERSION;
+// at 1 again they are served.
+func TestShareVersionGate(t *testing.T) {
+	n := startRaftNode(t, shareProps)
+	cl := n.client()
+	state := func() (advertised []int16, level int16) {
+		av := request[*kmsg.ApiVersionsResponse](t, cl, kmsg.NewPtrApiVersionsRequest())
+		for _, k := range av.ApiKeys {
+			if k.ApiKey == 76 || k.ApiKey == 77 {
+				advertised = append(advertised, k.ApiKey)
+			}
+		}
+		for _, f := range av.FinalizedFeatures {
+			if f.Name == "share.version" {
+				level = f.MaxVersionLevel
+			}
+		}
+		return advertised, level
+	}
+	set := func(level int16) {
+		req := kmsg.NewPtrUpdateFeaturesRequest()
+		u := kmsg.NewUpdateFeaturesRequestFeatureUpdate()
+		u.Feature, u.MaxVersionLevel, u.UpgradeType = "share.version", level, 1
+		if level == 0 {
+			u.UpgradeType = 2 // safe downgrade
+		}
+		req.FeatureUpdates = append(req.FeatureUpdates, u)
+		req.TimeoutMillis = 10000
+		r := request[*kmsg.UpdateFeaturesResponse](t, cl, req)
+		if r.ErrorCode != 0 {
+			t.Fatalf("share.version %d: %v", level, kerr.ErrorForCode(r.ErrorCode))
+		}
+	}
+	if keys, level := state(); !slices.Equal(keys, []int16{76, 77}) || level != 1 {
+		t.Fatalf("new cluster: share APIs %v, share.version %d", keys, level)
+	}
+	set(0)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		keys, level := state()
+		if len(keys) == 0 && level == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after downgrade: share APIs %v, share.version %d", keys, level)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	hb := kmsg.NewPtrShareGroupHeartbeatRequest()
+	hb.Version, hb.GroupID, hb.MemberID = 1, "g", base64.URLEncoding.EncodeToString(make([]byte, 16))
+	hb.SubscribedTopicNames = []string{"t"}
+	if r := rawRequest(t, n.addr, hb).(*kmsg.ShareGroupHeartbeatResponse); r.ErrorCode != kerr.UnsupportedVersion.Code {
+		t.Fatalf("heartbeat at share.version 0: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	set(1)
+	createTopic(t, cl, "t", 1, nil)
+	for keys, _ := state(); len(keys) != 2; keys, _ = state() {
+		if time.Now().After(deadline.Add(10 * time.Second)) {
+			t.Fatalf("after upgrade: share APIs %v", keys)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// A new client: the first one remembers the APIs as unsupported.
+	if r := shareHeartbeat(t, n.client(), "g", hb.MemberID, 0, []string{"t"}); r.ErrorCode != 0 {
+		t.Fatalf("heartbeat at share.version 1: %v", kerr.ErrorForCode(r.ErrorCode))
 	}
 }
