@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -137,9 +138,34 @@ func TestShareGroupFranzGoMembers(t *testing.T) {
 		t.Fatalf("members' client ids %v", clients)
 	}
 
+	// kadm's share-group describe reads the same.
+	described, err := kadm.NewClient(cl).DescribeShareGroups(ctx(t), group)
+	if d := described[group]; err != nil || d.Err != nil || d.GroupState != "Stable" || len(d.Members) != 2 || len(d.AssignedPartitions().Sorted()) != 1 {
+		t.Fatalf("kadm describe: %v %+v", err, d)
+	}
+	// The status pages' summary (/api/v1/groups) shows the share group,
+	// its members and their partitions.
+	found := false
+	for _, sum := range n.h.Groups().Summaries() {
+		if sum.ID != group {
+			continue
+		}
+		found = true
+		parts := 0
+		for _, m := range sum.Members {
+			parts += len(m.Assigned)
+		}
+		if sum.Type != "share" || sum.State != "Stable" || sum.Assignor != "simple" || len(sum.Members) != 2 || parts != 3 {
+			t.Fatalf("summary %+v", sum)
+		}
+	}
+	if !found {
+		t.Fatal("no summary of the share group")
+	}
+
 	lg := kmsg.NewPtrListGroupsRequest()
 	lg.TypesFilter = []string{"share"}
-	found := false
+	found = false
 	for _, x := range request[*kmsg.ListGroupsResponse](t, cl, lg).Groups {
 		found = found || (x.Group == group && x.GroupType == "share" && x.ProtocolType == "share" && x.GroupState == "Stable")
 	}
