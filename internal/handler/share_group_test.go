@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-io/sluice/internal/clock"
+	"github.com/sluice-io/sluice/internal/share"
 )
 
 // shareProps keeps share-group heartbeats fast in tests.
@@ -59,7 +60,8 @@ func shareHeartbeat(t *testing.T, cl *kgo.Client, group, member string, epoch in
 // through ShareGroupHeartbeat, ShareGroupDescribe shows them with every
 // partition assigned to one of them, ListGroups lists the group as a share
 // group, DescribeGroups answers it Dead (it is not a classic group), DeleteGroups
-// refuses it while it has members and deletes it once they left.
+// refuses it while it has members and deletes it once they left, with
+// the state of its share partitions.
 func TestShareGroupFranzGoMembers(t *testing.T) {
 	n := startNode(t, "", shareProps)
 	cl := n.client()
@@ -186,6 +188,17 @@ func TestShareGroupFranzGoMembers(t *testing.T) {
 		t.Fatalf("DescribeGroups of a share group: %v %s", kerr.ErrorForCode(d.ErrorCode), d.State)
 	}
 
+	// The share partitions' state (here in a MemPersister standing for
+	// the share coordinator) is deleted with the group.
+	persister := share.NewMemPersister()
+	n.h.Groups().SetSharePersister(persister)
+	topicID := g.Members[0].Assignment.TopicPartitions[0].TopicID
+	for p := int32(0); p < 3; p++ {
+		if err := persister.Initialize(ctx(t), share.Key{Group: group, TopicID: topicID, Partition: p}, 1, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+
 	del := kmsg.NewPtrDeleteGroupsRequest()
 	del.Groups = []string{group}
 	if r := request[*kmsg.DeleteGroupsResponse](t, cl, del); r.Groups[0].ErrorCode != kerr.NonEmptyGroup.Code {
@@ -202,6 +215,11 @@ func TestShareGroupFranzGoMembers(t *testing.T) {
 	}
 	if g := describeShare(t, cl, group); g.ErrorCode != kerr.GroupIDNotFound.Code {
 		t.Fatalf("after delete: %+v", g)
+	}
+	for p := int32(0); p < 3; p++ {
+		if st, err := persister.Read(ctx(t), share.Key{Group: group, TopicID: topicID, Partition: p}, 0); err != nil || st.StartOffset != -1 {
+			t.Fatalf("share state of partition %d after delete: %+v %v", p, st, err)
+		}
 	}
 }
 
