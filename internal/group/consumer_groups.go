@@ -250,7 +250,7 @@ func (c *Coordinator) ConsumerGroupDescribe(req *kmsg.ConsumerGroupDescribeReque
 		var out kmsg.ConsumerGroupDescribeResponseGroup
 		if err := c.run(id, func(s *shard) {
 			out = s.State().consumers.DescribeGroup(c.consumerImage(), id, req.Version)
-			if out.ErrorCode == kerr.GroupIDNotFound.Code && s.State().groups[id] != nil && len(s.State().groups[id].members) > 0 {
+			if out.ErrorCode == kerr.GroupIDNotFound.Code && (isShareGroup(s, id) || s.State().groups[id] != nil && len(s.State().groups[id].members) > 0) {
 				msg := "Group " + id + " is not a consumer group."
 				out.ErrorMessage = &msg
 			}

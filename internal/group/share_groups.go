@@ -33,8 +33,8 @@ func ShareConfig(b *config.Broker) sharegroup.Config {
 		HeartbeatInterval: ms("group.share.heartbeat.interval.ms", 5000),
 		MaxSize:           int(b.Int("group.share.max.size", 200)),
 	}
-	// group.share.assignors: Kafka accepts only the simple assignor
-	// (its name or class name); config.Def checks the value.
+	// group.share.assignors can only name the simple assignor (its
+	// config.Def checks), the Manager's default.
 	return cfg
 }
 

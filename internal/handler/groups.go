@@ -10,10 +10,10 @@ import (
 	"github.com/sluice-io/sluice/internal/protocol"
 )
 
-// groupAPI serves the consumer-group APIs against one group coordinator.
-// The handler files 08..16, 28, 42 and 47 are its methods; the protocol logic
-// itself lives in internal/group, these only adapt kmsg requests and
-// Reply.Await.
+// groupAPI serves the group APIs against one group coordinator. The
+// handler files 08..16, 28, 42, 47, 68, 69, 76 and 77 are its methods;
+// the protocol logic itself lives in internal/group, these only adapt
+// kmsg requests and Reply.Await.
 type groupAPI struct {
 	h *Handlers
 	c *group.Coordinator
