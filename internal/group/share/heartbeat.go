@@ -220,8 +220,10 @@ func (mgr *Manager) heartbeat(now time.Time, img *Image, client Client, req *kms
 	resp.MemberID = &id
 	resp.MemberEpoch = updated.Epoch
 	resp.HeartbeatIntervalMillis = int32(mgr.settings(g.ID).HeartbeatInterval / time.Millisecond)
-	// The assignment goes back on a join and when it changed.
-	if joining || !member.Assigned.Equal(updated.Assigned) {
+	// The assignment goes back on a join, when it changed, and to a
+	// member heartbeating with its previous epoch (the answer that moved
+	// it on was lost, so it may not have its assignment either).
+	if joining || req.MemberEpoch != updated.Epoch || !member.Assigned.Equal(updated.Assigned) {
 		a := kmsg.NewShareGroupHeartbeatResponseAssignment()
 		for _, tp := range topicPartitions(updated.Assigned) {
 			t := kmsg.NewShareGroupHeartbeatResponseAssignmentTopicPartition()

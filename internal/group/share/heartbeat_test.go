@@ -228,8 +228,8 @@ func TestHeartbeatErrors(t *testing.T) {
 	if got := do("g", memberID(1), 1, nil); got != 0 {
 		t.Fatalf("heartbeat: %v", kerr.ErrorForCode(got))
 	}
-	if got := do("g", memberID(1), 1, nil); got != 0 {
-		t.Fatalf("previous epoch: %v", kerr.ErrorForCode(got))
+	if r := h.hb("g", 1, 1, nil); r.ErrorCode != 0 || r.MemberEpoch != 2 || r.Assignment == nil {
+		t.Fatalf("previous epoch: %+v", r)
 	}
 	h.hb("g", 1, 2, []string{"a", "b"}) // epoch 3
 	h.hb("g", 1, 3, []string{"a"})      // epoch 4
