@@ -465,3 +465,66 @@ func TestShareVersionGate(t *testing.T) {
 		t.Fatalf("heartbeat at share.version 1: %v", kerr.ErrorForCode(r.ErrorCode))
 	}
 }
+
+// TestShareGroupACLs: ShareGroupHeartbeat needs READ on the group and
+// DESCRIBE on every subscribed topic, ShareGroupDescribe DESCRIBE on the
+// group and on the topics of its assignments, as Kafka's KafkaApis.
+func TestShareGroupACLs(t *testing.T) {
+	props := map[string]string{"authorizer.class.name": standardAuthorizer, "allow.everyone.if.no.acl.found": "true"}
+	for k, v := range shareProps {
+		props[k] = v
+	}
+	n := startNode(t, "", props)
+	cl := n.client()
+	for _, topic := range []string{"open", "secret", "later"} {
+		createTopic(t, cl, topic, 1, nil)
+	}
+	deny := func(rt kmsg.ACLResourceType, name string, op kmsg.ACLOperation) {
+		c := creation(rt, name, kmsg.ACLResourcePatternTypeLiteral, "User:ANONYMOUS", op)
+		c.PermissionType = kmsg.ACLPermissionTypeDeny
+		req := kmsg.NewPtrCreateACLsRequest()
+		req.Creations = append(req.Creations, c)
+		if r := request[*kmsg.CreateACLsResponse](t, cl, req); r.Results[0].ErrorCode != 0 {
+			t.Fatalf("deny %s: %v", name, kerr.ErrorForCode(r.Results[0].ErrorCode))
+		}
+	}
+	deny(kmsg.ACLResourceTypeTopic, "secret", kmsg.ACLOperationDescribe)
+	deny(kmsg.ACLResourceTypeGroup, "denied", kmsg.ACLOperationRead)
+	deny(kmsg.ACLResourceTypeGroup, "hidden", kmsg.ACLOperationDescribe)
+	id := base64.URLEncoding.EncodeToString(make([]byte, 16))
+	// Straight to the node: FindCoordinator needs DESCRIBE on the group,
+	// which an ACL naming the group takes away here.
+	md := request[*kmsg.MetadataResponse](t, cl, kmsg.NewPtrMetadataRequest())
+	node := cl.Broker(int(md.Brokers[0].NodeID))
+	direct := func(req kmsg.Request) kmsg.Response {
+		resp, err := node.Request(ctx(t), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	hb := kmsg.NewPtrShareGroupHeartbeatRequest()
+	hb.GroupID, hb.MemberID, hb.SubscribedTopicNames = "denied", id, []string{"open"}
+	if r := direct(hb).(*kmsg.ShareGroupHeartbeatResponse); r.ErrorCode != kerr.GroupAuthorizationFailed.Code {
+		t.Errorf("group without READ: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	if r := shareHeartbeat(t, cl, "sg", id, 0, []string{"open", "secret"}); r.ErrorCode != kerr.TopicAuthorizationFailed.Code {
+		t.Errorf("subscribing to a topic without DESCRIBE: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	if r := shareHeartbeat(t, cl, "sg", id, 0, []string{"open", "later"}); r.ErrorCode != 0 {
+		t.Fatalf("join: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	if g := describeShare(t, cl, "sg"); g.ErrorCode != 0 || len(g.Members) != 1 {
+		t.Fatalf("describe: %+v", g)
+	}
+	dr := kmsg.NewPtrShareGroupDescribeRequest()
+	dr.GroupIDs = []string{"hidden"}
+	if g := direct(dr).(*kmsg.ShareGroupDescribeResponse).Groups[0]; g.ErrorCode != kerr.GroupAuthorizationFailed.Code {
+		t.Errorf("describe without DESCRIBE on the group: %v", kerr.ErrorForCode(g.ErrorCode))
+	}
+	// A topic of the assignment the client may no longer describe.
+	deny(kmsg.ACLResourceTypeTopic, "later", kmsg.ACLOperationDescribe)
+	if g := describeShare(t, cl, "sg"); g.ErrorCode != kerr.TopicAuthorizationFailed.Code || len(g.Members) != 0 {
+		t.Errorf("describe with an assigned topic not describable: %v, %d members", kerr.ErrorForCode(g.ErrorCode), len(g.Members))
+	}
+}
