@@ -366,7 +366,7 @@ func (c *Coordinator) loaded(s *shard) {
 	c.loadedConsumers(s)
 	c.loadedShares(s)
 	if st.replayed {
-		c.log.Info("loaded groups", "partition", s.Partition(), "groups", len(st.groups), "took", st.loadTook)
+		c.log.Info("loaded groups", "partition", s.Partition(), "groups", len(st.groups), "consumerGroups", len(st.consumers.Groups()), "shareGroups", len(st.shares.Groups()), "took", st.loadTook)
 	}
 }
 
