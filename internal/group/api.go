@@ -203,12 +203,12 @@ func (c *Coordinator) DescribeGroups(req *kmsg.DescribeGroupsRequest) *kmsg.Desc
 	for _, id := range req.Groups {
 		rg := kmsg.NewDescribeGroupsResponseGroup()
 		rg.Group = id
-		resp.Groups = append(resp.Groups, c.describe(id, rg))
+		resp.Groups = append(resp.Groups, c.describe(id, req.Version, rg))
 	}
 	return resp
 }
 
-func (c *Coordinator) describe(id string, rg kmsg.DescribeGroupsResponseGroup) kmsg.DescribeGroupsResponseGroup {
+func (c *Coordinator) describe(id string, version int16, rg kmsg.DescribeGroupsResponseGroup) kmsg.DescribeGroupsResponseGroup {
 	if id == "" {
 		rg.ErrorCode = kerr.InvalidGroupID.Code
 		return rg
@@ -216,6 +216,10 @@ func (c *Coordinator) describe(id string, rg kmsg.DescribeGroupsResponseGroup) k
 	if err := c.run(id, func(s *shard) {
 		if cg := s.State().consumers.Group(id); cg != nil {
 			rg = c.describeConsumerAsClassic(cg, rg)
+			return
+		}
+		if isShareGroup(s, id) {
+			rg = describeShareAsClassic(id, version, rg)
 			return
 		}
 		rg = describeGroup(s.State().groups[id], rg)
@@ -264,6 +268,18 @@ func (c *Coordinator) ListGroups(req *kmsg.ListGroupsRequest) *kmsg.ListGroupsRe
 		types[lower(t)] = true
 	}
 	if c.forEachShard(func(s *shard) {
+		shares := s.State().shares
+		if len(types) == 0 || types["share"] {
+			for _, id := range shares.Groups() {
+				state := shares.Group(id).State()
+				if len(want) > 0 && !want[lower(state)] {
+					continue
+				}
+				lg := kmsg.NewListGroupsResponseGroup()
+				lg.Group, lg.ProtocolType, lg.GroupState, lg.GroupType = id, "share", state, "share"
+				resp.Groups = append(resp.Groups, lg)
+			}
+		}
 		mgr := s.State().consumers
 		if len(types) == 0 || types["consumer"] {
 			for _, id := range mgr.Groups() {
@@ -280,7 +296,7 @@ func (c *Coordinator) ListGroups(req *kmsg.ListGroupsRequest) *kmsg.ListGroupsRe
 			return
 		}
 		for _, g := range s.State().groups {
-			if mgr.Group(g.id) != nil {
+			if mgr.Group(g.id) != nil || shares.Group(g.id) != nil {
 				continue // the offsets' holder of a consumer group
 			}
 			if len(want) > 0 && !want[lower(g.state.String())] {
@@ -347,6 +363,13 @@ func (c *Coordinator) DeleteGroups(req *kmsg.DeleteGroupsRequest) Result[*kmsg.D
 func (c *Coordinator) deleteGroup(id string) (wait func() error, code int16) {
 	if id == "" {
 		return nil, kerr.InvalidGroupID.Code
+	}
+	isShare := false
+	if err := c.run(id, func(s *shard) { isShare = isShareGroup(s, id) }); err != nil {
+		return nil, err.Code
+	}
+	if isShare {
+		return c.deleteShareGroup(id)
 	}
 	if err := c.run(id, func(s *shard) {
 		g := s.State().groups[id]

@@ -158,6 +158,10 @@ func (c *Coordinator) ConsumerGroupHeartbeat(req *kmsg.ConsumerGroupHeartbeatReq
 	if err := c.run(req.Group, func(s *shard) {
 		st := s.State()
 		mgr := st.consumers
+		if isShareGroup(s, req.Group) {
+			res = fail(kerr.GroupIDNotFound, "Group "+req.Group+" is not a consumer group.")
+			return
+		}
 		if mgr.Group(req.Group) == nil && classicBusy(st.groups[req.Group]) {
 			// Kafka: a non-empty classic group is not a consumer group
 			// (an online upgrade is not implemented).
@@ -246,7 +250,7 @@ func (c *Coordinator) ConsumerGroupDescribe(req *kmsg.ConsumerGroupDescribeReque
 		var out kmsg.ConsumerGroupDescribeResponseGroup
 		if err := c.run(id, func(s *shard) {
 			out = s.State().consumers.DescribeGroup(c.consumerImage(), id, req.Version)
-			if out.ErrorCode == kerr.GroupIDNotFound.Code && s.State().groups[id] != nil && len(s.State().groups[id].members) > 0 {
+			if out.ErrorCode == kerr.GroupIDNotFound.Code && (isShareGroup(s, id) || s.State().groups[id] != nil && len(s.State().groups[id].members) > 0) {
 				msg := "Group " + id + " is not a consumer group."
 				out.ErrorMessage = &msg
 			}
@@ -272,6 +276,10 @@ func (c *Coordinator) loadedConsumers(s *shard) {
 // to a classic group by writing its tombstones, as Kafka converts an empty
 // consumer group on a classic JoinGroup.
 func (c *Coordinator) classicOnly(s *shard, id string) *kerr.Error {
+	if isShareGroup(s, id) {
+		// Kafka's classicGroupJoin: a group of another type.
+		return kerr.InconsistentGroupProtocol
+	}
 	mgr := s.State().consumers
 	cg := mgr.Group(id)
 	if cg == nil {

@@ -31,7 +31,9 @@ import (
 	"github.com/sluice-io/sluice/internal/config"
 	"github.com/sluice-io/sluice/internal/coord"
 	"github.com/sluice-io/sluice/internal/group/consumer"
+	sharegroup "github.com/sluice-io/sluice/internal/group/share"
 	"github.com/sluice-io/sluice/internal/metadata"
+	"github.com/sluice-io/sluice/internal/share"
 	"github.com/sluice-io/sluice/internal/storage"
 )
 
@@ -110,8 +112,10 @@ type shardState struct {
 	txnGroups map[int64]map[string]bool
 	// consumers are the partition's KIP-848 consumer groups.
 	consumers *consumer.Manager
-	loadTook  time.Duration
-	replayed  bool // the partition had records to replay
+	// shares are the partition's KIP-932 share groups.
+	shares   *sharegroup.Manager
+	loadTook time.Duration
+	replayed bool // the partition had records to replay
 }
 
 // shard is the runtime's shard of one offsets partition: its methods
@@ -145,6 +149,9 @@ type Coordinator struct {
 	ccfg       consumer.Config // KIP-848 settings (group.consumer.*)
 	consumerOn bool            // group.coordinator.rebalance.protocols lists consumer
 	cimg       atomic.Value    // *imageCache: the consumer.Image of the last metadata image
+
+	scfg      sharegroup.Config               // KIP-932 settings (group.share.*)
+	persister atomic.Pointer[share.Persister] // share-partition state, deleted with a share group
 }
 
 // New returns a coordinator for b and elects every offsets partition this
@@ -157,7 +164,7 @@ func New(b *broker.Broker, opts Options) *Coordinator {
 		opts.Logger = b.Logger()
 	}
 	c := &Coordinator{b: b, cfg: opts.Config, clock: opts.Clock, log: opts.Logger.With("component", "group"),
-		ccfg: ConsumerConfig(b.Config()), consumerOn: consumerEnabled(b.Config())}
+		ccfg: ConsumerConfig(b.Config()), consumerOn: consumerEnabled(b.Config()), scfg: ShareConfig(b.Config())}
 	c.rt = coord.New(coord.Config[*shardState]{
 		Name: "group", Clock: c.clock, Logger: c.log,
 		Replica: func(i int32) (coord.Replica, error) {
@@ -268,6 +275,7 @@ func (c *Coordinator) unloaded(s *shard) {
 	st.groups = map[string]*Group{}
 	st.txnGroups = map[int64]map[string]bool{}
 	st.consumers = c.newConsumerManager()
+	st.shares = sharegroup.NewManager(c.shareConfig())
 }
 
 // Close resigns every shard and stops the background work. Requests that
@@ -322,7 +330,8 @@ func (c *Coordinator) load(i int32, r coord.Replica) (*shardState, error) {
 	})
 	now := c.clock.Now()
 	l.consumers.Reconfigure(c.consumerConfig())
-	st := &shardState{groups: map[string]*Group{}, txnGroups: map[int64]map[string]bool{}, consumers: l.consumers}
+	l.shares.Reconfigure(c.shareConfig())
+	st := &shardState{groups: map[string]*Group{}, txnGroups: map[int64]map[string]bool{}, consumers: l.consumers, shares: l.shares}
 	for id, gm := range l.groups {
 		g := restoreGroup(id, &c.cfg, gm, now)
 		for tp, o := range l.offsets[id] {
@@ -355,8 +364,9 @@ func (c *Coordinator) loaded(s *shard) {
 	}
 	c.armRetention(s)
 	c.loadedConsumers(s)
+	c.loadedShares(s)
 	if st.replayed {
-		c.log.Info("loaded groups", "partition", s.Partition(), "groups", len(st.groups), "took", st.loadTook)
+		c.log.Info("loaded groups", "partition", s.Partition(), "groups", len(st.groups), "consumerGroups", len(st.consumers.Groups()), "shareGroups", len(st.shares.Groups()), "took", st.loadTook)
 	}
 }
 

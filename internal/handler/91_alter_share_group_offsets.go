@@ -14,6 +14,7 @@ package handler
 // UNKNOWN_TOPIC_OR_PARTITION and INVALID_REQUEST.
 
 import (
+	sharegroup "github.com/sluice-io/sluice/internal/group/share"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -40,6 +41,7 @@ func (s *shareStateAPI) alterShareGroupOffsets(r *protocol.Request) protocol.Rep
 	}
 	type job struct {
 		key   share.Key
+		topic string
 		start int64
 		slot  *kmsg.AlterShareGroupOffsetsResponseTopicPartition
 	}
@@ -74,13 +76,26 @@ func (s *shareStateAPI) alterShareGroupOffsets(r *protocol.Request) protocol.Rep
 				rp.ErrorCode, rp.ErrorMessage = err.Code, &err.Message
 				continue
 			}
-			jobs = append(jobs, job{share.Key{Group: req.GroupID, TopicID: mt.ID, Partition: p.Partition}, p.StartOffset, rp})
+			jobs = append(jobs, job{share.Key{Group: req.GroupID, TopicID: mt.ID, Partition: p.Partition}, t.Topic, p.StartOffset, rp})
 		}
 	}
 	if len(jobs) == 0 {
 		return protocol.Reply{Resp: resp}
 	}
 	return protocol.Reply{Await: func() kmsg.Response {
+		// The group coordinator creates the share group if needed and
+		// records the partitions as initialized first, so that the group
+		// describes them and a DeleteGroups deletes their state.
+		parts := make([]sharegroup.SharePartition, len(jobs))
+		for i, j := range jobs {
+			parts[i] = sharegroup.SharePartition{TopicID: j.key.TopicID, Topic: j.topic, Partition: j.key.Partition}
+		}
+		if gerr := s.h.groups.EnsureShareGroup(req.GroupID, parts); gerr != nil {
+			for _, j := range jobs {
+				j.slot.ErrorCode, j.slot.ErrorMessage = gerr.Code, &gerr.Message
+			}
+			return resp
+		}
 		ctx, cancel := stateCtx()
 		defer cancel()
 		eachPartition(len(jobs), func(i int) {

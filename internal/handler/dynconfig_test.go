@@ -205,7 +205,7 @@ func TestGroupConfigs(t *testing.T) {
 		return &request[*kmsg.IncrementalAlterConfigsResponse](t, cl, req).Resources[0]
 	}
 	r := describe("my-group")
-	if r.ErrorCode != 0 || len(r.Configs) != 6 {
+	if r.ErrorCode != 0 || len(r.Configs) != 8 { // config.GroupDefs
 		t.Fatalf("describe: %v, %d configs", kerr.ErrorForCode(r.ErrorCode), len(r.Configs))
 	}
 	if v, src := value(r, "consumer.session.timeout.ms"); v != "45000" || src != kmsg.ConfigSourceDefaultConfig {

@@ -10,10 +10,10 @@ import (
 	"github.com/sluice-io/sluice/internal/protocol"
 )
 
-// groupAPI serves the consumer-group APIs against one group coordinator.
-// The handler files 08..16, 28, 42 and 47 are its methods; the protocol logic
-// itself lives in internal/group, these only adapt kmsg requests and
-// Reply.Await.
+// groupAPI serves the group APIs against one group coordinator. The
+// handler files 08..16, 28, 42, 47, 68, 69, 76 and 77 are its methods;
+// the protocol logic itself lives in internal/group, these only adapt
+// kmsg requests and Reply.Await.
 type groupAPI struct {
 	h *Handlers
 	c *group.Coordinator
@@ -61,6 +61,8 @@ func (h *Handlers) registerGroupAPIs(reg *protocol.Registry) {
 		{Key: 47, MinVersion: 0, MaxVersion: 0, Serve: g.offsetDeleteAuthz},
 		{Key: 68, MinVersion: 0, MaxVersion: 1, Serve: g.consumerGroupHeartbeat, Hidden: g.consumerProtocolOff},
 		{Key: 69, MinVersion: 0, MaxVersion: 1, Serve: g.consumerGroupDescribe, Hidden: g.consumerProtocolOff},
+		{Key: 76, MinVersion: 1, MaxVersion: 1, Serve: g.shareGroupHeartbeat},
+		{Key: 77, MinVersion: 1, MaxVersion: 1, Serve: g.shareGroupDescribe},
 	} {
 		reg.Register(api)
 	}

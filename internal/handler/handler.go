@@ -162,6 +162,11 @@ func RegisterWith(reg *protocol.Registry, b *broker.Broker, opts Options) *Handl
 	}})
 	h.registerTxnAPIs(reg)
 	h.registerShareStateAPIs(reg)
+	// The share group coordinator deletes share-partition state through
+	// the share coordinator, which asks it whether a group is empty.
+	h.groups.SetSharePersister(h.SharePersister())
+	h.SetShareGroupState(h.groups.ShareGroupState)
+	h.gateShareAPIs(reg)
 	return h
 }
 

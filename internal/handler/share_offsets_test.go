@@ -23,7 +23,7 @@ func alterShareReq(group, topic string, part int32, start int64) *kmsg.AlterShar
 
 // describeShare returns group's start offset and lag of topic's partition
 // (-1, -1 if it is not in the response), describing every topic when all.
-func describeShare(t *testing.T, cl *kgo.Client, group, topic string, all bool) (start, lag int64) {
+func describeShareOffsets(t *testing.T, cl *kgo.Client, group, topic string, all bool) (start, lag int64) {
 	t.Helper()
 	req := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
 	rg := kmsg.NewDescribeShareGroupOffsetsRequestGroup()
@@ -73,15 +73,15 @@ func TestShareGroupOffsetsAdminAPIs(t *testing.T) {
 	if resp.ErrorCode != 0 || resp.Topics[0].Partitions[0].ErrorCode != 0 {
 		t.Fatalf("alter: %v / %v", kerr.ErrorForCode(resp.ErrorCode), kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode))
 	}
-	if start, lag := describeShare(t, cl, group, topic, false); start != 8 || lag != 12 {
+	if start, lag := describeShareOffsets(t, cl, group, topic, false); start != 8 || lag != 12 {
 		t.Fatalf("describe: start %d lag %d, want 8 and 12", start, lag)
 	}
-	if start, _ := describeShare(t, cl, group, topic, true); start != 8 {
+	if start, _ := describeShareOffsets(t, cl, group, topic, true); start != 8 {
 		t.Fatalf("describe all topics: start %d, want 8", start)
 	}
 	// Altering again bumps the state epoch (a new initialization).
 	request[*kmsg.AlterShareGroupOffsetsResponse](t, cl, alterShareReq(group, topic, 0, 3))
-	if start, _ := describeShare(t, cl, group, topic, false); start != 3 {
+	if start, _ := describeShareOffsets(t, cl, group, topic, false); start != 3 {
 		t.Fatalf("describe after second alter: start %d, want 3", start)
 	}
 	// Bad input.
@@ -97,7 +97,7 @@ func TestShareGroupOffsetsAdminAPIs(t *testing.T) {
 	if r := request[*kmsg.AlterShareGroupOffsetsResponse](t, cl, alterShareReq(group, topic, 0, 1)); r.ErrorCode != kerr.NonEmptyGroup.Code {
 		t.Fatalf("alter of a non-empty group: %v", kerr.ErrorForCode(r.ErrorCode))
 	}
-	if start, _ := describeShare(t, cl, group, topic, false); start != 3 {
+	if start, _ := describeShareOffsets(t, cl, group, topic, false); start != 3 {
 		t.Fatalf("a refused alter changed the start offset to %d", start)
 	}
 	del := kmsg.NewPtrDeleteShareGroupOffsetsRequest()
@@ -114,10 +114,10 @@ func TestShareGroupOffsetsAdminAPIs(t *testing.T) {
 	if r.ErrorCode != 0 || r.Topics[0].ErrorCode != 0 {
 		t.Fatalf("delete: %v / %v", kerr.ErrorForCode(r.ErrorCode), kerr.ErrorForCode(r.Topics[0].ErrorCode))
 	}
-	if start, _ := describeShare(t, cl, group, topic, false); start != -1 {
+	if start, _ := describeShareOffsets(t, cl, group, topic, false); start != -1 {
 		t.Fatalf("describe after delete: start %d, want -1", start)
 	}
-	if start, _ := describeShare(t, cl, group, topic, true); start != -1 {
+	if start, _ := describeShareOffsets(t, cl, group, topic, true); start != -1 {
 		t.Fatalf("describe all after delete: start %d, want the partition left out", start)
 	}
 }
