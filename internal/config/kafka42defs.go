@@ -27,7 +27,7 @@ var kafka42Ignored = []Def{
 	{Name: "group.coordinator.append.linger.ms", Type: TypeInt, Default: "-1", Min: -1, Max: math.MaxInt32, Status: StatusIgnored},
 	{Name: "group.consumer.assignors", Type: TypeList, Default: "uniform,range", Status: StatusImplemented, Doc: "Server-side assignors of KIP-848 consumer groups, the first the default (uniform and range; other names are ignored)."},
 	{Name: "group.consumer.max.size", Type: TypeInt, Default: "2147483647", Min: 1, Max: math.MaxInt32, Status: StatusImplemented, Doc: "Most members of a KIP-848 consumer group (GROUP_MAX_SIZE_REACHED)."},
-	{Name: "group.consumer.migration.policy", Type: TypeString, Default: "bidirectional", Status: StatusIgnored, Doc: "sluice converts only empty groups between the classic and consumer protocols (whatever the policy, as Kafka); online migration of groups with members is not implemented."},
+	{Name: "group.consumer.migration.policy", Type: TypeString, Default: "bidirectional", Enum: []string{"bidirectional", "upgrade", "downgrade", "disabled"}, Status: StatusImplemented, Doc: "Online conversion of groups with members (KIP-848): bidirectional, upgrade (a classic group converts when a consumer-protocol member joins), downgrade (a consumer group of classic members converts back when its last consumer-protocol member leaves) or disabled. Empty groups convert whatever the policy, as Kafka."},
 	{Name: "group.share.assignors", Type: TypeList, Default: "simple", Status: StatusIgnored, Doc: "Share groups (KIP-932) are not implemented."},
 	{Name: "group.share.delivery.count.limit", Type: TypeInt, Default: "5", Min: 2, Max: 10, Status: StatusIgnored},
 	{Name: "group.share.max.share.sessions", Type: TypeInt, Default: "2000", Min: 1, Max: math.MaxInt32, Status: StatusIgnored},

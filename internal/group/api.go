@@ -73,6 +73,10 @@ func (c *Coordinator) JoinGroup(req *kmsg.JoinGroupRequest, clientID, clientHost
 			res = fail(e)
 			return
 		}
+		if s.State().consumers.Group(req.Group) != nil {
+			res = c.classicJoinConsumer(s, req, clientID, clientHost)
+			return
+		}
 		g := s.State().groups[req.Group]
 		if g == nil {
 			if req.MemberID != "" {
@@ -119,6 +123,10 @@ func (c *Coordinator) SyncGroup(req *kmsg.SyncGroupRequest) Result[*kmsg.SyncGro
 	}
 	var res Result[*kmsg.SyncGroupResponse]
 	if err := c.run(req.Group, func(s *shard) {
+		if s.State().consumers.Group(req.Group) != nil {
+			res = ready(c.classicSyncConsumer(s, req))
+			return
+		}
 		g := s.State().groups[req.Group]
 		if g == nil {
 			res = ready(syncError(kerr.UnknownMemberID.Code))
@@ -145,6 +153,10 @@ func (c *Coordinator) Heartbeat(req *kmsg.HeartbeatRequest) *kmsg.HeartbeatRespo
 		return resp
 	}
 	if err := c.run(req.Group, func(s *shard) {
+		if s.State().consumers.Group(req.Group) != nil {
+			resp.ErrorCode = c.classicHeartbeatConsumer(s, req)
+			return
+		}
 		g := s.State().groups[req.Group]
 		if g == nil {
 			resp.ErrorCode = kerr.UnknownMemberID.Code
@@ -171,6 +183,10 @@ func (c *Coordinator) LeaveGroup(req *kmsg.LeaveGroupRequest) *kmsg.LeaveGroupRe
 		return resp
 	}
 	if err := c.run(req.Group, func(s *shard) {
+		if s.State().consumers.Group(req.Group) != nil {
+			resp.Members = c.classicLeaveConsumer(s, req.Group, members)
+			return
+		}
 		g := s.State().groups[req.Group]
 		now := c.clock.Now()
 		for _, rm := range members {

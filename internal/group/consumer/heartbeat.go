@@ -158,14 +158,19 @@ func (mgr *Manager) Heartbeat(now time.Time, img *Image, client Client, req *kms
 		}
 		return resp, res
 	}
-	resp, res, e := mgr.heartbeat(now, img, client, req)
+	resp, res, e := mgr.heartbeat(now, img, client, req, nil)
 	if e != nil {
 		return errorResponse(req, e), Result{}
 	}
 	return resp, res
 }
 
-func (mgr *Manager) heartbeat(now time.Time, img *Image, client Client, req *kmsg.ConsumerGroupHeartbeatRequest) (*kmsg.ConsumerGroupHeartbeatResponse, Result, *Error) {
+// heartbeat is a consumer-protocol member's heartbeat, or, with cl set,
+// a classic-protocol member's JoinGroup (Kafka's
+// classicGroupJoinToConsumerGroup): req then carries the member's
+// subscription, epoch checks are skipped, the member's classic metadata
+// is cl's, and the member after the call is left in cl.member.
+func (mgr *Manager) heartbeat(now time.Time, img *Image, client Client, req *kmsg.ConsumerGroupHeartbeatRequest, cl *classicJoin) (*kmsg.ConsumerGroupHeartbeatResponse, Result, *Error) {
 	joining := req.MemberEpoch == JoinEpoch
 	g := mgr.groups[req.Group]
 	if g == nil {
@@ -182,6 +187,9 @@ func (mgr *Manager) heartbeat(now time.Time, img *Image, client Client, req *kms
 		memberID = mgr.cfg.NewMemberID()
 	}
 	owned := ownedFrom(req.Topics)
+	if cl != nil {
+		owned = cl.owned
+	}
 	var records []Record
 	targets := maps.Clone(g.Target)
 	var member *Member
@@ -194,20 +202,27 @@ func (mgr *Manager) heartbeat(now time.Time, img *Image, client Client, req *kms
 		case member == nil:
 			member = &Member{ID: memberID, Assigned: Assignment{}, PendingRevocation: Assignment{}}
 		}
-		if e := checkEpoch(member, req.MemberEpoch, owned); e != nil {
-			return nil, Result{}, e
+		if cl == nil {
+			if e := checkEpoch(member, req.MemberEpoch, owned); e != nil {
+				return nil, Result{}, e
+			}
 		}
 	} else {
 		inst := *req.InstanceID
 		existing := g.staticMember(inst)
 		switch {
+		case cl != nil && existing != nil && existing.ID == memberID:
+			// A classic static member rejoining under its id.
+			member = existing
+		case cl != nil && existing != nil && !cl.unknownMember:
+			return nil, Result{}, errf(kerr.FencedInstanceID, "Static member %s with instance id %s was fenced by member %s.", memberID, inst, existing.ID)
 		case joining && existing == nil:
 			member = g.Members[memberID]
 			if member == nil {
 				member = &Member{ID: memberID, Assigned: Assignment{}, PendingRevocation: Assignment{}}
 			}
 		case joining:
-			if existing.Epoch != StaticLeaveEpoch {
+			if existing.Epoch != StaticLeaveEpoch && cl == nil {
 				return nil, Result{}, errf(kerr.UnreleasedInstanceID, "Static member %s with instance id %s cannot join the group because the instance id is owned by %s member.", memberID, inst, existing.ID)
 			}
 			// The rejoining instance takes over the departed member's
@@ -265,6 +280,9 @@ func (mgr *Manager) heartbeat(now time.Time, img *Image, client Client, req *kms
 		updated.SubscribedTopicRegex = *req.SubscribedTopicRegex
 	}
 	updated.ClientID, updated.ClientHost = client.ID, client.Host
+	if cl != nil {
+		updated.Classic = cl.meta
+	}
 	bump := false
 	if !sameMetadata(member, updated) || replaced == nil && g.Members[member.ID] == nil {
 		records = append(records, memberMetadataRecord(g.ID, updated))
@@ -348,11 +366,15 @@ func (mgr *Manager) heartbeat(now time.Time, img *Image, client Client, req *kms
 			Timer{Kind: SessionTimer, Group: g.ID, Member: replaced.ID, Cancel: true},
 			Timer{Kind: RebalanceTimer, Group: g.ID, Member: replaced.ID, Cancel: true})
 	}
-	timers = append(timers, Timer{Kind: SessionTimer, Group: g.ID, Member: updated.ID, At: now.Add(mgr.settings(g.ID).SessionTimeout)})
+	timers = append(timers, Timer{Kind: SessionTimer, Group: g.ID, Member: updated.ID, At: now.Add(mgr.sessionOf(g.ID, updated))})
 
 	mgr.apply(records)
 	if ng := mgr.groups[g.ID]; ng != nil {
 		ng.imageVersion = img.Version
+	}
+	if cl != nil {
+		cl.member = updated
+		return nil, Result{Records: records, Timers: timers}, nil
 	}
 
 	resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
@@ -379,7 +401,7 @@ func sameMetadata(a, b *Member) bool {
 	return a.InstanceID == b.InstanceID && a.RackID == b.RackID && a.ClientID == b.ClientID &&
 		a.ClientHost == b.ClientHost && slices.Equal(a.SubscribedTopicNames, b.SubscribedTopicNames) &&
 		a.SubscribedTopicRegex == b.SubscribedTopicRegex && a.RebalanceTimeoutMs == b.RebalanceTimeoutMs &&
-		a.ServerAssignor == b.ServerAssignor
+		a.ServerAssignor == b.ServerAssignor && a.Classic.equal(b.Classic)
 }
 
 // sameAssignment compares what the current assignment record holds.
@@ -526,6 +548,7 @@ func memberMetadataRecord(group string, m *Member) Record {
 		SubscribedTopicRegex: ptr(m.SubscribedTopicRegex),
 		RebalanceTimeoutMs:   m.RebalanceTimeoutMs,
 		ServerAssignor:       ptr(m.ServerAssignor),
+		Classic:              m.Classic.clone(),
 	}}
 }
 
