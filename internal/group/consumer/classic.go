@@ -169,7 +169,9 @@ func classicError(e *kerr.Error, format string, args ...any) *Error { return err
 
 // ClassicJoin serves a classic member's JoinGroup on consumer group
 // req.Group (Kafka's classicGroupJoinToConsumerGroup): a new member
-// without an id (v4+, dynamic) gets MEMBER_ID_REQUIRED; otherwise the
+// without an id (v4+, dynamic) gets MEMBER_ID_REQUIRED; a member id the
+// group does not have is created, as Kafka's (the id handed out is not
+// remembered); otherwise the
 // member's subscription and owned partitions (from its embedded protocol)
 // go through the heartbeat's steps and it is answered at once with its
 // member epoch as the generation, the first of its protocols as the
@@ -200,9 +202,6 @@ func (mgr *Manager) ClassicJoin(now time.Time, img *Image, client Client, req *k
 	if unknown && req.Version >= 4 && req.InstanceID == nil {
 		// KIP-394: the member rejoins with the id handed out.
 		return fail(classicError(kerr.MemberIDRequired, ""))
-	}
-	if !unknown && req.InstanceID == nil && g.Members[memberID] == nil {
-		return fail(classicError(kerr.UnknownMemberID, "Member %s is not a member of group %s.", memberID, g.ID))
 	}
 	var sub kmsg.ConsumerMemberMetadata
 	if err := sub.ReadFrom(req.Protocols[0].Metadata); err != nil {
