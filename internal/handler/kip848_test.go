@@ -263,7 +263,7 @@ func TestKIP848OffsetCommitMemberEpoch(t *testing.T) {
 		rp.Partition, rp.Offset = 0, 7
 		rt.Partitions = append(rt.Partitions, rp)
 		req.Topics = append(req.Topics, rt)
-		return request[*kmsg.OffsetCommitResponse](t, cl, req).Topics[0].Partitions[0].ErrorCode
+		return request[*kmsg.OffsetCommitResponse](t, pinned(n, 8, 9), req).Topics[0].Partitions[0].ErrorCode
 	}
 	if code := commit("member-1", epoch+5); code != kerr.StaleMemberEpoch.Code {
 		t.Errorf("stale epoch commit: %v", kerr.ErrorForCode(code))
