@@ -148,7 +148,9 @@ func classicBusy(g *Group) bool {
 // ConsumerGroupHeartbeat serves ConsumerGroupHeartbeat: a write event of
 // the group's shard whose records are appended and answered once
 // committed; if the append fails the group is put back as it was.
-func (c *Coordinator) ConsumerGroupHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest, clientID, clientHost string) Result[*kmsg.ConsumerGroupHeartbeatResponse] {
+// canDescribe (nil: everything) filters the topics a regular expression
+// resolved for this heartbeat may match by the principal's DESCRIBE right.
+func (c *Coordinator) ConsumerGroupHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest, clientID, clientHost string, canDescribe func(topic string) bool) Result[*kmsg.ConsumerGroupHeartbeatResponse] {
 	fail := func(e *kerr.Error, msg string) Result[*kmsg.ConsumerGroupHeartbeatResponse] {
 		resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
 		resp.ErrorCode = e.Code
@@ -184,7 +186,7 @@ func (c *Coordinator) ConsumerGroupHeartbeat(req *kmsg.ConsumerGroupHeartbeatReq
 			upRecs, upTimers = recs, timers
 			restore = undo
 		}
-		resp, r := mgr.Heartbeat(c.clock.Now(), c.consumerImage(), consumer.Client{ID: clientID, Host: clientHost}, req)
+		resp, r := mgr.Heartbeat(c.clock.Now(), c.consumerImage(), consumer.Client{ID: clientID, Host: clientHost, CanDescribe: canDescribe}, req)
 		if len(upRecs) > 0 {
 			if resp.ErrorCode != 0 {
 				// The heartbeat failed: the group stays classic.

@@ -16,6 +16,12 @@ import (
 type Client struct {
 	ID   string // the request header's client id
 	Host string // the connection's address, as Kafka writes it ("/1.2.3.4")
+	// CanDescribe reports whether the member's principal may DESCRIBE a
+	// topic; nil allows every topic. A regular expression resolved for
+	// this member's heartbeat matches only topics it may describe (Kafka
+	// 4.1, KAFKA-18813: the resolution is filtered with the authorizer
+	// and the context of the request that triggered it).
+	CanDescribe func(topic string) bool
 }
 
 // Error is a Kafka error code with its message.
@@ -311,7 +317,7 @@ func (mgr *Manager) heartbeat(now time.Time, img *Image, client Client, req *kms
 	if bump || g.imageVersion != img.Version {
 		var changed bool
 		var recs []Record
-		regexes, recs, changed = resolveRegexes(g, after(), img, now)
+		regexes, recs, changed = resolveRegexes(g, after(), img, now, client.CanDescribe)
 		records = append(records, recs...)
 		bump = bump || changed
 		subscription = subscriptionOf(after(), regexes, img)
@@ -462,11 +468,12 @@ func subscriptionOf(members map[string]*Member, regexes map[string]RegexResoluti
 	return out
 }
 
-// resolveRegexes resolves the regexes the members use against img: a
-// record for each resolution that changed and a tombstone for each regex
+// resolveRegexes resolves the regexes the members use against img,
+// keeping the topics canDescribe allows (nil: all): a record for each
+// resolution that changed and a tombstone for each regex
 // no member uses any more. changed reports whether some member's topics
 // may have changed.
-func resolveRegexes(g *Group, members map[string]*Member, img *Image, now time.Time) (map[string]RegexResolution, []Record, bool) {
+func resolveRegexes(g *Group, members map[string]*Member, img *Image, now time.Time, canDescribe func(string) bool) (map[string]RegexResolution, []Record, bool) {
 	used := map[string]bool{}
 	for _, m := range members {
 		if m.SubscribedTopicRegex != "" {
@@ -486,7 +493,7 @@ func resolveRegexes(g *Group, members map[string]*Member, img *Image, now time.T
 		var topics []string
 		if err == nil {
 			for name := range img.Topics {
-				if c.MatchString(name) {
+				if c.MatchString(name) && (canDescribe == nil || canDescribe(name)) {
 					topics = append(topics, name)
 				}
 			}
