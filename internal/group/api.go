@@ -358,8 +358,9 @@ func (c *Coordinator) DeleteGroups(req *kmsg.DeleteGroupsRequest) Result[*kmsg.D
 }
 
 // deleteGroup tombstones group id and removes it at once; the wait
-// returned reports whether the tombstones were committed (a failed commit
-// does not bring the group back).
+// returned reports whether the tombstones were committed. If the append
+// or its commit fails the group comes back as it was (consumer group,
+// offsets holder and offsets).
 func (c *Coordinator) deleteGroup(id string) (wait func() error, code int16) {
 	if id == "" {
 		return nil, kerr.InvalidGroupID.Code
@@ -394,10 +395,16 @@ func (c *Coordinator) deleteGroup(id string) (wait func() error, code int16) {
 		}
 		recs = append(recs, groupTombstone(id))
 		done, w := durable()
-		if _, aerr := c.appendRecords(s, recs, nil, done); aerr != nil {
+		// undo puts the group back if the tombstones are not committed
+		// (the runtime rolls the state back to the last committed
+		// offset, as Kafka's timeline data structures).
+		undo := func() {
 			if restore != nil {
 				restore()
 			}
+			c.unremoveGroup(s, g)
+		}
+		if _, aerr := c.appendRecords(s, recs, undo, done); aerr != nil {
 			code = kerr.CoordinatorNotAvailable.Code
 			return
 		}

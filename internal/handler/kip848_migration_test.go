@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -95,8 +96,7 @@ func (r *migrationRun) start(name string, kip848 bool) *migrationMember {
 				r.tenure[k] = rec.Offset
 			})
 			r.mu.Unlock()
-			cl.MarkCommitRecords(fs.Records()...)
-			if err := cl.CommitMarkedOffsets(c); err != nil && c.Err() == nil {
+			if err := cl.CommitRecords(c, fs.Records()...); err != nil && c.Err() == nil {
 				t.Logf("%s: commit: %v", name, err)
 			}
 		}
@@ -108,6 +108,32 @@ func (r *migrationRun) stop(m *migrationMember) {
 	m.cancel()
 	<-m.done
 	m.cl.Close() // leaves the group
+}
+
+// waitCommitted waits until the group's committed offsets reach the
+// partitions' ends (records are still being produced: an end observed
+// before the commits were).
+func (r *migrationRun) waitCommitted(parts int) {
+	r.t.Helper()
+	adm := kadm.NewClient(r.n.client())
+	r.waitFor("committed offsets reaching the log ends", func() bool {
+		ends, err := adm.ListEndOffsets(ctx(r.t), r.topic)
+		if err != nil {
+			return false
+		}
+		time.Sleep(500 * time.Millisecond)
+		offs, err := adm.FetchOffsets(ctx(r.t), r.group)
+		if err != nil {
+			return false
+		}
+		ok := true
+		ends.Each(func(o kadm.ListedOffset) {
+			if c, _ := offs.Lookup(r.topic, o.Partition); c.At < o.Offset {
+				ok = false
+			}
+		})
+		return ok
+	})
 }
 
 // groupType is the group's type in ListGroups v5 ("" if not listed).
@@ -221,6 +247,18 @@ func TestKIP848OnlineMigration(t *testing.T) {
 		t.Fatalf("group type %q with a KIP-848 member, want consumer", typ)
 	}
 
+	// Membership changes inside the mixed group bump its epoch: the
+	// classic members rejoin and keep committing.
+	k2 := r.start("kip848b", true)
+	r.waitFor("the second KIP-848 member holding partitions", func() bool {
+		return r.spread(parts, "classic1", "classic2", "kip848", "kip848b")
+	})
+	r.stop(k2)
+	r.waitFor("the mixed group spread over three members again", func() bool {
+		return r.groupType() == "consumer" && r.spread(parts, "classic1", "classic2", "kip848")
+	})
+	r.waitCommitted(parts)
+
 	r.stop(k)
 	r.waitFor("the downgraded group spread over the classic members", func() bool {
 		return r.groupType() == "classic" && r.spread(parts, "classic1", "classic2")
@@ -239,6 +277,7 @@ func TestKIP848OnlineMigration(t *testing.T) {
 		}
 		return true
 	})
+	r.waitCommitted(parts)
 	r.stop(c1)
 	r.stop(c2)
 	r.wg.Wait()
