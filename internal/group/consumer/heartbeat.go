@@ -125,11 +125,16 @@ func subset(owned, assigned Assignment) bool {
 	return owned.minus(assigned).Count() == 0
 }
 
-// checkEpoch is Kafka's throwIfConsumerGroupMemberEpochIsInvalid: an epoch
-// ahead of the member's is fenced; one behind is fenced unless it is the
-// previous epoch and the member owns no more than its assignment (the
-// answer carrying the bump was lost).
+// checkEpoch is Kafka's throwIfConsumerGroupMemberEpochIsInvalid: epoch 0
+// (a rejoin) is accepted; an epoch ahead of the member's is fenced; one
+// behind is fenced unless it is the previous epoch and the member owns no
+// more than its assignment (the answer carrying the bump was lost).
 func checkEpoch(m *Member, received int32, owned Assignment) *Error {
+	if received == JoinEpoch {
+		// A member fenced earlier rejoins with epoch 0 under its id
+		// (KIP-848; Kafka's KAFKA-19233): it is re-admitted in place.
+		return nil
+	}
 	if received > m.Epoch {
 		return errf(kerr.FencedMemberEpoch, "The consumer group member has a greater member epoch (%d) than the one known by the group coordinator (%d). The member must abandon all its partitions and rejoin.", received, m.Epoch)
 	}
