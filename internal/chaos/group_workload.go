@@ -53,7 +53,8 @@ type GroupEvent struct {
 	Member string  `json:"member"`
 	// Kind: "join", "leave", "crash", "assigned", "revoked", "lost",
 	// "consumed", "committed" (an observation of the group's committed
-	// offsets by the harness, Member "admin").
+	// offsets by the harness, Member "admin"), "type" (the group's type
+	// changed, Values[0]: classic or consumer).
 	Kind       string  `json:"kind"`
 	Generation int32   `json:"generation,omitempty"`
 	Partitions []int32 `json:"partitions,omitempty"`
@@ -79,6 +80,9 @@ type GroupStats struct {
 	Classic   int `json:"classicMembers"`
 	Consumed  int `json:"consumed"`
 	Committed int `json:"commitObservations"`
+	// TypeChanges counts the group's type changes seen by the harness
+	// (ListGroups every second): classic to consumer and back.
+	TypeChanges int `json:"typeChanges"`
 }
 
 func (g *groupHistory) add(e GroupEvent) {
@@ -250,7 +254,10 @@ func (g *groupWorkload) stopMember(m *gmember, crash bool) {
 }
 
 // run starts the initial members (alternately KIP-848 and classic) and
-// churns the membership until ctx ends or the workload stops.
+// churns the membership until ctx ends or the workload stops. The churn
+// runs in phases of 20 s that favour one protocol: new members use it and
+// members of the other are the ones to go, so the group keeps converting
+// between a classic group and a consumer group.
 func (g *groupWorkload) run(ctx context.Context, initial int, done *sync.WaitGroup) {
 	for i := range initial {
 		g.startMember(ctx, i%2 == 0)
@@ -259,31 +266,43 @@ func (g *groupWorkload) run(ctx context.Context, initial int, done *sync.WaitGro
 	go func() {
 		defer done.Done()
 		rng := rand.New(rand.NewPCG(g.w.o.Seed, 4242))
+		start := time.Now()
 		for !g.w.stop.Load() && ctx.Err() == nil {
 			sleepCtx(ctx, time.Duration(3000+rng.IntN(4000))*time.Millisecond)
 			if g.w.stop.Load() || ctx.Err() != nil {
 				return
 			}
+			kip848 := int(time.Since(start)/(20*time.Second))%2 == 1
 			g.mu.Lock()
 			n := len(g.members)
 			g.mu.Unlock()
 			switch r := rng.IntN(3); {
 			case n > 1 && r == 0, n > initial+1:
-				g.stopOne(rng, false)
-				g.startMember(ctx, rng.IntN(2) == 0)
+				g.stopOne(rng, !kip848, false)
+				g.startMember(ctx, kip848)
 			case n > 1 && r == 1:
-				g.stopOne(rng, true)
-				g.startMember(ctx, rng.IntN(2) == 0)
+				g.stopOne(rng, !kip848, true)
+				g.startMember(ctx, kip848)
 			default:
-				g.startMember(ctx, rng.IntN(2) == 0)
+				g.startMember(ctx, kip848)
 			}
 		}
 	}()
 }
 
-func (g *groupWorkload) stopOne(rng *rand.Rand, crash bool) {
+// stopOne stops a random member, one of kind kip848 if there is one.
+func (g *groupWorkload) stopOne(rng *rand.Rand, kip848, crash bool) {
 	g.mu.Lock()
+	var of []int
+	for i, m := range g.members {
+		if m.kip848 == kip848 {
+			of = append(of, i)
+		}
+	}
 	i := rng.IntN(len(g.members))
+	if len(of) > 0 {
+		i = of[rng.IntN(len(of))]
+	}
 	m := g.members[i]
 	g.members = append(g.members[:i], g.members[i+1:]...)
 	g.mu.Unlock()
@@ -295,11 +314,32 @@ func (g *groupWorkload) watchCommits(ctx context.Context, adm *kadm.Client, done
 	done.Add(1)
 	go func() {
 		defer done.Done()
+		last := ""
 		for ctx.Err() == nil && !g.w.stop.Load() {
 			g.observeCommits(ctx, adm)
+			if typ := g.groupType(ctx, adm); typ != "" && typ != last {
+				g.gh.add(GroupEvent{AtMs: g.w.h.since(), Member: "admin", Kind: "type", Values: []string{typ}})
+				if last != "" {
+					g.gh.mu.Lock()
+					g.gh.stats.TypeChanges++
+					g.gh.mu.Unlock()
+				}
+				last = typ
+			}
 			sleepCtx(ctx, time.Second)
 		}
 	}()
+}
+
+// groupType is the group's type (ListGroups v5), "" if unknown.
+func (g *groupWorkload) groupType(ctx context.Context, adm *kadm.Client) string {
+	lctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	groups, err := adm.ListGroups(lctx)
+	if err != nil {
+		return ""
+	}
+	return groups[groupName].GroupType
 }
 
 // observeCommits records one observation of the committed offsets.

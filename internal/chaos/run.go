@@ -436,8 +436,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	o.logf("sends ok=%d fail=%d info=%d reads=%d anomalies=%d valid=%v", res.Stats.OK, res.Stats.Fail, res.Stats.Info, res.Stats.Reads, res.Anomalies(), res.Valid)
 	if gs := res.GroupStats; gs != nil {
-		o.logf("group: %d joins (%d KIP-848, %d classic), %d leaves, %d crashes, %d records consumed, %d commit observations",
-			gs.Joins, gs.KIP848, gs.Classic, gs.Leaves, gs.Crashes, gs.Consumed, gs.Committed)
+		o.logf("group: %d joins (%d KIP-848, %d classic), %d leaves, %d crashes, %d type changes, %d records consumed, %d commit observations",
+			gs.Joins, gs.KIP848, gs.Classic, gs.Leaves, gs.Crashes, gs.TypeChanges, gs.Consumed, gs.Committed)
 	}
 	if ts := res.TxnStats; ts != nil {
 		o.logf("transactions %d: committed %d, aborted %d (%d on purpose), indeterminate %d", ts.Txns, ts.Committed, ts.Aborted, ts.AbortIntended, ts.Info)
