@@ -178,6 +178,10 @@ func (c *Coordinator) ConsumerGroupHeartbeat(req *kmsg.ConsumerGroupHeartbeatReq
 				res = fail(kerr.GroupIDNotFound, "Group "+req.Group+" is not a consumer group.")
 				return
 			}
+			if e := mgr.Validate(req); e != nil {
+				res = fail(kerr.ErrorForCode(e.Code).(*kerr.Error), e.Message)
+				return
+			}
 			recs, timers, undo, e := c.upgrade(s, cg)
 			if e != nil {
 				res = fail(kerr.ErrorForCode(e.Code).(*kerr.Error), e.Message)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -263,7 +264,17 @@ func TestKIP848OnlineMigration(t *testing.T) {
 	r.waitFor("the downgraded group spread over the classic members", func() bool {
 		return r.groupType() == "classic" && r.spread(parts, "classic1", "classic2")
 	})
+	// A heartbeat that is invalid does not convert the classic group.
+	bad := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	bad.Group, bad.MemberID, bad.MemberEpoch, bad.RebalanceTimeoutMillis = r.group, "bad-member", 0, 30000
+	bad.SubscribedTopicRegex, bad.Topics = kmsg.StringPtr("a["), []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+	if resp := request[*kmsg.ConsumerGroupHeartbeatResponse](t, n.client(), bad); resp.ErrorCode != kerr.InvalidRegularExpression.Code {
+		t.Errorf("invalid heartbeat on the classic group: %v", kerr.ErrorForCode(resp.ErrorCode))
+	}
 	time.Sleep(time.Second)
+	if typ := r.groupType(); typ != "classic" {
+		t.Errorf("group type %q after an invalid heartbeat, want classic", typ)
+	}
 
 	stopProducing()
 	<-prodDone

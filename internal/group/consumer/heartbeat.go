@@ -93,6 +93,13 @@ func (mgr *Manager) validate(req *kmsg.ConsumerGroupHeartbeatRequest) *Error {
 	return nil
 }
 
+// Validate checks a ConsumerGroupHeartbeat as Heartbeat does first,
+// without looking at the group (the caller checks a request before
+// converting a classic group for it).
+func (mgr *Manager) Validate(req *kmsg.ConsumerGroupHeartbeatRequest) *Error {
+	return mgr.validate(req)
+}
+
 // compileRegex compiles a subscription regex; a topic matches when the
 // whole name matches, as RE2J's Matcher.matches.
 func compileRegex(re string) (*regexp.Regexp, error) {
