@@ -73,6 +73,10 @@ func (c *Coordinator) JoinGroup(req *kmsg.JoinGroupRequest, clientID, clientHost
 			res = fail(e)
 			return
 		}
+		if s.State().consumers.Group(req.Group) != nil {
+			res = c.classicJoinConsumer(s, req, clientID, clientHost)
+			return
+		}
 		g := s.State().groups[req.Group]
 		if g == nil {
 			if req.MemberID != "" {
@@ -119,6 +123,10 @@ func (c *Coordinator) SyncGroup(req *kmsg.SyncGroupRequest) Result[*kmsg.SyncGro
 	}
 	var res Result[*kmsg.SyncGroupResponse]
 	if err := c.run(req.Group, func(s *shard) {
+		if s.State().consumers.Group(req.Group) != nil {
+			res = ready(c.classicSyncConsumer(s, req))
+			return
+		}
 		g := s.State().groups[req.Group]
 		if g == nil {
 			res = ready(syncError(kerr.UnknownMemberID.Code))
@@ -145,6 +153,10 @@ func (c *Coordinator) Heartbeat(req *kmsg.HeartbeatRequest) *kmsg.HeartbeatRespo
 		return resp
 	}
 	if err := c.run(req.Group, func(s *shard) {
+		if s.State().consumers.Group(req.Group) != nil {
+			resp.ErrorCode = c.classicHeartbeatConsumer(s, req)
+			return
+		}
 		g := s.State().groups[req.Group]
 		if g == nil {
 			resp.ErrorCode = kerr.UnknownMemberID.Code
@@ -171,6 +183,10 @@ func (c *Coordinator) LeaveGroup(req *kmsg.LeaveGroupRequest) *kmsg.LeaveGroupRe
 		return resp
 	}
 	if err := c.run(req.Group, func(s *shard) {
+		if s.State().consumers.Group(req.Group) != nil {
+			resp.Members = c.classicLeaveConsumer(s, req.Group, members)
+			return
+		}
 		g := s.State().groups[req.Group]
 		now := c.clock.Now()
 		for _, rm := range members {
@@ -358,8 +374,9 @@ func (c *Coordinator) DeleteGroups(req *kmsg.DeleteGroupsRequest) Result[*kmsg.D
 }
 
 // deleteGroup tombstones group id and removes it at once; the wait
-// returned reports whether the tombstones were committed (a failed commit
-// does not bring the group back).
+// returned reports whether the tombstones were committed. If the append
+// or its commit fails the group comes back as it was (consumer group,
+// offsets holder and offsets).
 func (c *Coordinator) deleteGroup(id string) (wait func() error, code int16) {
 	if id == "" {
 		return nil, kerr.InvalidGroupID.Code
@@ -401,10 +418,16 @@ func (c *Coordinator) deleteGroup(id string) (wait func() error, code int16) {
 		}
 		recs = append(recs, groupTombstone(id))
 		done, w := durable()
-		if _, aerr := c.appendRecords(s, recs, nil, done); aerr != nil {
+		// undo puts the group back if the tombstones are not committed
+		// (the runtime rolls the state back to the last committed
+		// offset, as Kafka's timeline data structures).
+		undo := func() {
 			if restore != nil {
 				restore()
 			}
+			c.unremoveGroup(s, g)
+		}
+		if _, aerr := c.appendRecords(s, recs, undo, done); aerr != nil {
 			code = kerr.CoordinatorNotAvailable.Code
 			return
 		}

@@ -18,6 +18,7 @@ package group
 
 import (
 	"log/slog"
+	"maps"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -556,6 +557,7 @@ func (c *Coordinator) group(s *shard, id string, create bool) *Group {
 func (c *Coordinator) removeGroup(s *shard, g *Group) {
 	st := s.State()
 	c.numTxnOffsets.Add(-int64(g.numTxnOffsets()))
+	g.removedTxn, g.removedState = maps.Clone(g.txn), g.state
 	clear(g.txn)
 	g.transition(Dead, c.clock.Now())
 	if st.groups[g.id] == g {
@@ -563,4 +565,22 @@ func (c *Coordinator) removeGroup(s *shard, g *Group) {
 		c.numGroups.Add(-1)
 	}
 	s.Cancel(groupTimerPrefix + g.id)
+}
+
+// unremoveGroup undoes removeGroup (owner): the deletion's records were
+// not committed. A group created under the same id meanwhile is left.
+func (c *Coordinator) unremoveGroup(s *shard, g *Group) {
+	st := s.State()
+	if g.state != Dead || st.groups[g.id] != nil || s.Gone() {
+		return
+	}
+	g.txn, g.removedTxn = g.removedTxn, nil
+	if g.txn == nil {
+		g.txn = map[int64]map[TopicPartition]Offset{}
+	}
+	g.transition(g.removedState, c.clock.Now())
+	st.groups[g.id] = g
+	c.numGroups.Add(1)
+	c.numTxnOffsets.Add(int64(g.numTxnOffsets()))
+	c.schedule(s, g)
 }

@@ -47,8 +47,8 @@ func (h *Handlers) registerGroupAPIs(reg *protocol.Registry) {
 	})
 	g := &groupAPI{h: h, c: c}
 	for _, api := range []protocol.Handler{
-		{Key: 8, MinVersion: 0, MaxVersion: 9, Serve: g.offsetCommitAuthz},
-		{Key: 9, MinVersion: 0, MaxVersion: 9, Serve: g.offsetFetchAuthz},
+		{Key: 8, MinVersion: 0, MaxVersion: 10, Serve: g.offsetCommitIDs},
+		{Key: 9, MinVersion: 0, MaxVersion: 10, Serve: g.offsetFetchIDs},
 		{Key: 10, MinVersion: 0, MaxVersion: 6, Serve: g.findCoordinator},
 		{Key: 11, MinVersion: 0, MaxVersion: 7, Serve: g.joinGroupAuthz},
 		{Key: 12, MinVersion: 0, MaxVersion: 4, Serve: g.heartbeatAuthz},
