@@ -378,6 +378,9 @@ func (f *fetcher) fetchOnce(reqs map[TP]replica.FetchRequest, parts map[TP]*Part
 	kresp, err := f.cl.Request(ctx, kreq)
 	if err != nil {
 		f.sess.HandleError()
+		// The leader may have restarted as a build that does not honour
+		// Unflushed: no pipelining until an answer says it does.
+		f.countsFlushed.Store(false)
 		return err
 	}
 	resp := kresp.(*kmsg.FetchResponse)
