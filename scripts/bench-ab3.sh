@@ -66,7 +66,9 @@ run() { # "binary bench-args" -> "produce_rec/s consume_rec/s"
 		fi
 		[ "$try" -lt 5 ] && sleep 1
 	done
-	kill "${pids[@]}"
+	# Every node that is still up (a node that died must not leave the
+	# others running).
+	kill "${pids[@]}" 2>/dev/null || true
 	wait "${pids[@]}" 2>/dev/null || true
 	printf '%.0f %.0f\n' "$(field produceRecordsPerSec "$out")" "$(field consumeRecordsPerSec "$out")"
 }
