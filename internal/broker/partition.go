@@ -725,6 +725,15 @@ func (p *Partition) handleFetchResponse(resp replica.FetchResponse) {
 	})
 }
 
+// nothingFetched tells the machine the leader's answer left p out.
+func (p *Partition) nothingFetched(req replica.FetchRequest) {
+	p.do(func() {
+		if !p.closed {
+			p.r.NothingFetched(req)
+		}
+	})
+}
+
 // AdvanceLogStart raises the log start offset on the leader to one its log
 // has already reached (retention), which cannot pass the high watermark;
 // DeleteRecords goes through Partition.DeleteRecords, which also waits for

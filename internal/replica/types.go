@@ -232,12 +232,16 @@ type FetchRequest struct {
 	BrokerEpoch int64
 	// CurrentLeaderEpoch fences stale requests (KIP-320); -1 skips the check.
 	CurrentLeaderEpoch int32
-	// FetchOffset is the first offset wanted. For a follower it is its LEO,
-	// which under sluice's durability rule is also its flushed offset: the
-	// leader counts it as the follower's acknowledgement
-	// (docs/kafka-replication.md §1.3; the durability rule is
-	// docs/architecture.md, "Durability").
+	// FetchOffset is the first offset wanted. For a follower it is its LEO
+	// (docs/kafka-replication.md §1.3).
 	FetchOffset int64
+	// Unflushed is, for a follower, how many offsets below FetchOffset it
+	// has not flushed yet: the leader counts FetchOffset-Unflushed, the
+	// follower's flushed offset, as its acknowledgement (the durability
+	// rule, docs/architecture.md, "Durability"). Zero when everything is
+	// flushed, as in every fetch a follower sent before pipelining
+	// (docs/replication.md, "Pipelined follower fetches").
+	Unflushed int64
 	// LastFetchedEpoch is the epoch of the follower's last batch (-1: none);
 	// it drives the divergence check (docs/kafka-replication.md §3.4).
 	LastFetchedEpoch int32
