@@ -72,7 +72,8 @@ func startMemberWith(t *testing.T, q *fakeQuorum, id int32, dir, addr string, fs
 	if ctl == nil {
 		ctl = q.node(self)
 	}
-	b, err := broker.Open(broker.Options{Config: cfg, Controller: ctl, FS: fs})
+	// Every log change must be a step of its partition's owner.
+	b, err := broker.Open(broker.Options{Config: cfg, Controller: ctl, FS: fs, CheckWriters: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -195,6 +195,7 @@ func (l *Log) captureRound() (roundCapture, bool) {
 // finishRound publishes a captured round whose files were synced with
 // result err (an error fails the log).
 func (l *Log) finishRound(c roundCapture, err error) {
+	l.checkWriter("finishRound")
 	if err != nil {
 		l.fail(err)
 		return

@@ -107,6 +107,8 @@ type Log struct {
 	cleanMu          sync.Mutex   // one cleaning pass at a time; taken before appendMu
 	stopClean        atomic.Bool  // set on close: a running pass gives up
 
+	writer writerState // the one writer (writer.go)
+
 	flushMu        sync.Mutex
 	flushCond      *sync.Cond
 	flushing       bool
@@ -178,6 +180,7 @@ func (l *Log) AppendAssigning(b []byte, leaderEpoch int32, now time.Time) (Appen
 	if h.Size() != len(b) {
 		return AppendInfo{}, batch.ErrCorrupt
 	}
+	l.checkWriter("AppendAssigning")
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
 	if err := l.writable(); err != nil {
@@ -225,6 +228,7 @@ func (l *Log) AppendAssigning(b []byte, leaderEpoch int32, now time.Time) (Appen
 // entries of the ABORT markers among b, each kept with the segment that
 // receives its marker (LastOffset).
 func (l *Log) Append(b []byte, aborted ...AbortedTxn) error {
+	l.checkWriter("Append")
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
 	if err := l.writable(); err != nil {
@@ -460,6 +464,7 @@ func (l *Log) EpochEntries() []epoch.Entry {
 // AssignEpoch records that epoch e starts at start (a new leader assigns
 // (epoch, LEO) before appending), persisting the checkpoint if it changed.
 func (l *Log) AssignEpoch(e int32, start int64) error {
+	l.checkWriter("AssignEpoch")
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
 	if err := l.writable(); err != nil {
@@ -500,6 +505,7 @@ func (l *Log) ProducerEntry(pid int64) *producer.Entry {
 // index rebuilt with it), which is what the owner starts again from after
 // a truncation.
 func (l *Log) ProducerState() (*producer.State, error) {
+	l.checkWriter("ProducerState")
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
 	if err := l.writable(); err != nil && l.owned() {
@@ -529,6 +535,7 @@ func (l *Log) SetConfig(cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	l.checkWriter("SetConfig")
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
 	l.mu.Lock()
