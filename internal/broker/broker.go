@@ -594,7 +594,10 @@ func (b *Broker) reconcile(im *metadata.Image) error {
 			} else if pt != nil && int(mp.Index) < len(pt.Partitions) && samePartition(&pt.Partitions[mp.Index], mp) {
 				continue
 			} else {
-				p.log.SetConfig(b.storageConfig(t))
+				// The owner is the log's one writer, its settings
+				// included.
+				cfg := b.storageConfig(t)
+				p.do(func() { p.log.SetConfig(cfg) })
 			}
 			applies = append(applies, apply{p: p, t: t, mp: mp})
 		}

@@ -90,6 +90,9 @@ func (m *member) stop() {
 	if m.srv == nil {
 		return
 	}
+	if n, which := m.b.WriterViolations(); n > 0 {
+		m.t.Errorf("broker %d: %d log changes outside their partition's owner: %s", m.id, n, which)
+	}
 	m.srv.Close()
 	m.h.Close()
 	m.b.Close()

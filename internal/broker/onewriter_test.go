@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -77,11 +76,7 @@ func TestOneWriter(t *testing.T) {
 		}
 		return true
 	})
-	n, which := m.b.WriterViolations()
-	t.Logf("%d log changes outside their partition's owner: %s", n, which)
-	for _, op := range []string{"ApplyRetention", "ApplyFlush", "Sync×", "SyncRound.End"} {
-		if strings.Contains(which, op) {
-			t.Fatalf("%d log changes outside their partition's owner: %s", n, which)
-		}
+	if n, which := m.b.WriterViolations(); n > 0 {
+		t.Fatalf("%d log changes outside their partition's owner: %s", n, which)
 	}
 }
