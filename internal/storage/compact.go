@@ -171,7 +171,7 @@ func (l *Log) Clean(now time.Time, hw int64, m *OffsetMap, throttle func(n int64
 	if !cfg.Compact || ci.End <= 0 {
 		return st, nil
 	}
-	if err := l.writable(); err != nil {
+	if err := l.usable(); err != nil {
 		return st, err
 	}
 	if throttle == nil {

@@ -81,12 +81,12 @@ type Log struct {
 	rpBase    int64           // (flush) segment base last written to the recovery point
 
 	// markerPending is set when Open removed the clean-shutdown marker
-	// without syncing the directory: the first change syncs it (writable),
-	// so a restart of thousands of partitions costs no fsync per partition
-	// until each is written, and no change can reach the disk while the
-	// marker still says the files are whole.
-	markerPending atomic.Bool
-	markerMu      sync.Mutex
+	// without syncing the directory: the first change syncs it (writable,
+	// under appendMu, which every change holds), so a restart of
+	// thousands of partitions costs no fsync per partition until each is
+	// written, and no change can reach the disk while the marker still
+	// says the files are whole.
+	markerPending bool // (appendMu)
 
 	mu            sync.RWMutex
 	cfg           Config
@@ -127,29 +127,32 @@ type pendingDelete struct {
 func (l *Log) active() *segment { return l.segs[len(l.segs)-1] }
 
 // writable reports why the log cannot be written. Every path that changes
-// the log's files calls it first, so it also makes the removal of the
-// clean-shutdown marker durable before the first change (markerPending).
+// the log's files calls it first (appendMu held), so it also makes the
+// removal of the clean-shutdown marker durable before the first change
+// (markerPending).
 func (l *Log) writable() error {
-	l.mu.RLock()
-	closed, failed := l.closed, l.failed
-	l.mu.RUnlock()
-	if closed {
-		return ErrClosed
+	if err := l.usable(); err != nil {
+		return err
 	}
-	if failed != nil {
-		return failed
-	}
-	if l.markerPending.Load() {
-		l.markerMu.Lock()
-		defer l.markerMu.Unlock()
-		if l.markerPending.Load() {
-			if err := l.fs.SyncDir(l.dir); err != nil {
-				return l.fail(err)
-			}
-			l.markerPending.Store(false)
+	if l.markerPending {
+		if err := l.fs.SyncDir(l.dir); err != nil {
+			return l.fail(err)
 		}
+		l.markerPending = false
 	}
 	return nil
+}
+
+// usable reports why the log cannot be written, changing nothing: for
+// the cleaner's pass, whose .cleaned files every recovery removes
+// (finishSwap) and whose swap checks writable as the log's writer.
+func (l *Log) usable() error {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.closed {
+		return ErrClosed
+	}
+	return l.failed
 }
 
 // fail takes the log offline after an I/O error and returns the error to
