@@ -12,9 +12,12 @@
 // Concurrency: a Log is safe for concurrent use. Appends, truncation,
 // retention and configuration changes are serialized (appendMu); reads run
 // concurrently with them and see only whole batches that were fully written.
-// Lock order: cleanMu, then appendMu, then mu; flushMu is never held with
-// mu while doing I/O. A cleaning pass (Clean) reads sealed segments without
-// locks and takes appendMu only to swap its output in.
+// The broker makes each log's partition owner its one writer (Writer,
+// writer.go): a flush round's result (ApplyFlush) and a cleaning pass's
+// swaps are applied by it. Lock order: cleanMu, then the writer (Writer.Run),
+// then appendMu, then mu; flushMu is never held with mu while doing I/O. A
+// cleaning pass (Clean) reads sealed segments without locks and hands each
+// swap to the writer.
 package storage
 
 import (
