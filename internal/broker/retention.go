@@ -63,10 +63,11 @@ func (p *Partition) retain(now time.Time) {
 			return
 		}
 		var n int
-		if n, err = p.log.ApplyRetention(now, p.r.HW()); err == nil && n > 0 {
-			// Retention deletes only segments wholly below the HW, so
-			// the new log start is at most the HW.
-			p.r.AdvanceLogStart(p.log.LogStartOffset())
+		n, err = p.log.ApplyRetention(now, p.r.HW())
+		// Retention deletes only segments wholly below the HW; the
+		// machine takes a log start up to the HW (as AdvanceLogStart).
+		if ls := p.log.LogStartOffset(); err == nil && n > 0 && ls <= p.r.HW() {
+			p.r.AdvanceLogStart(ls)
 			moved = true
 		}
 	})

@@ -81,7 +81,7 @@ type Log struct {
 	snapDue   atomic.Bool     // rolled since the owner's last snapshot (set and cleared under appendMu)
 	lastNowMs int64           // (appendMu) latest time passed in
 	deletes   []pendingDelete // (appendMu)
-	rpBase    int64           // (flush) segment base last written to the recovery point
+	rpBase    int64           // segment base last written to the recovery point (by the round that publishes itself, ApplyFlush, or syncAll: the writer)
 
 	// markerPending is set when Open removed the clean-shutdown marker
 	// without syncing the directory: the first change syncs it (writable,
