@@ -84,6 +84,9 @@ type Partition struct {
 	fetcher  atomic.Pointer[fetcher]
 	flushing sync.Mutex
 	done     chan struct{}
+	// stepG is the id of the goroutine running a step of p, 0 between
+	// steps; kept only with Options.CheckWriters (owner.go).
+	stepG atomic.Int64
 }
 
 func newPartition(b *Broker, tp TP, log *storage.Log, minISR int) *Partition {
@@ -116,6 +119,9 @@ func newPartition(b *Broker, tp TP, log *storage.Log, minISR int) *Partition {
 		Epochs:    epoch.New(epochs),
 		Producers: producers,
 	})
+	// The owner is the log's one writer: the cleaner's swaps run as its
+	// steps (storage.Writer).
+	log.SetWriter(p.writer())
 	// No tombstone goes until the machine knows where the replicas are.
 	log.SetTombstoneBound(0)
 	p.leader.Store(-1)

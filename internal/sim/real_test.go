@@ -54,6 +54,24 @@ func TestRealSeeds(t *testing.T) {
 	}
 }
 
+// TestRealOneWriter: in the real-broker world every change of a
+// partition's log — appends, truncations, retention, flush completions,
+// the cleaner's swaps — runs as a step of the partition's owner
+// (broker.Options.CheckWriters; docs/storage.md, "One writer").
+func TestRealOneWriter(t *testing.T) {
+	var cleans, retained, crashes int
+	for seed := uint64(1); seed <= 20; seed++ {
+		res := RunReal(RealOptions{Seed: seed, Steps: 1000, CheckWriters: true})
+		if res.Violation != "" {
+			t.Fatal(res.Report())
+		}
+		cleans, retained, crashes = cleans+res.Stats.Cleans, retained+res.Stats.Retained, crashes+res.Stats.Crashes
+	}
+	if cleans == 0 || retained == 0 || crashes == 0 {
+		t.Fatalf("the runs exercised too little: %d cleaner passes, %d retention passes, %d crashes", cleans, retained, crashes)
+	}
+}
+
 // realRegressionSeeds are soak seeds (TestRealSoak) that found bugs, run
 // with every TestRealSeeds: 1796181980161591760, a replica that copied a
 // cleaned log missing an epoch (the cleaner now keeps each epoch's first

@@ -228,7 +228,7 @@ func (l *Log) recover() error {
 		if err := l.fs.Remove(cleanName); err != nil {
 			return err
 		}
-		l.markerPending.Store(true)
+		l.markerPending = true
 	case fresh:
 		// The new names are synced by the first fsync round (dirDirty),
 		// before anything written to them is acknowledged.
