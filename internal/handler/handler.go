@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-io/sluice/internal/metadata"
 	"github.com/sluice-io/sluice/internal/protocol"
 	"github.com/sluice-io/sluice/internal/quota"
+	"github.com/sluice-io/sluice/internal/share"
 	"github.com/sluice-io/sluice/internal/txn"
 )
 
@@ -41,6 +42,9 @@ type Handlers struct {
 	// rackAware is replica.selector.class=RackAwareReplicaSelector
 	// (KIP-392; 01_fetch.go).
 	rackAware bool
+	// share holds the share partitions and share sessions (KIP-932;
+	// share_partitions.go).
+	share shareState
 }
 
 // Options tune the handlers.
@@ -54,6 +58,9 @@ type Options struct {
 	// NoSplice copies every fetched record set into its response instead
 	// of sending the larger ones from the log files (fetch_splice.go).
 	NoSplice bool
+	// SharePersister keeps the share partitions' state (KIP-932);
+	// share.MemPersister when nil.
+	SharePersister share.Persister
 }
 
 // OptionsFromConfig reads the handler settings from the broker's
@@ -155,6 +162,7 @@ func RegisterWith(reg *protocol.Registry, b *broker.Broker, opts Options) *Handl
 		return im.GroupVersion(), im.Offset
 	}})
 	h.registerTxnAPIs(reg)
+	h.registerShareAPIs(reg, opts.SharePersister)
 	return h
 }
 

@@ -132,6 +132,24 @@ type Partition struct {
 	stateEpoch, leaderEpoch int32
 	start                   int64
 	recs                    []rec
+	// avail is closed when records become Available again (released),
+	// waking the long polls waiting on Changed.
+	avail chan struct{}
+}
+
+// Changed returns a channel closed the next time records are released
+// (an acknowledgement of type release, or a member's locks released):
+// a long-polling share fetch waits on it beside the log.
+func (sp *Partition) Changed() <-chan struct{} {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	return sp.avail
+}
+
+// released wakes the waiters of Changed.
+func (sp *Partition) released() {
+	close(sp.avail)
+	sp.avail = make(chan struct{})
 }
 
 // Load reads a share partition's state from p as the leader of leaderEpoch.
@@ -143,7 +161,7 @@ func Load(ctx context.Context, p Persister, key Key, leaderEpoch int32, cfg Conf
 	if err != nil {
 		return nil, err
 	}
-	sp := &Partition{key: key, cfg: cfg.withDefaults(), persister: p, stateEpoch: st.StateEpoch, leaderEpoch: leaderEpoch}
+	sp := &Partition{key: key, cfg: cfg.withDefaults(), persister: p, stateEpoch: st.StateEpoch, leaderEpoch: leaderEpoch, avail: make(chan struct{})}
 	if st.StartOffset < 0 {
 		off, err := resetOffset()
 		if err != nil {
@@ -456,6 +474,7 @@ func (sp *Partition) Acknowledge(ctx context.Context, member string, now time.Ti
 		sp.recs, sp.start = saved, savedStart
 		return err
 	}
+	sp.released()
 	return nil
 }
 
@@ -478,6 +497,7 @@ func (sp *Partition) ReleaseMember(ctx context.Context, member string, now time.
 		return nil
 	}
 	sp.advance()
+	sp.released()
 	return sp.persister.Write(ctx, sp.key, sp.state())
 }
 
