@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"sort"
+	"sync"
 	"testing"
 	"time"
 
@@ -404,5 +405,83 @@ func TestShareFetchReadCommittedSkipsAborted(t *testing.T) {
 	}
 	if got := values("ru"); fmt.Sprint(got) != "[a1 a2 c1 c2]" {
 		t.Fatalf("read_uncommitted got %v", got)
+	}
+}
+
+// TestShareFetchConcurrentMembers: four members fetch, accept some
+// records and release the others concurrently over TCP. No record is held
+// by two members at once, no record is accepted twice, and every record
+// is accepted in the end.
+func TestShareFetchConcurrentMembers(t *testing.T) {
+	n := startNode(t, "", map[string]string{"group.share.record.lock.duration.ms": "60000"})
+	const total = 300
+	shareTopic(t, n, "q", total)
+	setGroupConfig(t, n, "sg", "share.auto.offset.reset", "earliest")
+	var mu sync.Mutex
+	holder := map[int64]string{}
+	accepted := map[int64]int{}
+	var wg sync.WaitGroup
+	for w := 0; w < 4; w++ {
+		m := newShareMember(t, n, "sg", "q")
+		wg.Add(1)
+		go func(seed int) {
+			defer wg.Done()
+			var pending []acked
+			for round := 0; ; round++ {
+				mu.Lock()
+				done := len(accepted) == total
+				mu.Unlock()
+				if done || round > 2000 {
+					return
+				}
+				resp := m.fetch(7, pending...)
+				if resp.ErrorCode != 0 {
+					t.Errorf("fetch: %v", kerr.ErrorForCode(resp.ErrorCode))
+					return
+				}
+				if len(pending) > 0 {
+					if c := resp.Topics[0].Partitions[0].AcknowledgeErrorCode; c != 0 {
+						t.Errorf("ack: %v", kerr.ErrorForCode(c))
+						return
+					}
+					mu.Lock()
+					for _, a := range pending {
+						if a.types[0] == 1 {
+							for o := a.first; o <= a.last; o++ {
+								accepted[o]++
+								if accepted[o] > 1 {
+									t.Errorf("offset %d accepted twice", o)
+								}
+							}
+						}
+					}
+					mu.Unlock()
+				}
+				pending = nil
+				got := acquiredOf(t, resp)
+				mu.Lock()
+				for o := range got {
+					if h, ok := holder[o]; ok {
+						t.Errorf("offset %d given to %s while %s holds it", o, m.id, h)
+					}
+					holder[o] = m.id
+				}
+				// Give up what is acknowledged before the broker hears it.
+				for o := range got {
+					ty := int8(1)
+					if (o+int64(seed)+int64(round))%3 == 0 {
+						ty = 2
+					}
+					delete(holder, o)
+					pending = append(pending, acked{o, o, []int8{ty}})
+				}
+				mu.Unlock()
+				sort.Slice(pending, func(i, j int) bool { return pending[i].first < pending[j].first })
+			}
+		}(w)
+	}
+	wg.Wait()
+	if len(accepted) != total {
+		t.Fatalf("%d of %d records accepted", len(accepted), total)
 	}
 }
