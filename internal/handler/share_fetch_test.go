@@ -190,6 +190,10 @@ func TestShareFetchMembersGetDisjointRecords(t *testing.T) {
 	shareTopic(t, n, "q", 20)
 	setGroupConfig(t, n, "sg", "share.auto.offset.reset", "earliest")
 	a, b := newShareMember(t, n, "sg", "q"), newShareMember(t, n, "sg", "q")
+	// franz-go's member ids are padded base64 (24 characters).
+	var raw [16]byte
+	rand.Read(raw[:])
+	b.id = base64.URLEncoding.EncodeToString(raw[:])
 	seen := map[int64]string{}
 	for i := 0; i < 6; i++ {
 		for _, m := range []*shareMember{a, b} {

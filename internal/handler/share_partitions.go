@@ -151,8 +151,7 @@ func parseISODuration(s string) (time.Duration, error) {
 }
 
 // shareIdentity checks a share request's group and member ids: a group id
-// and a member id that is a Kafka Uuid (22 characters of URL-safe base64,
-// Uuid.fromString), else INVALID_REQUEST.
+// and a member id that is a Kafka Uuid, else INVALID_REQUEST.
 func shareIdentity(group, member *string) (string, string, error) {
 	if group == nil || *group == "" {
 		return "", "", fmt.Errorf("%w: no group id", kerr.InvalidRequest)
@@ -163,12 +162,22 @@ func shareIdentity(group, member *string) (string, string, error) {
 	return *group, *member, nil
 }
 
-// validUUID reports whether s is a Kafka Uuid's string form.
+// validUUID reports whether s is a Kafka Uuid's string form as
+// Uuid.fromString reads it: at most 24 characters of URL-safe base64,
+// padded or not (Java's URL decoder takes both; franz-go pads), decoding
+// to 16 bytes.
 func validUUID(s string) bool {
-	if len(s) != 22 {
+	if len(s) > 24 {
 		return false
 	}
-	b, err := base64.RawURLEncoding.DecodeString(s)
+	raw := s
+	if len(s) == 24 {
+		if s[22:] != "==" {
+			return false
+		}
+		raw = s[:22]
+	}
+	b, err := base64.RawURLEncoding.DecodeString(raw)
 	return err == nil && len(b) == 16
 }
 
