@@ -322,11 +322,23 @@ func runRandom(t testing.TB, rng *rand.Rand, steps int) {
 	clk := clock.NewManual(time.Unix(1000, 0))
 	sp, p := newTestPartition(t, Config{LockDuration: 10 * time.Second, DeliveryLimit: 3, MaxInFlight: 20}, 0)
 	var log []LogBatch
+	// noRecord are the offsets no member may be given: control batches
+	// and offsets compacted away.
+	noRecord := map[int64]bool{}
 	for o := int64(0); o < 60; {
 		n := int64(rng.Intn(4) + 1)
-		log = append(log, LogBatch{First: o, Last: o + n - 1, Skip: rng.Intn(10) == 0})
-		o += n + int64(rng.Intn(2)) // sometimes a gap
+		b := LogBatch{First: o, Last: o + n - 1, Skip: rng.Intn(10) == 0}
+		log = append(log, b)
+		for k := b.First; k <= b.Last && b.Skip; k++ {
+			noRecord[k] = true
+		}
+		o += n
+		if rng.Intn(2) == 0 { // a gap
+			noRecord[o] = true
+			o++
+		}
 	}
+	delivered := map[int64]int16{}
 	members := []string{"a", "b", "c"}
 	counts := map[int64]int16{}
 	confirmed := map[int64]RecordState{}
@@ -341,6 +353,13 @@ func runRandom(t testing.TB, rng *rand.Rand, steps int) {
 					if _, ok := confirmed[o]; ok {
 						t.Fatalf("confirmed offset %d delivered again", o)
 					}
+					if noRecord[o] {
+						t.Fatalf("offset %d without a deliverable record delivered", o)
+					}
+					if r.DeliveryCount != delivered[o]+1 {
+						t.Fatalf("offset %d delivery count %d after %d deliveries", o, r.DeliveryCount, delivered[o])
+					}
+					delivered[o] = r.DeliveryCount
 				}
 			}
 		case 1, 2:
@@ -394,6 +413,22 @@ func runRandom(t testing.TB, rng *rand.Rand, steps int) {
 		}
 		checkInvariants(t, sp, clk.Now(), counts, confirmed, prevStart)
 		prevStart, _ = sp.Offsets()
+		// Every offset below SPSO, and every archived one, is done for a
+		// reason: confirmed, without a record, or at the delivery limit.
+		done := func(o int64) bool {
+			_, ok := confirmed[o]
+			return ok || noRecord[o] || delivered[o] >= 3
+		}
+		for o := int64(0); o < prevStart; o++ {
+			if !done(o) {
+				t.Fatalf("offset %d below SPSO %d is neither acknowledged nor archived", o, prevStart)
+			}
+		}
+		for _, r := range sp.Window(clk.Now()) {
+			if (r.State == Archived || r.State == Acknowledged) && !done(r.Offset) {
+				t.Fatalf("offset %d %v without cause", r.Offset, r.State)
+			}
+		}
 		// Below SPSO everything is acknowledged or archived: confirmed,
 		// archived for a gap, a skip or the delivery limit.
 		for _, r := range sp.Window(clk.Now()) {
