@@ -44,7 +44,7 @@ type Handlers struct {
 	rackAware bool
 	// share holds the share partitions and share sessions (KIP-932;
 	// share_partitions.go).
-	share shareState
+	share sharePartState
 }
 
 // Options tune the handlers.

@@ -17,8 +17,8 @@ import (
 	"github.com/sluice-io/sluice/internal/share"
 )
 
-// shareProps shortens share-group locks for tests.
-var shareProps = map[string]string{
+// sharePartProps shortens share-group locks for tests.
+var sharePartProps = map[string]string{
 	"group.share.record.lock.duration.ms":     "1000",
 	"group.share.min.record.lock.duration.ms": "1000",
 }
@@ -186,7 +186,7 @@ func setGroupConfig(t *testing.T, n *node, group, name, value string) {
 // fetching one partition are never given the same record, and together
 // they get every record once.
 func TestShareFetchMembersGetDisjointRecords(t *testing.T) {
-	n := startNode(t, "", shareProps)
+	n := startNode(t, "", sharePartProps)
 	shareTopic(t, n, "q", 20)
 	setGroupConfig(t, n, "sg", "share.auto.offset.reset", "earliest")
 	a, b := newShareMember(t, n, "sg", "q"), newShareMember(t, n, "sg", "q")
@@ -215,7 +215,7 @@ func TestShareFetchMembersGetDisjointRecords(t *testing.T) {
 // acknowledgement is INVALID_RECORD_STATE.
 func TestShareFetchLockExpiryRedelivers(t *testing.T) {
 	clk := clock.NewManual(time.Now())
-	n := startNodeClock(t, "", shareProps, clk)
+	n := startNodeClock(t, "", sharePartProps, clk)
 	shareTopic(t, n, "q", 3)
 	setGroupConfig(t, n, "sg", "share.auto.offset.reset", "earliest")
 	a, b := newShareMember(t, n, "sg", "q"), newShareMember(t, n, "sg", "q")
@@ -248,7 +248,7 @@ func TestShareFetchLockExpiryRedelivers(t *testing.T) {
 // redelivers with the next delivery count; the start offset moves over
 // what is done; a delivery limit archives a record released too often.
 func TestShareAcknowledgeTypes(t *testing.T) {
-	n := startNode(t, "", shareProps)
+	n := startNode(t, "", sharePartProps)
 	shareTopic(t, n, "q", 4)
 	setGroupConfig(t, n, "sg", "share.auto.offset.reset", "earliest")
 	setGroupConfig(t, n, "sg", "share.delivery.count.limit", "2")
@@ -283,7 +283,7 @@ func TestShareAcknowledgeTypes(t *testing.T) {
 // group.share.max.share.sessions get Kafka's errors and change nothing.
 func TestShareSessionErrors(t *testing.T) {
 	props := map[string]string{"group.share.max.share.sessions": "2"}
-	for k, v := range shareProps {
+	for k, v := range sharePartProps {
 		props[k] = v
 	}
 	n := startNode(t, "", props)
@@ -364,7 +364,7 @@ func TestShareFetchReadCommittedSkipsAborted(t *testing.T) {
 	for k, v := range txnProps {
 		props[k] = v
 	}
-	for k, v := range shareProps {
+	for k, v := range sharePartProps {
 		props[k] = v
 	}
 	n := startNode(t, "", props)

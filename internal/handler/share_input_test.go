@@ -48,7 +48,7 @@ func windowOf(t *testing.T, n *node, group, topic string) []share.RecordInfo {
 // wrong type counts, unknown types, renew without IsRenewAck, and topics
 // that do not exist get Kafka's errors and change nothing.
 func TestShareBadAcknowledgements(t *testing.T) {
-	n := startNode(t, "", shareProps)
+	n := startNode(t, "", sharePartProps)
 	shareTopic(t, n, "q", 10)
 	setGroupConfig(t, n, "sg", "share.auto.offset.reset", "earliest")
 	a, b := newShareMember(t, n, "sg", "q"), newShareMember(t, n, "sg", "q")
@@ -200,7 +200,7 @@ func TestShareFetchLongPoll(t *testing.T) {
 // first lock would have passed.
 func TestShareAcknowledgeRenew(t *testing.T) {
 	clk := clock.NewManual(time.Now())
-	n := startNodeClock(t, "", shareProps, clk)
+	n := startNodeClock(t, "", sharePartProps, clk)
 	shareTopic(t, n, "q", 2)
 	setGroupConfig(t, n, "sg", "share.auto.offset.reset", "earliest")
 	a, b := newShareMember(t, n, "sg", "q"), newShareMember(t, n, "sg", "q")
@@ -230,7 +230,7 @@ func TestShareAcknowledgeRenew(t *testing.T) {
 // exactly that many records out of a larger batch, batch_optimized the
 // whole batch; BatchSize cuts AcquiredRecords.
 func TestShareFetchLimits(t *testing.T) {
-	n := startNode(t, "", shareProps)
+	n := startNode(t, "", sharePartProps)
 	createTopic(t, n.client(), "q", 1, nil)
 	cl := n.client(kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(50*time.Millisecond))
 	var rs []*kgo.Record

@@ -24,8 +24,8 @@ import (
 	"github.com/sluice-io/sluice/internal/share"
 )
 
-// shareState is the share-partition side of the handlers.
-type shareState struct {
+// sharePartState is the share-partition side of the handlers.
+type sharePartState struct {
 	mgr      *share.Manager
 	sessions *share.Sessions
 }
@@ -36,7 +36,7 @@ func (h *Handlers) registerShareAPIs(reg *protocol.Registry, p share.Persister) 
 	if p == nil {
 		p = share.NewMemPersister()
 	}
-	h.share = shareState{mgr: share.NewManager(p),
+	h.share = sharePartState{mgr: share.NewManager(p),
 		sessions: share.NewSessions(int(h.b.Config().Int("group.share.max.share.sessions", share.DefaultMaxSessions)))}
 	reg.Register(protocol.Handler{Key: 78, MinVersion: 1, MaxVersion: 2, Serve: h.shareFetch})
 	reg.Register(protocol.Handler{Key: 79, MinVersion: 1, MaxVersion: 2, Serve: h.shareAcknowledge})
