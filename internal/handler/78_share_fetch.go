@@ -41,7 +41,8 @@ package handler
 // MinBytes acquired, the request long-polls up to MaxWaitMs, woken by new
 // data, released records or an expiring lock. Errors per partition:
 // UNKNOWN_TOPIC_ID, TOPIC_AUTHORIZATION_FAILED (READ on the topic),
-// NOT_LEADER_OR_FOLLOWER with CurrentLeader; the group needs READ
+// NOT_LEADER_OR_FOLLOWER with CurrentLeader and the leader's endpoint in
+// NodeEndpoints (KIP-951); the group needs READ
 // (GROUP_AUTHORIZATION_FAILED); a member id that is not a Uuid is
 // INVALID_REQUEST.
 
@@ -310,9 +311,10 @@ func splitRanges(rs []share.AcquiredRange, n int64) []share.AcquiredRange {
 }
 
 // finish assembles the response's topics in the order partitions were
-// added.
+// added, with the endpoints of the leaders it names.
 func (sf *shareFetchRun) finish() kmsg.Response {
 	byTopic := map[[16]byte]int{}
+	var leaders []int32
 	for _, tp := range sf.order {
 		i, ok := byTopic[tp.TopicID]
 		if !ok {
@@ -323,10 +325,18 @@ func (sf *shareFetchRun) finish() kmsg.Response {
 			byTopic[tp.TopicID] = i
 		}
 		rp := sf.idx[tp]
+		if rp.ErrorCode == kerr.NotLeaderForPartition.Code || rp.AcknowledgeErrorCode == kerr.NotLeaderForPartition.Code {
+			leaders = append(leaders, rp.CurrentLeader.LeaderID)
+		}
 		if rp.Records == nil {
 			rp.Records = []byte{}
 		}
 		sf.resp.Topics[i].Partitions = append(sf.resp.Topics[i].Partitions, *rp)
+	}
+	for _, e := range sf.h.shareEndpoints(sf.r, leaders) {
+		ne := kmsg.NewShareFetchResponseNodeEndpoint()
+		ne.NodeID, ne.Host, ne.Port, ne.Rack = e.id, e.host, e.port, e.rack
+		sf.resp.NodeEndpoints = append(sf.resp.NodeEndpoints, ne)
 	}
 	return sf.resp
 }

@@ -15,8 +15,9 @@ package handler
 // hold (never acquired, acquired by another member, or its lock expired),
 // INVALID_REQUEST for malformed batches, UNKNOWN_TOPIC_ID,
 // TOPIC_AUTHORIZATION_FAILED (READ on the topic), NOT_LEADER_OR_FOLLOWER
-// with CurrentLeader. The group needs READ (GROUP_AUTHORIZATION_FAILED);
-// a member id that is not a Uuid is INVALID_REQUEST.
+// with CurrentLeader and the leader's endpoint in NodeEndpoints. The
+// group needs READ (GROUP_AUTHORIZATION_FAILED); a member id that is not
+// a Uuid is INVALID_REQUEST.
 
 import (
 	"time"
@@ -54,6 +55,7 @@ func (h *Handlers) shareAcknowledge(r *protocol.Request) protocol.Reply {
 	return protocol.Reply{Await: func() kmsg.Response {
 		allowed := map[string]bool{}
 		lookup := h.b.LookupDeadline()
+		var leaders []int32
 		for _, t := range req.Topics {
 			rt := kmsg.NewShareAcknowledgeResponseTopic()
 			rt.TopicID = t.TopicID
@@ -70,10 +72,16 @@ func (h *Handlers) shareAcknowledge(r *protocol.Request) protocol.Reply {
 				rp.ErrorCode, rp.ErrorMessage = h.shareAck(group, member, part, cfg, acks, req.IsRenewAck)
 				if part.err == kerr.NotLeaderForPartition.Code {
 					rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = part.leader, part.epoch
+					leaders = append(leaders, part.leader)
 				}
 				rt.Partitions = append(rt.Partitions, rp)
 			}
 			resp.Topics = append(resp.Topics, rt)
+		}
+		for _, e := range h.shareEndpoints(r, leaders) {
+			ne := kmsg.NewShareAcknowledgeResponseNodeEndpoint()
+			ne.NodeID, ne.Host, ne.Port, ne.Rack = e.id, e.host, e.port, e.rack
+			resp.NodeEndpoints = append(resp.NodeEndpoints, ne)
 		}
 		if closed {
 			h.releaseShareMember(group, member, parts)

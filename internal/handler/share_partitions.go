@@ -385,3 +385,39 @@ func isAborted(aborted []abortedRange, pid, offset int64) bool {
 	}
 	return false
 }
+
+// shareEndpoint is one leader's endpoint for a share response's
+// NodeEndpoints.
+type shareEndpoint struct {
+	id   int32
+	host string
+	port int32
+	rack *string
+}
+
+// shareEndpoints returns the endpoints, on the listener r came in on, of
+// leaders (the CurrentLeader of NOT_LEADER_OR_FOLLOWER partitions): the
+// client goes there without a metadata request (KIP-951, as Fetch v16).
+func (h *Handlers) shareEndpoints(r *protocol.Request, leaders []int32) []shareEndpoint {
+	brokers := h.b.Image().Brokers
+	seen := map[int32]bool{}
+	var out []shareEndpoint
+	for _, id := range leaders {
+		br, ok := brokers[id]
+		if id < 0 || seen[id] || !ok {
+			continue
+		}
+		seen[id] = true
+		host, port, ok := endpoint(r, br)
+		if !ok {
+			continue
+		}
+		e := shareEndpoint{id: br.ID, host: host, port: port}
+		if br.Rack != "" {
+			rack := br.Rack
+			e.rack = &rack
+		}
+		out = append(out, e)
+	}
+	return out
+}

@@ -132,6 +132,11 @@ func TestSharePartitionsOnLeaders(t *testing.T) {
 		if fp.ErrorCode != kerr.NotLeaderForPartition.Code || fp.CurrentLeader.LeaderID != leader {
 			t.Fatalf("partition %d on follower %d: %v, leader %d (want %d)", p, follower, kerr.ErrorForCode(fp.ErrorCode), fp.CurrentLeader.LeaderID, leader)
 		}
+		// The leader's endpoint comes along (KIP-951).
+		if len(r.NodeEndpoints) != 1 || r.NodeEndpoints[0].NodeID != leader ||
+			fmt.Sprintf("%s:%d", r.NodeEndpoints[0].Host, r.NodeEndpoints[0].Port) != c.Node(leader).Addr() {
+			t.Fatalf("partition %d on follower %d: endpoints %+v, leader %d at %s", p, follower, r.NodeEndpoints, leader, c.Node(leader).Addr())
+		}
 		seen := map[int64]bool{}
 		for _, m := range []string{memberID(), memberID()} {
 			req := kmsg.NewPtrShareFetchRequest()
