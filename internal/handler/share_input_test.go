@@ -1,6 +1,7 @@
 package handler_test
 
 import (
+	"context"
 	"sync"
 	"testing"
 	"time"
@@ -177,19 +178,41 @@ func TestShareFetchLongPoll(t *testing.T) {
 		b.epoch++
 		return acquiredOf(t, resp), time.Since(start)
 	}
-	go func() {
-		time.Sleep(300 * time.Millisecond)
-		a.ack(a.epoch, acked{0, 0, []int8{2}}) // release offset 0
-	}()
+	// later runs fn after 300 ms; the returned channel closes when fn
+	// returned (the poll may answer before: the test waits for fn).
+	later := func(fn func() error) chan error {
+		done := make(chan error, 1)
+		go func() {
+			time.Sleep(300 * time.Millisecond)
+			done <- fn()
+		}()
+		return done
+	}
+	release := later(func() error {
+		req := kmsg.NewPtrShareAcknowledgeRequest()
+		req.Version, req.GroupID, req.MemberID, req.ShareSessionEpoch = 1, &a.group, &a.id, a.epoch
+		tp := kmsg.NewShareAcknowledgeRequestTopic()
+		tp.TopicID = a.topic
+		tp.Partitions = []kmsg.ShareAcknowledgeRequestTopicPartition{{Partition: 0, AcknowledgementBatches: []kmsg.ShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{{FirstOffset: 0, LastOffset: 0, AcknowledgeTypes: []int8{2}}}}}
+		req.Topics = append(req.Topics, tp)
+		_, err := a.cl.Request(context.Background(), req)
+		return err
+	})
 	got, took := poll()
+	if err := <-release; err != nil {
+		t.Fatal(err)
+	}
 	if len(got) != 1 || got[0] != 2 || took > 10*time.Second {
 		t.Fatalf("after a release: %v in %v", got, took)
 	}
-	go func() {
-		time.Sleep(300 * time.Millisecond)
-		produceTo(t, manualClient(n), "q", 0, "new")
-	}()
+	producer := manualClient(n)
+	produced := later(func() error {
+		return producer.ProduceSync(context.Background(), &kgo.Record{Topic: "q", Partition: 0, Value: []byte("new")}).FirstErr()
+	})
 	got, took = poll()
+	if err := <-produced; err != nil {
+		t.Fatal(err)
+	}
 	if len(got) != 1 || got[2] != 1 || took > 10*time.Second {
 		t.Fatalf("after a produce: %v in %v", got, took)
 	}
