@@ -49,7 +49,7 @@ func (h *Handlers) registerGroupAPIs(reg *protocol.Registry) {
 	for _, api := range []protocol.Handler{
 		{Key: 8, MinVersion: 0, MaxVersion: 9, Serve: g.offsetCommitAuthz},
 		{Key: 9, MinVersion: 0, MaxVersion: 9, Serve: g.offsetFetchAuthz},
-		{Key: 10, MinVersion: 0, MaxVersion: 4, Serve: g.findCoordinator},
+		{Key: 10, MinVersion: 0, MaxVersion: 6, Serve: g.findCoordinator},
 		{Key: 11, MinVersion: 0, MaxVersion: 7, Serve: g.joinGroupAuthz},
 		{Key: 12, MinVersion: 0, MaxVersion: 4, Serve: g.heartbeatAuthz},
 		{Key: 13, MinVersion: 0, MaxVersion: 4, Serve: g.leaveGroupAuthz},

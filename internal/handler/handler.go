@@ -31,6 +31,9 @@ type Handlers struct {
 	txnVersion int16
 	groups     *group.Coordinator
 	txns       *txn.Coordinator
+	// shareState is the share coordinator's and the share-group offsets
+	// APIs' (sharestate.go).
+	shareState *shareStateAPI
 	sessions   *fetchsession.Cache
 	splice     bool // zero-copy fetch responses (fetch_splice.go)
 	// auth decides requests when authorizer.class.name is set; nil
@@ -58,8 +61,8 @@ type Options struct {
 	// NoSplice copies every fetched record set into its response instead
 	// of sending the larger ones from the log files (fetch_splice.go).
 	NoSplice bool
-	// SharePersister keeps the share partitions' state (KIP-932);
-	// share.MemPersister when nil.
+	// SharePersister keeps the share partitions' state (KIP-932); nil is
+	// the share coordinators' (__share_group_state, SharePersister).
 	SharePersister share.Persister
 }
 
@@ -78,6 +81,9 @@ func (h *Handlers) FetchSessions() fetchsession.Stats { return h.sessions.Stats(
 func (h *Handlers) Close() {
 	if h.txns != nil {
 		h.txns.Close()
+	}
+	if h.shareState != nil {
+		h.shareState.c.Close()
 	}
 	if h.groups != nil {
 		h.groups.Close()
@@ -162,6 +168,10 @@ func RegisterWith(reg *protocol.Registry, b *broker.Broker, opts Options) *Handl
 		return im.GroupVersion(), im.Offset
 	}})
 	h.registerTxnAPIs(reg)
+	h.registerShareStateAPIs(reg)
+	if opts.SharePersister == nil {
+		opts.SharePersister = h.SharePersister()
+	}
 	h.registerShareAPIs(reg, opts.SharePersister)
 	return h
 }

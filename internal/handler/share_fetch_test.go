@@ -155,7 +155,7 @@ func decodeRecords(data []byte) []*kgo.Record {
 	return fp.Records
 }
 
-func shareTopic(t *testing.T, n *node, topic string, records int) {
+func sharePartTopic(t *testing.T, n *node, topic string, records int) {
 	t.Helper()
 	createTopic(t, n.client(), topic, 1, nil)
 	var vals []string
@@ -187,7 +187,7 @@ func setGroupConfig(t *testing.T, n *node, group, name, value string) {
 // they get every record once.
 func TestShareFetchMembersGetDisjointRecords(t *testing.T) {
 	n := startNode(t, "", sharePartProps)
-	shareTopic(t, n, "q", 20)
+	sharePartTopic(t, n, "q", 20)
 	setGroupConfig(t, n, "sg", "share.auto.offset.reset", "earliest")
 	a, b := newShareMember(t, n, "sg", "q"), newShareMember(t, n, "sg", "q")
 	// franz-go's member ids are padded base64 (24 characters).
@@ -216,7 +216,7 @@ func TestShareFetchMembersGetDisjointRecords(t *testing.T) {
 func TestShareFetchLockExpiryRedelivers(t *testing.T) {
 	clk := clock.NewManual(time.Now())
 	n := startNodeClock(t, "", sharePartProps, clk)
-	shareTopic(t, n, "q", 3)
+	sharePartTopic(t, n, "q", 3)
 	setGroupConfig(t, n, "sg", "share.auto.offset.reset", "earliest")
 	a, b := newShareMember(t, n, "sg", "q"), newShareMember(t, n, "sg", "q")
 	resp := a.fetch(0)
@@ -249,7 +249,7 @@ func TestShareFetchLockExpiryRedelivers(t *testing.T) {
 // what is done; a delivery limit archives a record released too often.
 func TestShareAcknowledgeTypes(t *testing.T) {
 	n := startNode(t, "", sharePartProps)
-	shareTopic(t, n, "q", 4)
+	sharePartTopic(t, n, "q", 4)
 	setGroupConfig(t, n, "sg", "share.auto.offset.reset", "earliest")
 	setGroupConfig(t, n, "sg", "share.delivery.count.limit", "2")
 	a, b := newShareMember(t, n, "sg", "q"), newShareMember(t, n, "sg", "q")
@@ -287,7 +287,7 @@ func TestShareSessionErrors(t *testing.T) {
 		props[k] = v
 	}
 	n := startNode(t, "", props)
-	shareTopic(t, n, "q", 2)
+	sharePartTopic(t, n, "q", 2)
 	a := newShareMember(t, n, "sg", "q")
 	a.epoch = 1
 	if r := a.fetch(0); r.ErrorCode != kerr.ShareSessionNotFound.Code {
@@ -335,7 +335,7 @@ func TestShareSessionErrors(t *testing.T) {
 // at once, without waiting for the lock.
 func TestShareFetchConnCloseReleasesLocks(t *testing.T) {
 	n := startNode(t, "", map[string]string{"group.share.record.lock.duration.ms": "60000"})
-	shareTopic(t, n, "q", 5)
+	sharePartTopic(t, n, "q", 5)
 	setGroupConfig(t, n, "sg", "share.auto.offset.reset", "earliest")
 	a, b := newShareMember(t, n, "sg", "q"), newShareMember(t, n, "sg", "q")
 	if got := acquiredOf(t, a.fetch(0)); len(got) != 5 {
@@ -419,7 +419,7 @@ func TestShareFetchReadCommittedSkipsAborted(t *testing.T) {
 func TestShareFetchConcurrentMembers(t *testing.T) {
 	n := startNode(t, "", map[string]string{"group.share.record.lock.duration.ms": "60000"})
 	const total = 300
-	shareTopic(t, n, "q", total)
+	sharePartTopic(t, n, "q", total)
 	setGroupConfig(t, n, "sg", "share.auto.offset.reset", "earliest")
 	var mu sync.Mutex
 	holder := map[int64]string{}

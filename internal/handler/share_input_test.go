@@ -50,7 +50,7 @@ func windowOf(t *testing.T, n *node, group, topic string) []share.RecordInfo {
 // that do not exist get Kafka's errors and change nothing.
 func TestShareBadAcknowledgements(t *testing.T) {
 	n := startNode(t, "", sharePartProps)
-	shareTopic(t, n, "q", 10)
+	sharePartTopic(t, n, "q", 10)
 	setGroupConfig(t, n, "sg", "share.auto.offset.reset", "earliest")
 	a, b := newShareMember(t, n, "sg", "q"), newShareMember(t, n, "sg", "q")
 	if got := acquiredOf(t, a.fetch(4)); len(got) != 4 {
@@ -115,7 +115,7 @@ func TestShareSessionFlood(t *testing.T) {
 		total = 5000
 	}
 	n := startNode(t, "", nil)
-	shareTopic(t, n, "q", 1)
+	sharePartTopic(t, n, "q", 1)
 	id, _ := n.b.TopicID("q")
 	const workers = 8
 	var mu sync.Mutex
@@ -161,7 +161,7 @@ func TestShareSessionFlood(t *testing.T) {
 // new records, not by its timeout.
 func TestShareFetchLongPoll(t *testing.T) {
 	n := startNode(t, "", map[string]string{"group.share.record.lock.duration.ms": "60000"})
-	shareTopic(t, n, "q", 2)
+	sharePartTopic(t, n, "q", 2)
 	setGroupConfig(t, n, "sg", "share.auto.offset.reset", "earliest")
 	a, b := newShareMember(t, n, "sg", "q"), newShareMember(t, n, "sg", "q")
 	acquiredOf(t, a.fetch(0))
@@ -224,7 +224,7 @@ func TestShareFetchLongPoll(t *testing.T) {
 func TestShareAcknowledgeRenew(t *testing.T) {
 	clk := clock.NewManual(time.Now())
 	n := startNodeClock(t, "", sharePartProps, clk)
-	shareTopic(t, n, "q", 2)
+	sharePartTopic(t, n, "q", 2)
 	setGroupConfig(t, n, "sg", "share.auto.offset.reset", "earliest")
 	a, b := newShareMember(t, n, "sg", "q"), newShareMember(t, n, "sg", "q")
 	acquiredOf(t, a.fetch(0))
@@ -291,7 +291,7 @@ func TestShareFetchLimits(t *testing.T) {
 // TestShareAuthorization: READ on the group and on the topic.
 func TestShareAuthorization(t *testing.T) {
 	n := startNode(t, "", map[string]string{"authorizer.class.name": standardAuthorizer, "allow.everyone.if.no.acl.found": "true"})
-	shareTopic(t, n, "q", 1)
+	sharePartTopic(t, n, "q", 1)
 	m := newShareMember(t, n, "sg", "q")
 	deny := func(rt kmsg.ACLResourceType, name string) {
 		req := kmsg.NewPtrCreateACLsRequest()
