@@ -102,24 +102,7 @@ func TestSharePartitionsOnLeaders(t *testing.T) {
 	if err != nil || iresp.Resources[0].ErrorCode != 0 {
 		t.Fatalf("group config: %v %+v", err, iresp)
 	}
-	for id := int32(1); id <= 3; id++ {
-		testcluster.WaitFor(t, 15*time.Second, "the group config on every node", func() (bool, string) {
-			dreq := kmsg.NewPtrDescribeConfigsRequest()
-			dr := kmsg.NewDescribeConfigsRequestResource()
-			dr.ResourceType, dr.ResourceName = kmsg.ConfigResourceTypeGroupConfig, "sg"
-			dreq.Resources = append(dreq.Resources, dr)
-			resp, err := cl.Broker(int(id)).Request(tctx(t, 5*time.Second), dreq)
-			if err != nil {
-				return false, err.Error()
-			}
-			for _, c := range resp.(*kmsg.DescribeConfigsResponse).Resources[0].Configs {
-				if c.Name == "share.auto.offset.reset" && c.Value != nil && *c.Value == "earliest" {
-					return true, ""
-				}
-			}
-			return false, fmt.Sprintf("node %d", id)
-		})
-	}
+	waitGroupConfig(t, c, cl, "sg", "share.auto.offset.reset", "earliest")
 
 	for p := int32(0); p < 3; p++ {
 		leader := meta[p].Leader
@@ -166,5 +149,30 @@ func TestSharePartitionsOnLeaders(t *testing.T) {
 		if len(seen) != perPartition {
 			t.Fatalf("partition %d: %d of %d records acquired", p, len(seen), perPartition)
 		}
+	}
+}
+
+// waitGroupConfig waits until every node describes group's config name
+// as value.
+func waitGroupConfig(t *testing.T, c *testcluster.Cluster, cl *kgo.Client, group, name, value string) {
+	t.Helper()
+	for _, p := range c.Nodes() {
+		id := p.NodeID()
+		testcluster.WaitFor(t, 15*time.Second, "the group config on every node", func() (bool, string) {
+			dreq := kmsg.NewPtrDescribeConfigsRequest()
+			dr := kmsg.NewDescribeConfigsRequestResource()
+			dr.ResourceType, dr.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
+			dreq.Resources = append(dreq.Resources, dr)
+			resp, err := cl.Broker(id).Request(tctx(t, 5*time.Second), dreq)
+			if err != nil {
+				return false, err.Error()
+			}
+			for _, c := range resp.(*kmsg.DescribeConfigsResponse).Resources[0].Configs {
+				if c.Name == name && c.Value != nil && *c.Value == value {
+					return true, ""
+				}
+			}
+			return false, fmt.Sprintf("node %d", id)
+		})
 	}
 }
