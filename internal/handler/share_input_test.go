@@ -314,3 +314,34 @@ func TestShareAuthorization(t *testing.T) {
 		t.Fatalf("ShareAcknowledge: %v", kerr.ErrorForCode(r.ErrorCode))
 	}
 }
+
+// TestShareFencedStateReloads: after AlterShareGroupOffsets gives a share
+// partition a new state epoch, the leader's next write is fenced
+// (FENCED_STATE_EPOCH) and the share partition is loaded again, at the new
+// start offset.
+func TestShareFencedStateReloads(t *testing.T) {
+	n := startNode(t, "", sharePartProps)
+	sharePartTopic(t, n, "q", 10)
+	setGroupConfig(t, n, "sg", "share.auto.offset.reset", "earliest")
+	a := newShareMember(t, n, "sg", "q")
+	if got := acquiredOf(t, a.fetch(2)); len(got) != 2 {
+		t.Fatalf("first fetch %v", got)
+	}
+	if r := a.ack(a.epoch, acked{0, 0, []int8{1}}); r.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("ack: %v", kerr.ErrorForCode(r.Topics[0].Partitions[0].ErrorCode))
+	}
+	alter := kmsg.NewPtrAlterShareGroupOffsetsRequest()
+	alter.GroupID = "sg"
+	alter.Topics = []kmsg.AlterShareGroupOffsetsRequestTopic{{Topic: "q", Partitions: []kmsg.AlterShareGroupOffsetsRequestTopicPartition{{Partition: 0, StartOffset: 7}}}}
+	ar := request[*kmsg.AlterShareGroupOffsetsResponse](t, a.cl, alter)
+	if ar.ErrorCode != 0 || ar.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("alter: %+v", ar)
+	}
+	if r := a.ack(a.epoch, acked{1, 1, []int8{1}}); r.Topics[0].Partitions[0].ErrorCode != kerr.FencedStateEpoch.Code {
+		t.Fatalf("ack after the alter: %v", kerr.ErrorForCode(r.Topics[0].Partitions[0].ErrorCode))
+	}
+	got := acquiredOf(t, a.fetch(0))
+	if len(got) != 3 || got[7] != 1 || got[9] != 1 {
+		t.Fatalf("after the alter: %v, want 7-9", got)
+	}
+}

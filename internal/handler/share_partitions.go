@@ -8,6 +8,7 @@ package handler
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -255,9 +256,21 @@ func (h *Handlers) shareAck(group, member string, part sharePart, cfg shareGroup
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := sp.Acknowledge(ctx, member, h.b.Now(), acks, renew); err != nil {
+		h.dropIfFenced(sp, err)
 		return code(err), message(err)
 	}
 	return 0, nil
+}
+
+// dropIfFenced forgets a share partition whose write was fenced
+// (FENCED_STATE_EPOCH after AlterShareGroupOffsets or
+// DeleteShareGroupOffsets reinitialized its state, FENCED_LEADER_EPOCH
+// after a newer leader read it): the next request loads the state again,
+// as Kafka's SharePartitionManager removes a fenced SharePartition.
+func (h *Handlers) dropIfFenced(sp *share.Partition, err error) {
+	if errors.Is(err, kerr.FencedStateEpoch) || errors.Is(err, kerr.FencedLeaderEpoch) || errors.Is(err, share.ErrFenced) {
+		h.share.mgr.Drop(sp.Key())
+	}
 }
 
 // releaseShareMember releases member's locks on the share partitions of
@@ -267,7 +280,9 @@ func (h *Handlers) releaseShareMember(group, member string, parts []share.TopicP
 	defer cancel()
 	for _, tp := range parts {
 		if sp := h.share.mgr.Held(share.Key{Group: group, TopicID: tp.TopicID, Partition: tp.Partition}); sp != nil {
-			sp.ReleaseMember(ctx, member, h.b.Now()) // on failure the locks expire
+			if err := sp.ReleaseMember(ctx, member, h.b.Now()); err != nil {
+				h.dropIfFenced(sp, err) // otherwise the locks expire
+			}
 		}
 	}
 }

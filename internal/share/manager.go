@@ -67,7 +67,7 @@ func (m *Manager) Held(key Key) *Partition {
 	return m.parts[key]
 }
 
-// Drop forgets key's share partition (leadership moved away); the next
+// Drop forgets key's share partition (its writes were fenced); the next
 // Get loads it again.
 func (m *Manager) Drop(key Key) {
 	m.mu.Lock()
