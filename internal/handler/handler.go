@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-io/sluice/internal/metadata"
 	"github.com/sluice-io/sluice/internal/protocol"
 	"github.com/sluice-io/sluice/internal/quota"
+	"github.com/sluice-io/sluice/internal/share"
 	"github.com/sluice-io/sluice/internal/txn"
 )
 
@@ -44,6 +45,9 @@ type Handlers struct {
 	// rackAware is replica.selector.class=RackAwareReplicaSelector
 	// (KIP-392; 01_fetch.go).
 	rackAware bool
+	// share holds the share partitions and share sessions (KIP-932;
+	// share_partitions.go).
+	share sharePartState
 }
 
 // Options tune the handlers.
@@ -57,6 +61,9 @@ type Options struct {
 	// NoSplice copies every fetched record set into its response instead
 	// of sending the larger ones from the log files (fetch_splice.go).
 	NoSplice bool
+	// SharePersister keeps the share partitions' state (KIP-932); nil is
+	// the share coordinators' (__share_group_state, SharePersister).
+	SharePersister share.Persister
 }
 
 // OptionsFromConfig reads the handler settings from the broker's
@@ -162,9 +169,13 @@ func RegisterWith(reg *protocol.Registry, b *broker.Broker, opts Options) *Handl
 	}})
 	h.registerTxnAPIs(reg)
 	h.registerShareStateAPIs(reg)
+	if opts.SharePersister == nil {
+		opts.SharePersister = h.SharePersister()
+	}
+	h.registerShareAPIs(reg, opts.SharePersister)
 	// The share group coordinator deletes share-partition state through
 	// the share coordinator, which asks it whether a group is empty.
-	h.groups.SetSharePersister(h.SharePersister())
+	h.groups.SetSharePersister(opts.SharePersister)
 	h.SetShareGroupState(h.groups.ShareGroupState)
 	h.gateShareAPIs(reg)
 	return h

@@ -8,9 +8,10 @@ import (
 // shareAPIKeys are the share-group APIs (KIP-932): each is advertised in
 // ApiVersions only while the cluster's share.version is at least 1, as
 // Kafka's ApiKeys gate them by that feature (ShareGroupHeartbeat 76,
-// ShareGroupDescribe 77, and the share-group offsets admin APIs 90..92;
+// ShareGroupDescribe 77, ShareFetch 78, ShareAcknowledge 79 and the
+// share-group offsets admin APIs 90..92;
 // the share coordinator's inter-broker RPCs 83..87 stay advertised).
-var shareAPIKeys = []int16{76, 77, 90, 91, 92}
+var shareAPIKeys = []int16{76, 77, 78, 79, 90, 91, 92}
 
 // shareOff reports whether share groups are off: the cluster's
 // share.version is 0.

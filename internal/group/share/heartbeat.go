@@ -17,20 +17,25 @@ func errf(e *kerr.Error, format string, args ...any) *Error {
 	return &Error{Code: e.Code, Message: fmt.Sprintf(format, args...)}
 }
 
-// ValidMemberID reports whether id is a UUID as Kafka's Uuid.fromString
-// reads it: URL-safe base64 of 16 bytes, with or without padding.
+// ValidMemberID reports whether id is a UUID in base64 as clients send
+// member ids: 16 bytes, with or without padding. Kafka's Uuid.fromString
+// reads the URL-safe alphabet; librdkafka writes its member ids with the
+// standard one ('+' and '/'), so both are accepted (never a mix).
 func ValidMemberID(id string) bool {
-	var b []byte
-	var err error
+	encs := []*base64.Encoding{base64.RawURLEncoding, base64.RawStdEncoding}
 	switch len(id) {
 	case 22:
-		b, err = base64.RawURLEncoding.DecodeString(id)
 	case 24:
-		b, err = base64.URLEncoding.DecodeString(id)
+		encs = []*base64.Encoding{base64.URLEncoding, base64.StdEncoding}
 	default:
 		return false
 	}
-	return err == nil && len(b) == 16
+	for _, enc := range encs {
+		if b, err := enc.DecodeString(id); err == nil && len(b) == 16 {
+			return true
+		}
+	}
+	return false
 }
 
 // validate is Kafka's throwIfShareGroupHeartbeatRequestIsInvalid, in its
