@@ -96,6 +96,13 @@ func newPartition(b *Broker, tp TP, log *storage.Log, minISR int) *Partition {
 		p.view(func() { ps = p.r.Producers().Clone() })
 		return ps
 	})
+	// The transactions whose marker the HW has not passed stay unstable
+	// across the restart (replica.LogState.Completed).
+	hw := b.checkpointedHW(tp)
+	completed, err := log.CompletedTxns(hw)
+	if err != nil {
+		b.log.Error("transactions above the high watermark", "topic", tp.Topic, "partition", tp.Partition, "err", err)
+	}
 	p.r = replica.New(replica.Config{
 		ID:           b.cfg.NodeID,
 		BrokerEpoch:  b.ctrl.BrokerEpoch(),
@@ -112,9 +119,10 @@ func newPartition(b *Broker, tp TP, log *storage.Log, minISR int) *Partition {
 	}, replica.LogState{
 		LogStart:  log.LogStartOffset(),
 		LEO:       log.LogEndOffset(),
-		HW:        b.checkpointedHW(tp),
+		HW:        hw,
 		Epochs:    epoch.New(epochs),
 		Producers: producers,
+		Completed: completed,
 	})
 	// No tombstone goes until the machine knows where the replicas are.
 	log.SetTombstoneBound(0)

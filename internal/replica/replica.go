@@ -139,6 +139,11 @@ func New(cfg Config, st LogState) *Replica {
 	if r.epochs.TruncateFromEnd(r.leo) {
 		r.epochsChanged = true
 	}
+	for _, c := range st.Completed {
+		if c.LastOffset >= r.hw && c.LastOffset < r.leo {
+			r.completed = append(r.completed, c)
+		}
+	}
 	r.rd.HW = r.hw
 	return r
 }

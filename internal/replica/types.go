@@ -116,6 +116,11 @@ type LogState struct {
 	// Producers is the idempotent-producer state at LEO; New takes
 	// ownership. nil means empty.
 	Producers *producer.State
+	// Completed are the transactions whose marker is at or above HW, in
+	// log order (storage.Log.CompletedTxns): still unstable until the HW
+	// passes their marker (LastStable), as log recovery fills Kafka's
+	// ProducerStateManager.unreplicatedTxns. Entries below HW are ignored.
+	Completed []producer.Completed
 }
 
 // Batch is one record batch as the state machine sees it: a header plus an
