@@ -116,6 +116,7 @@ func newPartition(b *Broker, tp TP, log *storage.Log, minISR int) *Partition {
 		DropQueuedProposal:          b.knobs.DropQueuedISR,
 		AcceptLateMarkers:           b.knobs.AcceptLateMarkers,
 		AnswerDeleteRecordsEarly:    b.knobs.AnswerDeleteRecordsEarly,
+		StableUnreplicatedTxns:      b.knobs.StableUnreplicatedTxns,
 	}, replica.LogState{
 		LogStart:  log.LogStartOffset(),
 		LEO:       log.LogEndOffset(),

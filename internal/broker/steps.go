@@ -45,6 +45,10 @@ type Knobs struct {
 	// found it: a new leader that had not learnt the log start served the
 	// deleted records again).
 	AnswerDeleteRecordsEarly bool
+	// StableUnreplicatedTxns lets the last stable offset pass a
+	// transaction whose marker is not yet below the HW
+	// (replica.Config.StableUnreplicatedTxns).
+	StableUnreplicatedTxns bool
 }
 
 // StepTick is one round of the tick loop.

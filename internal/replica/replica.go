@@ -549,8 +549,10 @@ func (r *Replica) LastStable() int64 {
 	if first, ok := r.producers.FirstOpenTxn(); ok {
 		lso = min(lso, first)
 	}
-	for _, c := range r.completed {
-		lso = min(lso, c.FirstOffset)
+	if !r.cfg.StableUnreplicatedTxns {
+		for _, c := range r.completed {
+			lso = min(lso, c.FirstOffset)
+		}
 	}
 	return max(lso, r.logStart)
 }

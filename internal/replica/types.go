@@ -95,6 +95,11 @@ type Config struct {
 	// only (broker.Knobs.DropQueuedISR): a proposal made while another is
 	// with the controller is dropped instead of sent after it.
 	DropQueuedProposal bool
+	// StableUnreplicatedTxns drops the rule that holds the last stable
+	// offset below a transaction whose marker is not yet below the HW
+	// (LastStable; Kafka's unreplicated transactions), for the
+	// simulator's tests only (broker.Knobs.StableUnreplicatedTxns).
+	StableUnreplicatedTxns bool
 	// AcceptLateMarkers puts back the missing check of a late
 	// transaction version 2 marker (Batch.BumpedEpoch), for the
 	// simulator's tests only (broker.Knobs.AcceptLateMarkers).
