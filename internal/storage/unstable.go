@@ -1,6 +1,9 @@
 package storage
 
-import "github.com/sluice-io/sluice/internal/producer"
+import (
+	"github.com/sluice-io/sluice/internal/batch"
+	"github.com/sluice-io/sluice/internal/producer"
+)
 
 // CompletedTxns returns the transactions whose marker is at or above
 // offset from, in log order, as the disk holds them: the producer state of
@@ -11,7 +14,7 @@ import "github.com/sluice-io/sluice/internal/producer"
 // transaction whose marker is not yet below the HW is still unstable, as
 // a new leader may not have the marker (Kafka's
 // ProducerStateManager.unreplicatedTxns, which log recovery fills through
-// completeTxn). docs/transactions.md, "The last stable offset".
+// completeTxn). docs/transactions.md, "Producer state and the last stable offset".
 func (l *Log) CompletedTxns(from int64) ([]producer.Completed, error) {
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
@@ -20,6 +23,12 @@ func (l *Log) CompletedTxns(from int64) ([]producer.Completed, error) {
 	}
 	if from >= l.leo {
 		return nil, nil
+	}
+	// Most opens find no marker at or above the HW: the scan of that
+	// range (a few batches, usually) spares them the replay from a
+	// snapshot, which may lie a whole segment lower.
+	if found, err := l.markerFrom(from); err != nil || !found {
+		return nil, err
 	}
 	ps, start := l.snapshotAtOrBelow(l.snapshotOffsets(), max(from, l.segs[0].base))
 	var out []producer.Completed
@@ -32,4 +41,28 @@ func (l *Log) CompletedTxns(from int64) ([]producer.Completed, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// markerFrom reports whether a transaction marker (a control batch of a
+// producer) lies at or above offset from (appendMu held).
+func (l *Log) markerFrom(from int64) (bool, error) {
+	found := false
+	for i := l.segmentFor(from); i < len(l.segs) && !found; i++ {
+		s := l.segs[i]
+		var start int64
+		if from > s.base {
+			start = int64(floorOffset(s.offsets, uint32(from-s.base)).pos)
+		}
+		_, err := walk(s.log, start, s.size, -1, false, 64<<10, func(h *batch.Header, _ int64, _ []byte) error {
+			if h.BaseOffset >= from && h.IsControl() && h.ProducerID >= 0 {
+				found = true
+				return errStop
+			}
+			return nil
+		})
+		if err != nil {
+			return false, err
+		}
+	}
+	return found, nil
 }
