@@ -103,6 +103,9 @@ func newPartition(b *Broker, tp TP, log *storage.Log, minISR int) *Partition {
 	if err != nil {
 		b.log.Error("transactions above the high watermark", "topic", tp.Topic, "partition", tp.Partition, "err", err)
 	}
+	if b.knobs.KeepMachineProducers {
+		completed = nil
+	}
 	p.r = replica.New(replica.Config{
 		ID:           b.cfg.NodeID,
 		BrokerEpoch:  b.ctrl.BrokerEpoch(),
