@@ -99,6 +99,16 @@ func newPartition(b *Broker, tp TP, log *storage.Log, minISR int) *Partition {
 		p.view(func() { ps = p.r.Producers().Clone() })
 		return ps
 	})
+	// The transactions whose marker the HW has not passed stay unstable
+	// across the restart (replica.LogState.Completed).
+	hw := b.checkpointedHW(tp)
+	completed, err := log.CompletedTxns(hw)
+	if err != nil {
+		b.log.Error("transactions above the high watermark", "topic", tp.Topic, "partition", tp.Partition, "err", err)
+	}
+	if b.knobs.KeepMachineProducers {
+		completed = nil
+	}
 	p.r = replica.New(replica.Config{
 		ID:           b.cfg.NodeID,
 		BrokerEpoch:  b.ctrl.BrokerEpoch(),
@@ -112,12 +122,14 @@ func newPartition(b *Broker, tp TP, log *storage.Log, minISR int) *Partition {
 		DropQueuedProposal:          b.knobs.DropQueuedISR,
 		AcceptLateMarkers:           b.knobs.AcceptLateMarkers,
 		AnswerDeleteRecordsEarly:    b.knobs.AnswerDeleteRecordsEarly,
+		StableUnreplicatedTxns:      b.knobs.StableUnreplicatedTxns,
 	}, replica.LogState{
 		LogStart:  log.LogStartOffset(),
 		LEO:       log.LogEndOffset(),
-		HW:        b.checkpointedHW(tp),
+		HW:        hw,
 		Epochs:    epoch.New(epochs),
 		Producers: producers,
+		Completed: completed,
 	})
 	// The owner is the log's one writer: the cleaner's swaps run as its
 	// steps (storage.Writer).

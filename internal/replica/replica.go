@@ -143,6 +143,11 @@ func New(cfg Config, st LogState) *Replica {
 	if r.epochs.TruncateFromEnd(r.leo) {
 		r.epochsChanged = true
 	}
+	for _, c := range st.Completed {
+		if c.LastOffset >= r.hw && c.LastOffset < r.leo {
+			r.completed = append(r.completed, c)
+		}
+	}
 	r.rd.HW = r.hw
 	return r
 }
@@ -550,8 +555,10 @@ func (r *Replica) LastStable() int64 {
 	if first, ok := r.producers.FirstOpenTxn(); ok {
 		lso = min(lso, first)
 	}
-	for _, c := range r.completed {
-		lso = min(lso, c.FirstOffset)
+	if !r.cfg.StableUnreplicatedTxns {
+		for _, c := range r.completed {
+			lso = min(lso, c.FirstOffset)
+		}
 	}
 	return max(lso, r.logStart)
 }

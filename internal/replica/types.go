@@ -95,6 +95,11 @@ type Config struct {
 	// only (broker.Knobs.DropQueuedISR): a proposal made while another is
 	// with the controller is dropped instead of sent after it.
 	DropQueuedProposal bool
+	// StableUnreplicatedTxns drops the rule that holds the last stable
+	// offset below a transaction whose marker is not yet below the HW
+	// (LastStable; Kafka's unreplicated transactions), for the
+	// simulator's tests only (broker.Knobs.StableUnreplicatedTxns).
+	StableUnreplicatedTxns bool
 	// AcceptLateMarkers puts back the missing check of a late
 	// transaction version 2 marker (Batch.BumpedEpoch), for the
 	// simulator's tests only (broker.Knobs.AcceptLateMarkers).
@@ -116,6 +121,11 @@ type LogState struct {
 	// Producers is the idempotent-producer state at LEO; New takes
 	// ownership. nil means empty.
 	Producers *producer.State
+	// Completed are the transactions whose marker is at or above HW, in
+	// log order (storage.Log.CompletedTxns): still unstable until the HW
+	// passes their marker (LastStable), as log recovery fills Kafka's
+	// ProducerStateManager.unreplicatedTxns. Entries below HW are ignored.
+	Completed []producer.Completed
 }
 
 // Batch is one record batch as the state machine sees it: a header plus an

@@ -740,6 +740,9 @@ func (w *realWorld) consume() {
 	}
 	if err == nil && res.Error == 0 {
 		w.elr.seenHW[topic] = max(w.elr.seenHW[topic], res.HW)
+		if rc {
+			w.noteStableShown(topic, res.LSO)
+		}
 	}
 	if err != nil || res.Error != 0 || sl.Size == 0 {
 		return

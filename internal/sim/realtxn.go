@@ -33,10 +33,12 @@ import (
 // Invariants: a read_committed consumer (Fetch with ReadCommitted, then the
 // aborted-transaction filtering a Kafka client does) never returns a
 // record of an aborted or undecided transaction; a leader's last stable
-// offset never goes back within its epoch; a stale coordinator's marker is
-// never accepted; after settling no transaction is open (LSO = HW) and a
-// read_committed read of each partition holds exactly the committed
-// transactions' records (no torn or lost transaction).
+// offset never goes back within its epoch; no leader holds a transaction
+// open below an LSO a read_committed consumer was shown (reallso.go); a
+// stale coordinator's marker is never accepted; after settling no
+// transaction is open (LSO = HW) and a read_committed read of each
+// partition holds exactly the committed transactions' records (no torn or
+// lost transaction).
 
 const realTxnPID = 3000
 
@@ -75,6 +77,9 @@ type simTxn struct {
 	// the partition must refuse it, or the checks find what it ended.
 	tv2  bool
 	late *lateMarker
+	// stableShown is the highest LSO a read_committed Fetch answered
+	// with, per topic (reallso.go).
+	stableShown map[string]int64
 }
 
 // lateMarker is a transaction's marker, to be delivered late.
@@ -385,6 +390,7 @@ func (w *realWorld) checkLSO(rb *realBroker, topic string, p *sbroker.Partition)
 		w.fail("broker %d: LSO of %s-0 went back from %d to %d in leader epoch %d", rb.id, topic, last[0], lso, le)
 	}
 	rb.lso[topic] = [2]int64{lso, le}
+	w.checkStableShown(rb, topic, p)
 }
 
 // checkOpenTxns: the open transactions of the replica machine, the one
