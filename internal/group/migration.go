@@ -138,7 +138,7 @@ func (g *Group) adoptDowngrade(now time.Time, d *consumer.Downgrade) (record, fu
 		g.members, g.static, g.pending = map[string]*member{}, map[string]string{}, map[string]time.Time{}
 		g.awaiting = 0
 		g.protocol, g.leader, g.subscribed = "", "", nil
-		g.transition(Empty, time.Now())
+		g.transition(Empty, now)
 	}
 }
 

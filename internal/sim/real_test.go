@@ -60,8 +60,10 @@ func TestRealSeeds(t *testing.T) {
 // (broker.Options.CheckWriters; docs/storage.md, "One writer").
 func TestRealOneWriter(t *testing.T) {
 	var cleans, retained, crashes int
+	// 2500 steps: with 1000, the 20 runs end before any retention pass
+	// deletes a segment (retention.ms is 2 s of the simulated clock).
 	for seed := uint64(1); seed <= 20; seed++ {
-		res := RunReal(RealOptions{Seed: seed, Steps: 1000, CheckWriters: true})
+		res := RunReal(RealOptions{Seed: seed, Steps: 2500, CheckWriters: true})
 		if res.Violation != "" {
 			t.Fatal(res.Report())
 		}

@@ -32,12 +32,20 @@ func tctx(t *testing.T, d time.Duration) context.Context {
 // coordinator, retrying while there is none.
 func shareCoordinator(t *testing.T, c *testcluster.Cluster, via *testproc.Proc, key string, not int32) int32 {
 	t.Helper()
+	return findCoordinator(t, via, 2, key, not)
+}
+
+// findCoordinator asks via for the coordinator of key of the given
+// FindCoordinator key type (0 group, 2 share) until one other than node
+// not answers.
+func findCoordinator(t *testing.T, via *testproc.Proc, keyType int8, key string, not int32) int32 {
+	t.Helper()
 	cl := via.Client(t, kgo.RequestRetries(0))
 	var node int32 = -1
-	testcluster.WaitFor(t, 60*time.Second, "a share coordinator for "+key, func() (bool, string) {
+	testcluster.WaitFor(t, 60*time.Second, "a coordinator for "+key, func() (bool, string) {
 		req := kmsg.NewPtrFindCoordinatorRequest()
 		req.Version = 6
-		req.CoordinatorType = 2
+		req.CoordinatorType = keyType
 		req.CoordinatorKeys = []string{key}
 		resp, err := req.RequestWith(tctx(t, 10*time.Second), cl)
 		if err != nil {
@@ -151,11 +159,11 @@ func TestShareStateSurvivesCoordinatorKill(t *testing.T) {
 	coord := shareCoordinator(t, c, c.Nodes()[0], key, -1)
 	t.Logf("share coordinator of %s: node %d", key, coord)
 
-	// AlterShareGroupOffsets through a node that is not the coordinator.
-	other := int32(1)
-	if other == coord {
-		other = 2
-	}
+	// AlterShareGroupOffsets goes to the group's coordinator (it creates
+	// the share group there), which reaches the share coordinator through
+	// the Persister, over the network when that is another node.
+	other := findCoordinator(t, c.Nodes()[0], 0, group, -1)
+	t.Logf("group coordinator of %s: node %d", group, other)
 	alter := kmsg.NewPtrAlterShareGroupOffsetsRequest()
 	alter.GroupID = group
 	at := kmsg.NewAlterShareGroupOffsetsRequestTopic()
