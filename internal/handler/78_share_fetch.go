@@ -35,7 +35,8 @@ package handler
 // up to the high watermark (the last stable offset under the group's
 // share.isolation.level=read_committed, whose aborted transactional
 // batches, like control batches, are archived, never delivered), at most
-// MaxBytes in all (the first batch always whole) and MaxRecords records
+// MaxBytes in all (the first batch always whole; MaxBytes 0 acquires
+// nothing) and MaxRecords records
 // (batch_optimized: the batch reaching it is taken whole; record_limit:
 // exactly), AcquiredRecords runs cut at BatchSize. With fewer than
 // MinBytes acquired, the request long-polls up to MaxWaitMs, woken by new
@@ -198,10 +199,11 @@ func (sf *shareFetchRun) fetch(parts []share.TopicPartition, full bool, lookup t
 		}
 		ts = append(ts, target{part, sp})
 	}
-	budget := int64(sf.req.MaxBytes)
-	if budget <= 0 {
-		budget = defaultFetchMaxBytes
-	}
+	// MaxBytes 0 (a consumer's fetch.max.bytes=0) acquires nothing, as
+	// Kafka's share fetch, whose partitions then get 0 bytes each: the
+	// request waits MaxWaitMs and answers empty, acknowledgements applied.
+	budget := min(int64(sf.req.MaxBytes), defaultFetchMaxBytes)
+	noBytes := budget <= 0
 	maxRecords := int(sf.req.MaxRecords)
 	strict := sf.req.Version >= 2 && sf.req.ShareAcquireMode == shareAcquireRecordLimit
 	wait := min(time.Duration(sf.req.MaxWaitMillis)*time.Millisecond, maxFetchWait)
@@ -218,7 +220,7 @@ func (sf *shareFetchRun) fetch(parts []share.TopicPartition, full bool, lookup t
 		for i := range ts {
 			t := &ts[i]
 			room := budget - bytes
-			if room <= 0 && records > 0 || maxRecords > 0 && records >= maxRecords {
+			if room <= 0 && (records > 0 || noBytes) || maxRecords > 0 && records >= maxRecords {
 				break
 			}
 			if !t.part.p.IsLeader() {

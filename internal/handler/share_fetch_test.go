@@ -41,6 +41,8 @@ type shareMember struct {
 	topic  [16]byte
 	parts  []int32
 	closed bool
+	// maxBytes, if set, is the fetches' MaxBytes (else the default).
+	maxBytes *int32
 }
 
 func newShareMember(t *testing.T, n *node, group, topic string, parts ...int32) *shareMember {
@@ -70,6 +72,9 @@ func (m *shareMember) fetch(maxRecords int32, acks ...acked) *kmsg.ShareFetchRes
 	req.GroupID, req.MemberID = &m.group, &m.id
 	req.ShareSessionEpoch = m.epoch
 	req.MaxWaitMillis, req.MinBytes, req.MaxRecords = 0, 1, maxRecords
+	if m.maxBytes != nil {
+		req.MaxBytes = *m.maxBytes
+	}
 	t := kmsg.NewShareFetchRequestTopic()
 	t.TopicID = m.topic
 	for i, p := range m.parts {
@@ -207,6 +212,27 @@ func TestShareFetchMembersGetDisjointRecords(t *testing.T) {
 	}
 	if len(seen) != 20 {
 		t.Fatalf("%d records delivered, want 20", len(seen))
+	}
+}
+
+// TestShareFetchMaxBytesZero: a ShareFetch with MaxBytes 0 (a consumer's
+// fetch.max.bytes=0) acquires nothing, as Kafka's; the records stay
+// available for the next fetch.
+func TestShareFetchMaxBytesZero(t *testing.T) {
+	n := startNode(t, "", sharePartProps)
+	sharePartTopic(t, n, "q0", 5)
+	setGroupConfig(t, n, "sg0", "share.auto.offset.reset", "earliest")
+	m := newShareMember(t, n, "sg0", "q0")
+	zero := int32(0)
+	m.maxBytes = &zero
+	for range 3 {
+		if got := acquiredOf(t, m.fetch(0)); len(got) != 0 {
+			t.Fatalf("MaxBytes 0 acquired %v", got)
+		}
+	}
+	m.maxBytes = nil
+	if got := acquiredOf(t, m.fetch(0)); len(got) != 5 {
+		t.Fatalf("default MaxBytes acquired %v, want 5 records", got)
 	}
 }
 
