@@ -218,12 +218,13 @@ func (c *Coordinator) AddPartitions(id string, pid int64, epoch int16, parts []P
 func (c *Coordinator) addLocked(s *shard, id string, pid int64, epoch int16, parts []Partition) Result[*kerr.Error] {
 	m := s.State().txns[id]
 	if err := checkProducer(m, pid, epoch); err != nil {
-		if err == kerr.ConcurrentTransactions {
+		if err == kerr.ConcurrentTransactions && !c.stepped {
 			// The previous transaction is still completing (its markers
 			// are being written): rather than have the producer back off
 			// and retry (the Java client waits 20 ms, franz-go more),
 			// hold the request until it completes, at most
-			// concurrentWait, then answer as Kafka would.
+			// concurrentWait, then answer as Kafka would. A stepped
+		// coordinator answers at once, as Kafka does.
 			changed := s.State().changed
 			return Result[*kerr.Error]{Wait: func() *kerr.Error {
 				return c.retryAddPartitions(changed, id, pid, epoch, parts)
@@ -465,12 +466,7 @@ func (c *Coordinator) endLocked(s *shard, m *Metadata, pid int64, epoch int16, c
 		return endErr(kerrOf(err))
 	}
 	ch := make(chan EndResult, 1)
-	c.write(s, m, t, func(err *kerr.Error) {
-		if err != nil {
-			ch <- EndResult{Err: err, ProducerID: -1, Epoch: -1}
-			return
-		}
-		c.startMarkers(s, m)
+	answer := func() {
 		switch {
 		case tv < 2:
 			ch <- EndResult{ProducerID: -1, Epoch: -1}
@@ -478,6 +474,22 @@ func (c *Coordinator) endLocked(s *shard, m *Metadata, pid int64, epoch int16, c
 			ch <- EndResult{ProducerID: t.NextProducerID, Epoch: 0}
 		default:
 			ch <- EndResult{ProducerID: t.ProducerID, Epoch: t.Epoch}
+		}
+	}
+	early := c.knobs.AnswerEndTxnEarly
+	if early {
+		answer() // the bug: before PrepareCommit/PrepareAbort is committed
+	}
+	c.write(s, m, t, func(err *kerr.Error) {
+		if err != nil {
+			if !early {
+				ch <- EndResult{Err: err, ProducerID: -1, Epoch: -1}
+			}
+			return
+		}
+		c.startMarkers(s, m)
+		if !early {
+			answer()
 		}
 	})
 	return waitOn(ch)

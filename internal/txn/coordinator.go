@@ -100,6 +100,16 @@ type Options struct {
 	// Markers sends WriteTxnMarkers; default: the broker's peer clients
 	// (BrokerMarkers).
 	Markers MarkerSender
+	// Stepped runs the coordinator without goroutines, for the
+	// deterministic simulator (stepped.go): its runtime is stepped
+	// (coord.Config.Stepped), Step runs its work, and the markers go
+	// through StepMarkers.
+	Stepped bool
+	// StepMarkers sends a stepped coordinator's WriteTxnMarkers.
+	StepMarkers StepSender
+	// Knobs re-introduce bugs for the simulator's tests; never set in
+	// production.
+	Knobs Knobs
 }
 
 // shardState is the state machine of one __transaction_state partition,
@@ -142,6 +152,10 @@ type Coordinator struct {
 	numIDs        atomic.Int64
 	work          sync.WaitGroup // marker senders and reconciliations started by timers
 	waitingLogged atomic.Bool
+
+	stepped bool
+	knobs   Knobs
+	steps   stepState // stepped.go
 }
 
 // New returns a coordinator for b and elects every __transaction_state
@@ -160,7 +174,8 @@ func New(b *broker.Broker, opts Options) *Coordinator {
 		opts.Config.MarkerBackoff = 100 * time.Millisecond
 	}
 	c := &Coordinator{b: b, cfg: opts.Config, clock: opts.Clock, log: opts.Logger.With("component", "txn"),
-		markers: opts.Markers}
+		markers: opts.Markers, stepped: opts.Stepped, knobs: opts.Knobs}
+	c.steps.sender = opts.StepMarkers
 	c.queues = newMarkerQueues(c)
 	c.rt = coord.New(coord.Config[*shardState]{
 		Name: "txn", Clock: c.clock, Logger: c.log,
@@ -171,7 +186,7 @@ func New(b *broker.Broker, opts Options) *Coordinator {
 			}
 			return p, nil
 		},
-		Load: c.load, Loaded: c.loaded, Unloaded: c.unloaded,
+		Load: c.load, Loaded: c.loaded, Unloaded: c.unloaded, Stepped: opts.Stepped,
 	})
 	c.reconcile()
 	return c
@@ -352,6 +367,9 @@ func (c *Coordinator) run(id string, fn func(s *shard)) *kerr.Error {
 	i, err := c.partition(id)
 	if err != nil {
 		return err
+	}
+	if c.stepped {
+		return c.runStepped(i, fn)
 	}
 	return runError(c.rt.Run(i, fn))
 }
