@@ -224,7 +224,7 @@ func (c *Coordinator) addLocked(s *shard, id string, pid int64, epoch int16, par
 			// and retry (the Java client waits 20 ms, franz-go more),
 			// hold the request until it completes, at most
 			// concurrentWait, then answer as Kafka would. A stepped
-		// coordinator answers at once, as Kafka does.
+			// coordinator answers at once, as Kafka does.
 			changed := s.State().changed
 			return Result[*kerr.Error]{Wait: func() *kerr.Error {
 				return c.retryAddPartitions(changed, id, pid, epoch, parts)
