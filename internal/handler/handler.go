@@ -54,6 +54,10 @@ type Options struct {
 	// NoSplice copies every fetched record set into its response instead
 	// of sending the larger ones from the log files (fetch_splice.go).
 	NoSplice bool
+	// Txn is the transaction coordinator to serve with (the simulator's
+	// stepped one, txn.Options.Stepped); nil creates one from the broker
+	// properties.
+	Txn *txn.Coordinator
 }
 
 // OptionsFromConfig reads the handler settings from the broker's
@@ -154,7 +158,7 @@ func RegisterWith(reg *protocol.Registry, b *broker.Broker, opts Options) *Handl
 		im := h.b.Image()
 		return im.GroupVersion(), im.Offset
 	}})
-	h.registerTxnAPIs(reg)
+	h.registerTxnAPIs(reg, opts.Txn)
 	return h
 }
 

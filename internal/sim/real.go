@@ -25,6 +25,7 @@ import (
 	"github.com/sluice-io/sluice/internal/protocol"
 	"github.com/sluice-io/sluice/internal/replica"
 	"github.com/sluice-io/sluice/internal/storage"
+	"github.com/sluice-io/sluice/internal/txn"
 	"github.com/sluice-io/sluice/internal/vfs"
 )
 
@@ -53,6 +54,7 @@ type RealOptions struct {
 	// (real_test.go).
 	knobs    sbroker.Knobs
 	ctlKnobs controller.Knobs
+	txnKnobs txn.Knobs
 }
 
 // RealStats counts what a run did.
@@ -350,6 +352,7 @@ func (w *realWorld) setup() {
 			w.fail("create topic %s: %v", name, err)
 		}
 	}
+	w.createTxnTopic()
 }
 
 func (w *realWorld) brokerConfig(id int32) *config.Broker {
@@ -397,7 +400,7 @@ func (w *realWorld) startBroker(rb *realBroker) {
 	}
 	rb.b = b
 	rb.reg = protocol.NewRegistry()
-	rb.h = handler.Register(rb.reg, b)
+	rb.h = w.registerHandlers(rb)
 	rb.hw, rb.lso, rb.proposalSince = map[string][2]int64{}, map[string][2]int64{}, map[string]time.Time{}
 	rb.pendingReg, rb.self = n, self
 	if rb.last == nil || w.settling {
@@ -808,7 +811,7 @@ func (w *realWorld) collect() {
 // every broker up and registered, every partition with its whole replica
 // set in the ISR and every replica at the leader's HW and log end.
 func (w *realWorld) converged() bool {
-	if len(w.pending) > 0 || len(w.txnPending) > 0 || len(w.deletes) > 0 || w.txn.phase != txnIdle {
+	if len(w.pending) > 0 || len(w.txnPending) > 0 || len(w.deletes) > 0 || !w.txnQuiet() {
 		return false
 	}
 	for _, rb := range w.brokers {

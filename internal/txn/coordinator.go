@@ -180,7 +180,7 @@ func New(b *broker.Broker, opts Options) *Coordinator {
 	c.rt = coord.New(coord.Config[*shardState]{
 		Name: "txn", Clock: c.clock, Logger: c.log,
 		Replica: func(i int32) (coord.Replica, error) {
-			p, err := b.Partition(Topic, i)
+			p, err := c.replica(i)
 			if err != nil {
 				return nil, err
 			}
@@ -231,11 +231,21 @@ func (c *Coordinator) owns(i int32) bool {
 	if t == nil || int(i) >= len(t.Partitions) || t.Partitions[i].Leader != c.b.NodeID() {
 		return false
 	}
-	p, err := c.b.Partition(Topic, i)
+	p, err := c.replica(i)
 	if err != nil {
 		return false
 	}
 	return c.rt.Current(i, p)
+}
+
+// replica returns the local replica of partition i; a stepped
+// coordinator does not wait for lagging metadata (its caller owns the
+// clock).
+func (c *Coordinator) replica(i int32) (*broker.Partition, error) {
+	if c.stepped {
+		return c.b.PartitionBy(Topic, i, time.Time{})
+	}
+	return c.b.Partition(Topic, i)
 }
 
 // Elect makes this node the coordinator of __transaction_state partition
@@ -465,6 +475,11 @@ func (c *Coordinator) Coordinator(id string) (nodeID int32, err *kerr.Error) {
 // brokers (and not created while fewer are active, as Kafka does), its
 // min.insync.replicas transaction.state.log.min.isr capped by that.
 func (c *Coordinator) createTopic() error {
+	if c.stepped {
+		// The creation waits for the metadata, which a stepped
+		// coordinator's caller moves: it creates the topic itself.
+		return kerr.CoordinatorNotAvailable
+	}
 	c.createMu.Lock()
 	defer c.createMu.Unlock()
 	img := c.b.Image()
