@@ -92,6 +92,9 @@ type simTxn struct {
 	nextPID int64
 	markers []*markerReq // WriteTxnMarkers being written
 	late    []lateMarkers
+	// replay is the last marker request a coordinator sent (transaction
+	// version 2), delivered once more while the next transaction writes.
+	replay *lateMarkers
 }
 
 // coordReq is a request to the coordinator on node: poll applies its
@@ -254,6 +257,7 @@ func (w *realWorld) txnStep(start bool) {
 	case txnAdding:
 		w.txnAdd()
 	case txnProducing:
+		w.replayMarkers()
 		if tx.inflight > 0 {
 			return
 		}
@@ -498,9 +502,12 @@ func (s simMarkers) Send(node int32, req *kmsg.WriteTxnMarkersRequest, done func
 		done(nil, errUnreachable)
 		return
 	}
-	if !w.settling && w.chance(0.05) {
+	if w.txn.tv2 && !w.settling && w.chance(0.05) {
 		// Held somewhere (a paused broker) and delivered late; the
-		// coordinator's request times out meanwhile.
+		// coordinator's request times out meanwhile. (Only under
+		// transaction version 2: before it, a late marker of the same
+		// producer epoch ends whatever transaction is open, in Kafka
+		// too, the weakness KIP-890 fixes.)
 		w.txn.late = append(w.txn.late, lateMarkers{node: node, req: req, at: w.clk.Now().Add(time.Duration(50+w.rng.IntN(1000)) * time.Millisecond)})
 		done(nil, context.DeadlineExceeded)
 		return
@@ -512,6 +519,9 @@ func (s simMarkers) Send(node int32, req *kmsg.WriteTxnMarkersRequest, done func
 // does: each marker appended to the partition it leads, answered once all
 // are replicated (acks=all).
 func (w *realWorld) writeMarkers(from, node int32, req *kmsg.WriteTxnMarkersRequest, done func(*kmsg.WriteTxnMarkersResponse, error)) {
+	if from != 0 && w.txn.tv2 {
+		w.txn.replay = &lateMarkers{node: node, req: req}
+	}
 	rb := w.brokers[node-1]
 	resp := req.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
 	mr := &markerReq{from: from, node: node, resp: resp, done: done}
@@ -594,6 +604,22 @@ func (w *realWorld) collectMarkers() {
 			continue
 		}
 		m.done(m.resp, nil)
+	}
+}
+
+// replayMarkers delivers the previous transaction's last marker request
+// once more, on one step in two while the next transaction writes
+// (transaction version 2: the partition must refuse it).
+func (w *realWorld) replayMarkers() {
+	r := w.txn.replay
+	if r == nil || w.settling || !w.chance(0.5) {
+		return
+	}
+	w.txn.replay = nil
+	if w.brokers[r.node-1].up {
+		w.stats.TxnLateMarkers++
+		w.tracef("txn %d: the previous marker request delivered late to %d", w.txn.n, r.node)
+		w.writeMarkers(0, r.node, r.req, func(*kmsg.WriteTxnMarkersResponse, error) {})
 	}
 }
 
