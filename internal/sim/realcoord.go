@@ -377,6 +377,7 @@ func (w *realWorld) txnEnd() {
 			switch {
 			case r.Err == nil:
 				w.tracef("txn %d ended (commit=%v)", tx.n, tx.commit)
+				w.checkEndDurable(tx.req.node, tx.commit)
 				if tx.commit {
 					w.stats.TxnCommitted++
 					for _, v := range tx.values {
@@ -398,6 +399,27 @@ func (w *realWorld) txnEnd() {
 			}
 		})
 	})
+}
+
+// checkEndDurable: an answered EndTxn's decision is committed on its
+// coordinator: a replay of the coordinator's __transaction_state replica
+// below its HW (what a coordinator elected now loads) has the id prepared
+// or complete in that direction. Kafka answers EndTxn only once
+// PrepareCommit or PrepareAbort is replicated.
+func (w *realWorld) checkEndDurable(node int32, commit bool) {
+	p, err := w.brokers[node-1].b.PartitionBy(txn.Topic, 0, time.Time{})
+	if !w.brokers[node-1].up || err != nil {
+		return
+	}
+	ids, _ := txn.ReadLog(p.Log(), p.LogStartOffset(), p.HighWatermark())
+	m, ok := ids[realTxnID]
+	want := [2]txn.State{txn.PrepareAbort, txn.CompleteAbort}
+	if commit {
+		want = [2]txn.State{txn.PrepareCommit, txn.CompleteCommit}
+	}
+	if !ok || (m.State != want[0] && m.State != want[1]) {
+		w.fail("txn %d: EndTxn(commit=%v) answered by coordinator %d while its committed state (below HW %d) is %v", w.txn.n, commit, node, p.HighWatermark(), m.State)
+	}
 }
 
 // collectCoord applies the coordinator's answer if it is there.

@@ -17,7 +17,7 @@ func TestRealTxnBugsAreCaught(t *testing.T) {
 		knobs txn.Knobs
 		want  []string // the violation names one of these
 	}{
-		{"EndTxn answered before PrepareCommit is committed", txn.Knobs{AnswerEndTxnEarly: true}, []string{"missing from a read_committed", "torn"}},
+		{"EndTxn answered before PrepareCommit is committed", txn.Knobs{AnswerEndTxnEarly: true}, []string{"answered by coordinator", "missing from a read_committed", "torn"}},
 	} {
 		t.Run(b.name, func(t *testing.T) {
 			_, with := runSeeds(uint64(*flagRealSeeds), func(seed uint64) RealOptions {
