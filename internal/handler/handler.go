@@ -58,6 +58,9 @@ type Options struct {
 	// stepped one, txn.Options.Stepped); nil creates one from the broker
 	// properties.
 	Txn *txn.Coordinator
+	// Groups is the group coordinator to serve with (the simulator's
+	// stepped one, group.Options.Stepped); nil creates one.
+	Groups *group.Coordinator
 }
 
 // OptionsFromConfig reads the handler settings from the broker's
@@ -142,7 +145,7 @@ func RegisterWith(reg *protocol.Registry, b *broker.Broker, opts Options) *Handl
 	} {
 		reg.Register(api)
 	}
-	h.registerGroupAPIs(reg)
+	h.registerGroupAPIs(reg, opts.Groups)
 	// kraft.version and eligible.leader.replicas.version, finalized in
 	// the metadata (57_update_features.go).
 	for _, name := range []string{metadata.FeatureKRaftVersion, metadata.FeatureELRVersion} {

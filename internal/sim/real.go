@@ -77,6 +77,8 @@ type RealStats struct {
 	// Transactions (realtxn.go): completed by commit or abort, and
 	// coordinator failovers.
 	TxnCommitted, TxnAborted, TxnFailovers, TxnLateMarkers int
+	// GroupCommits counts acknowledged offset commits (realgroup.go).
+	GroupCommits int
 }
 
 // add adds o's counts to s.
@@ -101,6 +103,7 @@ func (s *RealStats) add(o RealStats) {
 	s.TxnAborted += o.TxnAborted
 	s.TxnFailovers += o.TxnFailovers
 	s.TxnLateMarkers += o.TxnLateMarkers
+	s.GroupCommits += o.GroupCommits
 }
 
 // RealResult is the outcome of RunReal.
@@ -242,7 +245,8 @@ type realWorld struct {
 	next     map[string]int64
 	nextRC   map[string]int64 // the read_committed consumer's
 
-	txn        *simTxn // the transactional producer and its coordinator
+	txn        *simTxn   // the transactional producer and its coordinator
+	grp        *simGroup // the offset committer and the group coordinators
 	txnPending []pendingTxn
 
 	settling bool // the final phase: no faults, no losses
@@ -265,7 +269,7 @@ func RunReal(opts RealOptions) *RealResult {
 	w := &realWorld{opts: opts, rng: rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x5851f42d4c957f2d)),
 		clk: clock.NewManual(start), start: start, cutFromController: map[int32]bool{}, cut: map[[2]int32]bool{},
 		conns: map[[2]int32]*protocol.Local{}, acked: map[string][]ackedRec{}, idem: map[string]*idemProducer{},
-		consumed: map[string]map[int64]string{}, next: map[string]int64{}, nextRC: map[string]int64{}, txn: newSimTxn(),
+		consumed: map[string]map[int64]string{}, next: map[string]int64{}, nextRC: map[string]int64{}, txn: newSimTxn(), grp: newSimGroup(),
 		deleted: map[string]int64{}, deleteAcked: map[string]int64{}, cmp: newSimCompact(), elr: newELRState(opts.Seed)}
 	w.ctrl = newRctl(w)
 	w.txn.tv2 = opts.Seed%2 == 0
@@ -285,6 +289,7 @@ func RunReal(opts RealOptions) *RealResult {
 			rb.b.Close()
 		}
 	}
+	w.stats.GroupCommits = w.grp.commits
 	res := &RealResult{Seed: opts.Seed, Violation: w.failed, Stats: w.stats}
 	if opts.Verbose || len(w.trace) < opts.TraceTail {
 		res.Trace = w.trace
@@ -353,6 +358,7 @@ func (w *realWorld) setup() {
 		}
 	}
 	w.createTxnTopic()
+	w.createOffsetsTopic()
 }
 
 func (w *realWorld) brokerConfig(id int32) *config.Broker {

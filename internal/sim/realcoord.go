@@ -148,6 +148,7 @@ func (w *realWorld) registerHandlers(rb *realBroker) *handler.Handlers {
 	w.txn.coords[rb.id] = c
 	opts := handler.OptionsFromConfig(rb.b.Config())
 	opts.Txn = c
+	opts.Groups = w.newGroupCoordinator(rb)
 	return handler.RegisterWith(rb.reg, rb.b, opts)
 }
 
@@ -228,6 +229,7 @@ func retriable(e *kerr.Error) bool {
 // new transaction may begin.
 func (w *realWorld) txnStep(start bool) {
 	w.stepCoords()
+	w.groupStep(start)
 	tx := w.txn
 	if tx.req != nil || w.clk.Now().Before(tx.retryAt) {
 		return
@@ -392,6 +394,12 @@ func (w *realWorld) txnEnd() {
 					clear(tx.seq)
 				}
 				tx.phase = txnIdle
+				if tx.doubtful && !tx.tv2 {
+					// A batch may have failed with its sequence lost:
+					// the producer bumps its epoch (KIP-360; transaction
+					// version 2 bumped it already).
+					tx.pid = -1
+				}
 			case retriable(r.Err):
 				w.retry("EndTxn", r.Err)
 			default:
@@ -482,6 +490,7 @@ func (w *realWorld) crashTxn(id int32) {
 		w.tracef("txn %d: the coordinator %d crashed before answering", w.txn.n, id)
 	}
 	delete(w.txn.coords, id)
+	w.crashGroup(id)
 	mk := w.txn.markers[:0]
 	for _, m := range w.txn.markers {
 		switch {

@@ -208,6 +208,7 @@ func (w *realWorld) checkTxnsSettled() {
 			return
 		}
 	}
+	w.checkGroupSettled()
 }
 
 func sortedKeys(m map[string]bool) []string {
