@@ -51,7 +51,8 @@ type RealOptions struct {
 	TraceTail int // default 300
 
 	// knobs and ctlKnobs re-introduce fixed driver and controller bugs
-	// (real_test.go).
+	// (real_test.go), txnKnobs transaction coordinator bugs
+	// (realcoord_test.go).
 	knobs    sbroker.Knobs
 	ctlKnobs controller.Knobs
 	txnKnobs txn.Knobs
