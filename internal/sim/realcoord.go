@@ -645,11 +645,11 @@ func (w *realWorld) collectMarkers() {
 }
 
 // replayMarkers delivers the previous transaction's last marker request
-// once more, on one step in two while the next transaction writes
-// (transaction version 2: the partition must refuse it).
+// once more, on one step in two while the next transaction writes, while
+// settling too (transaction version 2: the partition must refuse it).
 func (w *realWorld) replayMarkers() {
 	r := w.txn.replay
-	if r == nil || w.settling || !w.chance(0.5) {
+	if r == nil || !w.chance(0.5) {
 		return
 	}
 	w.txn.replay = nil
