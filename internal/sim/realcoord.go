@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-io/sluice/internal/batch"
 	"github.com/sluice-io/sluice/internal/batch/batchtest"
+	"github.com/sluice-io/sluice/internal/group"
 	"github.com/sluice-io/sluice/internal/handler"
 	"github.com/sluice-io/sluice/internal/replica"
 	"github.com/sluice-io/sluice/internal/txn"
@@ -161,6 +162,10 @@ func (w *realWorld) createTxnTopic() {
 		w.fail("create topic %s: %v", txn.Topic, err)
 	}
 }
+
+// coordTopics are the coordinators' internal topics: a disk is wiped
+// only where no committed record of theirs is lost either (maybeWipe).
+func (w *realWorld) coordTopics() []string { return []string{txn.Topic, group.OffsetsTopic} }
 
 // allocatePID is the simulated controller's AllocateProducerID.
 func (w *realWorld) allocatePID(id int32) (int64, error) {
