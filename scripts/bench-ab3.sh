@@ -9,6 +9,14 @@
 #
 # Example, 100 B acks=all RF 3, this tree against an older commit:
 #   BENCH_ARGS="--acks all --records 300000" scripts/bench-ab3.sh 3 "/tmp/sluice-old" "/tmp/sluice-new"
+#
+# The RF 3 acks=all / RF 1 acks=1 ratio of one build (docs/performance.md,
+# "Replication: RF 3 acks=all against RF 1 acks=1"; later flags win):
+#   BENCH_ARGS="--records 1000000 --warmup 100000 --consume=false" \
+#     scripts/bench-ab3.sh 6 "bin/sluice --acks 1 --replication-factor 1" "bin/sluice --acks all"
+#
+# PORT_BASE=N puts the nodes on ports N+1..N+13, or N+21..N+33 and so on
+# when one is taken (default: random in 20000-39999).
 set -euo pipefail
 rounds=$1
 a=$2
@@ -22,16 +30,31 @@ trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$tmp"' EXIT
 run() { # "binary bench-args" -> "produce_rec/s consume_rec/s"
 	local bin args base voters pids out d
 	read -r bin args <<<"$1"
-	base=$((20000 + RANDOM % 20000))
-	voters="1@127.0.0.1:$((base + 11)),2@127.0.0.1:$((base + 12)),3@127.0.0.1:$((base + 13))"
-	d="$tmp/run-$RANDOM$RANDOM"
-	pids=()
-	for n in 1 2 3; do
-		"$bin" serve --node-id "$n" --listen "127.0.0.1:$((base + n))" --controller-listen "127.0.0.1:$((base + 10 + n))" \
-			--voters "$voters" --data-dir "$d/$n" >"$tmp/serve-$n.log" 2>&1 &
-		pids+=($!)
+	# A port of the range may be taken (an outgoing connection's
+	# ephemeral port): a node that cannot listen exits, and the cluster
+	# starts again on the next ports.
+	for start in 1 2 3 4 5; do
+		if [ -n "${PORT_BASE:-}" ]; then
+			base=$((PORT_BASE + (start - 1) * 20))
+		else
+			base=$((20000 + RANDOM % 20000))
+		fi
+		voters="1@127.0.0.1:$((base + 11)),2@127.0.0.1:$((base + 12)),3@127.0.0.1:$((base + 13))"
+		d="$tmp/run-$RANDOM$RANDOM"
+		pids=()
+		for n in 1 2 3; do
+			"$bin" serve --node-id "$n" --listen "127.0.0.1:$((base + n))" --controller-listen "127.0.0.1:$((base + 10 + n))" \
+				--voters "$voters" --data-dir "$d/$n" >"$tmp/serve-$n.log" 2>&1 &
+			pids+=($!)
+		done
+		for n in 1 2 3; do wait_port $((base + n)) || true; done
+		sleep 1
+		if kill -0 "${pids[@]}" 2>/dev/null; then
+			break
+		fi
+		kill "${pids[@]}" 2>/dev/null || true
+		wait "${pids[@]}" 2>/dev/null || true
 	done
-	for n in 1 2 3; do wait_port $((base + n)); done
 	# A listening broker may not have registered yet: creating an RF 3
 	# topic then fails with INVALID_REPLICATION_FACTOR, as in Kafka, so
 	# the run is retried a few times.
@@ -43,7 +66,9 @@ run() { # "binary bench-args" -> "produce_rec/s consume_rec/s"
 		fi
 		[ "$try" -lt 5 ] && sleep 1
 	done
-	kill "${pids[@]}"
+	# Every node that is still up (a node that died must not leave the
+	# others running).
+	kill "${pids[@]}" 2>/dev/null || true
 	wait "${pids[@]}" 2>/dev/null || true
 	printf '%.0f %.0f\n' "$(field produceRecordsPerSec "$out")" "$(field consumeRecordsPerSec "$out")"
 }

@@ -37,7 +37,7 @@ func run() int {
 	out := fs.String("out", "", "output directory (results.json, report.html, history.jsonl, logs/)")
 	minISR := fs.Int("min-isr", 2, "min.insync.replicas of the topic and the brokers")
 	unclean := fs.Bool("unclean", false, "unclean.leader.election.enable")
-	workload := fs.String("workload", chaos.WorkloadQueue, "queue (idempotent single sends) or txn (transactions of 1-4 sends, 20% aborted, read_committed consumers)")
+	workload := fs.String("workload", chaos.WorkloadQueue, "queue (idempotent single sends), txn (transactions of 1-4 sends, 20% aborted, read_committed consumers) or group (the queue's sends consumed by a churning consumer group of KIP-848 and classic members)")
 	txnVersion := fs.Int("txn-version", 0, "txn workload: 0 lets the client negotiate the transaction version (2 when the brokers advertise it), 1 keeps it on version 1")
 	faults := fs.String("faults", "kill,pause,partition,term", "faults of the random schedule: kill, pause, partition (isolate), term, oneway, split, slow-disk, disk-fail, delay-txn, all")
 	overlap := fs.Bool("overlap", false, "run network faults (isolate, oneway, split) and process/disk faults (kill, pause, term, slow-disk, disk-fail) as two schedules at once")

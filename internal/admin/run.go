@@ -11,6 +11,7 @@ import (
 const Usage = `admin commands (Kafka clients; docs/operations.md):
   sluice topic create|list|describe|alter|add-partitions|delete ...
   sluice group list|describe|reset-offsets|delete ...
+  sluice share-group list|describe|reset-offsets ...
   sluice config get|set ...
   sluice cluster status|decommission|unregister ...
   sluice quorum describe|add-controller|remove-controller ...
@@ -38,20 +39,21 @@ type cli struct {
 // commands maps each admin command's name to its handler.
 func (c *cli) commands() map[string]func([]string) error {
 	return map[string]func([]string) error{
-		"topic":    c.topicCmd,
-		"group":    c.groupCmd,
-		"produce":  c.produceCmd,
-		"consume":  c.consumeCmd,
-		"config":   c.configCmd,
-		"elect":    c.electCmd,
-		"reassign": c.reassignCmd,
-		"txn":      c.txnCmd,
-		"cluster":  c.clusterCmd,
-		"quorum":   c.quorumCmd,
-		"feature":  c.featureCmd,
-		"acl":      c.aclCmd,
-		"user":     c.userCmd,
-		"quota":    c.quotaCmd,
+		"topic":       c.topicCmd,
+		"group":       c.groupCmd,
+		"share-group": c.shareGroupCmd,
+		"produce":     c.produceCmd,
+		"consume":     c.consumeCmd,
+		"config":      c.configCmd,
+		"elect":       c.electCmd,
+		"reassign":    c.reassignCmd,
+		"txn":         c.txnCmd,
+		"cluster":     c.clusterCmd,
+		"quorum":      c.quorumCmd,
+		"feature":     c.featureCmd,
+		"acl":         c.aclCmd,
+		"user":        c.userCmd,
+		"quota":       c.quotaCmd,
 	}
 }
 

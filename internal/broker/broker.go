@@ -53,6 +53,11 @@ type Options struct {
 	// Knobs re-introduce fixed bugs, for the simulator's tests that it
 	// still finds them. Nil in production.
 	Knobs *Knobs
+	// CheckWriters makes every change of a partition's log check that it
+	// runs as a step of the partition's owner, its one writer
+	// (storage.Writer.Check; WriterViolations counts the others). A test
+	// aid: it costs a stack read per step. Default false.
+	CheckWriters bool
 	// Transport carries follower fetches to leaders. Default: TCP to the
 	// leader's inter-broker listener.
 	Transport Transport
@@ -140,10 +145,12 @@ type Broker struct {
 	// with (peer.go).
 	peers peerCache
 	// steps: Options.Steps (steps.go).
-	steps  bool
-	knobs  Knobs
-	alters alterQueue
-	tickSt tickState
+	steps bool
+	knobs Knobs
+	// checkWriters: Options.CheckWriters (owner.go).
+	checkWriters bool
+	alters       alterQueue
+	tickSt       tickState
 
 	// leaderQuota and followerQuota are the replication throttles
 	// (replquota.go, KIP-73).
@@ -293,7 +300,7 @@ func Open(opts Options) (*Broker, error) {
 	}
 	b := &Broker{cfg: cfg, fs: opts.FS, log: opts.Logger, clock: opts.Clock, ctrl: opts.Controller, onFatal: opts.OnFatal,
 		parts: map[TP]*Partition{}, fetchers: map[int32]*fetcher{}, closing: make(chan struct{}), flusher: newFlusher(opts.Steps, syncer, cfg.DataDir, minSyncFS), inter: inter, transport: opts.Transport,
-		steps: opts.Steps, joinCluster: opts.JoinCluster, applied: make(chan struct{})}
+		steps: opts.Steps, checkWriters: opts.CheckWriters, joinCluster: opts.JoinCluster, applied: make(chan struct{})}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.bgIdle = sync.NewCond(&b.bgMu)
 	b.leaderQuota = newReplQuota(cfg, b.clock, "leader", "leader.replication.throttled.rate")
@@ -587,7 +594,10 @@ func (b *Broker) reconcile(im *metadata.Image) error {
 			} else if pt != nil && int(mp.Index) < len(pt.Partitions) && samePartition(&pt.Partitions[mp.Index], mp) {
 				continue
 			} else {
-				p.log.SetConfig(b.storageConfig(t))
+				// The owner is the log's one writer, its settings
+				// included.
+				cfg := b.storageConfig(t)
+				p.do(func() { p.log.SetConfig(cfg) })
 			}
 			applies = append(applies, apply{p: p, t: t, mp: mp})
 		}

@@ -72,7 +72,8 @@ func startMemberWith(t *testing.T, q *fakeQuorum, id int32, dir, addr string, fs
 	if ctl == nil {
 		ctl = q.node(self)
 	}
-	b, err := broker.Open(broker.Options{Config: cfg, Controller: ctl, FS: fs})
+	// Every log change must be a step of its partition's owner.
+	b, err := broker.Open(broker.Options{Config: cfg, Controller: ctl, FS: fs, CheckWriters: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,6 +89,9 @@ func startMemberWith(t *testing.T, q *fakeQuorum, id int32, dir, addr string, fs
 func (m *member) stop() {
 	if m.srv == nil {
 		return
+	}
+	if n, which := m.b.WriterViolations(); n > 0 {
+		m.t.Errorf("broker %d: %d log changes outside their partition's owner: %s", m.id, n, which)
 	}
 	m.srv.Close()
 	m.h.Close()

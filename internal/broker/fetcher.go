@@ -83,6 +83,10 @@ type fetcher struct {
 	// sess and rounds belong to the run goroutine.
 	sess   fetchsession.Client
 	rounds atomic.Int64
+	// countsFlushed is set while the leader's answers say it counts a
+	// fetch's Unflushed offsets as not acknowledged (FetchTagCountsFlushed):
+	// only then may a partition fetch before its flush (pipelined).
+	countsFlushed atomic.Bool
 
 	kick chan struct{}
 	// done is closed and ctx cancelled by stop (ctx also by Broker.Close).
@@ -192,7 +196,15 @@ func (f *fetcher) run() {
 		default:
 		}
 		reqs, parts, flushing, held := f.collect()
-		if flushing {
+		// A pipelined partition (fetching while its last records are
+		// flushed) goes at once, without a long poll: the leader may
+		// hold more for it, and its acknowledgement must not wait
+		// behind a parked fetch.
+		pipelined := false
+		for _, r := range reqs {
+			pipelined = pipelined || r.Unflushed > 0
+		}
+		if flushing && !pipelined {
 			// Give the flushes a moment so their acknowledgements go out
 			// with this request; then fetch without a long poll.
 			if flushSince.IsZero() {
@@ -219,7 +231,7 @@ func (f *fetcher) run() {
 			continue
 		}
 		maxWait := f.set.waitMs
-		if flushing {
+		if flushing || pipelined {
 			maxWait = 0
 		}
 		if held {
@@ -242,8 +254,10 @@ func (f *fetcher) run() {
 }
 
 // collect asks each partition's machine for its next fetch. flushing
-// reports partitions that will want one once their flush completes, held
-// throttled partitions left out (follower.replication.throttled.rate).
+// reports partitions that will want one once their flush completes (a
+// pipelined fetch counts as one of those while the leader has not said it
+// honours Unflushed), held throttled partitions left out
+// (follower.replication.throttled.rate).
 func (f *fetcher) collect() (map[TP]replica.FetchRequest, map[TP]*Partition, bool, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -263,7 +277,7 @@ func (f *fetcher) collect() (map[TP]replica.FetchRequest, map[TP]*Partition, boo
 			skipped++
 			continue
 		}
-		if req, ok := p.followerFetchRequest(); ok && req.Leader == f.leader {
+		if req, ok := p.followerFetchRequest(); ok && req.Leader == f.leader && (req.Unflushed == 0 || f.countsFlushed.Load()) {
 			reqs[tp] = req
 			parts[tp] = p
 		} else if ok := p.awaitingFlush(); ok {
@@ -317,7 +331,7 @@ func (f *fetcher) fetchOnce(reqs map[TP]replica.FetchRequest, parts map[TP]*Part
 		names[id] = tp.Topic
 		next[fetchsession.Key{TopicID: id, Topic: tp.Topic, Partition: tp.Partition}] = fetchsession.Request{
 			FetchOffset: r.FetchOffset, LogStartOffset: r.LogStartOffset, MaxBytes: f.set.maxBytes,
-			CurrentLeaderEpoch: r.CurrentLeaderEpoch, LastFetchedEpoch: r.LastFetchedEpoch,
+			CurrentLeaderEpoch: r.CurrentLeaderEpoch, LastFetchedEpoch: r.LastFetchedEpoch, Unflushed: r.Unflushed,
 		}
 	}
 	if len(next) == 0 {
@@ -343,6 +357,7 @@ func (f *fetcher) fetchOnce(reqs map[TP]replica.FetchRequest, parts map[TP]*Part
 		rp.LastFetchedEpoch = r.LastFetchedEpoch
 		rp.LogStartOffset = r.LogStartOffset
 		rp.PartitionMaxBytes = r.MaxBytes
+		SetUnflushedTag(&rp, r.Unflushed)
 		kreq.Topics[i].Partitions = append(kreq.Topics[i].Partitions, rp)
 	}
 	forgotten := map[[16]byte]int{}
@@ -363,12 +378,16 @@ func (f *fetcher) fetchOnce(reqs map[TP]replica.FetchRequest, parts map[TP]*Part
 	kresp, err := f.cl.Request(ctx, kreq)
 	if err != nil {
 		f.sess.HandleError()
+		// The leader may have restarted as a build that does not honour
+		// Unflushed: no pipelining until an answer says it does.
+		f.countsFlushed.Store(false)
 		return err
 	}
 	resp := kresp.(*kmsg.FetchResponse)
 	f.sess.HandleResponse(resp.ErrorCode, resp.SessionID)
 	switch resp.ErrorCode {
 	case 0:
+		f.countsFlushed.Store(CountsFlushedTag(resp))
 	case kerr.FetchSessionIDNotFound.Code, kerr.InvalidFetchSessionEpoch.Code, kerr.FetchSessionTopicIDError.Code:
 		// The next fetch is a full one; no need to back off.
 		f.b.log.Debug("fetch session reset", "leader", f.leader, "err", kerr.ErrorForCode(resp.ErrorCode))
@@ -378,6 +397,15 @@ func (f *fetcher) fetchOnce(reqs map[TP]replica.FetchRequest, parts map[TP]*Part
 	}
 	var throttled int64
 	defer func() { f.b.followerQuota.record(throttled) }()
+	answered := make(map[TP]bool, len(reqs))
+	defer func() {
+		// Left out of an incremental answer: nothing new for them.
+		for tp, req := range reqs {
+			if p := parts[tp]; p != nil && !answered[tp] && req.Unflushed > 0 {
+				p.nothingFetched(req)
+			}
+		}
+	}()
 	for _, rt := range resp.Topics {
 		name, ok := names[rt.TopicID]
 		if !ok {
@@ -390,6 +418,7 @@ func (f *fetcher) fetchOnce(reqs map[TP]replica.FetchRequest, parts map[TP]*Part
 			if !ok || p == nil {
 				continue
 			}
+			answered[tp] = true
 			if len(sp.RecordBatches) > 0 && f.b.followerThrottled(p) {
 				throttled += int64(len(sp.RecordBatches))
 			}

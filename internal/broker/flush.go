@@ -200,12 +200,12 @@ func (f *flusher) flushBatch(ps []*Partition) {
 	// Every log's round ends before any partition reports: a truncation
 	// waiting for one log's round in its partition's owner step never
 	// waits for another partition's report.
-	errs := make([]error, len(ents))
+	dones := make([]storage.FlushDone, len(ents))
 	for i, e := range ents {
-		errs[i] = e.round.End(err)
+		dones[i] = e.round.EndFiles(err)
 	}
 	for i, e := range ents {
-		e.p.flushed(e.gen, errs[i])
+		e.p.flushed(e.gen, dones[i])
 		e.p.flushing.Unlock()
 	}
 }
@@ -223,23 +223,25 @@ func (p *Partition) flush() {
 	}
 	metrics.FlushRounds.WithLabelValues("fsync").Inc()
 	metrics.FlushPartitions.WithLabelValues("fsync").Inc()
-	p.flushed(gen, p.log.Sync())
+	p.flushed(gen, p.log.SyncFiles())
 }
 
-// flushed reports the end of a flush round of p's log that began at log
-// generation gen, err its result (p.flushing held).
-func (p *Partition) flushed(gen uint64, err error) {
+// flushed hands a flush round of p's log that began at log generation
+// gen, its files synced, to p's owner: the log's one writer applies it
+// (the flushed offset and the recovery point) and reports it to the
+// machine in one step (p.flushing held).
+func (p *Partition) flushed(gen uint64, done storage.FlushDone) {
 	// From here a kick queues p again; the processReady below re-checks
 	// for data appended since this round started.
 	p.flushQueued.Store(false)
-	if err != nil {
+	if err := done.Err(); err != nil {
 		if errors.Is(err, storage.ErrClosed) {
 			return
 		}
 		// A failed fsync is never retried (the page cache may have
 		// dropped the data): the log goes offline and the broker halts.
 		// Nothing this partition appended after its last good fsync
-		// counts (never Flushed). Log.Sync returns only ErrFailed or
+		// counts (never Flushed). SyncFiles returns only ErrFailed or
 		// ErrClosed; anything else is treated as the failure it would be.
 		if !errors.Is(err, storage.ErrFailed) {
 			err = fmt.Errorf("%w: %w", storage.ErrFailed, err)
@@ -247,11 +249,16 @@ func (p *Partition) flushed(gen uint64, err error) {
 		p.ioFailed("fsync", err)
 		return
 	}
-	flushed := p.log.FlushedOffset()
 	p.post(func() {
-		if !p.closed {
-			p.r.Flushed(flushed, gen)
+		if p.closed {
+			return
 		}
+		if err := p.log.ApplyFlush(done); err != nil {
+			// Writing the recovery point failed: the log is offline.
+			p.ioFailed("recovery point", err)
+			return
+		}
+		p.r.Flushed(p.log.FlushedOffset(), gen)
 	})
 	p.wake() // a follower's next fetch may now go out
 }

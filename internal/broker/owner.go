@@ -1,5 +1,14 @@
 package broker
 
+import (
+	"bytes"
+	"runtime"
+	"strconv"
+	"strings"
+
+	"github.com/sluice-io/sluice/internal/storage"
+)
+
 // One owner per partition.
 //
 // A partition's replica machine, its log's writes and its waiters are
@@ -79,6 +88,10 @@ func (p *Partition) hand(s step, wait bool) chan struct{} {
 
 // runStep runs one step and executes the machine's decisions.
 func (p *Partition) runStep(s step) {
+	if p.b.checkWriters {
+		p.stepG.Store(goid())
+		defer p.stepG.Store(0)
+	}
 	s.fn()
 	if !s.read && !p.closed {
 		p.processReady()
@@ -115,4 +128,43 @@ func (p *Partition) own() {
 		ran += len(turn)
 		p.spare = turn[:0]
 	}
+}
+
+// writer is the partition's log's hand-off to its owner
+// (storage.Writer): the log's one writer is the owner, whose steps run
+// what the other actors hand it.
+func (p *Partition) writer() storage.Writer {
+	w := storage.Writer{Run: p.do}
+	if p.b.checkWriters {
+		w.Check = func() bool { return p.stepG.Load() == goid() }
+	}
+	return w
+}
+
+// goid is the id of the calling goroutine, read from its stack header
+// ("goroutine N [...") — for Options.CheckWriters only.
+func goid() int64 {
+	var buf [64]byte
+	s := buf[:runtime.Stack(buf[:], false)]
+	s = bytes.TrimPrefix(s, []byte("goroutine "))
+	if i := bytes.IndexByte(s, ' '); i > 0 {
+		s = s[:i]
+	}
+	id, _ := strconv.ParseInt(string(s), 10, 64)
+	return id
+}
+
+// WriterViolations returns how many changes of the partitions' logs ran
+// outside their owner's steps, and which, per partition
+// (Options.CheckWriters).
+func (b *Broker) WriterViolations() (int64, string) {
+	var n int64
+	var which []string
+	for _, p := range b.Partitions() {
+		if k, ops := p.log.WriterViolations(); k > 0 {
+			which = append(which, p.Topic+"-"+strconv.Itoa(int(p.Partition))+": "+ops)
+			n += k
+		}
+	}
+	return n, strings.Join(which, "; ")
 }

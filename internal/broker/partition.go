@@ -84,6 +84,9 @@ type Partition struct {
 	fetcher  atomic.Pointer[fetcher]
 	flushing sync.Mutex
 	done     chan struct{}
+	// stepG is the id of the goroutine running a step of p, 0 between
+	// steps; kept only with Options.CheckWriters (owner.go).
+	stepG atomic.Int64
 }
 
 func newPartition(b *Broker, tp TP, log *storage.Log, minISR int) *Partition {
@@ -96,6 +99,16 @@ func newPartition(b *Broker, tp TP, log *storage.Log, minISR int) *Partition {
 		p.view(func() { ps = p.r.Producers().Clone() })
 		return ps
 	})
+	// The transactions whose marker the HW has not passed stay unstable
+	// across the restart (replica.LogState.Completed).
+	hw := b.checkpointedHW(tp)
+	completed, err := log.CompletedTxns(hw)
+	if err != nil {
+		b.log.Error("transactions above the high watermark", "topic", tp.Topic, "partition", tp.Partition, "err", err)
+	}
+	if b.knobs.KeepMachineProducers {
+		completed = nil
+	}
 	p.r = replica.New(replica.Config{
 		ID:           b.cfg.NodeID,
 		BrokerEpoch:  b.ctrl.BrokerEpoch(),
@@ -109,13 +122,18 @@ func newPartition(b *Broker, tp TP, log *storage.Log, minISR int) *Partition {
 		DropQueuedProposal:          b.knobs.DropQueuedISR,
 		AcceptLateMarkers:           b.knobs.AcceptLateMarkers,
 		AnswerDeleteRecordsEarly:    b.knobs.AnswerDeleteRecordsEarly,
+		StableUnreplicatedTxns:      b.knobs.StableUnreplicatedTxns,
 	}, replica.LogState{
 		LogStart:  log.LogStartOffset(),
 		LEO:       log.LogEndOffset(),
-		HW:        b.checkpointedHW(tp),
+		HW:        hw,
 		Epochs:    epoch.New(epochs),
 		Producers: producers,
+		Completed: completed,
 	})
+	// The owner is the log's one writer: the cleaner's swaps run as its
+	// steps (storage.Writer).
+	log.SetWriter(p.writer())
 	// No tombstone goes until the machine knows where the replicas are.
 	log.SetTombstoneBound(0)
 	p.leader.Store(-1)
@@ -721,6 +739,15 @@ func (p *Partition) handleFetchResponse(resp replica.FetchResponse) {
 	p.do(func() {
 		if !p.closed {
 			p.r.HandleFetchResponse(resp)
+		}
+	})
+}
+
+// nothingFetched tells the machine the leader's answer left p out.
+func (p *Partition) nothingFetched(req replica.FetchRequest) {
+	p.do(func() {
+		if !p.closed {
+			p.r.NothingFetched(req)
 		}
 	})
 }

@@ -43,18 +43,41 @@ func (b *Broker) retentionOnce() {
 	start := b.now()
 	defer b.retentionAt.Store(start.UnixNano())
 	for _, p := range b.Partitions() {
-		if !p.IsLeader() {
-			continue
+		if p.IsLeader() {
+			p.retain(b.now())
 		}
-		n, err := p.log.ApplyRetention(b.now(), p.HighWatermark())
-		if err != nil {
-			if !p.ioFailed("retention", err) {
-				b.log.Warn("retention", "topic", p.Topic, "partition", p.Partition, "err", err)
-			}
-			continue
+	}
+}
+
+// retain applies retention.ms and retention.bytes to p's log as a step of
+// p's owner, the log's one writer (docs/storage.md, "One writer"): the
+// segments deleted and the log start raised are its changes, and the
+// machine learns the new log start in the same step, as from a
+// DeleteRecords (Kafka's UnifiedLog.deleteOldSegments raises the log
+// start with the segments it deletes).
+func (p *Partition) retain(now time.Time) {
+	var err error
+	moved := false
+	p.do(func() {
+		if p.closed || !p.isLeader.Load() {
+			return
 		}
-		if n > 0 {
-			p.AdvanceLogStart(p.log.LogStartOffset())
+		var n int
+		n, err = p.log.ApplyRetention(now, p.r.HW())
+		// Retention deletes only segments wholly below the HW; the
+		// machine takes a log start up to the HW (as AdvanceLogStart).
+		if ls := p.log.LogStartOffset(); err == nil && n > 0 && ls <= p.r.HW() {
+			p.r.AdvanceLogStart(ls)
+			moved = true
 		}
+	})
+	if err != nil {
+		if !p.ioFailed("retention", err) {
+			p.b.log.Warn("retention", "topic", p.Topic, "partition", p.Partition, "err", err)
+		}
+		return
+	}
+	if moved {
+		p.wake()
 	}
 }

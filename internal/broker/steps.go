@@ -34,7 +34,11 @@ type Knobs struct {
 	// state with the log's after a truncation (replica.ResetProducers; the
 	// real-broker simulator found the bug at its seed 847: a follower
 	// restarted after seeing a marker, then truncated it, kept the
-	// transaction closed and served its aborted records as stable).
+	// transaction closed and served its aborted records as stable). The
+	// machine now also learns at its start the transactions completed
+	// above its HW (replica.LogState.Completed), which reopens such a
+	// transaction by itself, so the knob withholds those too: the machine
+	// then knows only what it appended since its start, as before both.
 	KeepMachineProducers bool
 	// AcceptLateMarkers lets a late transaction version 2 marker end the
 	// producer's next transaction (replica.Config.AcceptLateMarkers).
@@ -45,6 +49,10 @@ type Knobs struct {
 	// found it: a new leader that had not learnt the log start served the
 	// deleted records again).
 	AnswerDeleteRecordsEarly bool
+	// StableUnreplicatedTxns lets the last stable offset pass a
+	// transaction whose marker is not yet below the HW
+	// (replica.Config.StableUnreplicatedTxns).
+	StableUnreplicatedTxns bool
 }
 
 // StepTick is one round of the tick loop.

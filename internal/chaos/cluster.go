@@ -107,6 +107,9 @@ func newCluster(o *Options, bin, dir string) (*cluster, error) {
 			// listeners; the harness checks what is advertised.
 			"advertised.listeners=PLAINTEXT://" + c.kprox[i].addr(),
 		}
+		if o.Workload == WorkloadGroup {
+			props = append(props, groupProps...)
+		}
 		cfgPath := filepath.Join(dir, "logs", fmt.Sprintf("node%d.properties", n.id))
 		if err := os.WriteFile(cfgPath, []byte(strings.Join(props, "\n")+"\n"), 0o644); err != nil {
 			return nil, err

@@ -24,6 +24,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
 )
 
 // Options configure a run. Zero values take the defaults noted.
@@ -114,8 +116,8 @@ func (o *Options) defaults() error {
 	if o.Workload == "" {
 		o.Workload = WorkloadQueue
 	}
-	if o.Workload != WorkloadQueue && o.Workload != WorkloadTxn {
-		return fmt.Errorf("chaos: unknown workload %q (queue, txn)", o.Workload)
+	if o.Workload != WorkloadQueue && o.Workload != WorkloadTxn && o.Workload != WorkloadGroup {
+		return fmt.Errorf("chaos: unknown workload %q (queue, txn, group)", o.Workload)
 	}
 	if o.TxnVersion != 0 && o.TxnVersion != 1 {
 		return errors.New("chaos: --txn-version must be 0 (negotiated) or 1")
@@ -159,8 +161,10 @@ type Result struct {
 	Stats             Stats   `json:"stats"`
 	// TxnStats counts the transactions (txn workload only).
 	TxnStats *TxnStats `json:"txnStats,omitempty"`
-	Final    FinalRead `json:"finalRead"`
-	Analysis *Analysis `json:"analysis"`
+	// GroupStats counts the group workload's membership changes.
+	GroupStats *GroupStats `json:"groupStats,omitempty"`
+	Final      FinalRead   `json:"finalRead"`
+	Analysis   *Analysis   `json:"analysis"`
 	// Valid is false when the run could not check what it set out to
 	// (cluster never healthy, final read incomplete, ...); see Notes.
 	Valid bool `json:"valid"`
@@ -311,8 +315,15 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	var pwg, cwg sync.WaitGroup
 	wctx, wcancel := context.WithCancel(ctx)
 	defer wcancel()
-	for i := range o.Consumers {
-		w.consumer(wctx, i, &cwg)
+	var gw *groupWorkload
+	if o.Workload == WorkloadGroup {
+		gw = &groupWorkload{w: w, gh: &groupHistory{}}
+		gw.run(wctx, max(4, 2*o.Consumers), &cwg)
+		gw.watchCommits(wctx, adm, &cwg)
+	} else {
+		for i := range o.Consumers {
+			w.consumer(wctx, i, &cwg)
+		}
 	}
 	for i := range o.Producers {
 		produce := w.producer
@@ -340,6 +351,21 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		waitTimeout(&pwg, 10*time.Second)
 	}
 	waitTimeout(&cwg, 10*time.Second)
+	if gw != nil {
+		// The members still running drain the topic; committed offsets
+		// must reach the high watermarks.
+		ends, _, err := w.listEnds(ctx, adm)
+		if err != nil {
+			res.Notes = append(res.Notes, "group drain: list offsets: "+err.Error())
+		} else {
+			m := map[int32]int64{}
+			ends.Each(func(o kadm.ListedOffset) { m[o.Partition] = o.Offset })
+			o.logf("group drain")
+			if err := gw.drain(ctx, adm, m, 60*time.Second); err != nil {
+				res.Notes = append(res.Notes, "group drain: "+err.Error())
+			}
+		}
+	}
 	wcancel()
 
 	res.Valid = true
@@ -369,6 +395,22 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		sort.SliceStable(sends, func(i, j int) bool { return sends[i].StartMs < sends[j].StartMs })
 		res.Analysis = Check(sends, reads, res.Final)
 	}
+	if gw != nil {
+		gw.gh.mu.Lock()
+		events, gs := gw.gh.events, gw.gh.stats
+		gw.gh.mu.Unlock()
+		sort.SliceStable(events, func(i, j int) bool { return events[i].AtMs < events[j].AtMs })
+		for _, e := range events {
+			if e.Kind == "consumed" {
+				gs.Consumed += len(e.Values)
+			}
+		}
+		CheckGroup(res.Analysis, events, sends)
+		res.GroupStats = &gs
+		if err := writeJSONL(filepath.Join(out, "group-history.jsonl"), events); err != nil {
+			return res, err
+		}
+	}
 	res.Stats = stats(sends, reads)
 	if res.Stats.OK == 0 {
 		res.Valid = false
@@ -393,6 +435,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return res, err
 	}
 	o.logf("sends ok=%d fail=%d info=%d reads=%d anomalies=%d valid=%v", res.Stats.OK, res.Stats.Fail, res.Stats.Info, res.Stats.Reads, res.Anomalies(), res.Valid)
+	if gs := res.GroupStats; gs != nil {
+		o.logf("group: %d joins (%d KIP-848, %d classic), %d leaves, %d crashes, %d type changes, %d records consumed, %d commit observations",
+			gs.Joins, gs.KIP848, gs.Classic, gs.Leaves, gs.Crashes, gs.TypeChanges, gs.Consumed, gs.Committed)
+	}
 	if ts := res.TxnStats; ts != nil {
 		o.logf("transactions %d: committed %d, aborted %d (%d on purpose), indeterminate %d", ts.Txns, ts.Committed, ts.Aborted, ts.AbortIntended, ts.Info)
 	}
@@ -417,6 +463,9 @@ func replayFlags(o *Options) string {
 		if o.Overlap {
 			s += " --overlap"
 		}
+	}
+	if o.Workload == WorkloadGroup {
+		s += " --workload group"
 	}
 	if o.Workload == WorkloadTxn {
 		s += " --workload txn"

@@ -23,6 +23,9 @@ const (
 	// make 1-4 sends to random partitions, committed or aborted at
 	// random, read back by read_committed consumers.
 	WorkloadTxn = "txn"
+	// WorkloadGroup is the queue's producers consumed by a churning
+	// consumer group of KIP-848 and classic members (group_workload.go).
+	WorkloadGroup = "group"
 )
 
 // txnAbortPercent is the share of transactions the workload aborts on

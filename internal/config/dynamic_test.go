@@ -100,7 +100,7 @@ func TestCheckGroupConfigs(t *testing.T) {
 		{map[string]string{"consumer.session.timeout.ms": "40000"}, "consumer.session.timeout.ms must be greater than or equal to group.consumer.min.session.timeout.ms"},
 		{map[string]string{"consumer.session.timeout.ms": "70000"}, "consumer.session.timeout.ms must be less than or equal to group.consumer.max.session.timeout.ms"},
 		{map[string]string{"consumer.heartbeat.interval.ms": "abc"}, "expected an int"},
-		{map[string]string{"share.auto.offset.reset": "middle"}, "expected one of latest, earliest"},
+		{map[string]string{"share.auto.offset.reset": "middle"}, "expected earliest, latest or by_duration"},
 		{map[string]string{"bogus": "1"}, "Unknown group config name: bogus"},
 	} {
 		err := CheckGroupConfigs(c.set, b)

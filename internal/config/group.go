@@ -21,17 +21,21 @@ type GroupDef struct {
 	MinName, MaxName string
 }
 
-// GroupDefs are the group configs, sorted by name. sluice serves the
-// classic group protocol only, so they are stored and described but
-// change nothing yet.
+// GroupDefs are the group configs, sorted by name. The consumer.* ones
+// set a KIP-848 consumer group's session timeout and heartbeat interval,
+// share.session.timeout.ms and share.heartbeat.interval.ms a share
+// group's; the other share.* ones are read by the share partitions
+// (Broker.GroupConfig, broker.Broker.GroupConfig).
 var GroupDefs = []GroupDef{
 	{Def: Def{Name: "consumer.heartbeat.interval.ms", Type: TypeInt, BrokerName: "group.consumer.heartbeat.interval.ms", Min: 1, Max: math.MaxInt32, Doc: "The heartbeat interval given to the members of a consumer group (KIP-848)."},
 		MinName: "group.consumer.min.heartbeat.interval.ms", MaxName: "group.consumer.max.heartbeat.interval.ms"},
 	{Def: Def{Name: "consumer.session.timeout.ms", Type: TypeInt, BrokerName: "group.consumer.session.timeout.ms", Min: 1, Max: math.MaxInt32, Doc: "The timeout to detect failed members of a consumer group (KIP-848)."},
 		MinName: "group.consumer.min.session.timeout.ms", MaxName: "group.consumer.max.session.timeout.ms"},
-	{Def: Def{Name: "share.auto.offset.reset", Type: TypeString, Default: "latest", Enum: []string{"latest", "earliest"}, Doc: "Where a share group starts reading a partition (KIP-932)."}},
+	{Def: Def{Name: "share.auto.offset.reset", Type: TypeString, Default: "latest", Check: checkShareAutoOffsetReset, Form: "earliest, latest or by_duration:<ISO-8601 duration>", Doc: "Where a share group starts reading a partition it has no state for (KIP-932): the log start, the log end, or the first record at most the duration old (Kafka's ShareGroupAutoOffsetResetStrategy)."}},
+	{Def: Def{Name: "share.delivery.count.limit", Type: TypeInt, BrokerName: "group.share.delivery.count.limit", Min: 2, Max: 10, Doc: "How many times a share group delivers a record before archiving it (KIP-932)."}},
 	{Def: Def{Name: "share.heartbeat.interval.ms", Type: TypeInt, BrokerName: "group.share.heartbeat.interval.ms", Min: 1, Max: math.MaxInt32, Doc: "The heartbeat interval given to the members of a share group (KIP-932)."},
 		MinName: "group.share.min.heartbeat.interval.ms", MaxName: "group.share.max.heartbeat.interval.ms"},
+	{Def: Def{Name: "share.isolation.level", Type: TypeString, Default: "read_uncommitted", Enum: []string{"read_committed", "read_uncommitted"}, Doc: "Whether a share group reads the records of aborted transactions (read_uncommitted) or only committed ones up to the last stable offset (KIP-932)."}},
 	{Def: Def{Name: "share.record.lock.duration.ms", Type: TypeInt, BrokerName: "group.share.record.lock.duration.ms", Min: 1000, Max: math.MaxInt32, Doc: "How long a share group's delivered record stays locked for its consumer (KIP-932)."},
 		MinName: "group.share.min.record.lock.duration.ms", MaxName: "group.share.max.record.lock.duration.ms"},
 	{Def: Def{Name: "share.session.timeout.ms", Type: TypeInt, BrokerName: "group.share.session.timeout.ms", Min: 1, Max: math.MaxInt32, Doc: "The timeout to detect failed members of a share group (KIP-932)."},

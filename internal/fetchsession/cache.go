@@ -56,6 +56,9 @@ type Request struct {
 	MaxBytes           int32
 	CurrentLeaderEpoch int32
 	LastFetchedEpoch   int32
+	// Unflushed is a follower's offsets below FetchOffset not flushed yet
+	// (replica.FetchRequest.Unflushed; 0 for consumers).
+	Unflushed int64
 }
 
 // Result is one partition's answer as read for a response.

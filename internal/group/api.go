@@ -94,6 +94,10 @@ func (c *Coordinator) JoinGroup(req *kmsg.JoinGroupRequest, clientID, clientHost
 			res = fail(e)
 			return
 		}
+		if s.State().consumers.Group(req.Group) != nil {
+			res = c.classicJoinConsumer(s, req, clientID, clientHost)
+			return
+		}
 		g := s.State().groups[req.Group]
 		if g == nil {
 			if req.MemberID != "" {
@@ -140,6 +144,10 @@ func (c *Coordinator) SyncGroup(req *kmsg.SyncGroupRequest) Result[*kmsg.SyncGro
 	}
 	var res Result[*kmsg.SyncGroupResponse]
 	if err := c.run(req.Group, func(s *shard) {
+		if s.State().consumers.Group(req.Group) != nil {
+			res = ready(c.classicSyncConsumer(s, req))
+			return
+		}
 		g := s.State().groups[req.Group]
 		if g == nil {
 			res = ready(syncError(kerr.UnknownMemberID.Code))
@@ -166,6 +174,10 @@ func (c *Coordinator) Heartbeat(req *kmsg.HeartbeatRequest) *kmsg.HeartbeatRespo
 		return resp
 	}
 	if err := c.run(req.Group, func(s *shard) {
+		if s.State().consumers.Group(req.Group) != nil {
+			resp.ErrorCode = c.classicHeartbeatConsumer(s, req)
+			return
+		}
 		g := s.State().groups[req.Group]
 		if g == nil {
 			resp.ErrorCode = kerr.UnknownMemberID.Code
@@ -192,6 +204,10 @@ func (c *Coordinator) LeaveGroup(req *kmsg.LeaveGroupRequest) *kmsg.LeaveGroupRe
 		return resp
 	}
 	if err := c.run(req.Group, func(s *shard) {
+		if s.State().consumers.Group(req.Group) != nil {
+			resp.Members = c.classicLeaveConsumer(s, req.Group, members)
+			return
+		}
 		g := s.State().groups[req.Group]
 		now := c.clock.Now()
 		for _, rm := range members {
@@ -224,12 +240,12 @@ func (c *Coordinator) DescribeGroups(req *kmsg.DescribeGroupsRequest) *kmsg.Desc
 	for _, id := range req.Groups {
 		rg := kmsg.NewDescribeGroupsResponseGroup()
 		rg.Group = id
-		resp.Groups = append(resp.Groups, c.describe(id, rg))
+		resp.Groups = append(resp.Groups, c.describe(id, req.Version, rg))
 	}
 	return resp
 }
 
-func (c *Coordinator) describe(id string, rg kmsg.DescribeGroupsResponseGroup) kmsg.DescribeGroupsResponseGroup {
+func (c *Coordinator) describe(id string, version int16, rg kmsg.DescribeGroupsResponseGroup) kmsg.DescribeGroupsResponseGroup {
 	if id == "" {
 		rg.ErrorCode = kerr.InvalidGroupID.Code
 		return rg
@@ -237,6 +253,10 @@ func (c *Coordinator) describe(id string, rg kmsg.DescribeGroupsResponseGroup) k
 	if err := c.run(id, func(s *shard) {
 		if cg := s.State().consumers.Group(id); cg != nil {
 			rg = c.describeConsumerAsClassic(cg, rg)
+			return
+		}
+		if isShareGroup(s, id) {
+			rg = describeShareAsClassic(id, version, rg)
 			return
 		}
 		rg = describeGroup(s.State().groups[id], rg)
@@ -285,6 +305,18 @@ func (c *Coordinator) ListGroups(req *kmsg.ListGroupsRequest) *kmsg.ListGroupsRe
 		types[lower(t)] = true
 	}
 	if c.forEachShard(func(s *shard) {
+		shares := s.State().shares
+		if len(types) == 0 || types["share"] {
+			for _, id := range shares.Groups() {
+				state := shares.Group(id).State()
+				if len(want) > 0 && !want[lower(state)] {
+					continue
+				}
+				lg := kmsg.NewListGroupsResponseGroup()
+				lg.Group, lg.ProtocolType, lg.GroupState, lg.GroupType = id, "share", state, "share"
+				resp.Groups = append(resp.Groups, lg)
+			}
+		}
 		mgr := s.State().consumers
 		if len(types) == 0 || types["consumer"] {
 			for _, id := range mgr.Groups() {
@@ -301,7 +333,7 @@ func (c *Coordinator) ListGroups(req *kmsg.ListGroupsRequest) *kmsg.ListGroupsRe
 			return
 		}
 		for _, g := range s.State().groups {
-			if mgr.Group(g.id) != nil {
+			if mgr.Group(g.id) != nil || shares.Group(g.id) != nil {
 				continue // the offsets' holder of a consumer group
 			}
 			if len(want) > 0 && !want[lower(g.state.String())] {
@@ -363,11 +395,19 @@ func (c *Coordinator) DeleteGroups(req *kmsg.DeleteGroupsRequest) Result[*kmsg.D
 }
 
 // deleteGroup tombstones group id and removes it at once; the wait
-// returned reports whether the tombstones were committed (a failed commit
-// does not bring the group back).
+// returned reports whether the tombstones were committed. If the append
+// or its commit fails the group comes back as it was (consumer group,
+// offsets holder and offsets).
 func (c *Coordinator) deleteGroup(id string) (wait func() error, code int16) {
 	if id == "" {
 		return nil, kerr.InvalidGroupID.Code
+	}
+	isShare := false
+	if err := c.run(id, func(s *shard) { isShare = isShareGroup(s, id) }); err != nil {
+		return nil, err.Code
+	}
+	if isShare {
+		return c.deleteShareGroup(id)
 	}
 	if err := c.run(id, func(s *shard) {
 		g := s.State().groups[id]
@@ -399,10 +439,16 @@ func (c *Coordinator) deleteGroup(id string) (wait func() error, code int16) {
 		}
 		recs = append(recs, groupTombstone(id))
 		done, w := durable()
-		if _, aerr := c.appendRecords(s, recs, nil, done); aerr != nil {
+		// undo puts the group back if the tombstones are not committed
+		// (the runtime rolls the state back to the last committed
+		// offset, as Kafka's timeline data structures).
+		undo := func() {
 			if restore != nil {
 				restore()
 			}
+			c.unremoveGroup(s, g)
+		}
+		if _, aerr := c.appendRecords(s, recs, undo, done); aerr != nil {
 			code = kerr.CoordinatorNotAvailable.Code
 			return
 		}

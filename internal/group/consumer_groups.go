@@ -35,6 +35,12 @@ func ConsumerConfig(b *config.Broker) consumer.Config {
 	if n := b.Int("group.consumer.max.size", 0); n > 0 && n < 1<<31-1 {
 		cfg.MaxSize = int(n)
 	}
+	if v, ok := b.Get("group.consumer.migration.policy"); ok {
+		cfg.Migration, _ = consumer.ParseMigrationPolicy(v)
+	}
+	if n := b.Int("group.max.size", 0); n > 0 && n < 1<<31-1 {
+		cfg.ClassicMaxSize = int(n)
+	}
 	if v, ok := b.Get("group.consumer.assignors"); ok {
 		for _, name := range strings.Split(v, ",") {
 			switch strings.TrimSpace(strings.ToLower(name)) {
@@ -142,7 +148,9 @@ func classicBusy(g *Group) bool {
 // ConsumerGroupHeartbeat serves ConsumerGroupHeartbeat: a write event of
 // the group's shard whose records are appended and answered once
 // committed; if the append fails the group is put back as it was.
-func (c *Coordinator) ConsumerGroupHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest, clientID, clientHost string) Result[*kmsg.ConsumerGroupHeartbeatResponse] {
+// canDescribe (nil: everything) filters the topics a regular expression
+// resolved for this heartbeat may match by the principal's DESCRIBE right.
+func (c *Coordinator) ConsumerGroupHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest, clientID, clientHost string, canDescribe func(topic string) bool) Result[*kmsg.ConsumerGroupHeartbeatResponse] {
 	fail := func(e *kerr.Error, msg string) Result[*kmsg.ConsumerGroupHeartbeatResponse] {
 		resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
 		resp.ErrorCode = e.Code
@@ -158,21 +166,53 @@ func (c *Coordinator) ConsumerGroupHeartbeat(req *kmsg.ConsumerGroupHeartbeatReq
 	if err := c.run(req.Group, func(s *shard) {
 		st := s.State()
 		mgr := st.consumers
-		if mgr.Group(req.Group) == nil && classicBusy(st.groups[req.Group]) {
-			// Kafka: a non-empty classic group is not a consumer group
-			// (an online upgrade is not implemented).
+		if isShareGroup(s, req.Group) {
 			res = fail(kerr.GroupIDNotFound, "Group "+req.Group+" is not a consumer group.")
 			return
 		}
 		restore := mgr.Snapshot(req.Group)
-		resp, r := mgr.Heartbeat(c.clock.Now(), c.consumerImage(), consumer.Client{ID: clientID, Host: clientHost}, req)
-		if len(r.Records) == 0 {
+		var upRecs []record
+		var upTimers []consumer.Timer
+		if cg := st.groups[req.Group]; mgr.Group(req.Group) == nil && classicBusy(cg) {
+			// A classic group with members converts online when a
+			// joining member may upgrade it (Kafka's
+			// getOrMaybeCreateConsumerGroup and validateOnlineUpgrade);
+			// otherwise it is not a consumer group.
+			if req.MemberEpoch != consumer.JoinEpoch {
+				res = fail(kerr.GroupIDNotFound, "Group "+req.Group+" is not a consumer group.")
+				return
+			}
+			if e := mgr.Validate(req); e != nil {
+				res = fail(kerr.ErrorForCode(e.Code).(*kerr.Error), e.Message)
+				return
+			}
+			recs, timers, undo, e := c.upgrade(s, cg)
+			if e != nil {
+				res = fail(kerr.ErrorForCode(e.Code).(*kerr.Error), e.Message)
+				return
+			}
+			upRecs, upTimers = recs, timers
+			restore = undo
+		}
+		resp, r := mgr.Heartbeat(c.clock.Now(), c.consumerImage(), consumer.Client{ID: clientID, Host: clientHost, CanDescribe: canDescribe}, req)
+		if len(upRecs) > 0 {
+			if resp.ErrorCode != 0 {
+				// The heartbeat failed: the group stays classic.
+				restore()
+				res = ready(resp)
+				return
+			}
+			r.Timers = append(upTimers, r.Timers...)
+		}
+		if len(r.Records) == 0 && len(upRecs) == 0 {
 			c.consumerTimers(s, r.Timers)
 			res = ready(resp)
 			return
 		}
+		recs, undoDowngrade := c.consumerRecords(s, r)
+		recs = append(upRecs, recs...)
 		answer := make(chan *kmsg.ConsumerGroupHeartbeatResponse, 1)
-		_, aerr := c.appendRecords(s, encodeConsumer(r.Records), restore, func(err error) {
+		_, aerr := c.appendRecords(s, recs, func() { undoDowngrade(); restore() }, func(err error) {
 			if err != nil {
 				answer <- fail(appendError(err), "").Resp
 				return
@@ -230,7 +270,8 @@ func (c *Coordinator) expireConsumer(s *shard, t consumer.Timer) {
 		c.consumerTimers(s, r.Timers)
 		return
 	}
-	_, _ = c.appendRecords(s, encodeConsumer(r.Records), restore, func(err error) {
+	recs, undoDowngrade := c.consumerRecords(s, r)
+	_, _ = c.appendRecords(s, recs, func() { undoDowngrade(); restore() }, func(err error) {
 		if err == nil {
 			c.consumerTimers(s, r.Timers)
 		}
@@ -246,7 +287,7 @@ func (c *Coordinator) ConsumerGroupDescribe(req *kmsg.ConsumerGroupDescribeReque
 		var out kmsg.ConsumerGroupDescribeResponseGroup
 		if err := c.run(id, func(s *shard) {
 			out = s.State().consumers.DescribeGroup(c.consumerImage(), id, req.Version)
-			if out.ErrorCode == kerr.GroupIDNotFound.Code && s.State().groups[id] != nil && len(s.State().groups[id].members) > 0 {
+			if out.ErrorCode == kerr.GroupIDNotFound.Code && (isShareGroup(s, id) || s.State().groups[id] != nil && len(s.State().groups[id].members) > 0) {
 				msg := "Group " + id + " is not a consumer group."
 				out.ErrorMessage = &msg
 			}
@@ -265,20 +306,20 @@ func (c *Coordinator) loadedConsumers(s *shard) {
 	c.consumerTimers(s, s.State().consumers.LoadedTimers(c.clock.Now()))
 }
 
-// classicOnly checks that group id may be used by a classic-protocol
-// request (owner): a consumer group with members answers
-// INCONSISTENT_GROUP_PROTOCOL (an online upgrade with classic members
-// inside a consumer group is not implemented); an empty one is converted
-// to a classic group by writing its tombstones, as Kafka converts an empty
-// consumer group on a classic JoinGroup.
+// classicOnly prepares group id for a classic JoinGroup (owner): an empty
+// consumer group is converted to a classic group by writing its
+// tombstones, as Kafka converts an empty consumer group on a classic
+// JoinGroup; a consumer group with members stays (the classic member
+// joins it, migration.go).
 func (c *Coordinator) classicOnly(s *shard, id string) *kerr.Error {
+	if isShareGroup(s, id) {
+		// Kafka's classicGroupJoin: a group of another type.
+		return kerr.InconsistentGroupProtocol
+	}
 	mgr := s.State().consumers
 	cg := mgr.Group(id)
-	if cg == nil {
+	if cg == nil || len(cg.Members) > 0 {
 		return nil
-	}
-	if len(cg.Members) > 0 {
-		return kerr.InconsistentGroupProtocol
 	}
 	restore := mgr.Snapshot(id)
 	recs, e := mgr.DeleteGroup(id)

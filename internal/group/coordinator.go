@@ -18,6 +18,7 @@ package group
 
 import (
 	"log/slog"
+	"maps"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -31,7 +32,9 @@ import (
 	"github.com/sluice-io/sluice/internal/config"
 	"github.com/sluice-io/sluice/internal/coord"
 	"github.com/sluice-io/sluice/internal/group/consumer"
+	sharegroup "github.com/sluice-io/sluice/internal/group/share"
 	"github.com/sluice-io/sluice/internal/metadata"
+	"github.com/sluice-io/sluice/internal/share"
 	"github.com/sluice-io/sluice/internal/storage"
 )
 
@@ -113,8 +116,10 @@ type shardState struct {
 	txnGroups map[int64]map[string]bool
 	// consumers are the partition's KIP-848 consumer groups.
 	consumers *consumer.Manager
-	loadTook  time.Duration
-	replayed  bool // the partition had records to replay
+	// shares are the partition's KIP-932 share groups.
+	shares   *sharegroup.Manager
+	loadTook time.Duration
+	replayed bool // the partition had records to replay
 }
 
 // shard is the runtime's shard of one offsets partition: its methods
@@ -150,6 +155,9 @@ type Coordinator struct {
 	cimg       atomic.Value    // *imageCache: the consumer.Image of the last metadata image
 
 	stepped bool
+
+	scfg      sharegroup.Config               // KIP-932 settings (group.share.*)
+	persister atomic.Pointer[share.Persister] // share-partition state, deleted with a share group
 }
 
 // New returns a coordinator for b and elects every offsets partition this
@@ -162,7 +170,8 @@ func New(b *broker.Broker, opts Options) *Coordinator {
 		opts.Logger = b.Logger()
 	}
 	c := &Coordinator{b: b, cfg: opts.Config, clock: opts.Clock, log: opts.Logger.With("component", "group"),
-		ccfg: ConsumerConfig(b.Config()), consumerOn: consumerEnabled(b.Config()), stepped: opts.Stepped}
+		ccfg: ConsumerConfig(b.Config()), consumerOn: consumerEnabled(b.Config()), stepped: opts.Stepped,
+		scfg: ShareConfig(b.Config())}
 	c.rt = coord.New(coord.Config[*shardState]{
 		Name: "group", Clock: c.clock, Logger: c.log,
 		Replica: func(i int32) (coord.Replica, error) {
@@ -273,6 +282,7 @@ func (c *Coordinator) unloaded(s *shard) {
 	st.groups = map[string]*Group{}
 	st.txnGroups = map[int64]map[string]bool{}
 	st.consumers = c.newConsumerManager()
+	st.shares = sharegroup.NewManager(c.shareConfig())
 }
 
 // Close resigns every shard and stops the background work. Requests that
@@ -327,7 +337,8 @@ func (c *Coordinator) load(i int32, r coord.Replica) (*shardState, error) {
 	})
 	now := c.clock.Now()
 	l.consumers.Reconfigure(c.consumerConfig())
-	st := &shardState{groups: map[string]*Group{}, txnGroups: map[int64]map[string]bool{}, consumers: l.consumers}
+	l.shares.Reconfigure(c.shareConfig())
+	st := &shardState{groups: map[string]*Group{}, txnGroups: map[int64]map[string]bool{}, consumers: l.consumers, shares: l.shares}
 	for id, gm := range l.groups {
 		g := restoreGroup(id, &c.cfg, gm, now)
 		for tp, o := range l.offsets[id] {
@@ -360,8 +371,9 @@ func (c *Coordinator) loaded(s *shard) {
 	}
 	c.armRetention(s)
 	c.loadedConsumers(s)
+	c.loadedShares(s)
 	if st.replayed {
-		c.log.Info("loaded groups", "partition", s.Partition(), "groups", len(st.groups), "took", st.loadTook)
+		c.log.Info("loaded groups", "partition", s.Partition(), "groups", len(st.groups), "consumerGroups", len(st.consumers.Groups()), "shareGroups", len(st.shares.Groups()), "took", st.loadTook)
 	}
 }
 
@@ -559,6 +571,7 @@ func (c *Coordinator) group(s *shard, id string, create bool) *Group {
 func (c *Coordinator) removeGroup(s *shard, g *Group) {
 	st := s.State()
 	c.numTxnOffsets.Add(-int64(g.numTxnOffsets()))
+	g.removedTxn, g.removedState = maps.Clone(g.txn), g.state
 	clear(g.txn)
 	g.transition(Dead, c.clock.Now())
 	if st.groups[g.id] == g {
@@ -566,4 +579,22 @@ func (c *Coordinator) removeGroup(s *shard, g *Group) {
 		c.numGroups.Add(-1)
 	}
 	s.Cancel(groupTimerPrefix + g.id)
+}
+
+// unremoveGroup undoes removeGroup (owner): the deletion's records were
+// not committed. A group created under the same id meanwhile is left.
+func (c *Coordinator) unremoveGroup(s *shard, g *Group) {
+	st := s.State()
+	if g.state != Dead || st.groups[g.id] != nil || s.Gone() {
+		return
+	}
+	g.txn, g.removedTxn = g.removedTxn, nil
+	if g.txn == nil {
+		g.txn = map[int64]map[TopicPartition]Offset{}
+	}
+	g.transition(g.removedState, c.clock.Now())
+	st.groups[g.id] = g
+	c.numGroups.Add(1)
+	c.numTxnOffsets.Add(int64(g.numTxnOffsets()))
+	c.schedule(s, g)
 }

@@ -151,6 +151,11 @@ type Group struct {
 	txn map[int64]map[TopicPartition]Offset
 
 	stores []storeOp
+
+	// removedTxn and removedState are what removeGroup cleared, for
+	// unremoveGroup.
+	removedTxn   map[int64]map[TopicPartition]Offset
+	removedState State
 }
 
 func newGroup(id string, cfg *Config, now time.Time) *Group {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/sluice-io/sluice/internal/batch"
 	"github.com/sluice-io/sluice/internal/group/consumer"
+	sharegroup "github.com/sluice-io/sluice/internal/group/share"
 )
 
 // OffsetsTopic is the internal topic holding committed offsets and group
@@ -161,11 +162,15 @@ type loaded struct {
 	// consumers holds the KIP-848 consumer groups replayed (key
 	// versions 3 to 8 and 16).
 	consumers *consumer.Manager
+	// shares holds the KIP-932 share groups replayed (key versions 9
+	// to 15).
+	shares *sharegroup.Manager
 }
 
 func newLoaded() *loaded {
 	return &loaded{offsets: map[string]map[TopicPartition]Offset{}, groups: map[string]*kmsg.GroupMetadataValue{},
-		txn: map[int64]map[string]map[TopicPartition]Offset{}, consumers: consumer.NewManager(consumer.Config{})}
+		txn: map[int64]map[string]map[TopicPartition]Offset{}, consumers: consumer.NewManager(consumer.Config{}),
+		shares: sharegroup.NewManager(sharegroup.Config{})}
 }
 
 // apply replays one record found at log offset at, written by producer
@@ -238,6 +243,12 @@ func (l *loaded) apply(key, value []byte, at, pid int64) error {
 		consumer.TypeTargetAssignmentMetadata, consumer.TypeTargetAssignmentMember,
 		consumer.TypeCurrentMemberAssignment, consumer.TypeRegularExpression:
 		if err := l.consumers.ReplayEncoded(key, value); err != nil {
+			return errBadRecord
+		}
+	case sharegroup.TypeLegacyPartitionMetadata, sharegroup.TypeMemberMetadata, sharegroup.TypeGroupMetadata,
+		sharegroup.TypeTargetAssignmentMetadata, sharegroup.TypeTargetAssignmentMember,
+		sharegroup.TypeCurrentMemberAssignment, sharegroup.TypeStatePartitionMetadata:
+		if err := l.shares.ReplayEncoded(key, value); err != nil {
 			return errBadRecord
 		}
 	}

@@ -11,8 +11,9 @@ import (
 // state, members and committed offsets, read on its shard's owner.
 type Summary struct {
 	ID string `json:"id"`
-	// Type is classic, or consumer for a KIP-848 consumer group, which
-	// also has its group epoch, assignment epoch and assignor.
+	// Type is classic, consumer for a KIP-848 consumer group or share for
+	// a KIP-932 share group; those two also have their group epoch,
+	// assignment epoch and assignor.
 	Type            string `json:"type"`
 	GroupEpoch      int32  `json:"groupEpoch,omitempty"`
 	AssignmentEpoch int32  `json:"assignmentEpoch,omitempty"`
@@ -64,6 +65,12 @@ func (c *Coordinator) Summaries() []Summary {
 		for _, id := range mgr.Groups() {
 			if s.State().groups[id] == nil {
 				out = append(out, c.consumerSummary(mgr.Group(id), nil))
+			}
+		}
+		shares := s.State().shares
+		for _, id := range shares.Groups() {
+			if s.State().groups[id] == nil {
+				out = append(out, c.shareSummary(shares, shares.Group(id)))
 			}
 		}
 	})

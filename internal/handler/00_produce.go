@@ -527,7 +527,7 @@ func hasTransactionalBatch(req *kmsg.ProduceRequest) bool {
 	return false
 }
 
-// isInternal reports Kafka's internal topics.
+// isInternal reports Kafka's internal topics (Topic.INTERNAL_TOPICS).
 func isInternal(topic string) bool {
-	return topic == "__consumer_offsets" || topic == "__transaction_state"
+	return topic == "__consumer_offsets" || topic == "__transaction_state" || topic == "__share_group_state"
 }

@@ -411,7 +411,7 @@ func (h *Handlers) readPartition(p *broker.Partition, req *kmsg.FetchRequest, rp
 	}
 	res, slice, err := p.Fetch(replica.FetchRequest{
 		ReplicaID: replicaID, BrokerEpoch: brokerEpoch, CurrentLeaderEpoch: rp.CurrentLeaderEpoch,
-		FetchOffset: rp.FetchOffset, LastFetchedEpoch: lastFetched, LogStartOffset: rp.LogStartOffset,
+		FetchOffset: rp.FetchOffset, Unflushed: rp.Unflushed, LastFetchedEpoch: lastFetched, LogStartOffset: rp.LogStartOffset,
 		ReadCommitted: readCommitted, AnyReplica: clientMetadata,
 	}, int(limit), first)
 	sp.HighWatermark = res.HW

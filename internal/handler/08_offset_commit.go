@@ -1,6 +1,7 @@
 package handler
 
-// OffsetCommit, versions 0-8.
+// OffsetCommit, versions 0-10 (v9: member epochs of consumer groups,
+// kip848.md; v10: topics by id, offset_topic_ids.go).
 //
 // Commits are fenced by generation (Kafka's rules): generation -1 (and v0,
 // which has none) is a "simple" commit, allowed while the group has no

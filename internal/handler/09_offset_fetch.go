@@ -1,6 +1,7 @@
 package handler
 
-// OffsetFetch, versions 0-8 (v8: a batch of groups).
+// OffsetFetch, versions 0-10 (v8: a batch of groups; v9: member epochs
+// of consumer groups, kip848.md; v10: topics by id, offset_topic_ids.go).
 //
 // Returns each requested partition's committed offset, leader epoch (v5+)
 // and metadata, or offset -1 when none is committed (also for an unknown

@@ -1,6 +1,7 @@
 package handler
 
-// FindCoordinator, versions 0-4 (v4: a batch of CoordinatorKeys).
+// FindCoordinator, versions 0-6 (v4: a batch of CoordinatorKeys; v6:
+// share coordinator keys).
 //
 // The coordinator of a group is the leader of its __consumer_offsets
 // partition, abs(javaHashCode(groupId)) % partitions, so clients and tools
@@ -9,7 +10,11 @@ package handler
 // min(offsets.topic.replication.factor, live brokers)). The coordinator of
 // a transactional id (key type 1) is the leader of its __transaction_state
 // partition, computed the same way; that topic is created on the first
-// such request (transaction.state.log.*). Any other key type gets
+// such request (transaction.state.log.*). The coordinator of a share
+// partition (key type 2, v6+, "groupId:topicId:partition") is the leader
+// of its __share_group_state partition (share.coordinator.state.topic.*);
+// only brokers ask for it (CLUSTER_ACTION on the cluster), and a key not
+// of that form is INVALID_REQUEST. Any other key type gets
 // INVALID_REQUEST. The coordinator is given by its endpoint on the
 // listener the request came in on; one without that listener is
 // COORDINATOR_NOT_AVAILABLE.
@@ -20,6 +25,7 @@ import (
 
 	"github.com/sluice-io/sluice/internal/acl"
 	"github.com/sluice-io/sluice/internal/protocol"
+	"github.com/sluice-io/sluice/internal/sharecoord"
 )
 
 func (g *groupAPI) findCoordinator(r *protocol.Request) protocol.Reply {
@@ -34,6 +40,8 @@ func (g *groupAPI) findCoordinator(r *protocol.Request) protocol.Reply {
 		rc.Key = key
 		var err *kerr.Error
 		switch {
+		case req.CoordinatorType == 2 && req.Version >= 6:
+			err = g.shareCoordinator(r, key, &rc)
 		case req.CoordinatorType != 0 && req.CoordinatorType != 1:
 			err = kerr.InvalidRequest
 		case req.CoordinatorType == 0 && !g.h.allowedGroup(r, key, acl.OpDescribe):
@@ -79,4 +87,20 @@ func (g *groupAPI) endpointOf(r *protocol.Request, rc *kmsg.FindCoordinatorRespo
 		return kerr.CoordinatorNotAvailable
 	}
 	return nil
+}
+
+// shareCoordinator answers a share coordinator key (Kafka's
+// KafkaApis.getCoordinator for CoordinatorType.SHARE).
+func (g *groupAPI) shareCoordinator(r *protocol.Request, key string, rc *kmsg.FindCoordinatorResponseCoordinator) *kerr.Error {
+	if !g.h.allowedCluster(r, acl.OpClusterAction) {
+		return kerr.ClusterAuthorizationFailed
+	}
+	if !sharecoord.ValidCoordinatorKey(key) {
+		return kerr.InvalidRequest
+	}
+	var err *kerr.Error
+	if rc.NodeID, err = g.h.shareState.c.Coordinator(key); err != nil {
+		return err
+	}
+	return g.endpointOf(r, rc)
 }

@@ -9,10 +9,11 @@ package handler
 // each member its partitions incrementally, revoking before assigning
 // (internal/group/consumer; docs/kip848.md). The answer waits until the
 // records of the change are committed to __consumer_offsets. Needs READ on
-// the group (GROUP_AUTHORIZATION_FAILED); a subscription by regular
-// expression matches only the topics the principal may DESCRIBE is not
-// checked (Kafka filters the resolved topics by DESCRIBE in the
-// background). Answers UNSUPPORTED_VERSION when the cluster's
+// the group (GROUP_AUTHORIZATION_FAILED). A subscription by regular
+// expression matches only the topics the principal may DESCRIBE (Kafka
+// 4.1, KAFKA-18813: the resolution triggered by a member's heartbeat is
+// filtered with that member's request context); a regex is re-resolved
+// whenever the metadata image moves (ACL changes included). Answers UNSUPPORTED_VERSION when the cluster's
 // group.version is 0 or group.coordinator.rebalance.protocols leaves out
 // consumer, as Kafka's KafkaApis does; the API is then also left out of
 // ApiVersions.
@@ -44,5 +45,9 @@ func (g *groupAPI) consumerGroupHeartbeat(r *protocol.Request) protocol.Reply {
 	if !g.h.allowedGroup(r, req.Group, acl.OpRead) {
 		return fail(groupDenied)
 	}
-	return reply(g.c.ConsumerGroupHeartbeat(req, r.ClientID, clientHost(r)))
+	var canDescribe func(string) bool
+	if g.h.auth != nil {
+		canDescribe = func(topic string) bool { return g.h.allowedTopic(r, topic, acl.OpDescribe) }
+	}
+	return reply(g.c.ConsumerGroupHeartbeat(req, r.ClientID, clientHost(r), canDescribe))
 }

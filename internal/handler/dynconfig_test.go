@@ -9,6 +9,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-io/sluice/internal/config"
 )
 
 // brokerConfig finds name in a DescribeConfigs result.
@@ -205,7 +207,7 @@ func TestGroupConfigs(t *testing.T) {
 		return &request[*kmsg.IncrementalAlterConfigsResponse](t, cl, req).Resources[0]
 	}
 	r := describe("my-group")
-	if r.ErrorCode != 0 || len(r.Configs) != 6 {
+	if r.ErrorCode != 0 || len(r.Configs) != len(config.GroupDefs) {
 		t.Fatalf("describe: %v, %d configs", kerr.ErrorForCode(r.ErrorCode), len(r.Configs))
 	}
 	if v, src := value(r, "consumer.session.timeout.ms"); v != "45000" || src != kmsg.ConfigSourceDefaultConfig {

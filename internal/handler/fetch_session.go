@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-io/sluice/internal/broker"
 	"github.com/sluice-io/sluice/internal/fetchsession"
 	"github.com/sluice-io/sluice/internal/metadata"
 	"github.com/sluice-io/sluice/internal/protocol"
@@ -137,6 +138,9 @@ func (h *Handlers) requestItems(req *kmsg.FetchRequest) []fetchItem {
 				FetchOffset: rp.FetchOffset, LogStartOffset: rp.LogStartOffset, MaxBytes: rp.PartitionMaxBytes,
 				CurrentLeaderEpoch: rp.CurrentLeaderEpoch, LastFetchedEpoch: rp.LastFetchedEpoch,
 			}}
+			if id, _ := replicaOf(req); id >= 0 && req.Version >= 12 {
+				it.req.Unflushed = broker.UnflushedTag(&rp)
+			}
 			if req.Version >= 13 {
 				it.topic, it.id = "", rt.TopicID
 				h.resolve(&it)

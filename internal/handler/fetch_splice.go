@@ -16,6 +16,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-io/sluice/internal/broker"
 	"github.com/sluice-io/sluice/internal/metrics"
 	"github.com/sluice-io/sluice/internal/protocol"
 	"github.com/sluice-io/sluice/internal/storage"
@@ -75,6 +76,10 @@ func (r *splicedFetch) Splices() []protocol.Splice { return r.splices }
 func (h *Handlers) respond(r *protocol.Request, req *kmsg.FetchRequest, resp *kmsg.FetchResponse, holes []fetchHole) kmsg.Response {
 	h.addEndpoints(r, resp)
 	h.countFetch(req, resp, holes)
+	if id, _ := replicaOf(req); id >= 0 && req.Version >= 12 {
+		// Its Unflushed tags are honoured: it may pipeline.
+		broker.SetCountsFlushedTag(resp)
+	}
 	if len(holes) == 0 {
 		return resp
 	}

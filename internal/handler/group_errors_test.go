@@ -87,7 +87,7 @@ func wantCode(t *testing.T, what string, got int16, want *kerr.Error) {
 // Kafka's error codes for bad input.
 func TestGroupErrors(t *testing.T) {
 	n := startNode(t, "", groupProps)
-	cl := n.client()
+	cl := pinned(n, 8, 9) // commits name topics (v10 takes ids)
 	createTopic(t, cl, "t", 2, nil)
 	const g = "raw-group"
 
@@ -222,7 +222,7 @@ func TestGroupErrors(t *testing.T) {
 // unknown member id takes over without a rebalance; its old id is fenced.
 func TestStaticMembership(t *testing.T) {
 	n := startNode(t, "", groupProps)
-	cl := n.client()
+	cl := pinned(n, 8, 9) // commits name topics (v10 takes ids)
 	createTopic(t, cl, "s", 1, nil)
 	const g = "static-group"
 	inst := "instance-1"

@@ -10,10 +10,10 @@ import (
 	"github.com/sluice-io/sluice/internal/protocol"
 )
 
-// groupAPI serves the consumer-group APIs against one group coordinator.
-// The handler files 08..16, 28, 42 and 47 are its methods; the protocol logic
-// itself lives in internal/group, these only adapt kmsg requests and
-// Reply.Await.
+// groupAPI serves the group APIs against one group coordinator. The
+// handler files 08..16, 28, 42, 47, 68, 69, 76 and 77 are its methods;
+// the protocol logic itself lives in internal/group, these only adapt
+// kmsg requests and Reply.Await.
 type groupAPI struct {
 	h *Handlers
 	c *group.Coordinator
@@ -50,9 +50,9 @@ func (h *Handlers) registerGroupAPIs(reg *protocol.Registry, c *group.Coordinato
 	})
 	g := &groupAPI{h: h, c: c}
 	for _, api := range []protocol.Handler{
-		{Key: 8, MinVersion: 0, MaxVersion: 9, Serve: g.offsetCommitAuthz},
-		{Key: 9, MinVersion: 0, MaxVersion: 9, Serve: g.offsetFetchAuthz},
-		{Key: 10, MinVersion: 0, MaxVersion: 4, Serve: g.findCoordinator},
+		{Key: 8, MinVersion: 0, MaxVersion: 10, Serve: g.offsetCommitIDs},
+		{Key: 9, MinVersion: 0, MaxVersion: 10, Serve: g.offsetFetchIDs},
+		{Key: 10, MinVersion: 0, MaxVersion: 6, Serve: g.findCoordinator},
 		{Key: 11, MinVersion: 0, MaxVersion: 7, Serve: g.joinGroupAuthz},
 		{Key: 12, MinVersion: 0, MaxVersion: 4, Serve: g.heartbeatAuthz},
 		{Key: 13, MinVersion: 0, MaxVersion: 4, Serve: g.leaveGroupAuthz},
@@ -64,6 +64,8 @@ func (h *Handlers) registerGroupAPIs(reg *protocol.Registry, c *group.Coordinato
 		{Key: 47, MinVersion: 0, MaxVersion: 0, Serve: g.offsetDeleteAuthz},
 		{Key: 68, MinVersion: 0, MaxVersion: 1, Serve: g.consumerGroupHeartbeat, Hidden: g.consumerProtocolOff},
 		{Key: 69, MinVersion: 0, MaxVersion: 1, Serve: g.consumerGroupDescribe, Hidden: g.consumerProtocolOff},
+		{Key: 76, MinVersion: 1, MaxVersion: 1, Serve: g.shareGroupHeartbeat},
+		{Key: 77, MinVersion: 1, MaxVersion: 1, Serve: g.shareGroupDescribe},
 	} {
 		reg.Register(api)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-io/sluice/internal/metadata"
 	"github.com/sluice-io/sluice/internal/protocol"
 	"github.com/sluice-io/sluice/internal/quota"
+	"github.com/sluice-io/sluice/internal/share"
 	"github.com/sluice-io/sluice/internal/txn"
 )
 
@@ -30,6 +31,9 @@ type Handlers struct {
 	txnVersion int16
 	groups     *group.Coordinator
 	txns       *txn.Coordinator
+	// shareState is the share coordinator's and the share-group offsets
+	// APIs' (sharestate.go).
+	shareState *shareStateAPI
 	sessions   *fetchsession.Cache
 	splice     bool // zero-copy fetch responses (fetch_splice.go)
 	// auth decides requests when authorizer.class.name is set; nil
@@ -41,6 +45,9 @@ type Handlers struct {
 	// rackAware is replica.selector.class=RackAwareReplicaSelector
 	// (KIP-392; 01_fetch.go).
 	rackAware bool
+	// share holds the share partitions and share sessions (KIP-932;
+	// share_partitions.go).
+	share sharePartState
 }
 
 // Options tune the handlers.
@@ -61,6 +68,9 @@ type Options struct {
 	// Groups is the group coordinator to serve with (the simulator's
 	// stepped one, group.Options.Stepped); nil creates one.
 	Groups *group.Coordinator
+	// SharePersister keeps the share partitions' state (KIP-932); nil is
+	// the share coordinators' (__share_group_state, SharePersister).
+	SharePersister share.Persister
 }
 
 // OptionsFromConfig reads the handler settings from the broker's
@@ -78,6 +88,9 @@ func (h *Handlers) FetchSessions() fetchsession.Stats { return h.sessions.Stats(
 func (h *Handlers) Close() {
 	if h.txns != nil {
 		h.txns.Close()
+	}
+	if h.shareState != nil {
+		h.shareState.c.Close()
 	}
 	if h.groups != nil {
 		h.groups.Close()
@@ -162,6 +175,16 @@ func RegisterWith(reg *protocol.Registry, b *broker.Broker, opts Options) *Handl
 		return im.GroupVersion(), im.Offset
 	}})
 	h.registerTxnAPIs(reg, opts.Txn)
+	h.registerShareStateAPIs(reg)
+	if opts.SharePersister == nil {
+		opts.SharePersister = h.SharePersister()
+	}
+	h.registerShareAPIs(reg, opts.SharePersister)
+	// The share group coordinator deletes share-partition state through
+	// the share coordinator, which asks it whether a group is empty.
+	h.groups.SetSharePersister(opts.SharePersister)
+	h.SetShareGroupState(h.groups.ShareGroupState)
+	h.gateShareAPIs(reg)
 	return h
 }
 

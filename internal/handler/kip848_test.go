@@ -263,7 +263,7 @@ func TestKIP848OffsetCommitMemberEpoch(t *testing.T) {
 		rp.Partition, rp.Offset = 0, 7
 		rt.Partitions = append(rt.Partitions, rp)
 		req.Topics = append(req.Topics, rt)
-		return request[*kmsg.OffsetCommitResponse](t, cl, req).Topics[0].Partitions[0].ErrorCode
+		return request[*kmsg.OffsetCommitResponse](t, pinned(n, 8, 9), req).Topics[0].Partitions[0].ErrorCode
 	}
 	if code := commit("member-1", epoch+5); code != kerr.StaleMemberEpoch.Code {
 		t.Errorf("stale epoch commit: %v", kerr.ErrorForCode(code))
@@ -310,12 +310,30 @@ func TestKIP848OffsetCommitMemberEpoch(t *testing.T) {
 	if !found {
 		t.Error("no summary of the consumer group")
 	}
-	// A classic JoinGroup on the non-empty consumer group is refused.
+	// A classic JoinGroup on the non-empty consumer group joins it as a
+	// classic-protocol member (after KIP-394's MEMBER_ID_REQUIRED); a
+	// protocol type other than consumer, or a malformed embedded
+	// protocol, is refused.
 	jg := kmsg.NewPtrJoinGroupRequest()
-	jg.Group, jg.ProtocolType, jg.SessionTimeoutMillis, jg.RebalanceTimeoutMillis = "g848", "consumer", 10000, 10000
-	jg.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: []byte{0, 0}}}
+	jg.Group, jg.ProtocolType, jg.SessionTimeoutMillis, jg.RebalanceTimeoutMillis = "g848", "connect", 10000, 10000
+	sub := kmsg.NewConsumerMemberMetadata()
+	sub.Topics = []string{"t848"}
+	jg.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: sub.AppendTo(nil)}}
 	if r := request[*kmsg.JoinGroupResponse](t, cl, jg); r.ErrorCode != kerr.InconsistentGroupProtocol.Code {
-		t.Errorf("classic join of a consumer group: %v", kerr.ErrorForCode(r.ErrorCode))
+		t.Errorf("classic join of a consumer group with protocol type connect: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	jg.ProtocolType = "consumer"
+	r := request[*kmsg.JoinGroupResponse](t, cl, jg)
+	if r.ErrorCode != kerr.MemberIDRequired.Code || r.MemberID == "" {
+		t.Fatalf("classic join of a consumer group: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	jg.MemberID = r.MemberID
+	if r := request[*kmsg.JoinGroupResponse](t, cl, jg); r.ErrorCode != 0 || r.Generation <= epoch || r.LeaderID != "" {
+		t.Errorf("classic rejoin of a consumer group: %v generation %d leader %q", kerr.ErrorForCode(r.ErrorCode), r.Generation, r.LeaderID)
+	}
+	jg.Protocols[0].Metadata = []byte{0, 0}
+	if r := request[*kmsg.JoinGroupResponse](t, cl, jg); r.ErrorCode != kerr.InconsistentGroupProtocol.Code {
+		t.Errorf("classic join with a malformed subscription: %v", kerr.ErrorForCode(r.ErrorCode))
 	}
 }
 

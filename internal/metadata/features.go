@@ -24,6 +24,11 @@ const FeatureELRVersion = "eligible.leader.replicas.version"
 // consumer group protocol (ConsumerGroupHeartbeat, ConsumerGroupDescribe).
 const FeatureGroupVersion = "group.version"
 
+// FeatureShareVersion is Kafka's share.version (KIP-932): 1 serves share
+// groups (ShareGroupHeartbeat, ShareGroupDescribe and the other share
+// APIs); 0 does not. Kafka 4.2 finalizes 1 on a new cluster.
+const FeatureShareVersion = "share.version"
+
 // FeatureRange is the levels a broker supports.
 type FeatureRange struct {
 	Min int16 `json:"min"`
@@ -32,7 +37,7 @@ type FeatureRange struct {
 
 // SupportedFeatures are the feature levels this binary supports.
 func SupportedFeatures() map[string]FeatureRange {
-	return map[string]FeatureRange{FeatureKRaftVersion: {Min: 0, Max: 1}, FeatureELRVersion: {Min: 0, Max: 1}, FeatureGroupVersion: {Min: 0, Max: 1}}
+	return map[string]FeatureRange{FeatureKRaftVersion: {Min: 0, Max: 1}, FeatureELRVersion: {Min: 0, Max: 1}, FeatureGroupVersion: {Min: 0, Max: 1}, FeatureShareVersion: {Min: 0, Max: 1}}
 }
 
 // FeatureLevel returns the cluster's finalized level of name (0 if none).
@@ -47,6 +52,16 @@ func (im *Image) GroupVersion() int16 {
 		return SupportedFeatures()[FeatureGroupVersion].Max
 	}
 	return im.Features[FeatureGroupVersion]
+}
+
+// ShareVersion is the cluster's share.version: the finalized level, or
+// the highest supported one for a store that finalizes no feature (as
+// GroupVersion).
+func (im *Image) ShareVersion() int16 {
+	if im.Features == nil {
+		return SupportedFeatures()[FeatureShareVersion].Max
+	}
+	return im.Features[FeatureShareVersion]
 }
 
 // FeatureUpdate asks for feature Name at Level (UpdateFeatures).

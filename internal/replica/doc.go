@@ -48,9 +48,11 @@
 // # Durability (docs/architecture.md, "Durability")
 //
 // A replica's LEO counts toward the HW only up to what it has flushed. The
-// leader uses its flushed offset; a follower sends its next fetch only when
-// everything it appended is flushed, so the fetch offset the leader records
-// is a flushed offset. An acks=all acknowledgement therefore means the
+// leader uses its flushed offset; a follower's fetch names how many offsets
+// below its fetch offset are not flushed yet (FetchRequest.Unflushed), and
+// the leader records the rest, its flushed offset, as its acknowledgement.
+// A follower whose last answer brought records fetches again before they
+// are flushed (pipelined). An acks=all acknowledgement therefore means the
 // records are fsynced on every member of the maximal ISR, which has at least
 // min.insync.replicas members (strict min ISR, docs/kafka-replication.md §1.4).
 package replica

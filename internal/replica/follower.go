@@ -4,17 +4,20 @@ import "github.com/sluice-io/sluice/internal/epoch"
 
 // FetchRequest returns the next fetch a follower should send to its leader,
 // or false when there is nothing to send: not a follower, no leader, or
-// appended data not yet flushed.
+// appended data not yet flushed and nothing more expected from the leader.
 //
-// Durability (the durability rule, docs/architecture.md): a follower's fetch offset is its
-// acknowledgement, and the leader counts it toward the HW. So the follower
-// only fetches once everything it has appended is flushed; the fetch offset
-// it sends is then both its LEO and its flushed offset, and the wire format
-// stays Kafka's. The cost is one fsync per replication round-trip, which
-// group commit amortises across partitions and batches. With a no-fsync
-// policy the driver calls Flushed right after each append.
+// Durability (the durability rule, docs/architecture.md): a follower's
+// acknowledgement counts toward the leader's HW only up to what it has
+// flushed. The fetch names the follower's LEO as its fetch offset, as in
+// Kafka, and how many offsets below it are not flushed yet (Unflushed):
+// the leader counts the difference, the flushed offset. So a follower whose
+// last answer brought records fetches again at once, while those records
+// are being flushed (the flush then covers everything appended meanwhile:
+// group commit across fetches); once an answer brings nothing, it waits for
+// its flush, and the fetch after it acknowledges everything. With a
+// no-fsync policy the driver calls Flushed right after each append.
 func (r *Replica) FetchRequest() (FetchRequest, bool) {
-	if r.role != RoleFollower || r.leader < 0 || r.flushed < r.leo || r.storageFailed {
+	if r.role != RoleFollower || r.leader < 0 || r.storageFailed || (r.flushed < r.leo && !r.moreAtLeader) {
 		return FetchRequest{}, false
 	}
 	return FetchRequest{
@@ -23,6 +26,7 @@ func (r *Replica) FetchRequest() (FetchRequest, bool) {
 		BrokerEpoch:        r.cfg.BrokerEpoch,
 		CurrentLeaderEpoch: r.leaderEpoch,
 		FetchOffset:        r.leo,
+		Unflushed:          r.leo - r.flushed,
 		LastFetchedEpoch:   r.epochs.LatestEpoch(),
 		LogStartOffset:     r.logStart,
 	}, true
@@ -37,6 +41,7 @@ func (r *Replica) HandleFetchResponse(resp FetchResponse) {
 		resp.Request.Leader != r.leader || resp.Request.FetchOffset != r.leo {
 		return
 	}
+	r.moreAtLeader = false
 	switch resp.Error {
 	case ErrNone:
 	case ErrOffsetOutOfRange:
@@ -64,6 +69,7 @@ func (r *Replica) HandleFetchResponse(resp FetchResponse) {
 		// and the offsets between were removed (Kafka's follower append
 		// refuses only offsets below its log end).
 		r.appendBatch(b) // verbatim: the leader's offsets and epoch (docs/kafka-replication.md §1.3 follower step 2)
+		r.moreAtLeader = true
 	}
 	// Follower HW = min(leader HW, local LEO), monotonic
 	// (docs/kafka-replication.md §1.3 step 3).
@@ -79,6 +85,16 @@ func (r *Replica) HandleFetchResponse(resp FetchResponse) {
 			r.epochsChanged = true
 		}
 		r.rd.LogStart, r.rd.LogStartSet = ls, true
+	}
+}
+
+// NothingFetched tells a follower that the leader's answer to req brought
+// nothing for this partition: an incremental fetch session leaves out the
+// partitions with nothing new (KIP-227). Like an empty answer, it ends
+// pipelining: the next fetch waits for the flush (FetchRequest).
+func (r *Replica) NothingFetched(req FetchRequest) {
+	if r.role == RoleFollower && req.CurrentLeaderEpoch == r.leaderEpoch && req.Leader == r.leader && req.FetchOffset == r.leo {
+		r.moreAtLeader = false
 	}
 }
 

@@ -382,6 +382,9 @@ func (e *ienv) fetch(n *inode) {
 		}
 	}
 	desc := fmt.Sprintf("%d->%d fetch offset=%d lastEpoch=%d: ", n.id, l.id, req.FetchOffset, req.LastFetchedEpoch)
+	if req.Unflushed > 0 {
+		desc = fmt.Sprintf("%d->%d fetch offset=%d unflushed=%d lastEpoch=%d: ", n.id, l.id, req.FetchOffset, req.Unflushed, req.LastFetchedEpoch)
+	}
 	switch {
 	case res.Error != ErrNone:
 		desc += codeName(res.Error)

@@ -311,8 +311,12 @@ func (r *Replica) updateFollower(f *follower, req FetchRequest) {
 	f.lastFetchTime = r.now
 	f.logStart = req.LogStartOffset
 	f.brokerEpoch = req.BrokerEpoch
-	changed := f.leo != req.FetchOffset
-	f.leo = req.FetchOffset
+	// The follower's acknowledgement: what it has flushed (the durability
+	// rule). It counts toward the HW and the ISR; the fetch offset, what
+	// it holds, decides whether it is caught up (above).
+	acked := req.FetchOffset - max(min(req.Unflushed, req.FetchOffset), 0)
+	changed := f.leo != acked
+	f.leo = acked
 	r.maybeExpandISR(f)
 	if changed {
 		r.maybeIncrementHW()
@@ -323,8 +327,8 @@ func (r *Replica) updateFollower(f *follower, req FetchRequest) {
 // (docs/kafka-replication.md §1.4): the minimum LEO over the maximal ISR and
 // the caught-up eligible replicas, monotonic, frozen while the committed ISR is
 // below the effective min ISR. The leader's own LEO counts only up to what it
-// has flushed (the durability rule); a follower's LEO is its last fetch offset,
-// which it only sends once flushed.
+// has flushed (the durability rule); a follower's LEO is the flushed offset
+// its last fetch reported (FetchRequest.Unflushed).
 func (r *Replica) maybeIncrementHW() {
 	if len(r.isr) < r.minIS { // strict min ISR (KAFKA-15583)
 		return

@@ -17,7 +17,7 @@ const never = math.MinInt64 / 4
 // replica fetches.
 type follower struct {
 	id                 int32
-	leo                int64 // last fetch offset; -1 = unknown (docs/kafka-replication.md §1.4 new leaders)
+	leo                int64 // flushed offset its last fetch reported (FetchRequest.Unflushed); -1 = unknown (docs/kafka-replication.md §1.4 new leaders)
 	logStart           int64 // from its fetches; -1 unknown
 	lastFetchTime      int64
 	lastCaughtUpTime   int64
@@ -90,6 +90,10 @@ type Replica struct {
 
 	// Follower only: the leader's TombstoneBound from its last answer.
 	leaderTombstoneBound int64
+	// Follower only: the last answer to the current fetch brought records,
+	// so the leader may hold more and the next fetch need not wait for
+	// the flush (FetchRequest).
+	moreAtLeader bool
 
 	rd            Ready
 	epochsChanged bool
@@ -138,6 +142,11 @@ func New(cfg Config, st LogState) *Replica {
 	// simulator found this).
 	if r.epochs.TruncateFromEnd(r.leo) {
 		r.epochsChanged = true
+	}
+	for _, c := range st.Completed {
+		if c.LastOffset >= r.hw && c.LastOffset < r.leo {
+			r.completed = append(r.completed, c)
+		}
 	}
 	r.rd.HW = r.hw
 	return r
@@ -254,6 +263,7 @@ func (r *Replica) ApplyMetadata(ps PartitionState) {
 	r.role = RoleFollower
 	if newEpoch {
 		r.leaderTombstoneBound = 0 // until the new leader says
+		r.moreAtLeader = false
 	}
 	r.followers = r.followers[:0]
 	r.isr = r.isr[:0] // followers do not know the ISR (docs/kafka-replication.md §1.2)
@@ -486,6 +496,7 @@ func (r *Replica) truncateTo(offset int64) {
 	}
 	r.leo = offset
 	r.flushed = min(r.flushed, offset)
+	r.moreAtLeader = false
 	r.failLocalAcks(ErrNotLeaderOrFollower, offset)
 	r.producers.TruncateFrom(offset) // docs/kafka-replication.md §7: roll producer state back
 	// A transaction whose marker is cut is open again.
@@ -544,8 +555,10 @@ func (r *Replica) LastStable() int64 {
 	if first, ok := r.producers.FirstOpenTxn(); ok {
 		lso = min(lso, first)
 	}
-	for _, c := range r.completed {
-		lso = min(lso, c.FirstOffset)
+	if !r.cfg.StableUnreplicatedTxns {
+		for _, c := range r.completed {
+			lso = min(lso, c.FirstOffset)
+		}
 	}
 	return max(lso, r.logStart)
 }

@@ -363,10 +363,15 @@ func TestOutOfRange(t *testing.T) {
 	}
 }
 
+// TestFollowerFetchesOnlyFlushed: a follower whose last answer brought
+// records fetches again before they are flushed, naming how many offsets
+// are unflushed; once an answer brings nothing it waits for its flush. The
+// leader counts only the flushed offset toward the HW and the ISR
+// (docs/replication.md, "Pipelined follower fetches").
 func TestFollowerFetchesOnlyFlushed(t *testing.T) {
 	f := follower2(t, 1, nil)
 	req, ok := f.FetchRequest()
-	if !ok || req.FetchOffset != 0 || req.LastFetchedEpoch != -1 {
+	if !ok || req.FetchOffset != 0 || req.Unflushed != 0 || req.LastFetchedEpoch != -1 {
 		t.Fatalf("%+v %v", req, ok)
 	}
 	f.HandleFetchResponse(FetchResponse{Request: req, FetchResult: FetchResult{HW: 0, To: 2},
@@ -374,12 +379,19 @@ func TestFollowerFetchesOnlyFlushed(t *testing.T) {
 	gen := f.LogGen()
 	f.Ready()
 	f.Advance()
-	if _, ok := f.FetchRequest(); ok {
-		t.Fatal("fetched past unflushed data")
+	// The answer brought records: fetch on, acknowledging only offset 0.
+	req, ok = f.FetchRequest()
+	if !ok || req.FetchOffset != 2 || req.Unflushed != 2 {
+		t.Fatalf("pipelined fetch: %+v %v", req, ok)
+	}
+	// An empty answer: nothing more to fetch until the flush.
+	f.HandleFetchResponse(FetchResponse{Request: req, FetchResult: FetchResult{HW: 0, From: 2, To: 2}})
+	if req, ok := f.FetchRequest(); ok {
+		t.Fatalf("fetched again past unflushed data after an empty answer: %+v", req)
 	}
 	f.Flushed(2, gen)
 	req, ok = f.FetchRequest()
-	if !ok || req.FetchOffset != 2 || req.LastFetchedEpoch != 1 {
+	if !ok || req.FetchOffset != 2 || req.Unflushed != 0 || req.LastFetchedEpoch != 1 {
 		t.Fatalf("%+v %v", req, ok)
 	}
 	// A stale response (other fetch offset) is ignored.
@@ -396,6 +408,36 @@ func TestFollowerFetchesOnlyFlushed(t *testing.T) {
 	f.Flushed(5, gen)
 	if f.FlushedOffset() != 2 {
 		t.Fatalf("flushed %d", f.FlushedOffset())
+	}
+}
+
+// TestLeaderCountsFollowerFlushed: a follower's fetch counts toward the HW
+// and the ISR only up to its flushed offset (FetchOffset - Unflushed).
+func TestLeaderCountsFollowerFlushed(t *testing.T) {
+	l := newLeader(t, 2, []int32{1, 2}, 1, 5)
+	fetch := func(id int32, off, unflushed int64) {
+		t.Helper()
+		if res := l.HandleFetch(FetchRequest{ReplicaID: id, BrokerEpoch: -1, CurrentLeaderEpoch: 1, FetchOffset: off, Unflushed: unflushed, LastFetchedEpoch: -1}); res.Error != 0 {
+			t.Fatalf("fetch: %+v", res)
+		}
+	}
+	fetch(2, 5, 3)
+	if l.HW() != 2 {
+		t.Fatalf("HW %d after a fetch at 5 with 3 unflushed, want 2", l.HW())
+	}
+	fetch(2, 5, 0)
+	if l.HW() != 5 {
+		t.Fatalf("HW %d once everything is flushed, want 5", l.HW())
+	}
+	// Replica 3 holds everything but has flushed none of it: not
+	// proposed for the ISR, which needs the HW flushed.
+	fetch(3, 5, 5)
+	if p := l.PendingISR(); p != nil {
+		t.Fatalf("ISR expansion proposed for an unflushed follower: %+v", p)
+	}
+	fetch(3, 5, 0)
+	if p := l.PendingISR(); p == nil || !slices.Contains(p.NewISR, 3) {
+		t.Fatalf("no ISR expansion once flushed: %+v", p)
 	}
 }
 

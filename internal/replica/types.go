@@ -95,6 +95,11 @@ type Config struct {
 	// only (broker.Knobs.DropQueuedISR): a proposal made while another is
 	// with the controller is dropped instead of sent after it.
 	DropQueuedProposal bool
+	// StableUnreplicatedTxns drops the rule that holds the last stable
+	// offset below a transaction whose marker is not yet below the HW
+	// (LastStable; Kafka's unreplicated transactions), for the
+	// simulator's tests only (broker.Knobs.StableUnreplicatedTxns).
+	StableUnreplicatedTxns bool
 	// AcceptLateMarkers puts back the missing check of a late
 	// transaction version 2 marker (Batch.BumpedEpoch), for the
 	// simulator's tests only (broker.Knobs.AcceptLateMarkers).
@@ -116,6 +121,11 @@ type LogState struct {
 	// Producers is the idempotent-producer state at LEO; New takes
 	// ownership. nil means empty.
 	Producers *producer.State
+	// Completed are the transactions whose marker is at or above HW, in
+	// log order (storage.Log.CompletedTxns): still unstable until the HW
+	// passes their marker (LastStable), as log recovery fills Kafka's
+	// ProducerStateManager.unreplicatedTxns. Entries below HW are ignored.
+	Completed []producer.Completed
 }
 
 // Batch is one record batch as the state machine sees it: a header plus an
@@ -232,12 +242,16 @@ type FetchRequest struct {
 	BrokerEpoch int64
 	// CurrentLeaderEpoch fences stale requests (KIP-320); -1 skips the check.
 	CurrentLeaderEpoch int32
-	// FetchOffset is the first offset wanted. For a follower it is its LEO,
-	// which under sluice's durability rule is also its flushed offset: the
-	// leader counts it as the follower's acknowledgement
-	// (docs/kafka-replication.md §1.3; the durability rule is
-	// docs/architecture.md, "Durability").
+	// FetchOffset is the first offset wanted. For a follower it is its LEO
+	// (docs/kafka-replication.md §1.3).
 	FetchOffset int64
+	// Unflushed is, for a follower, how many offsets below FetchOffset it
+	// has not flushed yet: the leader counts FetchOffset-Unflushed, the
+	// follower's flushed offset, as its acknowledgement (the durability
+	// rule, docs/architecture.md, "Durability"). Zero when everything is
+	// flushed, as in every fetch a follower sent before pipelining
+	// (docs/replication.md, "Pipelined follower fetches").
+	Unflushed int64
 	// LastFetchedEpoch is the epoch of the follower's last batch (-1: none);
 	// it drives the divergence check (docs/kafka-replication.md §3.4).
 	LastFetchedEpoch int32

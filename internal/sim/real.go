@@ -50,6 +50,11 @@ type RealOptions struct {
 	Verbose   bool
 	TraceTail int // default 300
 
+	// CheckWriters runs the brokers with broker.Options.CheckWriters:
+	// a change of a partition's log outside a step of its owner is a
+	// violation.
+	CheckWriters bool
+
 	// knobs and ctlKnobs re-introduce fixed driver and controller bugs
 	// (real_test.go), txnKnobs transaction coordinator bugs
 	// (realcoord_test.go).
@@ -286,6 +291,7 @@ func RunReal(opts RealOptions) *RealResult {
 	}
 	for _, rb := range w.brokers {
 		if rb.up {
+			w.checkWriters(rb)
 			rb.h.Close()
 			rb.b.Close()
 		}
@@ -397,7 +403,7 @@ func (w *realWorld) startBroker(rb *realBroker) {
 	}
 	rb.up = true
 	n := w.ctrl.node(rb.id, rb.last)
-	b, err := sbroker.Open(sbroker.Options{Config: cfg, FS: rb.fs, Clock: w.clk, Controller: n, Steps: true,
+	b, err := sbroker.Open(sbroker.Options{Config: cfg, FS: rb.fs, Clock: w.clk, Controller: n, Steps: true, CheckWriters: w.opts.CheckWriters,
 		Transport: simTransport{w: w, from: rb.id}, Knobs: &w.opts.knobs, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		OnFatal: func(err error) { w.fail("broker %d halted: %v", rb.id, err) }})
 	if err != nil {
@@ -441,9 +447,18 @@ func (w *realWorld) crash(rb *realBroker) {
 	w.tracef("broker %d crashed", rb.id)
 }
 
+// checkWriters fails the run if a change of one of rb's logs ran outside
+// its partition owner's steps (RealOptions.CheckWriters).
+func (w *realWorld) checkWriters(rb *realBroker) {
+	if n, which := rb.b.WriterViolations(); n > 0 {
+		w.fail("broker %d: %d log changes outside their partition's owner: %s", rb.id, n, which)
+	}
+}
+
 // stop takes rb down: its connections close, its requests in flight go
 // unanswered.
 func (w *realWorld) stop(rb *realBroker) {
+	w.checkWriters(rb)
 	rb.up = false
 	rb.downAt = w.clk.Now()
 	rb.last = rb.b.Image()
@@ -735,6 +750,9 @@ func (w *realWorld) consume() {
 	}
 	if err == nil && res.Error == 0 {
 		w.elr.seenHW[topic] = max(w.elr.seenHW[topic], res.HW)
+		if rc {
+			w.noteStableShown(topic, res.LSO)
+		}
 	}
 	if err != nil || res.Error != 0 || sl.Size == 0 {
 		return

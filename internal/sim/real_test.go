@@ -54,6 +54,24 @@ func TestRealSeeds(t *testing.T) {
 	}
 }
 
+// TestRealOneWriter: in the real-broker world every change of a
+// partition's log — appends, truncations, retention, flush completions,
+// the cleaner's swaps — runs as a step of the partition's owner
+// (broker.Options.CheckWriters; docs/storage.md, "One writer").
+func TestRealOneWriter(t *testing.T) {
+	var cleans, retained, crashes int
+	for seed := uint64(1); seed <= 20; seed++ {
+		res := RunReal(RealOptions{Seed: seed, Steps: 1000, CheckWriters: true})
+		if res.Violation != "" {
+			t.Fatal(res.Report())
+		}
+		cleans, retained, crashes = cleans+res.Stats.Cleans, retained+res.Stats.Retained, crashes+res.Stats.Crashes
+	}
+	if cleans == 0 || retained == 0 || crashes == 0 {
+		t.Fatalf("the runs exercised too little: %d cleaner passes, %d retention passes, %d crashes", cleans, retained, crashes)
+	}
+}
+
 // realRegressionSeeds are soak seeds (TestRealSoak) that found bugs, run
 // with every TestRealSeeds: 1796181980161591760, a replica that copied a
 // cleaned log missing an epoch (the cleaner now keeps each epoch's first
@@ -136,10 +154,11 @@ func TestRealOldBugsAreCaught(t *testing.T) {
 		want     []string // the violation names one of these
 	}{
 		{"ISR proposal made while one is in flight dropped (1cf2b54)", sbroker.Knobs{DropQueuedISR: true}, controller.Knobs{}, []string{"after settling", "unsent"}},
-		{"restarting broker acts on replayed metadata (3369e98)", sbroker.Knobs{ActOnReplayedMetadata: true}, controller.Knobs{}, []string{"both lead", "acknowledged", "a consumer read", "twice", "committed there before"}},
+		{"restarting broker acts on replayed metadata (3369e98)", sbroker.Knobs{ActOnReplayedMetadata: true}, controller.Knobs{}, []string{"both lead", "acknowledged", "a consumer read", "twice", "committed there before", "a read_committed consumer was shown"}},
 		{"machine keeps its producer state after a truncation", sbroker.Knobs{KeepMachineProducers: true}, controller.Knobs{}, []string{"open transactions", "read_committed"}},
 		{"a late transaction version 2 marker is accepted", sbroker.Knobs{AcceptLateMarkers: true}, controller.Knobs{}, []string{"read_committed", "missing from a read_committed"}},
 		{"DeleteRecords answered before the followers raised their log start", sbroker.Knobs{AnswerDeleteRecordsEarly: true}, controller.Knobs{}, []string{"below the answered DeleteRecords"}},
+		{"the LSO passes a transaction whose marker is above the HW", sbroker.Knobs{StableUnreplicatedTxns: true}, controller.Knobs{}, []string{"a read_committed consumer was shown"}},
 		{"controlled shutdown granted before the others applied it (1cf2b54)", sbroker.Knobs{}, controller.Knobs{GrantShutdownEarly: true}, []string{"controlled shutdown completes"}},
 		{"a wiped broker kept in the ELR (KIP-966)", sbroker.Knobs{}, controller.Knobs{KeepELRAfterUncleanRegistration: true}, []string{"below the HW", "without acknowledged record", "where a consumer read", "in the ELR"}},
 	} {

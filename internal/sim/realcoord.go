@@ -97,6 +97,10 @@ type simTxn struct {
 	// replay is the last marker request a coordinator sent (transaction
 	// version 2), delivered once more while the next transaction writes.
 	replay *lateMarkers
+
+	// stableShown is the highest LSO a read_committed Fetch answered
+	// with, per topic (reallso.go).
+	stableShown map[string]int64
 }
 
 // coordReq is a request to the coordinator on node: poll applies its

@@ -25,11 +25,13 @@ import (
 // Invariants: a read_committed consumer (Fetch with ReadCommitted, then the
 // aborted-transaction filtering a Kafka client does) never returns a
 // record of a transaction the producer did not ask to commit; a leader's
-// last stable offset never goes back within its epoch; after settling no
-// transaction is open (LSO = HW), and a read_committed read of each
-// partition holds every transaction whose commit was acknowledged, holds
-// a transaction whose commit was asked but not answered whole or not at
-// all, and holds each record once (no torn or lost transaction).
+// last stable offset never goes back within its epoch; no leader holds a
+// transaction open below an LSO a read_committed consumer was shown
+// (reallso.go); after settling no transaction is open (LSO = HW), and a
+// read_committed read of each partition holds every transaction whose
+// commit was acknowledged, holds a transaction whose commit was asked but
+// not answered whole or not at all, and holds each record once (no torn
+// or lost transaction).
 
 // txnLeader returns topic's leader partition as the image names it, if
 // that broker is up and leads it.
@@ -109,6 +111,7 @@ func (w *realWorld) checkLSO(rb *realBroker, topic string, p *sbroker.Partition)
 		w.fail("broker %d: LSO of %s-0 went back from %d to %d in leader epoch %d", rb.id, topic, last[0], lso, le)
 	}
 	rb.lso[topic] = [2]int64{lso, le}
+	w.checkStableShown(rb, topic, p)
 }
 
 // checkOpenTxns: the open transactions of the replica machine, the one

@@ -20,6 +20,7 @@ import (
 // after a crash. An offset below the log start truncates fully (see
 // TruncateFullyAndStartAt).
 func (l *Log) TruncateTo(offset int64) error {
+	l.checkWriter("TruncateTo")
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
 	if err := l.writable(); err != nil {
@@ -190,6 +191,7 @@ func (l *Log) snapshotOffsets() []int64 {
 // log start, log end and flushed offset all become offset; the epoch cache
 // and producer state are cleared.
 func (l *Log) TruncateFullyAndStartAt(offset int64) error {
+	l.checkWriter("TruncateFullyAndStartAt")
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
 	if err := l.writable(); err != nil {
@@ -244,6 +246,7 @@ func (l *Log) truncateFully(offset int64) error {
 // not exceed the log end, deleting the segments wholly below it. The new log
 // start is persisted durably before returning.
 func (l *Log) AdvanceLogStart(offset int64) error {
+	l.checkWriter("AdvanceLogStart")
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
 	if err := l.writable(); err != nil {
@@ -288,6 +291,7 @@ func (l *Log) AdvanceLogStart(offset int64) error {
 // segment is rolled first. It also expires idle producer ids and closes
 // files of segments deleted more than file.delete.delay.ms ago.
 func (l *Log) ApplyRetention(now time.Time, hw int64) (deletedSegments int, err error) {
+	l.checkWriter("ApplyRetention")
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
 	if err := l.writable(); err != nil {

@@ -171,7 +171,7 @@ func (l *Log) Clean(now time.Time, hw int64, m *OffsetMap, throttle func(n int64
 	if !cfg.Compact || ci.End <= 0 {
 		return st, nil
 	}
-	if err := l.writable(); err != nil {
+	if err := l.usable(); err != nil {
 		return st, err
 	}
 	if throttle == nil {
@@ -254,7 +254,10 @@ func (l *Log) Clean(now time.Time, hw int64, m *OffsetMap, throttle func(n int64
 		if h > 0 && (horizon == 0 || h < horizon) {
 			horizon = h
 		}
-		if err := l.swapIn(group, out, gen); err != nil {
+		// The swap is the log writer's: it checks that the group is
+		// still there, unchanged, and puts out in its place.
+		l.asWriter(func() { err = l.swapIn(group, out, gen) })
+		if err != nil {
 			out.close()
 			l.removeCleaned(out.base)
 			return st, err
@@ -264,13 +267,28 @@ func (l *Log) Clean(now time.Time, hw int64, m *OffsetMap, throttle func(n int64
 	}
 
 	// 3. The checkpoint: everything below mapEnd is now clean.
+	var err error
+	l.asWriter(func() { err = l.setCleaned(mapEnd, horizon, blocked, gen) })
+	return st, err
+}
+
+// setCleaned records a pass's checkpoint as the log's writer: offsets
+// below firstDirty are clean, with the tombstone horizon and blocked
+// tombstone it found. A truncation since the pass began (gen) voids it:
+// the log below firstDirty is no longer what the pass cleaned.
+func (l *Log) setCleaned(firstDirty, horizon, blocked int64, gen uint64) error {
+	l.checkWriter("setCleaned")
 	l.mu.Lock()
-	l.cleanedTo = mapEnd
+	if l.truncGen != gen || l.closed {
+		l.mu.Unlock()
+		return ErrCleanAborted
+	}
+	l.cleanedTo = firstDirty
 	l.tombstoneHorizon = horizon
 	l.tombstoneBlocked = blocked
 	l.mu.Unlock()
-	l.writeCleanerCheckpoint(mapEnd, horizon, blocked)
-	return st, nil
+	l.writeCleanerCheckpoint(firstDirty, horizon, blocked)
+	return nil
 }
 
 // sealedSeg is what a pass knows of a sealed segment, read under Log.mu

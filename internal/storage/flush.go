@@ -126,14 +126,99 @@ func (r *SyncRound) End(err error) error {
 		for _, f := range r.c.snaps {
 			f.Close()
 		}
+		l.checkWriter("SyncRound.End")
 		l.finishRound(r.c, err)
 	}
+	l.endRound(r.round)
+	return l.roundResult(-1)
+}
+
+// EndFiles completes the round as End does but leaves its result to be
+// applied by the log's writer (ApplyFlush): the broker's flusher hands it
+// to the partition's owner.
+func (r *SyncRound) EndFiles(err error) FlushDone {
+	l := r.l
+	d := FlushDone{c: r.c, ok: r.ok}
+	if r.ok {
+		for _, f := range r.c.snaps {
+			f.Close()
+		}
+		if err != nil {
+			d.err = l.fail(err)
+		}
+	}
+	l.endRound(r.round)
+	if !r.ok {
+		d.err = l.roundResult(-1)
+	}
+	return d
+}
+
+// FlushDone is an fsync round whose files are synced and whose result —
+// the flushed offset, the segments' synced sizes, the recovery point — is
+// still to be applied by the log's one writer (ApplyFlush). The round
+// itself has ended: truncations and Close no longer wait for it.
+type FlushDone struct {
+	c   roundCapture
+	ok  bool // c was captured
+	err error
+}
+
+// Err is the round's failure: ErrFailed (the fsync failed; the log is
+// offline already), ErrClosed, or nil.
+func (d FlushDone) Err() error { return d.err }
+
+// SyncFiles runs an fsync round as Sync does — after the running one, if
+// any — and returns once its files are synced, leaving the result to the
+// log's writer (ApplyFlush). It shares nothing with other callers: the
+// broker's flusher runs one round of a partition at a time.
+func (l *Log) SyncFiles() FlushDone {
+	l.flushMu.Lock()
+	for l.flushing {
+		l.flushCond.Wait()
+	}
+	l.flushing = true
+	l.started++
+	round := l.started
+	l.inflightTarget = -1
+	l.flushMu.Unlock()
+	var d FlushDone
+	if d.c, d.ok = l.captureRound(); d.ok {
+		if err := l.syncFiles(d.c.dirDirty, d.c.items, d.c.snaps); err != nil {
+			d.err = l.fail(err)
+		}
+	}
+	l.endRound(round)
+	if !d.ok {
+		d.err = l.roundResult(-1)
+	}
+	return d
+}
+
+// ApplyFlush applies a round that SyncFiles or EndFiles returned, as the
+// log's writer: the captured log end becomes the flushed offset (unless a
+// truncation came in between: it flushed by itself) and the recovery
+// point moves to the active segment the round found. It returns the
+// round's error, or the one writing the recovery point.
+func (l *Log) ApplyFlush(d FlushDone) error {
+	l.checkWriter("ApplyFlush")
+	if !d.ok || d.err != nil {
+		return d.err
+	}
+	l.finishRound(d.c, nil)
+	l.mu.RLock()
+	err := l.failed
+	l.mu.RUnlock()
+	return err
+}
+
+// endRound marks round as completed and wakes the callers waiting for it.
+func (l *Log) endRound(round uint64) {
 	l.flushMu.Lock()
 	l.flushing = false
-	l.completed = r.round
+	l.completed = round
 	l.flushCond.Broadcast()
 	l.flushMu.Unlock()
-	return l.roundResult(-1)
 }
 
 // syncItem is one file to fsync in a round.
@@ -162,6 +247,7 @@ func (l *Log) flushRound() {
 	if !ok {
 		return
 	}
+	l.checkWriter("Sync")
 	l.finishRound(c, l.syncFiles(c.dirDirty, c.items, c.snaps))
 }
 

@@ -12,9 +12,12 @@
 // Concurrency: a Log is safe for concurrent use. Appends, truncation,
 // retention and configuration changes are serialized (appendMu); reads run
 // concurrently with them and see only whole batches that were fully written.
-// Lock order: cleanMu, then appendMu, then mu; flushMu is never held with
-// mu while doing I/O. A cleaning pass (Clean) reads sealed segments without
-// locks and takes appendMu only to swap its output in.
+// The broker makes each log's partition owner its one writer (Writer,
+// writer.go): a flush round's result (ApplyFlush) and a cleaning pass's
+// swaps are applied by it. Lock order: cleanMu, then the writer (Writer.Run),
+// then appendMu, then mu; flushMu is never held with mu while doing I/O. A
+// cleaning pass (Clean) reads sealed segments without locks and hands each
+// swap to the writer.
 package storage
 
 import (
@@ -78,15 +81,15 @@ type Log struct {
 	snapDue   atomic.Bool     // rolled since the owner's last snapshot (set and cleared under appendMu)
 	lastNowMs int64           // (appendMu) latest time passed in
 	deletes   []pendingDelete // (appendMu)
-	rpBase    int64           // (flush) segment base last written to the recovery point
+	rpBase    int64           // segment base last written to the recovery point (by the round that publishes itself, ApplyFlush, or syncAll: the writer)
 
 	// markerPending is set when Open removed the clean-shutdown marker
-	// without syncing the directory: the first change syncs it (writable),
-	// so a restart of thousands of partitions costs no fsync per partition
-	// until each is written, and no change can reach the disk while the
-	// marker still says the files are whole.
-	markerPending atomic.Bool
-	markerMu      sync.Mutex
+	// without syncing the directory: the first change syncs it (writable,
+	// under appendMu, which every change holds), so a restart of
+	// thousands of partitions costs no fsync per partition until each is
+	// written, and no change can reach the disk while the marker still
+	// says the files are whole.
+	markerPending bool // (appendMu)
 
 	mu            sync.RWMutex
 	cfg           Config
@@ -107,6 +110,8 @@ type Log struct {
 	cleanMu          sync.Mutex   // one cleaning pass at a time; taken before appendMu
 	stopClean        atomic.Bool  // set on close: a running pass gives up
 
+	writer writerState // the one writer (writer.go)
+
 	flushMu        sync.Mutex
 	flushCond      *sync.Cond
 	flushing       bool
@@ -125,29 +130,32 @@ type pendingDelete struct {
 func (l *Log) active() *segment { return l.segs[len(l.segs)-1] }
 
 // writable reports why the log cannot be written. Every path that changes
-// the log's files calls it first, so it also makes the removal of the
-// clean-shutdown marker durable before the first change (markerPending).
+// the log's files calls it first (appendMu held), so it also makes the
+// removal of the clean-shutdown marker durable before the first change
+// (markerPending).
 func (l *Log) writable() error {
-	l.mu.RLock()
-	closed, failed := l.closed, l.failed
-	l.mu.RUnlock()
-	if closed {
-		return ErrClosed
+	if err := l.usable(); err != nil {
+		return err
 	}
-	if failed != nil {
-		return failed
-	}
-	if l.markerPending.Load() {
-		l.markerMu.Lock()
-		defer l.markerMu.Unlock()
-		if l.markerPending.Load() {
-			if err := l.fs.SyncDir(l.dir); err != nil {
-				return l.fail(err)
-			}
-			l.markerPending.Store(false)
+	if l.markerPending {
+		if err := l.fs.SyncDir(l.dir); err != nil {
+			return l.fail(err)
 		}
+		l.markerPending = false
 	}
 	return nil
+}
+
+// usable reports why the log cannot be written, changing nothing: for
+// the cleaner's pass, whose .cleaned files every recovery removes
+// (finishSwap) and whose swap checks writable as the log's writer.
+func (l *Log) usable() error {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.closed {
+		return ErrClosed
+	}
+	return l.failed
 }
 
 // fail takes the log offline after an I/O error and returns the error to
@@ -178,6 +186,7 @@ func (l *Log) AppendAssigning(b []byte, leaderEpoch int32, now time.Time) (Appen
 	if h.Size() != len(b) {
 		return AppendInfo{}, batch.ErrCorrupt
 	}
+	l.checkWriter("AppendAssigning")
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
 	if err := l.writable(); err != nil {
@@ -225,6 +234,7 @@ func (l *Log) AppendAssigning(b []byte, leaderEpoch int32, now time.Time) (Appen
 // entries of the ABORT markers among b, each kept with the segment that
 // receives its marker (LastOffset).
 func (l *Log) Append(b []byte, aborted ...AbortedTxn) error {
+	l.checkWriter("Append")
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
 	if err := l.writable(); err != nil {
@@ -460,6 +470,7 @@ func (l *Log) EpochEntries() []epoch.Entry {
 // AssignEpoch records that epoch e starts at start (a new leader assigns
 // (epoch, LEO) before appending), persisting the checkpoint if it changed.
 func (l *Log) AssignEpoch(e int32, start int64) error {
+	l.checkWriter("AssignEpoch")
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
 	if err := l.writable(); err != nil {
@@ -500,6 +511,7 @@ func (l *Log) ProducerEntry(pid int64) *producer.Entry {
 // index rebuilt with it), which is what the owner starts again from after
 // a truncation.
 func (l *Log) ProducerState() (*producer.State, error) {
+	l.checkWriter("ProducerState")
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
 	if err := l.writable(); err != nil && l.owned() {
@@ -529,6 +541,7 @@ func (l *Log) SetConfig(cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	l.checkWriter("SetConfig")
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
 	l.mu.Lock()

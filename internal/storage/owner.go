@@ -69,6 +69,7 @@ func (l *Log) ownerWritable() error {
 // is rewritten (durably, as Kafka's LeaderEpochFileCache flushes on every
 // change) when entries differ from what it holds.
 func (l *Log) SetEpochs(entries []epoch.Entry) error {
+	l.checkWriter("SetEpochs")
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
 	if err := l.ownerWritable(); err != nil {
@@ -97,6 +98,7 @@ func (l *Log) SnapshotDue() bool { return l.snapDue.Load() }
 // after a roll costs at most one more segment of replay. The file is
 // synced by the next Sync.
 func (l *Log) WriteProducerSnapshot(data []byte) error {
+	l.checkWriter("WriteProducerSnapshot")
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
 	if err := l.ownerWritable(); err != nil {

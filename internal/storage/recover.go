@@ -228,7 +228,7 @@ func (l *Log) recover() error {
 		if err := l.fs.Remove(cleanName); err != nil {
 			return err
 		}
-		l.markerPending.Store(true)
+		l.markerPending = true
 	case fresh:
 		// The new names are synced by the first fsync round (dirDirty),
 		// before anything written to them is acknowledged.
@@ -500,8 +500,18 @@ func (l *Log) readProducers(snaps []int64, clean bool, scanFrom int, index bool)
 	if !clean && scanFrom < len(l.segs) {
 		limit = l.segs[scanFrom].base
 	}
-	from := l.segs[0].base
-	ps := producer.NewState()
+	ps, from := l.snapshotAtOrBelow(snaps, limit)
+	if err := l.replayProducers(ps, from, index, nil); err != nil {
+		return nil, err
+	}
+	ps.ExpireBefore(l.lastNowMs - l.cfg.ProducerIDExpirationMs)
+	return ps, nil
+}
+
+// snapshotAtOrBelow returns the newest valid snapshot among snaps at or
+// below limit and its offset, or an empty state at the first segment's
+// base if there is none.
+func (l *Log) snapshotAtOrBelow(snaps []int64, limit int64) (*producer.State, int64) {
 	for i := len(snaps) - 1; i >= 0; i-- {
 		off := snaps[i]
 		if off > limit || off < l.segs[0].base {
@@ -515,21 +525,17 @@ func (l *Log) readProducers(snaps []int64, clean bool, scanFrom int, index bool)
 		if err != nil {
 			continue
 		}
-		ps, from = snap, off
-		break
+		return snap, off
 	}
-	if err := l.replayProducers(ps, from, index); err != nil {
-		return nil, err
-	}
-	ps.ExpireBefore(l.lastNowMs - l.cfg.ProducerIDExpirationMs)
-	return ps, nil
+	return producer.NewState(), l.segs[0].base
 }
 
 // replayProducers applies the batches at offsets >= from to ps; with index
 // set it also rebuilds the aborted-transaction index entries of the
 // markers there, writing the index files of the sealed segments it went
-// through.
-func (l *Log) replayProducers(ps *producer.State, from int64, index bool) error {
+// through. ended, if not nil, is called with every transaction a marker
+// there ends, in log order.
+func (l *Log) replayProducers(ps *producer.State, from int64, index bool, ended func(producer.Completed)) error {
 	for i, s := range l.segs {
 		if s.next <= from || (i+1 < len(l.segs) && l.segs[i+1].base <= from) {
 			// Not replayed; but an entry past the segment's data (its
@@ -564,8 +570,15 @@ func (l *Log) replayProducers(ps *producer.State, from int64, index bool) error 
 					return ioErr(err)
 				}
 			}
-			if a, ok := applyProducer(ps, h, b); ok && index {
-				aborted = append(aborted, a)
+			c, ok := applyBatch(ps, h, b)
+			if !ok {
+				return nil
+			}
+			if ended != nil {
+				ended(c)
+			}
+			if c.Aborted && index {
+				aborted = append(aborted, AbortedTxn{ProducerID: c.ProducerID, FirstOffset: c.FirstOffset, LastOffset: c.LastOffset, LastStable: ps.StableAfter(c)})
 			}
 			return nil
 		})

@@ -58,6 +58,7 @@ func (l *Log) removeCleaned(base int64) {
 // returns ErrCleanAborted, removing out's files, when the log changed
 // since the pass began (gen is the truncation generation then).
 func (l *Log) swapIn(group []sealedSeg, out *segment, gen uint64) error {
+	l.checkWriter("swapIn")
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
 	if err := l.writable(); err != nil {

@@ -141,19 +141,26 @@ func trimAborted(es []AbortedTxn, offset int64) []AbortedTxn {
 // any. b is the whole batch, needed only for a control batch; without it
 // (nil) the marker is read from the log by the caller.
 func applyProducer(ps *producer.State, h *batch.Header, b []byte) (AbortedTxn, bool) {
-	if h.ProducerID < 0 {
+	c, ok := applyBatch(ps, h, b)
+	if !ok || !c.Aborted {
 		return AbortedTxn{}, false
+	}
+	return AbortedTxn{ProducerID: c.ProducerID, FirstOffset: c.FirstOffset, LastOffset: c.LastOffset, LastStable: ps.StableAfter(c)}, true
+}
+
+// applyBatch records a batch in the producer state as applyProducer does
+// and returns the transaction a marker ended (committed or aborted), if
+// any.
+func applyBatch(ps *producer.State, h *batch.Header, b []byte) (producer.Completed, bool) {
+	if h.ProducerID < 0 {
+		return producer.Completed{}, false
 	}
 	if h.IsControl() {
 		m, err := batch.ParseMarker(b)
 		if err != nil {
-			return AbortedTxn{}, false // not a transaction marker
+			return producer.Completed{}, false // not a transaction marker
 		}
-		c, ok := ps.EndTxn(h.ProducerID, h.ProducerEpoch, m.CoordinatorEpoch, h.BaseOffset, h.MaxTimestamp, !m.Commit)
-		if !ok || !c.Aborted {
-			return AbortedTxn{}, false
-		}
-		return AbortedTxn{ProducerID: c.ProducerID, FirstOffset: c.FirstOffset, LastOffset: c.LastOffset, LastStable: ps.StableAfter(c)}, true
+		return ps.EndTxn(h.ProducerID, h.ProducerEpoch, m.CoordinatorEpoch, h.BaseOffset, h.MaxTimestamp, !m.Commit)
 	}
 	ps.Update(h.ProducerID, h.ProducerEpoch, producer.Batch{
 		FirstSeq:    h.BaseSequence,
@@ -165,7 +172,7 @@ func applyProducer(ps *producer.State, h *batch.Header, b []byte) (AbortedTxn, b
 	if h.IsTransactional() {
 		ps.BeginTxn(h.ProducerID, h.BaseOffset)
 	}
-	return AbortedTxn{}, false
+	return producer.Completed{}, false
 }
 
 // AbortedTxns returns the aborted transactions that overlap [from, upto):

@@ -79,7 +79,8 @@ func describeAssignment(img *Image, a Assignment) kmsg.Assignment {
 // ConsumerGroup.validateOffsetCommit: a commit with a negative epoch is
 // accepted only while the group is empty (an admin or a consumer not
 // using the group); otherwise the member must exist (UNKNOWN_MEMBER_ID)
-// and be at the epoch given (STALE_MEMBER_EPOCH). ok is false when the
+// and be at the epoch given (STALE_MEMBER_EPOCH; ILLEGAL_GENERATION for a
+// classic-protocol member, whose generation is its epoch). ok is false when the
 // group is not a consumer group this manager holds.
 func (mgr *Manager) ValidateOffsetCommit(group, memberID string, memberEpoch int32) (code int16, ok bool) {
 	g := mgr.groups[group]
@@ -94,6 +95,10 @@ func (mgr *Manager) ValidateOffsetCommit(group, memberID string, memberEpoch int
 		return kerr.UnknownMemberID.Code, true
 	}
 	if memberEpoch != m.Epoch {
+		if m.Classic != nil {
+			// A classic-protocol member commits with its generation.
+			return kerr.IllegalGeneration.Code, true
+		}
 		return kerr.StaleMemberEpoch.Code, true
 	}
 	return 0, true

@@ -55,6 +55,11 @@ type Member struct {
 	SubscribedTopicRegex string
 	ServerAssignor       string
 	RebalanceTimeoutMs   int32
+	// Classic is set for a member that speaks the classic protocol
+	// (JoinGroup, SyncGroup, Heartbeat) inside the consumer group: its
+	// session timeout and the protocols it sent in its last JoinGroup
+	// (Kafka's ClassicMemberMetadata).
+	Classic *ClassicMemberMetadata
 
 	Epoch             int32
 	PreviousEpoch     int32
@@ -69,6 +74,7 @@ func (m *Member) clone() *Member {
 	c.SubscribedTopicNames = slices.Clone(m.SubscribedTopicNames)
 	c.Assigned = m.Assigned.Clone()
 	c.PendingRevocation = m.PendingRevocation.Clone()
+	c.Classic = m.Classic.clone()
 	return &c
 }
 
@@ -201,4 +207,28 @@ func (g *Group) SortedMembers() []*Member {
 		out = append(out, g.Members[id])
 	}
 	return out
+}
+
+// UsesClassic reports whether m speaks the classic protocol.
+func (m *Member) UsesClassic() bool { return m.Classic != nil }
+
+// clone is a deep copy of c (nil stays nil).
+func (c *ClassicMemberMetadata) clone() *ClassicMemberMetadata {
+	if c == nil {
+		return nil
+	}
+	out := &ClassicMemberMetadata{SessionTimeoutMs: c.SessionTimeoutMs}
+	for _, p := range c.SupportedProtocols {
+		out.SupportedProtocols = append(out.SupportedProtocols, ClassicProtocol{Name: p.Name, Metadata: slices.Clone(p.Metadata)})
+	}
+	return out
+}
+
+// equal compares two classic metadata (either may be nil).
+func (c *ClassicMemberMetadata) equal(o *ClassicMemberMetadata) bool {
+	if c == nil || o == nil {
+		return c == o
+	}
+	return c.SessionTimeoutMs == o.SessionTimeoutMs && slices.EqualFunc(c.SupportedProtocols, o.SupportedProtocols,
+		func(a, b ClassicProtocol) bool { return a.Name == b.Name && string(a.Metadata) == string(b.Metadata) })
 }

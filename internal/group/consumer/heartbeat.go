@@ -16,6 +16,12 @@ import (
 type Client struct {
 	ID   string // the request header's client id
 	Host string // the connection's address, as Kafka writes it ("/1.2.3.4")
+	// CanDescribe reports whether the member's principal may DESCRIBE a
+	// topic; nil allows every topic. A regular expression resolved for
+	// this member's heartbeat matches only topics it may describe (Kafka
+	// 4.1, KAFKA-18813: the resolution is filtered with the authorizer
+	// and the context of the request that triggered it).
+	CanDescribe func(topic string) bool
 }
 
 // Error is a Kafka error code with its message.
@@ -87,6 +93,13 @@ func (mgr *Manager) validate(req *kmsg.ConsumerGroupHeartbeatRequest) *Error {
 	return nil
 }
 
+// Validate checks a ConsumerGroupHeartbeat as Heartbeat does first,
+// without looking at the group (the caller checks a request before
+// converting a classic group for it).
+func (mgr *Manager) Validate(req *kmsg.ConsumerGroupHeartbeatRequest) *Error {
+	return mgr.validate(req)
+}
+
 // compileRegex compiles a subscription regex; a topic matches when the
 // whole name matches, as RE2J's Matcher.matches.
 func compileRegex(re string) (*regexp.Regexp, error) {
@@ -119,11 +132,16 @@ func subset(owned, assigned Assignment) bool {
 	return owned.minus(assigned).Count() == 0
 }
 
-// checkEpoch is Kafka's throwIfConsumerGroupMemberEpochIsInvalid: an epoch
-// ahead of the member's is fenced; one behind is fenced unless it is the
-// previous epoch and the member owns no more than its assignment (the
-// answer carrying the bump was lost).
+// checkEpoch is Kafka's throwIfConsumerGroupMemberEpochIsInvalid: epoch 0
+// (a rejoin) is accepted; an epoch ahead of the member's is fenced; one
+// behind is fenced unless it is the previous epoch and the member owns no
+// more than its assignment (the answer carrying the bump was lost).
 func checkEpoch(m *Member, received int32, owned Assignment) *Error {
+	if received == JoinEpoch {
+		// A member fenced earlier rejoins with epoch 0 under its id
+		// (KIP-848; Kafka's KAFKA-19233): it is re-admitted in place.
+		return nil
+	}
 	if received > m.Epoch {
 		return errf(kerr.FencedMemberEpoch, "The consumer group member has a greater member epoch (%d) than the one known by the group coordinator (%d). The member must abandon all its partitions and rejoin.", received, m.Epoch)
 	}
@@ -158,14 +176,19 @@ func (mgr *Manager) Heartbeat(now time.Time, img *Image, client Client, req *kms
 		}
 		return resp, res
 	}
-	resp, res, e := mgr.heartbeat(now, img, client, req)
+	resp, res, e := mgr.heartbeat(now, img, client, req, nil)
 	if e != nil {
 		return errorResponse(req, e), Result{}
 	}
 	return resp, res
 }
 
-func (mgr *Manager) heartbeat(now time.Time, img *Image, client Client, req *kmsg.ConsumerGroupHeartbeatRequest) (*kmsg.ConsumerGroupHeartbeatResponse, Result, *Error) {
+// heartbeat is a consumer-protocol member's heartbeat, or, with cl set,
+// a classic-protocol member's JoinGroup (Kafka's
+// classicGroupJoinToConsumerGroup): req then carries the member's
+// subscription, epoch checks are skipped, the member's classic metadata
+// is cl's, and the member after the call is left in cl.member.
+func (mgr *Manager) heartbeat(now time.Time, img *Image, client Client, req *kmsg.ConsumerGroupHeartbeatRequest, cl *classicJoin) (*kmsg.ConsumerGroupHeartbeatResponse, Result, *Error) {
 	joining := req.MemberEpoch == JoinEpoch
 	g := mgr.groups[req.Group]
 	if g == nil {
@@ -182,6 +205,9 @@ func (mgr *Manager) heartbeat(now time.Time, img *Image, client Client, req *kms
 		memberID = mgr.cfg.NewMemberID()
 	}
 	owned := ownedFrom(req.Topics)
+	if cl != nil {
+		owned = cl.owned
+	}
 	var records []Record
 	targets := maps.Clone(g.Target)
 	var member *Member
@@ -194,20 +220,27 @@ func (mgr *Manager) heartbeat(now time.Time, img *Image, client Client, req *kms
 		case member == nil:
 			member = &Member{ID: memberID, Assigned: Assignment{}, PendingRevocation: Assignment{}}
 		}
-		if e := checkEpoch(member, req.MemberEpoch, owned); e != nil {
-			return nil, Result{}, e
+		if cl == nil {
+			if e := checkEpoch(member, req.MemberEpoch, owned); e != nil {
+				return nil, Result{}, e
+			}
 		}
 	} else {
 		inst := *req.InstanceID
 		existing := g.staticMember(inst)
 		switch {
+		case cl != nil && existing != nil && existing.ID == memberID:
+			// A classic static member rejoining under its id.
+			member = existing
+		case cl != nil && existing != nil && !cl.unknownMember:
+			return nil, Result{}, errf(kerr.FencedInstanceID, "Static member %s with instance id %s was fenced by member %s.", memberID, inst, existing.ID)
 		case joining && existing == nil:
 			member = g.Members[memberID]
 			if member == nil {
 				member = &Member{ID: memberID, Assigned: Assignment{}, PendingRevocation: Assignment{}}
 			}
 		case joining:
-			if existing.Epoch != StaticLeaveEpoch {
+			if existing.Epoch != StaticLeaveEpoch && cl == nil {
 				return nil, Result{}, errf(kerr.UnreleasedInstanceID, "Static member %s with instance id %s cannot join the group because the instance id is owned by %s member.", memberID, inst, existing.ID)
 			}
 			// The rejoining instance takes over the departed member's
@@ -265,6 +298,9 @@ func (mgr *Manager) heartbeat(now time.Time, img *Image, client Client, req *kms
 		updated.SubscribedTopicRegex = *req.SubscribedTopicRegex
 	}
 	updated.ClientID, updated.ClientHost = client.ID, client.Host
+	if cl != nil {
+		updated.Classic = cl.meta
+	}
 	bump := false
 	if !sameMetadata(member, updated) || replaced == nil && g.Members[member.ID] == nil {
 		records = append(records, memberMetadataRecord(g.ID, updated))
@@ -293,7 +329,7 @@ func (mgr *Manager) heartbeat(now time.Time, img *Image, client Client, req *kms
 	if bump || g.imageVersion != img.Version {
 		var changed bool
 		var recs []Record
-		regexes, recs, changed = resolveRegexes(g, after(), img, now)
+		regexes, recs, changed = resolveRegexes(g, after(), img, now, client.CanDescribe)
 		records = append(records, recs...)
 		bump = bump || changed
 		subscription = subscriptionOf(after(), regexes, img)
@@ -348,11 +384,15 @@ func (mgr *Manager) heartbeat(now time.Time, img *Image, client Client, req *kms
 			Timer{Kind: SessionTimer, Group: g.ID, Member: replaced.ID, Cancel: true},
 			Timer{Kind: RebalanceTimer, Group: g.ID, Member: replaced.ID, Cancel: true})
 	}
-	timers = append(timers, Timer{Kind: SessionTimer, Group: g.ID, Member: updated.ID, At: now.Add(mgr.settings(g.ID).SessionTimeout)})
+	timers = append(timers, Timer{Kind: SessionTimer, Group: g.ID, Member: updated.ID, At: now.Add(mgr.sessionOf(g.ID, updated))})
 
 	mgr.apply(records)
 	if ng := mgr.groups[g.ID]; ng != nil {
 		ng.imageVersion = img.Version
+	}
+	if cl != nil {
+		cl.member = updated
+		return nil, Result{Records: records, Timers: timers}, nil
 	}
 
 	resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
@@ -379,7 +419,7 @@ func sameMetadata(a, b *Member) bool {
 	return a.InstanceID == b.InstanceID && a.RackID == b.RackID && a.ClientID == b.ClientID &&
 		a.ClientHost == b.ClientHost && slices.Equal(a.SubscribedTopicNames, b.SubscribedTopicNames) &&
 		a.SubscribedTopicRegex == b.SubscribedTopicRegex && a.RebalanceTimeoutMs == b.RebalanceTimeoutMs &&
-		a.ServerAssignor == b.ServerAssignor
+		a.ServerAssignor == b.ServerAssignor && a.Classic.equal(b.Classic)
 }
 
 // sameAssignment compares what the current assignment record holds.
@@ -440,11 +480,12 @@ func subscriptionOf(members map[string]*Member, regexes map[string]RegexResoluti
 	return out
 }
 
-// resolveRegexes resolves the regexes the members use against img: a
-// record for each resolution that changed and a tombstone for each regex
+// resolveRegexes resolves the regexes the members use against img,
+// keeping the topics canDescribe allows (nil: all): a record for each
+// resolution that changed and a tombstone for each regex
 // no member uses any more. changed reports whether some member's topics
 // may have changed.
-func resolveRegexes(g *Group, members map[string]*Member, img *Image, now time.Time) (map[string]RegexResolution, []Record, bool) {
+func resolveRegexes(g *Group, members map[string]*Member, img *Image, now time.Time, canDescribe func(string) bool) (map[string]RegexResolution, []Record, bool) {
 	used := map[string]bool{}
 	for _, m := range members {
 		if m.SubscribedTopicRegex != "" {
@@ -464,7 +505,7 @@ func resolveRegexes(g *Group, members map[string]*Member, img *Image, now time.T
 		var topics []string
 		if err == nil {
 			for name := range img.Topics {
-				if c.MatchString(name) {
+				if c.MatchString(name) && (canDescribe == nil || canDescribe(name)) {
 					topics = append(topics, name)
 				}
 			}
@@ -526,6 +567,7 @@ func memberMetadataRecord(group string, m *Member) Record {
 		SubscribedTopicRegex: ptr(m.SubscribedTopicRegex),
 		RebalanceTimeoutMs:   m.RebalanceTimeoutMs,
 		ServerAssignor:       ptr(m.ServerAssignor),
+		Classic:              m.Classic.clone(),
 	}}
 }
 

@@ -50,8 +50,13 @@ func (mgr *Manager) leave(img *Image, req *kmsg.ConsumerGroupHeartbeatRequest) (
 
 // fence removes a member and bumps the group epoch (Kafka's
 // consumerGroupFenceMember); the next heartbeat computes the new target
-// assignment.
+// assignment. If m was the last consumer-protocol member of a group of
+// classic members, the group is deleted instead and Result.Downgrade
+// holds the classic group to create.
 func (mgr *Manager) fence(g *Group, m *Member, img *Image) Result {
+	if mgr.downgradeOnFence(g, m) {
+		return mgr.downgrade(g, m, img)
+	}
 	records := removeMemberRecords(g.ID, m.ID)
 	members := maps.Clone(g.Members)
 	delete(members, m.ID)
@@ -105,10 +110,9 @@ func (mgr *Manager) LoadedTimers(now time.Time) []Timer {
 	var out []Timer
 	for _, gid := range mgr.Groups() {
 		g := mgr.groups[gid]
-		session := mgr.settings(gid).SessionTimeout
 		for _, id := range slices.Sorted(maps.Keys(g.Members)) {
 			m := g.Members[id]
-			out = append(out, Timer{Kind: SessionTimer, Group: gid, Member: id, At: now.Add(session)})
+			out = append(out, Timer{Kind: SessionTimer, Group: gid, Member: id, At: now.Add(mgr.sessionOf(gid, m))})
 			if m.State == MemberUnrevokedPartitions {
 				out = append(out, Timer{Kind: RebalanceTimer, Group: gid, Member: id, Epoch: m.Epoch,
 					At: now.Add(time.Duration(m.RebalanceTimeoutMs) * time.Millisecond)})

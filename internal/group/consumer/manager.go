@@ -17,6 +17,7 @@ package consumer
 import (
 	"crypto/rand"
 	"encoding/base64"
+	"strings"
 	"time"
 )
 
@@ -41,6 +42,53 @@ type Config struct {
 	// (ConsumerGroupHeartbeat v0); nil uses a random UUID in Kafka's
 	// base64 form.
 	NewMemberID func() string
+	// Migration is group.consumer.migration.policy: whether a classic
+	// group with members converts to a consumer group when a
+	// consumer-protocol member joins it (upgrade), and back when its last
+	// consumer-protocol member leaves (downgrade). The zero value is
+	// Kafka 4's default, bidirectional.
+	Migration MigrationPolicy
+	// ClassicMaxSize is group.max.size, the classic group's limit: a
+	// group with more classic members is not downgraded. 0: no limit.
+	ClassicMaxSize int
+}
+
+// MigrationPolicy is group.consumer.migration.policy (Kafka's
+// ConsumerGroupMigrationPolicy).
+type MigrationPolicy int8
+
+// Migration policies.
+const (
+	MigrationBidirectional MigrationPolicy = iota
+	MigrationUpgrade
+	MigrationDowngrade
+	MigrationDisabled
+)
+
+// ParseMigrationPolicy reads a policy name (case-insensitive); ok is
+// false for an unknown one.
+func ParseMigrationPolicy(s string) (p MigrationPolicy, ok bool) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "bidirectional":
+		return MigrationBidirectional, true
+	case "upgrade":
+		return MigrationUpgrade, true
+	case "downgrade":
+		return MigrationDowngrade, true
+	case "disabled":
+		return MigrationDisabled, true
+	}
+	return MigrationBidirectional, false
+}
+
+// UpgradeEnabled reports whether classic groups may convert online.
+func (p MigrationPolicy) UpgradeEnabled() bool {
+	return p == MigrationBidirectional || p == MigrationUpgrade
+}
+
+// DowngradeEnabled reports whether consumer groups may convert back online.
+func (p MigrationPolicy) DowngradeEnabled() bool {
+	return p == MigrationBidirectional || p == MigrationDowngrade
 }
 
 // GroupSettings are a group's own session timeout and heartbeat interval.
@@ -62,6 +110,15 @@ func (mgr *Manager) settings(group string) GroupSettings {
 		s.HeartbeatInterval = mgr.cfg.HeartbeatInterval
 	}
 	return s
+}
+
+// sessionOf is m's session timeout: a classic-protocol member's own (from
+// its JoinGroup), else the group's.
+func (mgr *Manager) sessionOf(group string, m *Member) time.Duration {
+	if m.Classic != nil && m.Classic.SessionTimeoutMs > 0 {
+		return time.Duration(m.Classic.SessionTimeoutMs) * time.Millisecond
+	}
+	return mgr.settings(group).SessionTimeout
 }
 
 // withDefaults fills the zero fields with Kafka's defaults.
@@ -179,6 +236,10 @@ func (t Timer) Key() string {
 type Result struct {
 	Records []Record
 	Timers  []Timer
+	// Downgrade, when set, is the classic group the caller must create
+	// in place of the consumer group the records delete (the last
+	// consumer-protocol member left a group of classic members).
+	Downgrade *Downgrade
 }
 
 // apply replays records into the manager; the records were built from the

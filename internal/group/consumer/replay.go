@@ -47,6 +47,7 @@ func (mgr *Manager) Replay(rec Record) error {
 		m.SubscribedTopicRegex = deref(v.SubscribedTopicRegex)
 		m.RebalanceTimeoutMs = v.RebalanceTimeoutMs
 		m.ServerAssignor = deref(v.ServerAssignor)
+		m.Classic = v.Classic.clone()
 		if m.InstanceID != "" {
 			g.staticMembers[m.InstanceID] = m.ID
 		}

@@ -1,0 +1,423 @@
+package handler
+
+// What ShareFetch (78) and ShareAcknowledge (79) share: the share
+// partitions this node leads (internal/share, Kafka's
+// SharePartitionManager), the share-session cache, the group's share
+// configs, and the reads of the log that acquisitions are made from.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	sharegroup "github.com/sluice-io/sluice/internal/group/share"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/sluice-io/sluice/internal/acl"
+	"github.com/sluice-io/sluice/internal/batch"
+	"github.com/sluice-io/sluice/internal/broker"
+	"github.com/sluice-io/sluice/internal/metadata"
+	"github.com/sluice-io/sluice/internal/protocol"
+	"github.com/sluice-io/sluice/internal/replica"
+	"github.com/sluice-io/sluice/internal/share"
+)
+
+// sharePartState is the share-partition side of the handlers.
+type sharePartState struct {
+	mgr      *share.Manager
+	sessions *share.Sessions
+}
+
+// registerShareAPIs installs ShareFetch and ShareAcknowledge with the
+// share partitions kept through p (share.MemPersister when nil).
+func (h *Handlers) registerShareAPIs(reg *protocol.Registry, p share.Persister) {
+	if p == nil {
+		p = share.NewMemPersister()
+	}
+	h.share = sharePartState{mgr: share.NewManager(p),
+		sessions: share.NewSessions(int(h.b.Config().Int("group.share.max.share.sessions", share.DefaultMaxSessions)))}
+	reg.Register(protocol.Handler{Key: 78, MinVersion: 1, MaxVersion: 2, Serve: h.shareFetch})
+	reg.Register(protocol.Handler{Key: 79, MinVersion: 1, MaxVersion: 2, Serve: h.shareAcknowledge})
+}
+
+// ShareSessions returns the number of open share sessions.
+func (h *Handlers) ShareSessions() int { return h.share.sessions.Len() }
+
+// SharePartitions returns the share-partition manager.
+func (h *Handlers) SharePartitions() *share.Manager { return h.share.mgr }
+
+// shareGroupConfig is a share group's effective settings.
+type shareGroupConfig struct {
+	part          share.Config
+	readCommitted bool
+	reset         string
+}
+
+// shareConfig reads group's share.* configs, defaulted by the broker's
+// group.share.* settings (GroupConfigManager / ShareGroupConfig): the
+// lock duration is kept within group.share.min/max.record.lock.duration.ms.
+func (h *Handlers) shareConfig(group string) shareGroupConfig {
+	cfg := h.b.Config()
+	set := h.b.Image().GroupConfigs[group]
+	get := func(name, brokerName, def string) string {
+		if v, ok := set[name]; ok {
+			return v
+		}
+		if brokerName != "" {
+			if v, _, ok := cfg.Lookup(brokerName); ok && v != "" {
+				return v
+			}
+		}
+		return def
+	}
+	num := func(name, brokerName string, def int64) int64 {
+		n, err := strconv.ParseInt(strings.TrimSpace(get(name, brokerName, "")), 10, 64)
+		if err != nil {
+			return def
+		}
+		return n
+	}
+	lock := num("share.record.lock.duration.ms", "group.share.record.lock.duration.ms", 30000)
+	lock = max(lock, cfg.Int("group.share.min.record.lock.duration.ms", 15000))
+	lock = min(lock, cfg.Int("group.share.max.record.lock.duration.ms", 60000))
+	limit := num("share.delivery.count.limit", "group.share.delivery.count.limit", share.DefaultDeliveryLimit)
+	return shareGroupConfig{
+		part: share.Config{LockDuration: time.Duration(lock) * time.Millisecond, DeliveryLimit: int16(min(max(limit, 1), 1<<15-1)),
+			MaxInFlight: int(cfg.Int("group.share.partition.max.record.locks", share.DefaultMaxInFlight))},
+		readCommitted: get("share.isolation.level", "", "read_uncommitted") == "read_committed",
+		reset:         get("share.auto.offset.reset", "", "latest"),
+	}
+}
+
+// resetOffset is where a share partition without state starts
+// (share.auto.offset.reset): latest is the high watermark, earliest the
+// log start, by_duration:<ISO-8601 duration> the first offset whose
+// timestamp is at most that long ago (KIP-1106), else the high watermark.
+func (h *Handlers) resetOffset(p *broker.Partition, reset string) func() (int64, error) {
+	return func() (int64, error) {
+		switch {
+		case reset == "earliest":
+			return p.LogStartOffset(), nil
+		case strings.HasPrefix(reset, "by_duration:"):
+			d, err := parseISODuration(strings.TrimPrefix(reset, "by_duration:"))
+			if err != nil {
+				return p.HighWatermark(), nil
+			}
+			off, _, ok, err := p.Log().OffsetForTimestamp(h.b.Now().Add(-d).UnixMilli())
+			if err != nil {
+				return 0, fmt.Errorf("%w: %v", kerr.KafkaStorageError, err)
+			}
+			if ok {
+				return min(off, p.HighWatermark()), nil
+			}
+		}
+		return p.HighWatermark(), nil
+	}
+}
+
+// parseISODuration parses the PnDTnHnMn.nS durations of Java's
+// Duration.parse that by_duration takes.
+func parseISODuration(s string) (time.Duration, error) {
+	s = strings.ToUpper(strings.TrimSpace(s))
+	if !strings.HasPrefix(s, "P") {
+		return 0, fmt.Errorf("duration %q", s)
+	}
+	s = s[1:]
+	var d time.Duration
+	inTime := false
+	for s != "" {
+		if s[0] == 'T' {
+			inTime, s = true, s[1:]
+			continue
+		}
+		i := strings.IndexAny(s, "DHMS")
+		if i <= 0 {
+			return 0, fmt.Errorf("duration %q", s)
+		}
+		v, err := strconv.ParseFloat(s[:i], 64)
+		if err != nil || v < 0 {
+			return 0, fmt.Errorf("duration %q", s)
+		}
+		unit := map[byte]time.Duration{'D': 24 * time.Hour, 'H': time.Hour, 'M': time.Minute, 'S': time.Second}[s[i]]
+		if s[i] != 'D' && !inTime {
+			return 0, fmt.Errorf("duration %q", s)
+		}
+		d += time.Duration(v * float64(unit))
+		s = s[i+1:]
+	}
+	return d, nil
+}
+
+// shareIdentity checks a share request's group and member ids: a group id
+// and a member id that is a Kafka Uuid, else INVALID_REQUEST.
+func shareIdentity(group, member *string) (string, string, error) {
+	if group == nil || *group == "" {
+		return "", "", fmt.Errorf("%w: no group id", kerr.InvalidRequest)
+	}
+	if member == nil || !validUUID(*member) {
+		return "", "", fmt.Errorf("%w: the member id is not a Uuid", kerr.InvalidRequest)
+	}
+	return *group, *member, nil
+}
+
+// validUUID reports whether s is a member id ShareFetch and
+// ShareAcknowledge accept: the same rule as ShareGroupHeartbeat's.
+func validUUID(s string) bool { return sharegroup.ValidMemberID(s) }
+
+// sharePart is one partition a share request names, resolved.
+type sharePart struct {
+	tp    share.TopicPartition
+	topic string
+	// err is the partition's error code (0: p is this node's, led here).
+	err    int16
+	p      *broker.Partition
+	leader int32
+	epoch  int32
+}
+
+// resolveShare resolves tp for r: UNKNOWN_TOPIC_ID for an id that names
+// no topic, TOPIC_AUTHORIZATION_FAILED without READ on it,
+// NOT_LEADER_OR_FOLLOWER (with the leader) unless this node leads it.
+// allowed caches the topic decisions of one request.
+func (h *Handlers) resolveShare(r *protocol.Request, tp share.TopicPartition, lookup time.Time, allowed map[string]bool) sharePart {
+	sp := sharePart{tp: tp, leader: -1, epoch: -1}
+	name, ok := h.b.TopicName(metadata.UUID(tp.TopicID))
+	if !ok {
+		sp.err = kerr.UnknownTopicID.Code
+		return sp
+	}
+	sp.topic = name
+	ok, seen := allowed[name]
+	if !seen {
+		ok = h.allowedTopic(r, name, acl.OpRead)
+		allowed[name] = ok
+	}
+	if !ok {
+		sp.err = kerr.TopicAuthorizationFailed.Code
+		return sp
+	}
+	p, err := h.b.PartitionBy(name, tp.Partition, lookup)
+	if err == nil && !p.IsLeader() {
+		err = kerr.NotLeaderForPartition
+	}
+	if err != nil {
+		sp.err = code(err)
+		if t := h.b.Image().Topics[name]; t != nil && tp.Partition >= 0 && int(tp.Partition) < len(t.Partitions) {
+			sp.leader, sp.epoch = t.Partitions[tp.Partition].Leader, t.Partitions[tp.Partition].LeaderEpoch
+		}
+		return sp
+	}
+	sp.p, sp.leader, sp.epoch = p, p.Leader(), p.LeaderEpoch()
+	return sp
+}
+
+// sharePartition returns the share partition of group on part (which this
+// node leads), loading it from the persister if needed.
+func (h *Handlers) sharePartition(group string, part sharePart, cfg shareGroupConfig) (*share.Partition, error) {
+	key := share.Key{Group: group, TopicID: part.tp.TopicID, Partition: part.tp.Partition}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return h.share.mgr.Get(ctx, key, part.p.LeaderEpoch(), cfg.part, h.resetOffset(part.p, cfg.reset))
+}
+
+// shareAck applies member's acknowledgements on one partition and
+// returns the error code: the partition's, INVALID_REQUEST for malformed
+// batches, INVALID_RECORD_STATE for records member does not hold, or the
+// persister's error (the acknowledgement then did not happen).
+func (h *Handlers) shareAck(group, member string, part sharePart, cfg shareGroupConfig, acks []share.AckBatch, renew bool) (int16, *string) {
+	if err := share.CheckAcks(acks, renew); err != nil {
+		return code(err), message(err)
+	}
+	if part.err != 0 {
+		return part.err, nil
+	}
+	sp, err := h.sharePartition(group, part, cfg)
+	if err != nil {
+		return code(err), message(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := sp.Acknowledge(ctx, member, h.b.Now(), acks, renew); err != nil {
+		h.dropIfFenced(sp, err)
+		return code(err), message(err)
+	}
+	return 0, nil
+}
+
+// dropIfFenced forgets a share partition whose write was fenced
+// (FENCED_STATE_EPOCH after AlterShareGroupOffsets or
+// DeleteShareGroupOffsets reinitialized its state, FENCED_LEADER_EPOCH
+// after a newer leader read it): the next request loads the state again,
+// as Kafka's SharePartitionManager removes a fenced SharePartition.
+func (h *Handlers) dropIfFenced(sp *share.Partition, err error) {
+	if errors.Is(err, kerr.FencedStateEpoch) || errors.Is(err, kerr.FencedLeaderEpoch) || errors.Is(err, share.ErrFenced) {
+		h.share.mgr.Drop(sp.Key())
+	}
+}
+
+// releaseShareMember releases member's locks on the share partitions of
+// group on parts that this node holds (a closed share session).
+func (h *Handlers) releaseShareMember(group, member string, parts []share.TopicPartition) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, tp := range parts {
+		if sp := h.share.mgr.Held(share.Key{Group: group, TopicID: tp.TopicID, Partition: tp.Partition}); sp != nil {
+			if err := sp.ReleaseMember(ctx, member, h.b.Now()); err != nil {
+				h.dropIfFenced(sp, err) // otherwise the locks expire
+			}
+		}
+	}
+}
+
+// watchShareConn arranges for the share sessions opened on r's connection
+// to be closed, and their members' locks released, once the connection
+// closes (Kafka's ShareSessionCache connection disconnect listener).
+func (h *Handlers) watchShareConn(r *protocol.Request) {
+	c := r.Conn
+	if c == nil {
+		return
+	}
+	if _, ok := c.Values["share.sessions"]; ok {
+		return
+	}
+	c.Values["share.sessions"] = true
+	go func() {
+		<-c.Gone()
+		for _, cl := range h.share.sessions.ConnClosed(c) {
+			h.releaseShareMember(cl.Key.Group, cl.Key.Member, cl.Parts)
+		}
+	}()
+}
+
+// shareRead is one acquisition on one partition.
+type shareRead struct {
+	data     []byte
+	acquired []share.AcquiredRange
+	err      int16
+}
+
+// acquireShare reads sp's partition p from the share partition's next
+// fetch offset, at most maxBytes (the first batch always whole), up to the
+// high watermark (the last stable offset under read_committed), and
+// acquires for member what it read, at most maxRecords. Control batches
+// and, under read_committed, aborted transactional batches are archived.
+// The records returned are the batches that hold acquired offsets.
+func (h *Handlers) acquireShare(sp *share.Partition, p *broker.Partition, member string, readCommitted bool, maxBytes int64, maxRecords int, strict bool) shareRead {
+	now := h.b.Now()
+	sp.AdvanceTo(p.LogStartOffset())
+	from, ok := sp.NextFetchOffset(now)
+	if !ok {
+		return shareRead{}
+	}
+	res, slice, err := p.Fetch(replica.FetchRequest{ReplicaID: -1, BrokerEpoch: -1, CurrentLeaderEpoch: -1,
+		FetchOffset: from, LastFetchedEpoch: -1, LogStartOffset: -1, ReadCommitted: readCommitted}, int(max(maxBytes, 0)), true)
+	if err != nil {
+		return shareRead{err: kerr.KafkaStorageError.Code}
+	}
+	if res.Error != 0 {
+		if res.Error == kerr.OffsetOutOfRange.Code {
+			return shareRead{} // the log moved under the read; next time
+		}
+		return shareRead{err: res.Error}
+	}
+	if slice.Size == 0 {
+		return shareRead{}
+	}
+	data, err := slice.AppendTo(nil)
+	if err != nil {
+		return shareRead{err: kerr.KafkaStorageError.Code}
+	}
+	var aborted []abortedRange
+	if readCommitted {
+		for _, a := range p.Log().AbortedTxns(from, slice.NextOffset) {
+			aborted = append(aborted, abortedRange{pid: a.ProducerID, first: a.FirstOffset, last: a.LastOffset})
+		}
+	}
+	type span struct{ start, end int }
+	var batches []share.LogBatch
+	var spans []span
+	for pos, rest := 0, data; len(rest) > 0; {
+		hd, b, next, err := batch.Next(rest)
+		if err != nil {
+			break
+		}
+		lb := share.LogBatch{First: hd.BaseOffset, Last: hd.BaseOffset + int64(hd.LastOffsetDelta)}
+		lb.Skip = hd.IsControl() || readCommitted && hd.IsTransactional() && isAborted(aborted, hd.ProducerID, hd.BaseOffset)
+		batches = append(batches, lb)
+		spans = append(spans, span{pos, pos + len(b)})
+		pos += len(b)
+		rest = next
+	}
+	acq := sp.Acquire(member, now, from, batches, maxRecords, strict)
+	if len(acq) == 0 {
+		return shareRead{}
+	}
+	// Send the batches that hold acquired offsets.
+	out := make([]byte, 0, len(data))
+	k := 0
+	for i, lb := range batches {
+		for k < len(acq) && acq[k].Last < lb.First {
+			k++
+		}
+		if k < len(acq) && acq[k].First <= lb.Last && !lb.Skip {
+			out = append(out, data[spans[i].start:spans[i].end]...)
+		}
+	}
+	return shareRead{data: out, acquired: acq}
+}
+
+// abortedRange is an aborted transaction of the read range.
+type abortedRange struct {
+	pid         int64
+	first, last int64
+}
+
+// isAborted reports whether a transactional batch of pid at offset lies in
+// an aborted transaction of pid.
+func isAborted(aborted []abortedRange, pid, offset int64) bool {
+	for _, a := range aborted {
+		if a.pid == pid && offset >= a.first && offset <= a.last {
+			return true
+		}
+	}
+	return false
+}
+
+// shareEndpoint is one leader's endpoint for a share response's
+// NodeEndpoints.
+type shareEndpoint struct {
+	id   int32
+	host string
+	port int32
+	rack *string
+}
+
+// shareEndpoints returns the endpoints, on the listener r came in on, of
+// leaders (the CurrentLeader of NOT_LEADER_OR_FOLLOWER partitions): the
+// client goes there without a metadata request (KIP-951, as Fetch v16).
+func (h *Handlers) shareEndpoints(r *protocol.Request, leaders []int32) []shareEndpoint {
+	brokers := h.b.Image().Brokers
+	seen := map[int32]bool{}
+	var out []shareEndpoint
+	for _, id := range leaders {
+		br, ok := brokers[id]
+		if id < 0 || seen[id] || !ok {
+			continue
+		}
+		seen[id] = true
+		host, port, ok := endpoint(r, br)
+		if !ok {
+			continue
+		}
+		e := shareEndpoint{id: br.ID, host: host, port: port}
+		if br.Rack != "" {
+			rack := br.Rack
+			e.rack = &rack
+		}
+		out = append(out, e)
+	}
+	return out
+}

@@ -1,0 +1,560 @@
+package share
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// RecordState is the delivery state of one in-flight record, with Kafka's
+// RecordState ids.
+type RecordState int8
+
+// The record states of a share partition's in-flight window (Kafka's
+// RecordState). Acquired is never persisted: it is written as Available.
+const (
+	// Available records may be acquired by any member.
+	Available RecordState = 0
+	// Acquired records are locked for one member until a deadline.
+	Acquired RecordState = 1
+	// Acknowledged records were accepted; they are never delivered again.
+	Acknowledged RecordState = 2
+	// Archived records were rejected, reached the delivery limit, or are
+	// not deliverable (control records, aborted transactional data,
+	// offsets without a record); they are never delivered again.
+	Archived RecordState = 4
+)
+
+// Acknowledge types of ShareFetch and ShareAcknowledge (KIP-932's
+// AcknowledgeType, KIP-1222's renew).
+const (
+	// AckGap marks offsets without a deliverable record; they are archived.
+	AckGap int8 = 0
+	// AckAccept acknowledges the records as processed.
+	AckAccept int8 = 1
+	// AckRelease returns the records for redelivery.
+	AckRelease int8 = 2
+	// AckReject archives the records as unprocessable.
+	AckReject int8 = 3
+	// AckRenew extends the acquisition lock (KIP-1222).
+	AckRenew int8 = 4
+)
+
+// Config are the settings of one share partition, from the group's
+// configs and the broker's group.share.* defaults.
+type Config struct {
+	// LockDuration is share.record.lock.duration.ms, the acquisition lock.
+	LockDuration time.Duration
+	// DeliveryLimit is share.delivery.count.limit: a record acquired this
+	// many times is archived instead of being made available again.
+	DeliveryLimit int16
+	// MaxInFlight is group.share.partition.max.record.locks: the most
+	// offsets in the in-flight window (SPEO - SPSO).
+	MaxInFlight int
+}
+
+// Kafka's defaults (GroupCoordinatorConfig / ShareGroupConfig).
+const (
+	// DefaultLockDuration is group.share.record.lock.duration.ms.
+	DefaultLockDuration = 30 * time.Second
+	// DefaultDeliveryLimit is group.share.delivery.count.limit.
+	DefaultDeliveryLimit = 5
+	// DefaultMaxInFlight is group.share.partition.max.record.locks.
+	DefaultMaxInFlight = 2000
+)
+
+func (c Config) withDefaults() Config {
+	if c.LockDuration <= 0 {
+		c.LockDuration = DefaultLockDuration
+	}
+	if c.DeliveryLimit <= 0 {
+		c.DeliveryLimit = DefaultDeliveryLimit
+	}
+	if c.MaxInFlight <= 0 {
+		c.MaxInFlight = DefaultMaxInFlight
+	}
+	return c
+}
+
+// LogBatch is one record batch read from the partition's log, as
+// Acquire sees it: offsets First..Last, and Skip for a batch no member is
+// given (a control batch, or under read_committed aborted transactional
+// data): its offsets are archived.
+type LogBatch struct {
+	// First and Last are the batch's base and last offsets.
+	First, Last int64
+	// Skip archives the batch's offsets instead of acquiring them.
+	Skip bool
+}
+
+// AcquiredRange is a run of offsets acquired by one ShareFetch with the
+// same delivery count (ShareFetchResponse AcquiredRecords).
+type AcquiredRange struct {
+	// First and Last bound the run, inclusive.
+	First, Last int64
+	// DeliveryCount is the records' delivery count, this delivery included.
+	DeliveryCount int16
+}
+
+// AckBatch is one acknowledgement batch: Types has one type for the whole
+// range or one per offset.
+type AckBatch struct {
+	// First and Last bound the range, inclusive.
+	First, Last int64
+	// Types are the acknowledge types (Ack constants).
+	Types []int8
+}
+
+// rec is the state of one offset of the in-flight window.
+type rec struct {
+	state    RecordState
+	count    int16
+	member   string
+	deadline time.Time
+}
+
+// Partition is one share partition on its partition leader: Kafka's
+// SharePartition. The in-flight window holds the offsets from the
+// share-partition start offset (SPSO) to the end offset (SPEO, exclusive)
+// one by one; everything below SPSO is acknowledged or archived, and
+// everything from SPEO on was never acquired. Locks expire lazily: every
+// operation first returns the records whose lock passed to Available (or
+// archives them at the delivery limit). Safe for concurrent use.
+type Partition struct {
+	mu        sync.Mutex
+	key       Key
+	cfg       Config
+	persister Persister
+	// stateEpoch and leaderEpoch fence this partition's writes.
+	stateEpoch, leaderEpoch int32
+	start                   int64
+	recs                    []rec
+	// avail is closed when records become Available again (released),
+	// waking the long polls waiting on Changed.
+	avail chan struct{}
+}
+
+// Changed returns a channel closed the next time records are released
+// (an acknowledgement of type release, or a member's locks released):
+// a long-polling share fetch waits on it beside the log.
+func (sp *Partition) Changed() <-chan struct{} {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	return sp.avail
+}
+
+// released wakes the waiters of Changed.
+func (sp *Partition) released() {
+	close(sp.avail)
+	sp.avail = make(chan struct{})
+}
+
+// Load reads a share partition's state from p as the leader of leaderEpoch.
+// An uninitialized state (StartOffset -1) starts at resetOffset(), the
+// offset share.auto.offset.reset names; it is persisted with the first
+// acknowledgement.
+func Load(ctx context.Context, p Persister, key Key, leaderEpoch int32, cfg Config, resetOffset func() (int64, error)) (*Partition, error) {
+	st, err := p.Read(ctx, key, leaderEpoch)
+	if err != nil {
+		return nil, err
+	}
+	sp := &Partition{key: key, cfg: cfg.withDefaults(), persister: p, stateEpoch: st.StateEpoch, leaderEpoch: leaderEpoch, avail: make(chan struct{})}
+	if st.StartOffset < 0 {
+		off, err := resetOffset()
+		if err != nil {
+			return nil, err
+		}
+		sp.start = off
+		return sp, nil
+	}
+	sp.start = st.StartOffset
+	for _, b := range st.Batches {
+		if b.LastOffset < sp.start || b.LastOffset < b.FirstOffset {
+			continue
+		}
+		first := max(b.FirstOffset, sp.start)
+		if first-sp.start > int64(sp.cfg.MaxInFlight)*4 {
+			break // a corrupt state: keep the window bounded
+		}
+		for sp.end() < first {
+			sp.recs = append(sp.recs, rec{state: Available})
+		}
+		for o := first; o <= b.LastOffset; o++ {
+			r := rec{state: RecordState(b.DeliveryState), count: b.DeliveryCount}
+			if r.state != Acknowledged && r.state != Archived {
+				r.state = Available
+			}
+			if i := o - sp.start; i < int64(len(sp.recs)) {
+				sp.recs[i] = r
+			} else {
+				sp.recs = append(sp.recs, r)
+			}
+		}
+	}
+	sp.advance()
+	return sp, nil
+}
+
+// Key returns the partition's key.
+func (sp *Partition) Key() Key { return sp.key }
+
+// LeaderEpoch returns the leader epoch the partition was loaded in.
+func (sp *Partition) LeaderEpoch() int32 { return sp.leaderEpoch }
+
+// SetConfig replaces the settings (a group config changed); locks already
+// held keep their deadlines.
+func (sp *Partition) SetConfig(cfg Config) {
+	sp.mu.Lock()
+	sp.cfg = cfg.withDefaults()
+	sp.mu.Unlock()
+}
+
+// end is SPEO.
+func (sp *Partition) end() int64 { return sp.start + int64(len(sp.recs)) }
+
+// Offsets returns SPSO and SPEO.
+func (sp *Partition) Offsets() (start, end int64) {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	return sp.start, sp.end()
+}
+
+// expire returns the records whose lock passed before now.
+func (sp *Partition) expire(now time.Time) {
+	for i := range sp.recs {
+		r := &sp.recs[i]
+		if r.state == Acquired && !now.Before(r.deadline) {
+			sp.makeAvailable(r)
+		}
+	}
+	sp.advance()
+}
+
+// makeAvailable releases r: Available, or Archived once its delivery
+// count reached the limit (Kafka's SharePartition, share.delivery.count.limit).
+func (sp *Partition) makeAvailable(r *rec) {
+	r.member, r.deadline = "", time.Time{}
+	if r.count >= sp.cfg.DeliveryLimit {
+		r.state = Archived
+	} else {
+		r.state = Available
+	}
+}
+
+// advance moves SPSO over the acknowledged and archived records at the
+// head of the window.
+func (sp *Partition) advance() {
+	n := 0
+	for n < len(sp.recs) && (sp.recs[n].state == Acknowledged || sp.recs[n].state == Archived) {
+		n++
+	}
+	if n == 0 {
+		return
+	}
+	sp.start += int64(n)
+	sp.recs = append([]rec(nil), sp.recs[n:]...)
+}
+
+// AdvanceTo moves SPSO up to logStart when the log's start passed it
+// (retention or DeleteRecords): the records below no longer exist and are
+// dropped from the window, as Kafka's SharePartition does.
+func (sp *Partition) AdvanceTo(logStart int64) {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	sp.advanceTo(logStart)
+}
+
+func (sp *Partition) advanceTo(logStart int64) {
+	if logStart <= sp.start {
+		return
+	}
+	n := logStart - sp.start
+	if n >= int64(len(sp.recs)) {
+		sp.recs = nil
+	} else {
+		sp.recs = append([]rec(nil), sp.recs[n:]...)
+	}
+	sp.start = logStart
+}
+
+// NextFetchOffset returns the offset to read the log from for the next
+// acquisition: the first Available offset of the window, else SPEO. ok is
+// false when nothing can be acquired (no Available record and the window
+// is full).
+func (sp *Partition) NextFetchOffset(now time.Time) (offset int64, ok bool) {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	sp.expire(now)
+	for i := range sp.recs {
+		if sp.recs[i].state == Available {
+			return sp.start + int64(i), true
+		}
+	}
+	return sp.end(), len(sp.recs) < sp.cfg.MaxInFlight
+}
+
+// NextDeadline returns the earliest lock deadline, if any record is
+// acquired: a long poll waits no longer, since records then come back.
+func (sp *Partition) NextDeadline() (time.Time, bool) {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	var d time.Time
+	for i := range sp.recs {
+		if r := sp.recs[i]; r.state == Acquired && (d.IsZero() || r.deadline.Before(d)) {
+			d = r.deadline
+		}
+	}
+	return d, !d.IsZero()
+}
+
+// Acquire locks Available records of batches (read from the log from
+// offset from, NextFetchOffset's, in offset order) for member until now
+// plus the lock duration, at most maxRecords of them (maxRecords <= 0: no
+// bound). Without strict (KIP-1206 batch_optimized), the batch that
+// reaches maxRecords is acquired whole; with strict (record_limit)
+// acquisition stops at maxRecords exactly. Offsets from on that no batch
+// holds (compacted away) and the offsets of Skip batches are archived:
+// they are never delivered. The window never grows past MaxInFlight
+// offsets.
+func (sp *Partition) Acquire(member string, now time.Time, from int64, batches []LogBatch, maxRecords int, strict bool) []AcquiredRange {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	sp.expire(now)
+	deadline := now.Add(sp.cfg.LockDuration)
+	var out []AcquiredRange
+	n := 0
+	add := func(o int64, count int16) {
+		if k := len(out) - 1; k >= 0 && out[k].Last == o-1 && out[k].DeliveryCount == count {
+			out[k].Last = o
+			return
+		}
+		out = append(out, AcquiredRange{First: o, Last: o, DeliveryCount: count})
+	}
+	full := func() bool { return maxRecords > 0 && n >= maxRecords }
+	// at returns offset o's record, growing the window to it; nil when
+	// the window is full.
+	at := func(o int64) *rec {
+		for sp.end() <= o {
+			if len(sp.recs) >= sp.cfg.MaxInFlight {
+				return nil
+			}
+			sp.recs = append(sp.recs, rec{state: Available})
+		}
+		return &sp.recs[o-sp.start]
+	}
+	cursor := max(from, sp.start)
+	for _, b := range batches {
+		if full() || b.Last < cursor || b.Last < b.First {
+			continue
+		}
+		// Offsets between the previous batch and this one hold no record.
+		for o := cursor; o < b.First; o++ {
+			r := at(o)
+			if r == nil {
+				break
+			}
+			if r.state == Available {
+				r.state = Archived
+			}
+		}
+		stopped := false
+		for o := max(b.First, cursor); o <= b.Last; o++ {
+			if strict && full() {
+				stopped = true
+				break
+			}
+			r := at(o)
+			if r == nil {
+				stopped = true
+				break
+			}
+			cursor = o + 1
+			if r.state != Available {
+				continue
+			}
+			if b.Skip {
+				r.state = Archived
+				continue
+			}
+			r.state, r.member, r.deadline = Acquired, member, deadline
+			r.count++
+			n++
+			add(o, r.count)
+		}
+		if stopped {
+			break
+		}
+	}
+	sp.advance()
+	return out
+}
+
+// errInvalidRequest is an acknowledgement batch that is malformed.
+var errInvalidRequest = kerr.InvalidRequest
+
+// CheckAcks validates acknowledgement batches as Kafka's KafkaApis does
+// before handing them to the share partition: each range ordered and
+// after the previous one, one type or one per offset, each type known
+// (renew only if renew is allowed: IsRenewAck). It returns INVALID_REQUEST.
+func CheckAcks(acks []AckBatch, renew bool) error {
+	next := int64(-1)
+	for _, a := range acks {
+		if a.First < 0 || a.Last < a.First || a.First < next {
+			return fmt.Errorf("%w: acknowledgement range %d-%d out of order or overlapping", errInvalidRequest, a.First, a.Last)
+		}
+		next = a.Last + 1
+		if n := a.Last - a.First + 1; len(a.Types) != 1 && int64(len(a.Types)) != n {
+			return fmt.Errorf("%w: %d acknowledge types for %d offsets", errInvalidRequest, len(a.Types), n)
+		}
+		for _, t := range a.Types {
+			if t < AckGap || t > AckRenew || t == AckRenew && !renew {
+				return fmt.Errorf("%w: acknowledge type %d", errInvalidRequest, t)
+			}
+		}
+	}
+	return nil
+}
+
+// Acknowledge applies member's acknowledgements: accept acknowledges,
+// release makes Available again (or archives at the delivery limit),
+// reject and gap archive, renew extends the lock. Every offset must be
+// acquired by member with its lock not yet expired, else nothing changes
+// and the error is INVALID_RECORD_STATE. The new state is written to the
+// persister before Acknowledge returns; if the write fails, the window is
+// restored and its error returned. A nil error means the acknowledgement
+// is durable.
+func (sp *Partition) Acknowledge(ctx context.Context, member string, now time.Time, acks []AckBatch, renew bool) error {
+	if err := CheckAcks(acks, renew); err != nil {
+		return err
+	}
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	sp.expire(now)
+	for _, a := range acks {
+		if a.First < sp.start || a.Last >= sp.end() {
+			return fmt.Errorf("%w: offsets %d-%d outside the in-flight window %d-%d", kerr.InvalidRecordState, a.First, a.Last, sp.start, sp.end())
+		}
+		for o := a.First; o <= a.Last; o++ {
+			if r := sp.recs[o-sp.start]; r.state != Acquired || r.member != member {
+				return fmt.Errorf("%w: offset %d is not acquired by this member", kerr.InvalidRecordState, o)
+			}
+		}
+	}
+	saved, savedStart := append([]rec(nil), sp.recs...), sp.start
+	changed := false
+	for _, a := range acks {
+		for o := a.First; o <= a.Last; o++ {
+			t := a.Types[0]
+			if len(a.Types) > 1 {
+				t = a.Types[o-a.First]
+			}
+			r := &sp.recs[o-sp.start]
+			switch t {
+			case AckAccept:
+				r.state, r.member, r.deadline = Acknowledged, "", time.Time{}
+			case AckRelease:
+				sp.makeAvailable(r)
+			case AckReject, AckGap:
+				r.state, r.member, r.deadline = Archived, "", time.Time{}
+			case AckRenew:
+				r.deadline = now.Add(sp.cfg.LockDuration)
+				continue
+			}
+			changed = true
+		}
+	}
+	if !changed {
+		return nil
+	}
+	sp.advance()
+	if err := sp.persister.Write(ctx, sp.key, sp.state()); err != nil {
+		sp.recs, sp.start = saved, savedStart
+		return err
+	}
+	sp.released()
+	return nil
+}
+
+// ReleaseMember makes every record member holds Available again (or
+// archives it at the delivery limit), and persists the state if anything
+// changed: a share session closed, or its connection went away (Kafka's
+// SharePartition.releaseAcquiredRecords).
+func (sp *Partition) ReleaseMember(ctx context.Context, member string, now time.Time) error {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	sp.expire(now)
+	changed := false
+	for i := range sp.recs {
+		if r := &sp.recs[i]; r.state == Acquired && r.member == member {
+			sp.makeAvailable(r)
+			changed = true
+		}
+	}
+	if !changed {
+		return nil
+	}
+	sp.advance()
+	sp.released()
+	return sp.persister.Write(ctx, sp.key, sp.state())
+}
+
+// State returns the window as a persister state.
+func (sp *Partition) State() State {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	return sp.state()
+}
+
+// state builds the persisted form: runs of equal (state, delivery count)
+// other than Available never delivered; Acquired is written as Available.
+func (sp *Partition) state() State {
+	st := State{StateEpoch: sp.stateEpoch, LeaderEpoch: sp.leaderEpoch, StartOffset: sp.start}
+	for i, r := range sp.recs {
+		s := int8(r.state)
+		if r.state == Acquired {
+			s = StateAvailable
+		}
+		if r.state == Acknowledged || r.state == Archived {
+			st.DeliveryCompleteCount++
+		}
+		if s == StateAvailable && r.count == 0 {
+			continue
+		}
+		o := sp.start + int64(i)
+		if k := len(st.Batches) - 1; k >= 0 && st.Batches[k].LastOffset == o-1 && st.Batches[k].DeliveryState == s && st.Batches[k].DeliveryCount == r.count {
+			st.Batches[k].LastOffset = o
+			continue
+		}
+		st.Batches = append(st.Batches, StateBatch{FirstOffset: o, LastOffset: o, DeliveryState: s, DeliveryCount: r.count})
+	}
+	return st
+}
+
+// RecordInfo is one in-flight offset's state, for tests and status pages.
+type RecordInfo struct {
+	// Offset is the record's offset.
+	Offset int64
+	// State is its delivery state.
+	State RecordState
+	// DeliveryCount is how many times it was acquired.
+	DeliveryCount int16
+	// Member holds an Acquired record.
+	Member string
+	// Deadline is an Acquired record's lock deadline.
+	Deadline time.Time
+}
+
+// Window returns the in-flight window as of now (expired locks released).
+func (sp *Partition) Window(now time.Time) []RecordInfo {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	sp.expire(now)
+	out := make([]RecordInfo, len(sp.recs))
+	for i, r := range sp.recs {
+		out[i] = RecordInfo{Offset: sp.start + int64(i), State: r.state, DeliveryCount: r.count, Member: r.member, Deadline: r.deadline}
+	}
+	return out
+}
