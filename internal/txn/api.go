@@ -5,6 +5,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/sluice-io/sluice/internal/coord"
 	"github.com/sluice-io/sluice/internal/group"
 )
 
@@ -242,7 +243,24 @@ func (c *Coordinator) addLocked(s *shard, id string, pid int64, epoch int16, par
 			}
 		}
 		if all {
-			return ready[*kerr.Error](nil)
+			// Nothing to write, but the state saying so may not be
+			// committed yet (a load reads up to the log end; a write
+			// may be pending): answer once it is, or a coordinator
+			// elected next may not know the partition is in the
+			// transaction, end it without a marker there and leave
+			// the records the producer writes on this answer open.
+			ch := make(chan *kerr.Error, 1)
+			s.Committed(func(err error) {
+				switch {
+				case err == nil:
+					ch <- nil
+				case err == coord.ErrNotCoordinator:
+					ch <- kerr.NotCoordinator
+				default:
+					ch <- appendError(err)
+				}
+			})
+			return waitOn(ch)
 		}
 		if n > MaxPartitionsPerTxn {
 			return ready(kerr.InvalidRequest)
