@@ -110,6 +110,9 @@ type Options struct {
 	// Knobs re-introduce bugs for the simulator's tests; never set in
 	// production.
 	Knobs Knobs
+	// wrapReplica (tests) is the replica the runtime sees in place of
+	// the broker's partition.
+	wrapReplica func(*broker.Partition) logReplica
 }
 
 // shardState is the state machine of one __transaction_state partition,
@@ -137,13 +140,14 @@ type shard = coord.Shard[*shardState]
 // Coordinator serves the transactional ids of the __transaction_state
 // partitions this node leads.
 type Coordinator struct {
-	b       *broker.Broker
-	cfg     Config
-	clock   clock.Clock
-	log     *slog.Logger
-	markers MarkerSender
-	queues  *markerQueues // the markers waiting per broker (batch.go)
-	rt      *coord.Runtime[*shardState]
+	b           *broker.Broker
+	wrapReplica func(*broker.Partition) logReplica // Options.wrapReplica
+	cfg         Config
+	clock       clock.Clock
+	log         *slog.Logger
+	markers     MarkerSender
+	queues      *markerQueues // the markers waiting per broker (batch.go)
+	rt          *coord.Runtime[*shardState]
 
 	createMu sync.Mutex // serializes creating __transaction_state
 
@@ -174,7 +178,7 @@ func New(b *broker.Broker, opts Options) *Coordinator {
 		opts.Config.MarkerBackoff = 100 * time.Millisecond
 	}
 	c := &Coordinator{b: b, cfg: opts.Config, clock: opts.Clock, log: opts.Logger.With("component", "txn"),
-		markers: opts.Markers, stepped: opts.Stepped, knobs: opts.Knobs}
+		markers: opts.Markers, stepped: opts.Stepped, knobs: opts.Knobs, wrapReplica: opts.wrapReplica}
 	c.steps.sender = opts.StepMarkers
 	c.queues = newMarkerQueues(c)
 	c.rt = coord.New(coord.Config[*shardState]{
@@ -183,6 +187,9 @@ func New(b *broker.Broker, opts Options) *Coordinator {
 			p, err := c.replica(i)
 			if err != nil {
 				return nil, err
+			}
+			if c.wrapReplica != nil {
+				return c.wrapReplica(p), nil
 			}
 			return p, nil
 		},
@@ -234,6 +241,9 @@ func (c *Coordinator) owns(i int32) bool {
 	p, err := c.replica(i)
 	if err != nil {
 		return false
+	}
+	if c.wrapReplica != nil {
+		return c.rt.Current(i, c.wrapReplica(p))
 	}
 	return c.rt.Current(i, p)
 }
@@ -313,9 +323,15 @@ func loadLog(log *storage.Log, from, end int64, logErr func(msg string, off int6
 	return l
 }
 
+// logReplica is a coordinator replica with its log (a *broker.Partition).
+type logReplica interface {
+	coord.Replica
+	Log() *storage.Log
+}
+
 // load replays partition i into transactional ids (the runtime's Load).
 func (c *Coordinator) load(i int32, r coord.Replica) (*shardState, error) {
-	p := r.(*broker.Partition)
+	p := r.(logReplica)
 	start := c.clock.Now()
 	// The leader's log is authoritative: load everything it has, as
 	// Kafka's TransactionStateManager reads to the log end.
