@@ -249,11 +249,13 @@ func (c *Coordinator) addLocked(s *shard, id string, pid int64, epoch int16, par
 			// elected next may not know the partition is in the
 			// transaction, end it without a marker there and leave
 			// the records the producer writes on this answer open.
+			// The answer is the state's once committed: the transaction
+			// may have ended meanwhile (timed out, fenced).
 			ch := make(chan *kerr.Error, 1)
 			s.Committed(func(err error) {
 				switch {
 				case err == nil:
-					ch <- nil
+					ch <- c.stillAdded(s, id, pid, epoch, parts)
 				case err == coord.ErrNotCoordinator:
 					ch <- kerr.NotCoordinator
 				default:
@@ -275,6 +277,25 @@ func (c *Coordinator) addLocked(s *shard, id string, pid int64, epoch int16, par
 	ch := make(chan *kerr.Error, 1)
 	c.write(s, m, t, func(err *kerr.Error) { ch <- err })
 	return waitOn(ch)
+}
+
+// stillAdded answers an AddPartitionsToTxn whose partitions were all in
+// the transaction once its state is committed: nil if they still are,
+// else what the request gets now (owner of id's shard).
+func (c *Coordinator) stillAdded(s *shard, id string, pid int64, epoch int16, parts []Partition) *kerr.Error {
+	m := s.State().txns[id]
+	if err := checkProducer(m, pid, epoch); err != nil {
+		return err
+	}
+	if m.State != Ongoing {
+		return kerr.ConcurrentTransactions
+	}
+	for _, p := range parts {
+		if _, ok := m.Partitions[p]; !ok {
+			return kerr.ConcurrentTransactions
+		}
+	}
+	return nil
 }
 
 // concurrentWait bounds how long AddPartitionsToTxn is held while the
