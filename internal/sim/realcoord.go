@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-io/sluice/internal/batch"
 	"github.com/sluice-io/sluice/internal/batch/batchtest"
+	sbroker "github.com/sluice-io/sluice/internal/broker"
 	"github.com/sluice-io/sluice/internal/group"
 	"github.com/sluice-io/sluice/internal/handler"
 	"github.com/sluice-io/sluice/internal/replica"
@@ -129,6 +130,17 @@ type lateMarkers struct {
 	node int32
 	req  *kmsg.WriteTxnMarkersRequest
 	at   time.Time
+	// src and dst are the sending and receiving brokers' processes: a
+	// request held on a connection dies with either (a crash or restart
+	// closes the connection), so it is delivered only while both run.
+	src, dst *sbroker.Broker
+}
+
+// alive reports whether l's connection still stands: both its brokers
+// up, in the processes that sent and received it.
+func (w *realWorld) alive(l lateMarkers) bool {
+	from, to := w.brokers[l.src.NodeID()-1], w.brokers[l.node-1]
+	return from.up && to.up && from.b == l.src && to.b == l.dst
 }
 
 type pendingTxn struct {
@@ -554,7 +566,8 @@ func (s simMarkers) Send(node int32, req *kmsg.WriteTxnMarkersRequest, done func
 		// transaction version 2: before it, a late marker of the same
 		// producer epoch ends whatever transaction is open, in Kafka
 		// too, the weakness KIP-890 fixes.)
-		w.txn.late = append(w.txn.late, lateMarkers{node: node, req: req, at: w.clk.Now().Add(time.Duration(50+w.rng.IntN(1000)) * time.Millisecond)})
+		w.txn.late = append(w.txn.late, lateMarkers{node: node, req: req, at: w.clk.Now().Add(time.Duration(50+w.rng.IntN(1000)) * time.Millisecond),
+			src: w.brokers[s.from-1].b, dst: w.brokers[node-1].b})
 		done(nil, context.DeadlineExceeded)
 		return
 	}
@@ -566,7 +579,7 @@ func (s simMarkers) Send(node int32, req *kmsg.WriteTxnMarkersRequest, done func
 // are replicated (acks=all).
 func (w *realWorld) writeMarkers(from, node int32, req *kmsg.WriteTxnMarkersRequest, done func(*kmsg.WriteTxnMarkersResponse, error)) {
 	if from != 0 && w.txn.tv2 {
-		w.txn.replay = &lateMarkers{node: node, req: req}
+		w.txn.replay = &lateMarkers{node: node, req: req, src: w.brokers[from-1].b, dst: w.brokers[node-1].b}
 	}
 	rb := w.brokers[node-1]
 	resp := req.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
@@ -619,7 +632,7 @@ func (w *realWorld) collectMarkers() {
 	}
 	w.txn.late = late
 	for _, l := range due {
-		if w.brokers[l.node-1].up {
+		if w.alive(l) {
 			w.stats.TxnLateMarkers++
 			w.writeMarkers(0, l.node, l.req, func(*kmsg.WriteTxnMarkersResponse, error) {})
 		}
@@ -662,7 +675,7 @@ func (w *realWorld) replayMarkers() {
 		return
 	}
 	w.txn.replay = nil
-	if w.brokers[r.node-1].up {
+	if w.alive(*r) {
 		w.stats.TxnLateMarkers++
 		w.tracef("txn %d: the previous marker request delivered late to %d", w.txn.n, r.node)
 		w.writeMarkers(0, r.node, r.req, func(*kmsg.WriteTxnMarkersResponse, error) {})
