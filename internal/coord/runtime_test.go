@@ -376,3 +376,33 @@ func TestUnloadFailsPendingWrites(t *testing.T) {
 		t.Fatal("Resign returned before the Unloaded hook ran")
 	}
 }
+
+// TestCommittedWaitsForLoadedRecords: Shard.Committed, called after a
+// load that read records above the HW, completes only once the HW reaches
+// the log end.
+func TestCommittedWaitsForLoadedRecords(t *testing.T) {
+	rep := newFake(1, false, "a=1", "b=2")
+	rep.setHW(1)
+	h := newHarness(t, rep, nil)
+	h.rt.Elect(0, 1)
+	done := make(chan error, 1)
+	var err error
+	for i := 0; i < 1000; i++ {
+		if err = h.rt.Run(0, func(s *Shard[*kv]) { s.Committed(func(err error) { done <- err }) }); err != ErrLoading {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("answered (%v) with the log end above the HW", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	rep.setHW(2)
+	if err := waitErr(t, done); err != nil {
+		t.Fatal(err)
+	}
+}

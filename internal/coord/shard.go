@@ -291,6 +291,37 @@ func (s *Shard[S]) Append(b []byte, undo func(), done func(error)) (storage.Appe
 	return info, nil
 }
 
+// Committed calls done on the owner once every record of the partition's
+// log as it is now is committed (below the high watermark): at once when
+// it is, else as a write with nothing to append would complete (nil, or
+// the commit's failure, or ErrNotCoordinator when the shard is unloaded).
+// A coordinator answering from its state without writing calls it first:
+// that state may come from records a load read above the high watermark,
+// or from a write not yet committed, which a coordinator elected next may
+// not have.
+func (s *Shard[S]) Committed(done func(error)) {
+	if s.Gone() {
+		done(ErrNotCoordinator)
+		return
+	}
+	end := s.r.LogEndOffset()
+	if s.r.HighWatermark() >= end {
+		done(nil)
+		return
+	}
+	s.pending = append(s.pending, write{end: end, done: done})
+	if s.rt.cfg.Stepped {
+		return // Step polls the oldest pending write's commit
+	}
+	s.cmu.Lock()
+	s.ends = append(s.ends, end)
+	s.cmu.Unlock()
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
 // commitLoop waits, off the owner, for the appended batches to be
 // committed, and posts their completion (or failure) to the owner.
 func (s *Shard[S]) commitLoop() {

@@ -238,3 +238,33 @@ func TestSteppedShardsInterleave(t *testing.T) {
 		t.Fatalf("order %v", order)
 	}
 }
+
+// TestSteppedCommitted: Shard.Committed answers at once when the log is
+// committed to its end, and otherwise once the HW reaches the log end it
+// saw (records a load read above the HW included).
+func TestSteppedCommitted(t *testing.T) {
+	rep := newFake(1, false, "a=1", "b=2")
+	rep.setHW(1) // b=2 was loaded from above the HW
+	h := newStepped(t, rep, nil)
+	h.rt.Elect(0, 1)
+	var got []error
+	if err := h.rt.Post(0, func(s *Shard[*kv]) { s.Committed(func(err error) { got = append(got, err) }) }); err != nil {
+		t.Fatal(err)
+	}
+	h.rt.Drain()
+	if len(got) != 0 {
+		t.Fatalf("answered with the log end above the HW: %v", got)
+	}
+	rep.setHW(2)
+	h.rt.Drain()
+	if len(got) != 1 || got[0] != nil {
+		t.Fatalf("after the HW reached the log end: %v", got)
+	}
+	if err := h.rt.Post(0, func(s *Shard[*kv]) { s.Committed(func(err error) { got = append(got, err) }) }); err != nil {
+		t.Fatal(err)
+	}
+	h.rt.Drain()
+	if len(got) != 2 || got[1] != nil {
+		t.Fatalf("with the log committed: %v", got)
+	}
+}

@@ -12,12 +12,33 @@ import (
 type Result[T any] struct {
 	Resp T
 	Wait func() T
+	// Poll, set with Wait when the response comes from the owner,
+	// returns it without blocking once it is there (a stepped
+	// coordinator's caller cannot wait).
+	Poll func() (T, bool)
 }
 
 func ready[T any](r T) Result[T] { return Result[T]{Resp: r} }
 
 func waitOn[T any](ch <-chan T) Result[T] {
-	return Result[T]{Wait: func() T { return <-ch }}
+	var got T
+	have := false
+	poll := func() (T, bool) {
+		if !have {
+			select {
+			case got = <-ch:
+				have = true
+			default:
+			}
+		}
+		return got, have
+	}
+	return Result[T]{Poll: poll, Wait: func() T {
+		if !have {
+			got, have = <-ch, true
+		}
+		return got
+	}}
 }
 
 // Coordinator returns the node coordinating key (a group id), creating

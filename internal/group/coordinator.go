@@ -102,6 +102,9 @@ type Options struct {
 	Clock clock.Clock
 	// Logger defaults to the broker's.
 	Logger *slog.Logger
+	// Stepped runs the coordinator without goroutines, for the
+	// deterministic simulator (stepped.go).
+	Stepped bool
 }
 
 // shardState is the state machine of one offsets partition, run by the
@@ -151,6 +154,8 @@ type Coordinator struct {
 	consumerOn bool            // group.coordinator.rebalance.protocols lists consumer
 	cimg       atomic.Value    // *imageCache: the consumer.Image of the last metadata image
 
+	stepped bool
+
 	scfg      sharegroup.Config               // KIP-932 settings (group.share.*)
 	persister atomic.Pointer[share.Persister] // share-partition state, deleted with a share group
 }
@@ -165,17 +170,18 @@ func New(b *broker.Broker, opts Options) *Coordinator {
 		opts.Logger = b.Logger()
 	}
 	c := &Coordinator{b: b, cfg: opts.Config, clock: opts.Clock, log: opts.Logger.With("component", "group"),
-		ccfg: ConsumerConfig(b.Config()), consumerOn: consumerEnabled(b.Config()), scfg: ShareConfig(b.Config())}
+		ccfg: ConsumerConfig(b.Config()), consumerOn: consumerEnabled(b.Config()), stepped: opts.Stepped,
+		scfg: ShareConfig(b.Config())}
 	c.rt = coord.New(coord.Config[*shardState]{
 		Name: "group", Clock: c.clock, Logger: c.log,
 		Replica: func(i int32) (coord.Replica, error) {
-			p, err := b.Partition(OffsetsTopic, i)
+			p, err := c.replica(i)
 			if err != nil {
 				return nil, err
 			}
 			return p, nil
 		},
-		Load: c.load, Loaded: c.loaded, Unloaded: c.unloaded,
+		Load: c.load, Loaded: c.loaded, Unloaded: c.unloaded, Stepped: opts.Stepped,
 	})
 	c.reconcile()
 	return c
@@ -220,7 +226,7 @@ func (c *Coordinator) owns(i int32) bool {
 	if t == nil || int(i) >= len(t.Partitions) || t.Partitions[i].Leader != c.b.NodeID() {
 		return false
 	}
-	p, err := c.b.Partition(OffsetsTopic, i)
+	p, err := c.replica(i)
 	if err != nil {
 		return false
 	}
@@ -453,6 +459,9 @@ func (c *Coordinator) run(group string, fn func(s *shard)) *kerr.Error {
 	if err != nil {
 		return err
 	}
+	if c.stepped {
+		return c.runStepped(i, fn)
+	}
 	return runError(c.rt.Run(i, fn))
 }
 
@@ -481,6 +490,11 @@ func (c *Coordinator) forEachShard(fn func(s *shard)) (loading bool) {
 // createTopic creates __consumer_offsets (compacted in intent, never
 // deleted by time: sluice does not compact yet).
 func (c *Coordinator) createTopic() error {
+	if c.stepped {
+		// The creation waits for the metadata, which a stepped
+		// coordinator's caller moves: it creates the topic itself.
+		return kerr.CoordinatorNotAvailable
+	}
 	c.createMu.Lock()
 	defer c.createMu.Unlock()
 	img := c.b.Image()

@@ -93,7 +93,14 @@ func (c *Coordinator) armRetention(s *shard) {
 			return
 		}
 		// Elect partitions led here that have no shard (a missed
-		// leadership change), off the owner.
+		// leadership change), off the owner (inline when stepped: a
+		// stepped Resign does not wait).
+		if c.stepped {
+			c.reconcile()
+			c.expireShard(s)
+			c.armRetention(s)
+			return
+		}
 		c.work.Add(1)
 		go func() {
 			defer c.work.Done()

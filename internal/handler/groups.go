@@ -22,9 +22,12 @@ type groupAPI struct {
 // registerGroupAPIs installs the consumer-group APIs (FindCoordinator,
 // JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
 // DescribeGroups, ListGroups, DeleteGroups, OffsetDelete, TxnOffsetCommit),
-// served by a group coordinator configured from the broker properties.
-func (h *Handlers) registerGroupAPIs(reg *protocol.Registry) {
-	c := group.New(h.b, group.Options{Config: group.ConfigFrom(h.b.Config())})
+// served by c, or if nil a group coordinator configured from the broker
+// properties.
+func (h *Handlers) registerGroupAPIs(reg *protocol.Registry, c *group.Coordinator) {
+	if c == nil {
+		c = group.New(h.b, group.Options{Config: group.ConfigFrom(h.b.Config())})
+	}
 	h.groups = c
 	// Coordinate the groups of the offsets partitions this node leads.
 	// The leader epoch orders the changes: a stale one is ignored.

@@ -61,6 +61,13 @@ type Options struct {
 	// NoSplice copies every fetched record set into its response instead
 	// of sending the larger ones from the log files (fetch_splice.go).
 	NoSplice bool
+	// Txn is the transaction coordinator to serve with (the simulator's
+	// stepped one, txn.Options.Stepped); nil creates one from the broker
+	// properties.
+	Txn *txn.Coordinator
+	// Groups is the group coordinator to serve with (the simulator's
+	// stepped one, group.Options.Stepped); nil creates one.
+	Groups *group.Coordinator
 	// SharePersister keeps the share partitions' state (KIP-932); nil is
 	// the share coordinators' (__share_group_state, SharePersister).
 	SharePersister share.Persister
@@ -151,7 +158,7 @@ func RegisterWith(reg *protocol.Registry, b *broker.Broker, opts Options) *Handl
 	} {
 		reg.Register(api)
 	}
-	h.registerGroupAPIs(reg)
+	h.registerGroupAPIs(reg, opts.Groups)
 	// kraft.version and eligible.leader.replicas.version, finalized in
 	// the metadata (57_update_features.go).
 	for _, name := range []string{metadata.FeatureKRaftVersion, metadata.FeatureELRVersion} {
@@ -167,7 +174,7 @@ func RegisterWith(reg *protocol.Registry, b *broker.Broker, opts Options) *Handl
 		im := h.b.Image()
 		return im.GroupVersion(), im.Offset
 	}})
-	h.registerTxnAPIs(reg)
+	h.registerTxnAPIs(reg, opts.Txn)
 	h.registerShareStateAPIs(reg)
 	if opts.SharePersister == nil {
 		opts.SharePersister = h.SharePersister()

@@ -24,9 +24,11 @@ type txnAPI struct {
 // DescribeTransactions and ListTransactions, served by a transaction
 // coordinator configured from the broker properties; InitProducerId
 // (registered with the other APIs) and FindCoordinator's transaction keys
-// use the same coordinator.
-func (h *Handlers) registerTxnAPIs(reg *protocol.Registry) {
-	c := txn.New(h.b, txn.Options{Config: txn.ConfigFrom(h.b.Config())})
+// use the same coordinator: c, or if nil a new one.
+func (h *Handlers) registerTxnAPIs(reg *protocol.Registry, c *txn.Coordinator) {
+	if c == nil {
+		c = txn.New(h.b, txn.Options{Config: txn.ConfigFrom(h.b.Config())})
+	}
 	h.txns = c
 	// Coordinate the transactional ids of the __transaction_state
 	// partitions this node leads.

@@ -25,6 +25,7 @@ import (
 	"github.com/sluice-io/sluice/internal/protocol"
 	"github.com/sluice-io/sluice/internal/replica"
 	"github.com/sluice-io/sluice/internal/storage"
+	"github.com/sluice-io/sluice/internal/txn"
 	"github.com/sluice-io/sluice/internal/vfs"
 )
 
@@ -55,9 +56,11 @@ type RealOptions struct {
 	CheckWriters bool
 
 	// knobs and ctlKnobs re-introduce fixed driver and controller bugs
-	// (real_test.go).
+	// (real_test.go), txnKnobs transaction coordinator bugs
+	// (realcoord_test.go).
 	knobs    sbroker.Knobs
 	ctlKnobs controller.Knobs
+	txnKnobs txn.Knobs
 }
 
 // RealStats counts what a run did.
@@ -80,6 +83,8 @@ type RealStats struct {
 	// Transactions (realtxn.go): completed by commit or abort, and
 	// coordinator failovers.
 	TxnCommitted, TxnAborted, TxnFailovers, TxnLateMarkers int
+	// GroupCommits counts acknowledged offset commits (realgroup.go).
+	GroupCommits int
 }
 
 // add adds o's counts to s.
@@ -104,6 +109,7 @@ func (s *RealStats) add(o RealStats) {
 	s.TxnAborted += o.TxnAborted
 	s.TxnFailovers += o.TxnFailovers
 	s.TxnLateMarkers += o.TxnLateMarkers
+	s.GroupCommits += o.GroupCommits
 }
 
 // RealResult is the outcome of RunReal.
@@ -245,7 +251,8 @@ type realWorld struct {
 	next     map[string]int64
 	nextRC   map[string]int64 // the read_committed consumer's
 
-	txn        *simTxn // the transactional producer and its coordinator
+	txn        *simTxn   // the transactional producer and its coordinator
+	grp        *simGroup // the offset committer and the group coordinators
 	txnPending []pendingTxn
 
 	settling bool // the final phase: no faults, no losses
@@ -268,7 +275,7 @@ func RunReal(opts RealOptions) *RealResult {
 	w := &realWorld{opts: opts, rng: rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x5851f42d4c957f2d)),
 		clk: clock.NewManual(start), start: start, cutFromController: map[int32]bool{}, cut: map[[2]int32]bool{},
 		conns: map[[2]int32]*protocol.Local{}, acked: map[string][]ackedRec{}, idem: map[string]*idemProducer{},
-		consumed: map[string]map[int64]string{}, next: map[string]int64{}, nextRC: map[string]int64{}, txn: newSimTxn(),
+		consumed: map[string]map[int64]string{}, next: map[string]int64{}, nextRC: map[string]int64{}, txn: newSimTxn(), grp: newSimGroup(),
 		deleted: map[string]int64{}, deleteAcked: map[string]int64{}, cmp: newSimCompact(), elr: newELRState(opts.Seed)}
 	w.ctrl = newRctl(w)
 	w.txn.tv2 = opts.Seed%2 == 0
@@ -289,6 +296,7 @@ func RunReal(opts RealOptions) *RealResult {
 			rb.b.Close()
 		}
 	}
+	w.stats.GroupCommits = w.grp.commits
 	res := &RealResult{Seed: opts.Seed, Violation: w.failed, Stats: w.stats}
 	if opts.Verbose || len(w.trace) < opts.TraceTail {
 		res.Trace = w.trace
@@ -356,6 +364,8 @@ func (w *realWorld) setup() {
 			w.fail("create topic %s: %v", name, err)
 		}
 	}
+	w.createTxnTopic()
+	w.createOffsetsTopic()
 }
 
 func (w *realWorld) brokerConfig(id int32) *config.Broker {
@@ -403,7 +413,7 @@ func (w *realWorld) startBroker(rb *realBroker) {
 	}
 	rb.b = b
 	rb.reg = protocol.NewRegistry()
-	rb.h = handler.Register(rb.reg, b)
+	rb.h = w.registerHandlers(rb)
 	rb.hw, rb.lso, rb.proposalSince = map[string][2]int64{}, map[string][2]int64{}, map[string]time.Time{}
 	rb.pendingReg, rb.self = n, self
 	if rb.last == nil || w.settling {
@@ -826,7 +836,7 @@ func (w *realWorld) collect() {
 // every broker up and registered, every partition with its whole replica
 // set in the ISR and every replica at the leader's HW and log end.
 func (w *realWorld) converged() bool {
-	if len(w.pending) > 0 || len(w.txnPending) > 0 || len(w.deletes) > 0 || w.txn.phase != txnIdle {
+	if len(w.pending) > 0 || len(w.txnPending) > 0 || len(w.deletes) > 0 || !w.txnQuiet() {
 		return false
 	}
 	for _, rb := range w.brokers {

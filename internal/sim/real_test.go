@@ -162,7 +162,7 @@ func TestRealOldBugsAreCaught(t *testing.T) {
 		{"DeleteRecords answered before the followers raised their log start", sbroker.Knobs{AnswerDeleteRecordsEarly: true}, controller.Knobs{}, []string{"below the answered DeleteRecords"}},
 		{"the LSO passes a transaction whose marker is above the HW", sbroker.Knobs{StableUnreplicatedTxns: true}, controller.Knobs{}, []string{"a read_committed consumer was shown"}},
 		{"controlled shutdown granted before the others applied it (1cf2b54)", sbroker.Knobs{}, controller.Knobs{GrantShutdownEarly: true}, []string{"controlled shutdown completes"}},
-		{"a wiped broker kept in the ELR (KIP-966)", sbroker.Knobs{}, controller.Knobs{KeepELRAfterUncleanRegistration: true}, []string{"below the HW", "without acknowledged record", "where a consumer read", "in the ELR"}},
+		{"a wiped broker kept in the ELR (KIP-966)", sbroker.Knobs{}, controller.Knobs{KeepELRAfterUncleanRegistration: true}, []string{"below the HW", "without acknowledged record", "where a consumer read", "in the ELR", "below the acknowledged commit"}},
 	} {
 		t.Run(b.name, func(t *testing.T) {
 			_, with := runSeeds(uint64(*flagRealSeeds), func(seed uint64) RealOptions {

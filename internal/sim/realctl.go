@@ -287,8 +287,8 @@ func (n *rnode) AlterTopicConfigs(context.Context, string, []metadata.ConfigOp, 
 	return kerr.InvalidRequest
 }
 
-// AllocateProducerID is not simulated.
-func (n *rnode) AllocateProducerID(context.Context) (int64, error) { return 0, kerr.InvalidRequest }
+// AllocateProducerID hands out the next producer id (realcoord.go).
+func (n *rnode) AllocateProducerID(context.Context) (int64, error) { return n.c.w.allocatePID(n.id) }
 
 // ControlledShutdown is driven by the simulation's heartbeats instead
 // (rctl.heartbeat).

@@ -78,7 +78,7 @@ func (w *realWorld) maybeWipe(rb *realBroker) {
 		return
 	}
 	im := w.ctrl.image()
-	for _, topic := range w.topics {
+	for _, topic := range append(w.coordTopics(), w.topics...) {
 		p := im.Topics[topic].Partitions[0]
 		if slices.Contains(p.ISR, rb.id) || !slices.ContainsFunc(append(slices.Clone(p.ISR), p.ELR...), func(id int32) bool { return id != rb.id }) {
 			return

@@ -7,113 +7,31 @@ import (
 	"strings"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
-
 	"github.com/sluice-io/sluice/internal/batch"
-	"github.com/sluice-io/sluice/internal/batch/batchtest"
 	sbroker "github.com/sluice-io/sluice/internal/broker"
-	"github.com/sluice-io/sluice/internal/replica"
 	"github.com/sluice-io/sluice/internal/storage"
 )
 
-// Transactions in the real-broker world. The simulator plays one
-// transactional producer and its transaction coordinator: each
-// transaction writes a transactional batch to one or both topics through
-// their leaders, then the coordinator decides (commit only if every batch
-// was acknowledged, as a producer aborts after an error) and writes the
-// markers with Partition.WriteMarker to each partition's current leader,
-// retrying until one acknowledges, through crashes, cut links, lost
-// answers and leader changes. Sometimes the coordinator fails over: its
-// epoch goes up and it sends every marker of the decided transaction
-// again (Kafka's new coordinator rolls a PrepareCommit/PrepareAbort
-// forward); sometimes a marker of the old coordinator epoch arrives late
-// and must be refused. After a transaction that saw an error the producer
-// bumps its epoch.
+// Transactions in the real-broker world. One transactional producer
+// (realcoord.go) goes through the real transaction coordinator
+// (internal/txn, stepped) of the brokers: InitProducerId, then for each
+// transaction AddPartitionsToTxn, a transactional batch to one or both
+// topics through their leaders, and EndTxn (commit only if every batch was
+// acknowledged, as a producer aborts after an error); the coordinator
+// writes the markers to each partition's leader, through crashes, cut
+// links, lost, delayed and late requests and leader changes, and fails
+// over with the leadership of __transaction_state.
 //
 // Invariants: a read_committed consumer (Fetch with ReadCommitted, then the
 // aborted-transaction filtering a Kafka client does) never returns a
-// record of an aborted or undecided transaction; a leader's last stable
-// offset never goes back within its epoch; no leader holds a transaction
-// open below an LSO a read_committed consumer was shown (reallso.go); a
-// stale coordinator's marker is never accepted; after settling no
-// transaction is open (LSO = HW) and a read_committed read of each
-// partition holds exactly the committed transactions' records (no torn or
-// lost transaction).
-
-const realTxnPID = 3000
-
-type txnPhase int8
-
-const (
-	txnIdle txnPhase = iota
-	txnProducing
-	txnMarking
-)
-
-// simTxn is the transactional producer and its coordinator's state.
-type simTxn struct {
-	n          int // current transaction number
-	epoch      int16
-	coordEpoch int32
-	seq        map[string]int32 // next sequence per topic
-	phase      txnPhase
-	values     map[string]string // topic → the value written there
-	// openChecks counts checkOpenTxns calls on changed logs, and
-	// openChecked holds the log end and truncation generation each log
-	// had at its last compare.
-	openChecks  int
-	openChecked map[string][2]int64
-	inflight    int  // produces not answered yet
-	doubtful    bool // a produce failed or went unanswered
-	commit      bool
-	todo        map[string]bool // topics whose marker is not acknowledged
-	sent        map[string]bool // topics with a marker in flight
-	// decided maps every decided transaction's values to its outcome.
-	decided map[string]bool
-	// tv2: transaction version 2 (even seeds): the epoch goes up at every
-	// end and the markers carry the bumped one (KIP-890 part 2). late is
-	// the previous transaction's marker, sent once more while the next
-	// transaction writes (a request held somewhere and delivered late):
-	// the partition must refuse it, or the checks find what it ended.
-	tv2  bool
-	late *lateMarker
-	// stableShown is the highest LSO a read_committed Fetch answered
-	// with, per topic (reallso.go).
-	stableShown map[string]int64
-}
-
-// lateMarker is a transaction's marker, to be delivered late.
-type lateMarker struct {
-	n          int
-	topics     []string
-	commit     bool
-	epoch      int16
-	coordEpoch int32
-}
-
-// markerEpoch is the producer epoch the current transaction's markers
-// carry.
-func (tx *simTxn) markerEpoch() int16 {
-	if tx.tv2 {
-		return tx.epoch + 1
-	}
-	return tx.epoch
-}
-
-type pendingTxn struct {
-	broker int32
-	topic  string
-	marker bool
-	stale  bool  // a marker of an older coordinator epoch
-	late   bool  // a marker of the previous transaction, delivered late
-	epoch  int32 // the marker's coordinator epoch
-	n      int   // the transaction it belongs to
-	ch     <-chan replica.ProduceResult
-}
-
-func newSimTxn() *simTxn {
-	return &simTxn{coordEpoch: 1, seq: map[string]int32{}, decided: map[string]bool{}}
-}
+// record of a transaction the producer did not ask to commit; a leader's
+// last stable offset never goes back within its epoch; no leader holds a
+// transaction open below an LSO a read_committed consumer was shown
+// (reallso.go); after settling no transaction is open (LSO = HW), and a
+// read_committed read of each partition holds every transaction whose
+// commit was acknowledged, holds a transaction whose commit was asked but
+// not answered whole or not at all, and holds each record once (no torn
+// or lost transaction).
 
 // txnLeader returns topic's leader partition as the image names it, if
 // that broker is up and leads it.
@@ -127,203 +45,6 @@ func (w *realWorld) txnLeader(topic string) (int32, *sbroker.Partition) {
 		return -1, nil
 	}
 	return leader, p
-}
-
-// txnStep moves the transaction workload one step; start says whether a
-// new transaction may begin.
-func (w *realWorld) txnStep(start bool) {
-	tx := w.txn
-	switch tx.phase {
-	case txnIdle:
-		if !start {
-			return
-		}
-		tx.n++
-		tx.phase, tx.values, tx.doubtful, tx.inflight = txnProducing, map[string]string{}, false, 0
-		for _, topic := range w.txnTopics {
-			if len(tx.values) > 0 && w.chance(0.3) {
-				continue
-			}
-			value := fmt.Sprintf("x%d-%s", tx.n, topic)
-			tx.values[topic] = value
-			leader, p := w.txnLeader(topic)
-			if p == nil {
-				tx.doubtful = true // the producer cannot send it: it aborts
-				continue
-			}
-			data := batchtest.Build(batchtest.Options{Transactional: true, ProducerID: realTxnPID, ProducerEpoch: tx.epoch,
-				BaseSequence: tx.seq[topic], BaseTimestamp: w.clk.Now().UnixMilli()}, batchtest.Values(value))
-			tx.seq[topic]++
-			h, _ := batch.ParseHeader(data)
-			tx.inflight++
-			w.txnPending = append(w.txnPending, pendingTxn{broker: leader, topic: topic, n: tx.n,
-				ch: p.Produce(data, h, -1, w.clk.Now().Add(realProduceDeadline))})
-		}
-		w.tracef("txn %d (epoch %d) writes %v", tx.n, tx.epoch, tx.values)
-		w.maybeLateMarker()
-	case txnProducing:
-		w.maybeLateMarker()
-		if tx.inflight > 0 {
-			return
-		}
-		// The decision, durable at the coordinator (PrepareCommit or
-		// PrepareAbort) before any marker is sent.
-		tx.commit = !tx.doubtful && w.chance(0.7)
-		for _, v := range tx.values {
-			tx.decided[v] = tx.commit
-		}
-		tx.phase, tx.todo, tx.sent = txnMarking, map[string]bool{}, map[string]bool{}
-		for topic := range tx.values {
-			tx.todo[topic] = true
-		}
-		w.tracef("txn %d decided: commit=%v", tx.n, tx.commit)
-	case txnMarking:
-		if !w.settling && w.chance(0.02) {
-			// Coordinator failover: the new one sends every marker again.
-			tx.coordEpoch++
-			for topic := range tx.values {
-				tx.todo[topic] = true
-			}
-			clear(tx.sent)
-			w.stats.TxnFailovers++
-			w.tracef("txn coordinator fails over, epoch %d", tx.coordEpoch)
-		}
-		for _, topic := range sortedKeys(tx.todo) {
-			if tx.sent[topic] || (!w.settling && w.chance(0.3)) {
-				continue // in flight, or the request is lost on the way
-			}
-			w.sendMarker(topic, tx.coordEpoch, false)
-		}
-		if len(tx.todo) == 0 {
-			w.tracef("txn %d complete (commit=%v)", tx.n, tx.commit)
-			if tx.commit {
-				w.stats.TxnCommitted++
-			} else {
-				w.stats.TxnAborted++
-			}
-			if tx.tv2 {
-				tx.late = &lateMarker{n: tx.n, topics: sortedKeys(tx.todoAll()), commit: tx.commit, epoch: tx.markerEpoch(), coordEpoch: tx.coordEpoch}
-			}
-			if tx.doubtful || tx.tv2 {
-				// A producer that saw an error starts over with a bumped
-				// epoch (KIP-360), and transaction version 2 bumps it at
-				// every end: sequences restart at 0.
-				tx.epoch++
-				clear(tx.seq)
-			}
-			tx.phase = txnIdle
-			if !w.settling && tx.coordEpoch > 1 && w.chance(0.5) {
-				// A marker from the previous coordinator arrives late.
-				topic := w.txnTopics[w.rng.IntN(len(w.txnTopics))]
-				if _, ok := tx.values[topic]; ok {
-					w.sendMarker(topic, tx.coordEpoch-1, true)
-				}
-			}
-		}
-	}
-}
-
-// maybeLateMarker delivers the previous transaction's marker once more,
-// now that the next one writes (transaction version 2).
-func (w *realWorld) maybeLateMarker() {
-	tx := w.txn
-	l := tx.late
-	if l == nil || !w.chance(0.5) {
-		return
-	}
-	tx.late = nil
-	topic := l.topics[w.rng.IntN(len(l.topics))]
-	leader, p := w.txnLeader(topic)
-	if p == nil {
-		return
-	}
-	data := batch.EncodeMarker(realTxnPID, l.epoch, batch.Marker{Commit: l.commit, CoordinatorEpoch: l.coordEpoch}, w.clk.Now().UnixMilli())
-	w.stats.TxnLateMarkers++
-	w.tracef("txn %d's marker (epoch %d) delivered late to %s-0 on %d", l.n, l.epoch, topic, leader)
-	w.txnPending = append(w.txnPending, pendingTxn{broker: leader, topic: topic, marker: true, late: true, n: l.n,
-		ch: p.WriteMarker(data, w.clk.Now().Add(realProduceDeadline), true)})
-}
-
-// sendMarker writes the current transaction's marker to topic's leader.
-func (w *realWorld) sendMarker(topic string, coordEpoch int32, stale bool) {
-	tx := w.txn
-	leader, p := w.txnLeader(topic)
-	if p == nil {
-		return
-	}
-	data := batch.EncodeMarker(realTxnPID, tx.markerEpoch(), batch.Marker{Commit: tx.commit, CoordinatorEpoch: coordEpoch}, w.clk.Now().UnixMilli())
-	if !stale {
-		tx.sent[topic] = true
-	}
-	w.tracef("txn %d marker commit=%v coordinator epoch %d to %s-0 on %d", tx.n, tx.commit, coordEpoch, topic, leader)
-	w.txnPending = append(w.txnPending, pendingTxn{broker: leader, topic: topic, marker: true, stale: stale, epoch: coordEpoch, n: tx.n,
-		ch: p.WriteMarker(data, w.clk.Now().Add(realProduceDeadline), tx.tv2)})
-}
-
-// txnDone applies an answer to a transactional produce or marker; code -1
-// is an answer lost with its broker.
-func (w *realWorld) txnDone(pt pendingTxn, code int16) {
-	tx := w.txn
-	switch {
-	case pt.late:
-		// Refused, or harmless where the next transaction had nothing
-		// open yet: the read checks decide.
-	case pt.stale:
-		if code == 0 {
-			w.fail("a marker of stale coordinator epoch %d was accepted on %s-0", tx.coordEpoch-1, pt.topic)
-		}
-	case pt.marker:
-		if pt.n != tx.n || tx.phase != txnMarking {
-			return
-		}
-		if pt.epoch != tx.coordEpoch {
-			return // the previous coordinator's: the current one sends its own
-		}
-		delete(tx.sent, pt.topic)
-		switch code {
-		case 0:
-			delete(tx.todo, pt.topic)
-		case kerr.InvalidProducerEpoch.Code, kerr.TransactionCoordinatorFenced.Code:
-			w.fail("txn %d: the marker to %s-0 was refused: %v", tx.n, pt.topic, kerr.ErrorForCode(code))
-		}
-	default:
-		tx.inflight--
-		if code != 0 {
-			tx.doubtful = true
-		}
-	}
-}
-
-// collectTxn takes the transactional answers that arrived.
-func (w *realWorld) collectTxn() {
-	kept := w.txnPending[:0]
-	for _, pt := range w.txnPending {
-		select {
-		case res := <-pt.ch:
-			w.txnDone(pt, res.Error)
-		default:
-			kept = append(kept, pt)
-		}
-	}
-	w.txnPending = kept
-}
-
-// crashTxn drops the transactional requests a crashed broker will never
-// answer.
-func (w *realWorld) crashTxn(id int32) {
-	kept := w.txnPending[:0]
-	var lost []pendingTxn
-	for _, pt := range w.txnPending {
-		if pt.broker == id {
-			lost = append(lost, pt)
-		} else {
-			kept = append(kept, pt)
-		}
-	}
-	w.txnPending = kept
-	for _, pt := range lost {
-		w.txnDone(pt, -1)
-	}
 }
 
 // committedFilter returns the records of batches b (a fetch response's
@@ -365,7 +86,7 @@ func committedFilter(b []byte, aborted []storage.AbortedTxn, fn func(off int64, 
 }
 
 // checkCommittedRead fails on a read_committed record of a transaction
-// that was not committed.
+// the producer did not ask to commit.
 func (w *realWorld) checkCommittedRead(where, value string) {
 	if !strings.HasPrefix(value, "x") {
 		return
@@ -425,10 +146,11 @@ func (w *realWorld) checkOpenTxns(rb *realBroker, topic string, p *sbroker.Parti
 // each partition's leader holds exactly the committed transactions'
 // records, each once.
 func (w *realWorld) checkTxnsSettled() {
-	if w.txn.phase != txnIdle {
-		w.fail("after settling, transaction %d is still in phase %d", w.txn.n, w.txn.phase)
+	if !w.txnQuiet() {
+		w.fail("after settling, transaction %d is still in phase %d (or its markers are not all written)", w.txn.n, w.txn.phase)
 		return
 	}
+	seenAll := map[string]bool{}
 	for _, topic := range w.txnTopics {
 		part := w.ctrl.image().Topics[topic].Partitions[0]
 		p, err := w.brokers[part.Leader-1].b.PartitionBy(topic, 0, time.Time{})
@@ -468,22 +190,28 @@ func (w *realWorld) checkTxnsSettled() {
 			}
 			off = sl.NextOffset
 		}
-		for v, committed := range w.txn.decided {
-			if committed && strings.HasSuffix(v, "-"+topic) && !seen[v] {
+		for v := range w.txn.acked {
+			if strings.HasSuffix(v, "-"+topic) && !seen[v] {
 				w.fail("committed %q is missing from a read_committed read of %s-0 (a torn or lost transaction)", v, topic)
 				return
 			}
 		}
+		maps.Copy(seenAll, seen)
 	}
-}
-
-// todoAll is the set of topics the current transaction wrote to.
-func (tx *simTxn) todoAll() map[string]bool {
-	out := map[string]bool{}
-	for t := range tx.values {
-		out[t] = true
+	// A commit asked but never answered: the whole transaction or none.
+	for n, vs := range w.txn.asked {
+		in := 0
+		for _, v := range vs {
+			if seenAll[v] {
+				in++
+			}
+		}
+		if in != 0 && in != len(vs) {
+			w.fail("transaction %d is torn: a read_committed read holds %d of its records %v", n, in, vs)
+			return
+		}
 	}
-	return out
+	w.checkGroupSettled()
 }
 
 func sortedKeys(m map[string]bool) []string {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/sluice-io/sluice/internal/coord"
 	"github.com/sluice-io/sluice/internal/group"
 )
 
@@ -218,12 +219,13 @@ func (c *Coordinator) AddPartitions(id string, pid int64, epoch int16, parts []P
 func (c *Coordinator) addLocked(s *shard, id string, pid int64, epoch int16, parts []Partition) Result[*kerr.Error] {
 	m := s.State().txns[id]
 	if err := checkProducer(m, pid, epoch); err != nil {
-		if err == kerr.ConcurrentTransactions {
+		if err == kerr.ConcurrentTransactions && !c.stepped {
 			// The previous transaction is still completing (its markers
 			// are being written): rather than have the producer back off
 			// and retry (the Java client waits 20 ms, franz-go more),
 			// hold the request until it completes, at most
-			// concurrentWait, then answer as Kafka would.
+			// concurrentWait, then answer as Kafka would. A stepped
+			// coordinator answers at once, as Kafka does.
 			changed := s.State().changed
 			return Result[*kerr.Error]{Wait: func() *kerr.Error {
 				return c.retryAddPartitions(changed, id, pid, epoch, parts)
@@ -241,7 +243,26 @@ func (c *Coordinator) addLocked(s *shard, id string, pid int64, epoch int16, par
 			}
 		}
 		if all {
-			return ready[*kerr.Error](nil)
+			// Nothing to write, but the state saying so may not be
+			// committed yet (a load reads up to the log end; a write
+			// may be pending): answer once it is, or a coordinator
+			// elected next may not know the partition is in the
+			// transaction, end it without a marker there and leave
+			// the records the producer writes on this answer open.
+			// The answer is the state's once committed: the transaction
+			// may have ended meanwhile (timed out, fenced).
+			ch := make(chan *kerr.Error, 1)
+			s.Committed(func(err error) {
+				switch {
+				case err == nil:
+					ch <- c.stillAdded(s, id, pid, epoch, parts)
+				case err == coord.ErrNotCoordinator:
+					ch <- kerr.NotCoordinator
+				default:
+					ch <- appendError(err)
+				}
+			})
+			return waitOn(ch)
 		}
 		if n > MaxPartitionsPerTxn {
 			return ready(kerr.InvalidRequest)
@@ -256,6 +277,25 @@ func (c *Coordinator) addLocked(s *shard, id string, pid int64, epoch int16, par
 	ch := make(chan *kerr.Error, 1)
 	c.write(s, m, t, func(err *kerr.Error) { ch <- err })
 	return waitOn(ch)
+}
+
+// stillAdded answers an AddPartitionsToTxn whose partitions were all in
+// the transaction once its state is committed: nil if they still are,
+// else what the request gets now (owner of id's shard).
+func (c *Coordinator) stillAdded(s *shard, id string, pid int64, epoch int16, parts []Partition) *kerr.Error {
+	m := s.State().txns[id]
+	if err := checkProducer(m, pid, epoch); err != nil {
+		return err
+	}
+	if m.State != Ongoing {
+		return kerr.ConcurrentTransactions
+	}
+	for _, p := range parts {
+		if _, ok := m.Partitions[p]; !ok {
+			return kerr.ConcurrentTransactions
+		}
+	}
+	return nil
 }
 
 // concurrentWait bounds how long AddPartitionsToTxn is held while the
@@ -465,12 +505,7 @@ func (c *Coordinator) endLocked(s *shard, m *Metadata, pid int64, epoch int16, c
 		return endErr(kerrOf(err))
 	}
 	ch := make(chan EndResult, 1)
-	c.write(s, m, t, func(err *kerr.Error) {
-		if err != nil {
-			ch <- EndResult{Err: err, ProducerID: -1, Epoch: -1}
-			return
-		}
-		c.startMarkers(s, m)
+	answer := func() {
 		switch {
 		case tv < 2:
 			ch <- EndResult{ProducerID: -1, Epoch: -1}
@@ -478,6 +513,22 @@ func (c *Coordinator) endLocked(s *shard, m *Metadata, pid int64, epoch int16, c
 			ch <- EndResult{ProducerID: t.NextProducerID, Epoch: 0}
 		default:
 			ch <- EndResult{ProducerID: t.ProducerID, Epoch: t.Epoch}
+		}
+	}
+	early := c.knobs.AnswerEndTxnEarly
+	if early {
+		answer() // the bug: before PrepareCommit/PrepareAbort is committed
+	}
+	c.write(s, m, t, func(err *kerr.Error) {
+		if err != nil {
+			if !early {
+				ch <- EndResult{Err: err, ProducerID: -1, Epoch: -1}
+			}
+			return
+		}
+		c.startMarkers(s, m)
+		if !early {
+			answer()
 		}
 	})
 	return waitOn(ch)

@@ -100,6 +100,19 @@ type Options struct {
 	// Markers sends WriteTxnMarkers; default: the broker's peer clients
 	// (BrokerMarkers).
 	Markers MarkerSender
+	// Stepped runs the coordinator without goroutines, for the
+	// deterministic simulator (stepped.go): its runtime is stepped
+	// (coord.Config.Stepped), Step runs its work, and the markers go
+	// through StepMarkers.
+	Stepped bool
+	// StepMarkers sends a stepped coordinator's WriteTxnMarkers.
+	StepMarkers StepSender
+	// Knobs re-introduce bugs for the simulator's tests; never set in
+	// production.
+	Knobs Knobs
+	// wrapReplica (tests) is the replica the runtime sees in place of
+	// the broker's partition.
+	wrapReplica func(*broker.Partition) logReplica
 }
 
 // shardState is the state machine of one __transaction_state partition,
@@ -127,13 +140,14 @@ type shard = coord.Shard[*shardState]
 // Coordinator serves the transactional ids of the __transaction_state
 // partitions this node leads.
 type Coordinator struct {
-	b       *broker.Broker
-	cfg     Config
-	clock   clock.Clock
-	log     *slog.Logger
-	markers MarkerSender
-	queues  *markerQueues // the markers waiting per broker (batch.go)
-	rt      *coord.Runtime[*shardState]
+	b           *broker.Broker
+	wrapReplica func(*broker.Partition) logReplica // Options.wrapReplica
+	cfg         Config
+	clock       clock.Clock
+	log         *slog.Logger
+	markers     MarkerSender
+	queues      *markerQueues // the markers waiting per broker (batch.go)
+	rt          *coord.Runtime[*shardState]
 
 	createMu sync.Mutex // serializes creating __transaction_state
 
@@ -142,6 +156,10 @@ type Coordinator struct {
 	numIDs        atomic.Int64
 	work          sync.WaitGroup // marker senders and reconciliations started by timers
 	waitingLogged atomic.Bool
+
+	stepped bool
+	knobs   Knobs
+	steps   stepState // stepped.go
 }
 
 // New returns a coordinator for b and elects every __transaction_state
@@ -160,18 +178,22 @@ func New(b *broker.Broker, opts Options) *Coordinator {
 		opts.Config.MarkerBackoff = 100 * time.Millisecond
 	}
 	c := &Coordinator{b: b, cfg: opts.Config, clock: opts.Clock, log: opts.Logger.With("component", "txn"),
-		markers: opts.Markers}
+		markers: opts.Markers, stepped: opts.Stepped, knobs: opts.Knobs, wrapReplica: opts.wrapReplica}
+	c.steps.sender = opts.StepMarkers
 	c.queues = newMarkerQueues(c)
 	c.rt = coord.New(coord.Config[*shardState]{
 		Name: "txn", Clock: c.clock, Logger: c.log,
 		Replica: func(i int32) (coord.Replica, error) {
-			p, err := b.Partition(Topic, i)
+			p, err := c.replica(i)
 			if err != nil {
 				return nil, err
 			}
+			if c.wrapReplica != nil {
+				return c.wrapReplica(p), nil
+			}
 			return p, nil
 		},
-		Load: c.load, Loaded: c.loaded, Unloaded: c.unloaded,
+		Load: c.load, Loaded: c.loaded, Unloaded: c.unloaded, Stepped: opts.Stepped,
 	})
 	c.reconcile()
 	return c
@@ -216,11 +238,24 @@ func (c *Coordinator) owns(i int32) bool {
 	if t == nil || int(i) >= len(t.Partitions) || t.Partitions[i].Leader != c.b.NodeID() {
 		return false
 	}
-	p, err := c.b.Partition(Topic, i)
+	p, err := c.replica(i)
 	if err != nil {
 		return false
 	}
+	if c.wrapReplica != nil {
+		return c.rt.Current(i, c.wrapReplica(p))
+	}
 	return c.rt.Current(i, p)
+}
+
+// replica returns the local replica of partition i; a stepped
+// coordinator does not wait for lagging metadata (its caller owns the
+// clock).
+func (c *Coordinator) replica(i int32) (*broker.Partition, error) {
+	if c.stepped {
+		return c.b.PartitionBy(Topic, i, time.Time{})
+	}
+	return c.b.Partition(Topic, i)
 }
 
 // Elect makes this node the coordinator of __transaction_state partition
@@ -288,9 +323,15 @@ func loadLog(log *storage.Log, from, end int64, logErr func(msg string, off int6
 	return l
 }
 
+// logReplica is a coordinator replica with its log (a *broker.Partition).
+type logReplica interface {
+	coord.Replica
+	Log() *storage.Log
+}
+
 // load replays partition i into transactional ids (the runtime's Load).
 func (c *Coordinator) load(i int32, r coord.Replica) (*shardState, error) {
-	p := r.(*broker.Partition)
+	p := r.(logReplica)
 	start := c.clock.Now()
 	// The leader's log is authoritative: load everything it has, as
 	// Kafka's TransactionStateManager reads to the log end.
@@ -352,6 +393,9 @@ func (c *Coordinator) run(id string, fn func(s *shard)) *kerr.Error {
 	i, err := c.partition(id)
 	if err != nil {
 		return err
+	}
+	if c.stepped {
+		return c.runStepped(i, fn)
 	}
 	return runError(c.rt.Run(i, fn))
 }
@@ -447,6 +491,11 @@ func (c *Coordinator) Coordinator(id string) (nodeID int32, err *kerr.Error) {
 // brokers (and not created while fewer are active, as Kafka does), its
 // min.insync.replicas transaction.state.log.min.isr capped by that.
 func (c *Coordinator) createTopic() error {
+	if c.stepped {
+		// The creation waits for the metadata, which a stepped
+		// coordinator's caller moves: it creates the topic itself.
+		return kerr.CoordinatorNotAvailable
+	}
 	c.createMu.Lock()
 	defer c.createMu.Unlock()
 	img := c.b.Image()

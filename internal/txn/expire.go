@@ -41,6 +41,10 @@ func (c *Coordinator) periodic(s *shard) {
 	if !c.owns(s.Partition()) {
 		s.Unload()
 	}
+	if c.stepped {
+		c.reconcile() // a stepped Resign does not wait: an event may call it
+		return
+	}
 	c.work.Add(1)
 	go func() {
 		defer c.work.Done()

@@ -22,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-io/sluice/internal/broker"
+	"github.com/sluice-io/sluice/internal/metadata"
 )
 
 // MarkerSender sends a WriteTxnMarkers request to a broker. Tests use a
@@ -68,6 +69,10 @@ func (c *Coordinator) startMarkers(s *shard, m *Metadata) {
 	tv := m.TxnVersion
 	parts := SortedPartitions(m.Partitions)
 	coordEpoch := s.Epoch()
+	if c.stepped {
+		c.addMarkerJob(s, m, commit, pid, epoch, coordEpoch, tv, parts)
+		return
+	}
 	c.work.Add(1)
 	go func() {
 		defer c.work.Done()
@@ -97,6 +102,10 @@ func (c *Coordinator) complete(s *shard, m *Metadata, pid int64, epoch int16) {
 		// Retry the completion after a backoff (Kafka retries the
 		// append of the complete record until it is no longer the
 		// coordinator).
+		if c.stepped {
+			s.Schedule("complete/"+m.ID, s.Now().Add(c.cfg.MarkerBackoff), func(s *shard) { c.complete(s, m, pid, epoch) })
+			return
+		}
 		c.work.Add(1)
 		go func() {
 			defer c.work.Done()
@@ -135,18 +144,7 @@ func (c *Coordinator) sendMarkers(s *shard, commit bool, pid int64, epoch int16,
 			return false
 		default:
 		}
-		img := c.b.Image()
-		byNode := map[int32][]Partition{}
-		for p := range pending {
-			t := img.Topics[p.Topic]
-			switch {
-			case t == nil || int(p.Partition) >= len(t.Partitions):
-				delete(pending, p) // the topic was deleted
-			case t.Partitions[p.Partition].Leader >= 0:
-				n := t.Partitions[p.Partition].Leader
-				byNode[n] = append(byNode[n], p)
-			}
-		}
+		byNode := markerTargets(c.b.Image(), pending)
 		type answer struct {
 			parts   []Partition
 			codes   map[Partition]int16
@@ -166,29 +164,8 @@ func (c *Coordinator) sendMarkers(s *shard, commit bool, pid int64, epoch int16,
 				c.log.Debug("sending transaction markers", "producer.id", pid, "err", a.failure)
 				continue
 			}
-			for _, p := range a.parts {
-				code, ok := a.codes[p]
-				if !ok {
-					continue
-				}
-				switch code {
-				case 0:
-					delete(pending, p)
-				case kerr.UnknownTopicOrPartition.Code:
-					if img := c.b.Image(); img.Topics[p.Topic] == nil {
-						delete(pending, p)
-					}
-				case kerr.InvalidProducerEpoch.Code, kerr.TransactionCoordinatorFenced.Code:
-					fenced = true
-				case kerr.ClusterAuthorizationFailed.Code:
-					// Retried like any failure, but it will not pass until an
-					// operator acts: say so (the logger is rate-limited).
-					c.log.Warn("transaction marker refused: the inter-broker principal needs CLUSTER_ACTION on the cluster (make it a super user, docs/security.md); the transaction stays in "+map[bool]string{true: "PrepareCommit", false: "PrepareAbort"}[commit],
-						"topic", p.Topic, "partition", p.Partition, "producer.id", pid)
-				default:
-					c.log.Debug("transaction marker not written", "topic", p.Topic, "partition", p.Partition,
-						"producer.id", pid, "err", kerr.ErrorForCode(code))
-				}
+			if c.markerCodes(pending, a.parts, a.codes, commit, pid) {
+				fenced = true
 			}
 		}
 		if fenced {
@@ -206,10 +183,76 @@ func (c *Coordinator) sendMarkers(s *shard, commit bool, pid int64, epoch int16,
 	return true
 }
 
+// markerTargets groups the partitions still pending by their leader in
+// img; a partition whose topic is gone is done (removed from pending), one
+// without a leader waits for the next round.
+func markerTargets(img *metadata.Image, pending map[Partition]struct{}) map[int32][]Partition {
+	byNode := map[int32][]Partition{}
+	for p := range pending {
+		t := img.Topics[p.Topic]
+		switch {
+		case t == nil || int(p.Partition) >= len(t.Partitions):
+			delete(pending, p) // the topic was deleted
+		case t.Partitions[p.Partition].Leader >= 0:
+			n := t.Partitions[p.Partition].Leader
+			byNode[n] = append(byNode[n], p)
+		}
+	}
+	return byNode
+}
+
+// markerCodes applies one broker's answer for parts: a partition that
+// took its marker (or whose topic is gone) is done; it reports whether a
+// partition fenced the markers (a newer coordinator or producer epoch).
+func (c *Coordinator) markerCodes(pending map[Partition]struct{}, parts []Partition, codes map[Partition]int16, commit bool, pid int64) (fenced bool) {
+	for _, p := range parts {
+		code, ok := codes[p]
+		if !ok {
+			continue
+		}
+		switch code {
+		case 0:
+			delete(pending, p)
+		case kerr.UnknownTopicOrPartition.Code:
+			if img := c.b.Image(); img.Topics[p.Topic] == nil {
+				delete(pending, p)
+			}
+		case kerr.InvalidProducerEpoch.Code, kerr.TransactionCoordinatorFenced.Code:
+			fenced = true
+		case kerr.ClusterAuthorizationFailed.Code:
+			// Retried like any failure, but it will not pass until an
+			// operator acts: say so (the logger is rate-limited).
+			c.log.Warn("transaction marker refused: the inter-broker principal needs CLUSTER_ACTION on the cluster (make it a super user, docs/security.md); the transaction stays in "+map[bool]string{true: "PrepareCommit", false: "PrepareAbort"}[commit],
+				"topic", p.Topic, "partition", p.Partition, "producer.id", pid)
+		default:
+			c.log.Debug("transaction marker not written", "topic", p.Topic, "partition", p.Partition,
+				"producer.id", pid, "err", kerr.ErrorForCode(code))
+		}
+	}
+	return fenced
+}
+
 // sendTo sends the marker for ps to node (batched with other
 // transactions' markers for it) and returns the error code of each
 // partition.
 func (c *Coordinator) sendTo(s *shard, node int32, commit bool, pid int64, epoch int16, coordEpoch int32, tv int16, ps []Partition) (map[Partition]int16, error) {
+	mk := newMarker(commit, pid, epoch, coordEpoch, tv, ps)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-s.Stopped():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	out := c.queues.send(ctx, node, mk)
+	return out.codes, out.err
+}
+
+// newMarker is the WriteTxnMarkers marker of a transaction for the
+// partitions ps, sorted by topic and partition.
+func newMarker(commit bool, pid int64, epoch int16, coordEpoch int32, tv int16, ps []Partition) kmsg.WriteTxnMarkersRequestMarker {
 	mk := kmsg.NewWriteTxnMarkersRequestMarker()
 	mk.ProducerID, mk.ProducerEpoch, mk.Committed, mk.CoordinatorEpoch = pid, epoch, commit, coordEpoch
 	mk.TransactionVersion = int8(tv) // v2: the partition then refuses a late marker (27_write_txn_markers.go)
@@ -226,15 +269,5 @@ func (c *Coordinator) sendTo(s *shard, node int32, commit bool, pid int64, epoch
 		t.Topic, t.Partitions = p.Topic, []int32{p.Partition}
 		mk.Topics = append(mk.Topics, t)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-s.Stopped():
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	out := c.queues.send(ctx, node, mk)
-	return out.codes, out.err
+	return mk
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/sluice-io/sluice/internal/batch"
 	"github.com/sluice-io/sluice/internal/group"
+	"github.com/sluice-io/sluice/internal/storage"
 )
 
 // Topic is the internal topic holding transaction state.
@@ -168,4 +169,22 @@ func (l loaded) decodeBatches(data []byte) (next int64, err error) {
 		}
 	}
 	return next, nil
+}
+
+// ReadLog replays the records of a __transaction_state log in [from,
+// end) as a coordinator's load does and returns the state of each
+// transactional id it names (tools and the simulator's checks: what a
+// coordinator elected now would load). A bad record is skipped; err is
+// the first problem met.
+func ReadLog(log *storage.Log, from, end int64) (ids map[string]Metadata, err error) {
+	l := loadLog(log, from, end, func(_ string, _ int64, e error) {
+		if err == nil {
+			err = e
+		}
+	})
+	ids = make(map[string]Metadata, len(l))
+	for id, m := range l {
+		ids[id] = snapshot(m)
+	}
+	return ids, err
 }
