@@ -196,7 +196,11 @@ func TestShareStateSurvivesCoordinatorKill(t *testing.T) {
 	}
 
 	c.Node(coord).Kill()
-	next := shareCoordinator(t, c, c.Node(other), key, coord)
+	via := int32(1)
+	if via == coord {
+		via = 2
+	}
+	next := shareCoordinator(t, c, c.Node(via), key, coord)
 	t.Logf("after killing node %d the share coordinator is node %d", coord, next)
 
 	if code := writeCode(sendState(t, c, next, writeReq(group, topicID, 1, 3, 2), writeCode)); code != kerr.FencedLeaderEpoch.Code {
@@ -212,7 +216,11 @@ func TestShareStateSurvivesCoordinatorKill(t *testing.T) {
 		t.Fatalf("state after the kill: start %d epoch %d batches %v, want start 2 epoch 1 batches %v", p.StartOffset, p.StateEpoch, got, want)
 	}
 
-	// DescribeShareGroupOffsets from a surviving node.
+	// DescribeShareGroupOffsets from the group's coordinator, which moves
+	// if it was the node killed.
+	if other == coord {
+		other = findCoordinator(t, c.Node(via), 0, group, coord)
+	}
 	dr := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
 	dg := kmsg.NewDescribeShareGroupOffsetsRequestGroup()
 	dg.GroupID = group
