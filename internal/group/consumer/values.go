@@ -11,25 +11,25 @@ type GroupMetadataValue struct {
 func (*GroupMetadataValue) recordType() int16 { return TypeGroupMetadata }
 
 func (v *GroupMetadataValue) encode(w *writer) {
-	w.i32(v.Epoch)
+	w.I32(v.Epoch)
 	var tags []tagged
 	if v.MetadataHash != 0 {
 		t := &writer{}
-		t.i64(v.MetadataHash)
-		tags = append(tags, tagged{0, t.b})
+		t.I64(v.MetadataHash)
+		tags = append(tags, tagged{Tag: 0, Data: t.B})
 	}
-	w.tags(tags)
+	w.Tags(tags)
 }
 
 func (v *GroupMetadataValue) decode(r *reader) {
-	v.Epoch = r.i32()
-	r.tags(func(tag uint32, sub *reader) bool {
+	v.Epoch = r.I32()
+	r.Tags(func(tag uint32, sub *reader) bool {
 		if tag != 0 {
 			return false
 		}
-		v.MetadataHash = sub.i64()
-		if len(sub.b) != 0 {
-			sub.fail(errInvalid)
+		v.MetadataHash = sub.I64()
+		if len(sub.B) != 0 {
+			sub.Fail(errInvalid)
 		}
 		return true
 	})
@@ -60,41 +60,41 @@ type PartitionMetadataValue struct {
 func (*PartitionMetadataValue) recordType() int16 { return TypePartitionMetadata }
 
 func (v *PartitionMetadataValue) encode(w *writer) {
-	w.carr(len(v.Topics))
+	w.Carr(len(v.Topics))
 	for _, t := range v.Topics {
-		w.uuid(t.TopicID)
-		w.cstr(t.TopicName)
-		w.i32(t.NumPartitions)
-		w.carr(len(t.PartitionRacks))
+		w.Uuid(t.TopicID)
+		w.Cstr(t.TopicName)
+		w.I32(t.NumPartitions)
+		w.Carr(len(t.PartitionRacks))
 		for _, p := range t.PartitionRacks {
-			w.i32(p.Partition)
-			w.cstrs(p.Racks)
-			w.tags(nil)
+			w.I32(p.Partition)
+			w.Cstrs(p.Racks)
+			w.Tags(nil)
 		}
-		w.tags(nil)
+		w.Tags(nil)
 	}
-	w.tags(nil)
+	w.Tags(nil)
 }
 
 func (v *PartitionMetadataValue) decode(r *reader) {
-	n := r.carr(16 + 1 + 4 + 1 + 1)
+	n := r.Carr(16 + 1 + 4 + 1 + 1)
 	for range n {
 		var t TopicMetadata
-		t.TopicID = r.uuid()
-		t.TopicName = r.cstr()
-		t.NumPartitions = r.i32()
-		np := r.carr(4 + 1 + 1)
+		t.TopicID = r.Uuid()
+		t.TopicName = r.Cstr()
+		t.NumPartitions = r.I32()
+		np := r.Carr(4 + 1 + 1)
 		for range np {
 			var p PartitionRacks
-			p.Partition = r.i32()
-			p.Racks = r.cstrs()
-			r.tags(nil)
+			p.Partition = r.I32()
+			p.Racks = r.Cstrs()
+			r.Tags(nil)
 			t.PartitionRacks = append(t.PartitionRacks, p)
 		}
-		r.tags(nil)
+		r.Tags(nil)
 		v.Topics = append(v.Topics, t)
 	}
-	r.tags(nil)
+	r.Tags(nil)
 }
 
 // ClassicProtocol is one protocol a classic-protocol member supports.
@@ -127,64 +127,64 @@ type MemberMetadataValue struct {
 func (*MemberMetadataValue) recordType() int16 { return TypeMemberMetadata }
 
 func (v *MemberMetadataValue) encode(w *writer) {
-	w.cnstr(v.InstanceID)
-	w.cnstr(v.RackID)
-	w.cstr(v.ClientID)
-	w.cstr(v.ClientHost)
-	w.cstrs(v.SubscribedTopicNames)
-	w.cnstr(v.SubscribedTopicRegex)
-	w.i32(v.RebalanceTimeoutMs)
-	w.cnstr(v.ServerAssignor)
+	w.Cnstr(v.InstanceID)
+	w.Cnstr(v.RackID)
+	w.Cstr(v.ClientID)
+	w.Cstr(v.ClientHost)
+	w.Cstrs(v.SubscribedTopicNames)
+	w.Cnstr(v.SubscribedTopicRegex)
+	w.I32(v.RebalanceTimeoutMs)
+	w.Cnstr(v.ServerAssignor)
 	var tags []tagged
 	if c := v.Classic; c != nil {
 		// A nullable struct in a tagged field starts with a uvarint
 		// presence marker (1), as Kafka's MessageDataGenerator writes it.
 		t := &writer{}
-		t.uvarint(1)
-		t.i32(c.SessionTimeoutMs)
-		t.carr(len(c.SupportedProtocols))
+		t.Uvarint(1)
+		t.I32(c.SessionTimeoutMs)
+		t.Carr(len(c.SupportedProtocols))
 		for _, p := range c.SupportedProtocols {
-			t.cstr(p.Name)
-			t.cbytes(p.Metadata)
-			t.tags(nil)
+			t.Cstr(p.Name)
+			t.Cbytes(p.Metadata)
+			t.Tags(nil)
 		}
-		t.tags(nil)
-		tags = append(tags, tagged{0, t.b})
+		t.Tags(nil)
+		tags = append(tags, tagged{Tag: 0, Data: t.B})
 	}
-	w.tags(tags)
+	w.Tags(tags)
 }
 
 func (v *MemberMetadataValue) decode(r *reader) {
-	v.InstanceID = r.cnstr()
-	v.RackID = r.cnstr()
-	v.ClientID = r.cstr()
-	v.ClientHost = r.cstr()
-	v.SubscribedTopicNames = r.cstrs()
-	v.SubscribedTopicRegex = r.cnstr()
-	v.RebalanceTimeoutMs = r.i32()
-	v.ServerAssignor = r.cnstr()
-	r.tags(func(tag uint32, sub *reader) bool {
+	v.InstanceID = r.Cnstr()
+	v.RackID = r.Cnstr()
+	v.ClientID = r.Cstr()
+	v.ClientHost = r.Cstr()
+	v.SubscribedTopicNames = r.Cstrs()
+	v.SubscribedTopicRegex = r.Cnstr()
+	v.RebalanceTimeoutMs = r.I32()
+	v.ServerAssignor = r.Cnstr()
+	r.Tags(func(tag uint32, sub *reader) bool {
 		if tag != 0 {
 			return false
 		}
 		// A nullable struct in a tagged field: a uvarint presence
 		// marker, 0 for null.
-		if sub.uvarint() == 0 {
+		if sub.Uvarint() == 0 {
 			return true
 		}
 		c := &ClassicMemberMetadata{}
-		c.SessionTimeoutMs = sub.i32()
-		n := sub.carr(3)
+		c.SessionTimeoutMs = sub.I32()
+		n := sub.Carr(3)
 		for range n {
 			var p ClassicProtocol
-			p.Name = sub.cstr()
-			p.Metadata = sub.cbytes()
-			sub.tags(nil)
+			p.Name = sub.Cstr()
+			p.Metadata = sub.Cbytes()
+			sub.Tags(nil)
 			c.SupportedProtocols = append(c.SupportedProtocols, p)
 		}
-		sub.tags(nil)
-		if err := sub.done(); err != nil {
-			sub.fail(err)
+		sub.Tags(nil)
+		if err := sub.Done(); err != nil {
+			sub.Fail(err)
 			return true
 		}
 		v.Classic = c
@@ -201,13 +201,13 @@ type TargetAssignmentMetadataValue struct {
 func (*TargetAssignmentMetadataValue) recordType() int16 { return TypeTargetAssignmentMetadata }
 
 func (v *TargetAssignmentMetadataValue) encode(w *writer) {
-	w.i32(v.AssignmentEpoch)
-	w.tags(nil)
+	w.I32(v.AssignmentEpoch)
+	w.Tags(nil)
 }
 
 func (v *TargetAssignmentMetadataValue) decode(r *reader) {
-	v.AssignmentEpoch = r.i32()
-	r.tags(nil)
+	v.AssignmentEpoch = r.I32()
+	r.Tags(nil)
 }
 
 // TopicPartitions is a topic id and some of its partitions.
@@ -217,22 +217,22 @@ type TopicPartitions struct {
 }
 
 func encodeTPs(w *writer, tps []TopicPartitions) {
-	w.carr(len(tps))
+	w.Carr(len(tps))
 	for _, tp := range tps {
-		w.uuid(tp.TopicID)
-		w.ci32s(tp.Partitions)
-		w.tags(nil)
+		w.Uuid(tp.TopicID)
+		w.Ci32s(tp.Partitions)
+		w.Tags(nil)
 	}
 }
 
 func decodeTPs(r *reader) []TopicPartitions {
-	n := r.carr(16 + 1 + 1)
+	n := r.Carr(16 + 1 + 1)
 	var out []TopicPartitions
 	for range n {
 		var tp TopicPartitions
-		tp.TopicID = r.uuid()
-		tp.Partitions = r.ci32s()
-		r.tags(nil)
+		tp.TopicID = r.Uuid()
+		tp.Partitions = r.Ci32s()
+		r.Tags(nil)
 		out = append(out, tp)
 	}
 	return out
@@ -248,12 +248,12 @@ func (*TargetAssignmentMemberValue) recordType() int16 { return TypeTargetAssign
 
 func (v *TargetAssignmentMemberValue) encode(w *writer) {
 	encodeTPs(w, v.TopicPartitions)
-	w.tags(nil)
+	w.Tags(nil)
 }
 
 func (v *TargetAssignmentMemberValue) decode(r *reader) {
 	v.TopicPartitions = decodeTPs(r)
-	r.tags(nil)
+	r.Tags(nil)
 }
 
 // CurrentMemberAssignmentValue is ConsumerGroupCurrentMemberAssignmentValue:
@@ -270,21 +270,21 @@ type CurrentMemberAssignmentValue struct {
 func (*CurrentMemberAssignmentValue) recordType() int16 { return TypeCurrentMemberAssignment }
 
 func (v *CurrentMemberAssignmentValue) encode(w *writer) {
-	w.i32(v.MemberEpoch)
-	w.i32(v.PreviousMemberEpoch)
-	w.i8(v.State)
+	w.I32(v.MemberEpoch)
+	w.I32(v.PreviousMemberEpoch)
+	w.I8(v.State)
 	encodeTPs(w, v.AssignedPartitions)
 	encodeTPs(w, v.PartitionsPendingRevocation)
-	w.tags(nil)
+	w.Tags(nil)
 }
 
 func (v *CurrentMemberAssignmentValue) decode(r *reader) {
-	v.MemberEpoch = r.i32()
-	v.PreviousMemberEpoch = r.i32()
-	v.State = r.i8()
+	v.MemberEpoch = r.I32()
+	v.PreviousMemberEpoch = r.I32()
+	v.State = r.I8()
 	v.AssignedPartitions = decodeTPs(r)
 	v.PartitionsPendingRevocation = decodeTPs(r)
-	r.tags(nil)
+	r.Tags(nil)
 }
 
 // RegularExpressionValue is ConsumerGroupRegularExpressionValue (Kafka
@@ -299,15 +299,15 @@ type RegularExpressionValue struct {
 func (*RegularExpressionValue) recordType() int16 { return TypeRegularExpression }
 
 func (v *RegularExpressionValue) encode(w *writer) {
-	w.cstrs(v.Topics)
-	w.i64(v.Version)
-	w.i64(v.Timestamp)
-	w.tags(nil)
+	w.Cstrs(v.Topics)
+	w.I64(v.Version)
+	w.I64(v.Timestamp)
+	w.Tags(nil)
 }
 
 func (v *RegularExpressionValue) decode(r *reader) {
-	v.Topics = r.cstrs()
-	v.Version = r.i64()
-	v.Timestamp = r.i64()
-	r.tags(nil)
+	v.Topics = r.Cstrs()
+	v.Version = r.I64()
+	v.Timestamp = r.I64()
+	r.Tags(nil)
 }

@@ -55,34 +55,34 @@ func hasMember(t int16) bool {
 // Encode returns the key's bytes.
 func (k Key) Encode() []byte {
 	w := &writer{}
-	w.i16(k.Type)
-	w.str(k.Group)
+	w.I16(k.Type)
+	w.Str(k.Group)
 	if hasMember(k.Type) {
-		w.str(k.Member)
+		w.Str(k.Member)
 	}
-	return w.b
+	return w.B
 }
 
 // DecodeKey parses a record key; a key of a type this package does not
 // own returns ErrNotShareGroupRecord.
 func DecodeKey(b []byte) (Key, error) {
-	r := &reader{b: b}
-	k := Key{Type: r.i16()}
-	if r.err != nil {
-		return Key{}, r.err
+	r := &reader{B: b}
+	k := Key{Type: r.I16()}
+	if r.Err != nil {
+		return Key{}, r.Err
 	}
 	switch k.Type {
 	case TypeLegacyPartitionMetadata:
 		return Key{}, errLegacy
 	case TypeGroupMetadata, TypeTargetAssignmentMetadata, TypeStatePartitionMetadata:
-		k.Group = r.str()
+		k.Group = r.Str()
 	case TypeMemberMetadata, TypeTargetAssignmentMember, TypeCurrentMemberAssignment:
-		k.Group = r.str()
-		k.Member = r.str()
+		k.Group = r.Str()
+		k.Member = r.Str()
 	default:
 		return Key{}, ErrNotShareGroupRecord
 	}
-	if err := r.done(); err != nil {
+	if err := r.Done(); err != nil {
 		return Key{}, err
 	}
 	return k, nil
@@ -139,9 +139,9 @@ func (r Record) Encode() (key, value []byte) {
 // EncodeValue returns v's bytes: version 0, then its fields.
 func EncodeValue(v Value) []byte {
 	w := &writer{}
-	w.i16(0)
+	w.I16(0)
 	v.encode(w)
-	return w.b
+	return w.B
 }
 
 // DecodeRecord parses a key and value written by Encode (or by Kafka). A
@@ -180,12 +180,12 @@ func DecodeValue(t int16, b []byte) (Value, error) {
 	default:
 		return nil, ErrNotShareGroupRecord
 	}
-	r := &reader{b: b}
-	if ver := r.i16(); r.err == nil && ver != 0 {
+	r := &reader{B: b}
+	if ver := r.I16(); r.Err == nil && ver != 0 {
 		return nil, fmt.Errorf("share: %s value version %d unsupported", typeNames[t], ver)
 	}
 	v.decode(r)
-	if err := r.done(); err != nil {
+	if err := r.Done(); err != nil {
 		return nil, err
 	}
 	return v, nil

@@ -12,19 +12,19 @@ type MemberMetadataValue struct {
 func (*MemberMetadataValue) recordType() int16 { return TypeMemberMetadata }
 
 func (v *MemberMetadataValue) encode(w *writer) {
-	w.cnstr(v.RackID)
-	w.cstr(v.ClientID)
-	w.cstr(v.ClientHost)
-	w.cstrs(v.SubscribedTopicNames)
-	w.tags(nil)
+	w.Cnstr(v.RackID)
+	w.Cstr(v.ClientID)
+	w.Cstr(v.ClientHost)
+	w.Cstrs(v.SubscribedTopicNames)
+	w.Tags(nil)
 }
 
 func (v *MemberMetadataValue) decode(r *reader) {
-	v.RackID = r.cnstr()
-	v.ClientID = r.cstr()
-	v.ClientHost = r.cstr()
-	v.SubscribedTopicNames = r.cstrs()
-	r.tags(nil)
+	v.RackID = r.Cnstr()
+	v.ClientID = r.Cstr()
+	v.ClientHost = r.Cstr()
+	v.SubscribedTopicNames = r.Cstrs()
+	r.Tags(nil)
 }
 
 // GroupMetadataValue is ShareGroupMetadataValue: the group epoch and
@@ -37,25 +37,25 @@ type GroupMetadataValue struct {
 func (*GroupMetadataValue) recordType() int16 { return TypeGroupMetadata }
 
 func (v *GroupMetadataValue) encode(w *writer) {
-	w.i32(v.Epoch)
+	w.I32(v.Epoch)
 	var tags []tagged
 	if v.MetadataHash != 0 {
 		t := &writer{}
-		t.i64(v.MetadataHash)
-		tags = append(tags, tagged{0, t.b})
+		t.I64(v.MetadataHash)
+		tags = append(tags, tagged{Tag: 0, Data: t.B})
 	}
-	w.tags(tags)
+	w.Tags(tags)
 }
 
 func (v *GroupMetadataValue) decode(r *reader) {
-	v.Epoch = r.i32()
-	r.tags(func(tag uint32, sub *reader) bool {
+	v.Epoch = r.I32()
+	r.Tags(func(tag uint32, sub *reader) bool {
 		if tag != 0 {
 			return false
 		}
-		v.MetadataHash = sub.i64()
-		if len(sub.b) != 0 {
-			sub.fail(errInvalid)
+		v.MetadataHash = sub.I64()
+		if len(sub.B) != 0 {
+			sub.Fail(errInvalid)
 		}
 		return true
 	})
@@ -70,13 +70,13 @@ type TargetAssignmentMetadataValue struct {
 func (*TargetAssignmentMetadataValue) recordType() int16 { return TypeTargetAssignmentMetadata }
 
 func (v *TargetAssignmentMetadataValue) encode(w *writer) {
-	w.i32(v.AssignmentEpoch)
-	w.tags(nil)
+	w.I32(v.AssignmentEpoch)
+	w.Tags(nil)
 }
 
 func (v *TargetAssignmentMetadataValue) decode(r *reader) {
-	v.AssignmentEpoch = r.i32()
-	r.tags(nil)
+	v.AssignmentEpoch = r.I32()
+	r.Tags(nil)
 }
 
 // TopicPartitionsValue is one topic's partitions in an assignment record.
@@ -86,22 +86,22 @@ type TopicPartitionsValue struct {
 }
 
 func encodeTPs(w *writer, tps []TopicPartitionsValue) {
-	w.carr(len(tps))
+	w.Carr(len(tps))
 	for _, tp := range tps {
-		w.uuid(tp.TopicID)
-		w.ci32s(tp.Partitions)
-		w.tags(nil)
+		w.Uuid(tp.TopicID)
+		w.Ci32s(tp.Partitions)
+		w.Tags(nil)
 	}
 }
 
 func decodeTPs(r *reader) []TopicPartitionsValue {
-	n := r.carr(16 + 1 + 1)
+	n := r.Carr(16 + 1 + 1)
 	var out []TopicPartitionsValue
 	for range n {
 		var tp TopicPartitionsValue
-		tp.TopicID = r.uuid()
-		tp.Partitions = r.ci32s()
-		r.tags(nil)
+		tp.TopicID = r.Uuid()
+		tp.Partitions = r.Ci32s()
+		r.Tags(nil)
 		out = append(out, tp)
 	}
 	return out
@@ -117,12 +117,12 @@ func (*TargetAssignmentMemberValue) recordType() int16 { return TypeTargetAssign
 
 func (v *TargetAssignmentMemberValue) encode(w *writer) {
 	encodeTPs(w, v.TopicPartitions)
-	w.tags(nil)
+	w.Tags(nil)
 }
 
 func (v *TargetAssignmentMemberValue) decode(r *reader) {
 	v.TopicPartitions = decodeTPs(r)
-	r.tags(nil)
+	r.Tags(nil)
 }
 
 // CurrentMemberAssignmentValue is ShareGroupCurrentMemberAssignmentValue:
@@ -138,19 +138,19 @@ type CurrentMemberAssignmentValue struct {
 func (*CurrentMemberAssignmentValue) recordType() int16 { return TypeCurrentMemberAssignment }
 
 func (v *CurrentMemberAssignmentValue) encode(w *writer) {
-	w.i32(v.MemberEpoch)
-	w.i32(v.PreviousMemberEpoch)
-	w.i8(v.State)
+	w.I32(v.MemberEpoch)
+	w.I32(v.PreviousMemberEpoch)
+	w.I8(v.State)
 	encodeTPs(w, v.AssignedPartitions)
-	w.tags(nil)
+	w.Tags(nil)
 }
 
 func (v *CurrentMemberAssignmentValue) decode(r *reader) {
-	v.MemberEpoch = r.i32()
-	v.PreviousMemberEpoch = r.i32()
-	v.State = r.i8()
+	v.MemberEpoch = r.I32()
+	v.PreviousMemberEpoch = r.I32()
+	v.State = r.I8()
 	v.AssignedPartitions = decodeTPs(r)
-	r.tags(nil)
+	r.Tags(nil)
 }
 
 // TopicPartitionsInfo is a topic with some of its partitions in a
@@ -179,24 +179,24 @@ type StatePartitionMetadataValue struct {
 func (*StatePartitionMetadataValue) recordType() int16 { return TypeStatePartitionMetadata }
 
 func encodeInfos(w *writer, ts []TopicPartitionsInfo) {
-	w.carr(len(ts))
+	w.Carr(len(ts))
 	for _, t := range ts {
-		w.uuid(t.TopicID)
-		w.cstr(t.TopicName)
-		w.ci32s(t.Partitions)
-		w.tags(nil)
+		w.Uuid(t.TopicID)
+		w.Cstr(t.TopicName)
+		w.Ci32s(t.Partitions)
+		w.Tags(nil)
 	}
 }
 
 func decodeInfos(r *reader) []TopicPartitionsInfo {
-	n := r.carr(16 + 1 + 1 + 1)
+	n := r.Carr(16 + 1 + 1 + 1)
 	var out []TopicPartitionsInfo
 	for range n {
 		var t TopicPartitionsInfo
-		t.TopicID = r.uuid()
-		t.TopicName = r.cstr()
-		t.Partitions = r.ci32s()
-		r.tags(nil)
+		t.TopicID = r.Uuid()
+		t.TopicName = r.Cstr()
+		t.Partitions = r.Ci32s()
+		r.Tags(nil)
 		out = append(out, t)
 	}
 	return out
@@ -205,25 +205,25 @@ func decodeInfos(r *reader) []TopicPartitionsInfo {
 func (v *StatePartitionMetadataValue) encode(w *writer) {
 	encodeInfos(w, v.InitializingTopics)
 	encodeInfos(w, v.InitializedTopics)
-	w.carr(len(v.DeletingTopics))
+	w.Carr(len(v.DeletingTopics))
 	for _, t := range v.DeletingTopics {
-		w.uuid(t.TopicID)
-		w.cstr(t.TopicName)
-		w.tags(nil)
+		w.Uuid(t.TopicID)
+		w.Cstr(t.TopicName)
+		w.Tags(nil)
 	}
-	w.tags(nil)
+	w.Tags(nil)
 }
 
 func (v *StatePartitionMetadataValue) decode(r *reader) {
 	v.InitializingTopics = decodeInfos(r)
 	v.InitializedTopics = decodeInfos(r)
-	n := r.carr(16 + 1 + 1)
+	n := r.Carr(16 + 1 + 1)
 	for range n {
 		var t TopicInfo
-		t.TopicID = r.uuid()
-		t.TopicName = r.cstr()
-		r.tags(nil)
+		t.TopicID = r.Uuid()
+		t.TopicName = r.Cstr()
+		r.Tags(nil)
 		v.DeletingTopics = append(v.DeletingTopics, t)
 	}
-	r.tags(nil)
+	r.Tags(nil)
 }
