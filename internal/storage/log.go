@@ -39,6 +39,10 @@ var (
 	// ErrOffsetOutOfRange: the offset is below the log start or above the
 	// log end (Kafka's OFFSET_OUT_OF_RANGE).
 	ErrOffsetOutOfRange = errors.New("storage: offset out of range")
+	// ErrOffsetTiered: the offset is at or above the log start but below
+	// the local log start (LocalLogStartOffset): with tiered storage
+	// (KIP-405) it is read from the remote log.
+	ErrOffsetTiered = errors.New("storage: offset below the local log start")
 	// ErrClosed: the log was closed or deleted.
 	ErrClosed = errors.New("storage: log closed")
 	// ErrBatchTooLarge: a batch larger than segment.bytes
@@ -422,6 +426,16 @@ func (l *Log) LogStartOffset() int64 {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	return l.logStart
+}
+
+// LocalLogStartOffset is the first offset held on the local disk (Kafka's
+// UnifiedLog.localLogStartOffset): the log start, or the first segment's
+// base when that is higher (tiered storage deleted older segments locally
+// after they were copied to the remote log).
+func (l *Log) LocalLogStartOffset() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return max(l.logStart, l.segs[0].base)
 }
 
 // Size is the total size of the segment files in bytes.

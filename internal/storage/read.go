@@ -72,12 +72,17 @@ func (l *Log) segmentFor(offset int64) int {
 // only batches whose base offset is below maxOffset, at most maxBytes in
 // total, except that the first batch is always returned whole (KIP-74).
 // offset == LogEndOffset() or >= maxOffset gives an empty Slice; an offset
-// below LogStartOffset() or above the log end gives ErrOffsetOutOfRange.
+// below LogStartOffset() or above the log end gives ErrOffsetOutOfRange, and
+// one in [LogStartOffset(), LocalLogStartOffset()) gives ErrOffsetTiered.
 func (l *Log) Read(offset int64, maxBytes int, maxOffset int64) (Slice, error) {
 	l.mu.RLock()
 	if offset < l.logStart || offset > l.leo {
 		l.mu.RUnlock()
 		return Slice{}, ErrOffsetOutOfRange
+	}
+	if offset < l.segs[0].base {
+		l.mu.RUnlock()
+		return Slice{}, ErrOffsetTiered
 	}
 	if offset == l.leo || offset >= maxOffset {
 		l.mu.RUnlock()
