@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"errors"
 	"path/filepath"
 	"time"
 
@@ -282,6 +283,48 @@ func (l *Log) AdvanceLogStart(offset int64) error {
 		n++
 	}
 	return l.deleteOldest(n, true)
+}
+
+// DeleteLocalBelow deletes the local segments wholly below offset, never
+// the active one, and leaves the log start where it is: with tiered storage
+// (Config.RemoteStorage) the range stays readable from the remote log, and
+// Read answers ErrOffsetTiered for it. The caller deletes only segments
+// whose copy to the remote log is finished (Kafka's local retention,
+// local.retention.ms / local.retention.bytes). It returns how many
+// segments went.
+func (l *Log) DeleteLocalBelow(offset int64) (int, error) {
+	l.checkWriter("DeleteLocalBelow")
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if err := l.writable(); err != nil {
+		return 0, err
+	}
+	if !l.cfg.RemoteStorage {
+		return 0, errors.New("storage: DeleteLocalBelow without remote storage")
+	}
+	n := 0
+	for i := 0; i+1 < len(l.segs) && l.segs[i+1].base <= offset; i++ {
+		n++
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	// The log start file is written first, so a reopen that finds the
+	// first local segment above it keeps it (recovery).
+	if err := vfs.WriteFileAtomic(l.fs, filepath.Join(l.dir, logStartName), encodeOffsetFile(l.logStart), true); err != nil {
+		return 0, l.fail(err)
+	}
+	dead := l.segs[:n]
+	l.mu.Lock()
+	l.segs = append([]*segment(nil), l.segs[n:]...)
+	l.mu.Unlock()
+	l.scheduleDelete(dead)
+	for _, off := range l.snapshotOffsets() {
+		if off < l.segs[0].base {
+			l.fs.Remove(fileName(l.dir, off, snapshotSuffix))
+		}
+	}
+	return n, nil
 }
 
 // ApplyRetention deletes the oldest segments that retention.ms or

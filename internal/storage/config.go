@@ -30,6 +30,11 @@ type Config struct {
 	// loses segments only below its log start (DeleteRecords). Default
 	// true.
 	Delete bool
+	// RemoteStorage is remote.storage.enable (KIP-405, default false): the
+	// segments below the local log start live in the remote log, so the
+	// log start may stay below the first local segment (DeleteLocalBelow,
+	// and recovery keeps the persisted log start).
+	RemoteStorage bool
 	// Compact is true when cleanup.policy contains "compact": the log
 	// cleaner keeps the latest record of each key. Default false.
 	Compact bool

@@ -184,7 +184,7 @@ func (l *Log) recover() error {
 		}
 	}
 	l.leo = l.active().next
-	if !lsOK || logStart < l.segs[0].base {
+	if !lsOK || (logStart < l.segs[0].base && !l.cfg.RemoteStorage) {
 		logStart = l.segs[0].base
 	}
 	if logStart > l.leo {
