@@ -223,7 +223,7 @@ func (s *S3) Check(ctx context.Context) error {
 		return nil
 	}
 	var re *awshttp.ResponseError
-	if errors.As(err, &re) {
+	if errors.As(err, &re) && re.HTTPStatusCode() != 0 {
 		switch re.HTTPStatusCode() {
 		case http.StatusNotFound:
 			return fmt.Errorf("objstore: bucket %q does not exist at %s", s.bucket, s.where)
@@ -269,6 +269,16 @@ func seekable(body io.Reader, size int64) (io.ReadSeeker, func(), error) {
 		if sk, ok := body.(io.Seeker); ok {
 			cur, err := sk.Seek(0, io.SeekCurrent)
 			if err == nil {
+				end, err := sk.Seek(0, io.SeekEnd)
+				if err != nil {
+					return nil, nil, err
+				}
+				if _, err := sk.Seek(cur, io.SeekStart); err != nil {
+					return nil, nil, err
+				}
+				if end-cur < size {
+					return nil, nil, io.ErrUnexpectedEOF
+				}
 				return io.NewSectionReader(ra, cur, size), func() {}, nil
 			}
 		}
