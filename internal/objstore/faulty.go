@@ -42,9 +42,10 @@ type Faults struct {
 	Outage bool
 }
 
-// Faulty wraps a Store with seeded, switchable faults for tests and chaos
-// runs. Safe for concurrent use; Set changes the faults of operations
-// that start afterwards.
+// Faulty wraps a Store with seeded, switchable faults for in-process tests
+// and the simulator (the chaos harness troubles a real S3 server through
+// an HTTP proxy instead: internal/chaos/s3proxy.go). Safe for concurrent
+// use; Set changes the faults of operations that start afterwards.
 type Faulty struct {
 	inner Store
 

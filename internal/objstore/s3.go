@@ -88,7 +88,7 @@ type S3Options struct {
 }
 
 // S3 is a Store on an S3 bucket (AWS S3 or any S3-compatible server),
-// through the AWS SDK for Go v2.
+// through the AWS SDK for Go v2. Safe for concurrent use.
 type S3 struct {
 	c      *s3.Client
 	bucket string
