@@ -293,3 +293,25 @@ func TestFromConfig(t *testing.T) {
 		t.Fatalf("CA file without a certificate: %v", err)
 	}
 }
+
+// TestS3EnvironmentCredentials: without keys or a credentials file the
+// store takes the standard AWS environment variables.
+func TestS3EnvironmentCredentials(t *testing.T) {
+	srv := testproc.StartS3(t)
+	// Nothing else of the machine's: no shared files, no instance role.
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("AWS_PROFILE", "")
+	o := srv.Options()
+	o.AccessKeyID, o.SecretAccessKey = "", ""
+	t.Setenv("AWS_ACCESS_KEY_ID", srv.AccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", srv.SecretKey)
+	if err := newS3(t, o).Check(context.Background()); err != nil {
+		t.Fatalf("credentials from the environment: %v", err)
+	}
+	t.Setenv("AWS_ACCESS_KEY_ID", "someone-else")
+	if err := newS3(t, o).Check(context.Background()); err == nil || !strings.Contains(err.Error(), "refused the credentials") {
+		t.Fatalf("other credentials from the environment: %v", err)
+	}
+}
