@@ -56,3 +56,19 @@ func TestRemoteLogMetadataTopic(t *testing.T) {
 		t.Fatalf("custom prefix: %d", p)
 	}
 }
+
+// TestRemoteStorageKeysRead: every setting objstore.FromConfig and
+// RemoteLogMetadataTopic read is in the table, implemented.
+func TestRemoteStorageKeysRead(t *testing.T) {
+	for _, k := range []string{"remote.log.storage.system.enable", "sluice.remote.storage.endpoint", "sluice.remote.storage.bucket",
+		"sluice.remote.storage.prefix", "sluice.remote.storage.region", "sluice.remote.storage.path.style.access.enable",
+		"sluice.remote.storage.credentials.file", "sluice.remote.storage.tls.ca.file", "sluice.remote.storage.request.timeout.ms",
+		"remote.log.metadata.manager.impl.prefix", "remote.log.metadata.topic.num.partitions",
+		"remote.log.metadata.topic.replication.factor", "remote.log.metadata.topic.retention.ms"} {
+		if d, ok := BrokerDef(k); !ok {
+			t.Errorf("%s: read but not in the table", k)
+		} else if d.Status != StatusImplemented {
+			t.Errorf("%s: read but %v", k, d.Status)
+		}
+	}
+}
