@@ -3,6 +3,7 @@ package objstore_test
 import (
 	"bytes"
 	"context"
+	"encoding/pem"
 	"errors"
 	"io"
 	"net"
@@ -313,5 +314,34 @@ func TestS3EnvironmentCredentials(t *testing.T) {
 	t.Setenv("AWS_ACCESS_KEY_ID", "someone-else")
 	if err := newS3(t, o).Check(context.Background()); err == nil || !strings.Contains(err.Error(), "refused the credentials") {
 		t.Fatalf("other credentials from the environment: %v", err)
+	}
+}
+
+// TestS3TLS: an https endpoint signed by a private CA is trusted with
+// CAFile, and refused without it.
+func TestS3TLS(t *testing.T) {
+	srv := testproc.StartS3(t)
+	target, _ := url.Parse(srv.Endpoint)
+	front := httptest.NewTLSServer(httputil.NewSingleHostReverseProxy(target))
+	defer front.Close()
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: front.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o := srv.Options()
+	o.Endpoint, o.MaxAttempts = front.URL, 1
+	if err := newS3(t, o).Check(context.Background()); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("private CA without CAFile: %v", err)
+	}
+	o.CAFile = ca
+	s := newS3(t, o)
+	if err := s.Check(context.Background()); err != nil {
+		t.Fatalf("private CA with CAFile: %v", err)
+	}
+	if err := s.Put(context.Background(), "k", strings.NewReader("over tls"), 8); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := get(t, s, "k", 5, -1); err != nil || got != "tls" {
+		t.Fatalf("get over tls: %q %v", got, err)
 	}
 }
