@@ -19,6 +19,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -39,7 +41,8 @@ func run() int {
 	unclean := fs.Bool("unclean", false, "unclean.leader.election.enable")
 	workload := fs.String("workload", chaos.WorkloadQueue, "queue (idempotent single sends), txn (transactions of 1-4 sends, 20% aborted, read_committed consumers) or group (the queue's sends consumed by a churning consumer group of KIP-848 and classic members)")
 	txnVersion := fs.Int("txn-version", 0, "txn workload: 0 lets the client negotiate the transaction version (2 when the brokers advertise it), 1 keeps it on version 1")
-	faults := fs.String("faults", "kill,pause,partition,term", "faults of the random schedule: kill, pause, partition (isolate), term, oneway, split, slow-disk, disk-fail, delay-txn, all")
+	faults := fs.String("faults", "kill,pause,partition,term", "faults of the random schedule: kill, pause, partition (isolate), term, oneway, split, slow-disk, disk-fail, delay-txn, objstore (needs --tiered), all")
+	tiered := fs.Bool("tiered", false, "tiered storage: an S3 test server behind an HTTP proxy is the brokers' object store, the topic has remote.storage.enable with small segments, and the objstore fault (slow, 5xx, outage) may be scheduled")
 	overlap := fs.Bool("overlap", false, "run network faults (isolate, oneway, split) and process/disk faults (kill, pause, term, slow-disk, disk-fail) as two schedules at once")
 	scenario := fs.String("scenario", "", "named schedule instead of a random one: jepsen2013 (needs 5 nodes; default --nodes becomes 5), none")
 	binary := fs.String("binary", "", "sluice binary (default: go build ./cmd/sluice)")
@@ -74,13 +77,17 @@ func run() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
+	if !*tiered && slices.Contains(strings.Split(strings.ReplaceAll(*faults, " ", ""), ","), chaos.FaultObjStore) {
+		fmt.Fprintln(os.Stderr, "the objstore fault needs --tiered")
+		return 2
+	}
 	if *out == "" && !*printSched {
 		*out = filepath.Join(os.TempDir(), fmt.Sprintf("sluice-chaos-%d", *seed))
 	}
 	o := chaos.Options{
 		Nodes: *nodes, Duration: *duration, Seed: *seed, Out: *out, MinISR: *minISR, Unclean: *unclean,
 		Faults: fl, Workload: *workload, TxnVersion: *txnVersion, Scenario: *scenario, Binary: *binary, Partitions: *partitions, Producers: *producers,
-		Consumers: *consumers, Rate: *rate, KeepData: *keep, Overlap: *overlap,
+		Consumers: *consumers, Rate: *rate, KeepData: *keep, Overlap: *overlap, Tiered: *tiered,
 		Logf: func(format string, args ...any) {
 			fmt.Fprintf(os.Stderr, "%s %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
 		},

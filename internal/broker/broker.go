@@ -28,6 +28,7 @@ import (
 	"github.com/sluice-io/sluice/internal/config"
 	"github.com/sluice-io/sluice/internal/metadata"
 	"github.com/sluice-io/sluice/internal/metrics"
+	"github.com/sluice-io/sluice/internal/objstore"
 	"github.com/sluice-io/sluice/internal/replica"
 	"github.com/sluice-io/sluice/internal/storage"
 	"github.com/sluice-io/sluice/internal/vfs"
@@ -83,6 +84,10 @@ type Options struct {
 	// It may run with a partition lock held, so it must not call into the
 	// Broker. Default: os.Exit(1). Tests set it to observe the failure.
 	OnFatal func(error)
+	// RemoteStore is tiered storage's object store (KIP-405), set when
+	// remote.log.storage.system.enable=true (objstore.FromConfig). Nil:
+	// no tiered storage.
+	RemoteStore objstore.Store
 }
 
 // Broker is one sluice node's data plane.

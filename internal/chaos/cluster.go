@@ -33,7 +33,11 @@ type cluster struct {
 	// addresses themselves (advertised.listeners honoured), so that
 	// inter-broker replication goes through the proxies too.
 	kafkaPlaneProxied bool
-	logf              func(string, ...any)
+	// s3 and s3p are the S3 test server and the proxy in front of it
+	// (Options.Tiered), nil otherwise.
+	s3   *testproc.S3Server
+	s3p  *s3Proxy
+	logf func(string, ...any)
 }
 
 func (c *cluster) node(id int) *node { return c.nodes[id-1] }
@@ -86,6 +90,13 @@ func newCluster(o *Options, bin, dir string) (*cluster, error) {
 	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
 		return nil, err
 	}
+	var tiered []string
+	if o.Tiered {
+		if tiered, err = c.startObjectStore(filepath.Join(dir, "logs")); err != nil {
+			c.close()
+			return nil, err
+		}
+	}
 	var voters []string
 	for i := range c.nodes {
 		voters = append(voters, fmt.Sprintf("%d@%s", i+1, c.cprox[i].addr()))
@@ -110,6 +121,7 @@ func newCluster(o *Options, bin, dir string) (*cluster, error) {
 		if o.Workload == WorkloadGroup {
 			props = append(props, groupProps...)
 		}
+		props = append(props, tiered...)
 		cfgPath := filepath.Join(dir, "logs", fmt.Sprintf("node%d.properties", n.id))
 		if err := os.WriteFile(cfgPath, []byte(strings.Join(props, "\n")+"\n"), 0o644); err != nil {
 			return nil, err
@@ -280,6 +292,9 @@ func (c *cluster) waitHealthy(ctx context.Context, adm *kadm.Client, topic strin
 // network rule.
 func (c *cluster) healAll() []error {
 	c.nw.healAll()
+	if c.s3p != nil {
+		c.s3p.healAll()
+	}
 	return c.healProcesses()
 }
 
@@ -318,6 +333,12 @@ func (c *cluster) close() {
 	}
 	for _, p := range append(c.kprox, c.cprox...) {
 		p.close()
+	}
+	if c.s3p != nil {
+		c.s3p.close()
+	}
+	if c.s3 != nil {
+		c.s3.Stop()
 	}
 }
 

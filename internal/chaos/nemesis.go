@@ -193,6 +193,8 @@ func (nm *nemesis) apply(ctx context.Context, f Fault) {
 			Detail: fmt.Sprintf("%s: minority %v cut from the majority both ways; clients reach every node", why, minority)}, pairs)
 	case FaultDelayTxn:
 		nm.delayTxn(ctx, f)
+	case FaultObjStore:
+		nm.objStore(f)
 	case FaultSlowDisk:
 		id, why := nm.resolve(ctx, f)
 		n := nm.c.node(id)
@@ -353,4 +355,29 @@ func (nm *nemesis) jepsen2013(ctx context.Context, f Fault) {
 	killEv.EndMs, killEv.Err = nm.h.since(), errStr(err1, err2)
 	killEv.Detail += "; " + strings.Join(notes, "; ")
 	nm.add(killEv)
+}
+
+// objStore makes the object store slow, failing or black-holed for the
+// fault's duration (FaultObjStore), through the proxy the brokers reach it
+// by. A run without tiered storage has no proxy: the fault is recorded as
+// not applied.
+func (nm *nemesis) objStore(f Fault) {
+	mode, delay := objStoreMode(f)
+	e := Event{StartMs: nm.h.since(), Kind: FaultObjStore, Detail: "object store " + s3ModeNames[mode]}
+	if mode == s3Slow {
+		e.Detail += fmt.Sprintf(", every request waits %v", delay)
+	}
+	p := nm.c.s3p
+	if p == nil {
+		e.EndMs, e.Err = nm.h.since(), "no object store (the run is not tiered)"
+		nm.add(e)
+		return
+	}
+	before := p.requests.Load()
+	p.set(mode, delay)
+	sleepCtx(context.Background(), durMs(f.DurMs))
+	p.healAll()
+	e.Detail += fmt.Sprintf(" (%d requests meanwhile)", p.requests.Load()-before)
+	e.EndMs = nm.h.since()
+	nm.add(e)
 }

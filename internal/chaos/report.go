@@ -68,6 +68,7 @@ func series(sends []Send, span interface{ Seconds() float64 }) []Bucket {
 var faultColors = map[string]string{
 	FaultKill: "#f4a3a3", FaultPause: "#a3c4f4", FaultIsolate: "#f4d58d", FaultTerm: "#b9e4b0", "heal": "#dddddd", FaultJepsen2013: "#e0b0f0",
 	FaultOneWay: "#f7c59f", FaultSplit: "#e8e07a", FaultSlowDisk: "#b8e0e8", FaultDiskFail: "#c9a3f4", FaultDelayTxn: "#f4a3c9",
+	FaultObjStore: "#a3e4d7",
 }
 
 // faultColor is the shading of a fault window (grey for a kind without one).

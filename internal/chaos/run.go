@@ -52,6 +52,12 @@ type Options struct {
 	// independent schedules at once, so a node can be killed while it is
 	// cut off, a leader paused during a split, and so on.
 	Overlap bool
+	// Tiered runs the cluster with tiered storage (KIP-405): an S3 test
+	// server (testproc.StartS3Server) behind an HTTP proxy (s3proxy.go)
+	// is the brokers' object store, the topic has remote.storage.enable
+	// with small segments and local retention, and FaultObjStore may be
+	// scheduled.
+	Tiered bool
 	// Plan, if set, is the fault schedule to run instead of a generated
 	// one (e.g. the "schedule" of a previous results.json).
 	Plan []Fault
@@ -142,6 +148,7 @@ type Result struct {
 		Faults      []string `json:"faults"`
 		Workload    string   `json:"workload,omitempty"`
 		TxnVersion  int      `json:"txnVersion,omitempty"`
+		Tiered      bool     `json:"tiered,omitempty"`
 		Scenario    string   `json:"scenario,omitempty"`
 		Partitions  int      `json:"partitions"`
 		Producers   int      `json:"producers"`
@@ -242,7 +249,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	cfg := &res.Config
 	cfg.Nodes, cfg.DurationS, cfg.Seed, cfg.MinISR, cfg.Unclean = o.Nodes, o.Duration.Seconds(), o.Seed, o.MinISR, o.Unclean
 	cfg.Faults, cfg.Scenario, cfg.Partitions, cfg.Producers, cfg.Consumers, cfg.Rate, cfg.Binary = o.Faults, o.Scenario, o.Partitions, o.Producers, o.Consumers, o.Rate, bin
-	cfg.Workload, cfg.TxnVersion = o.Workload, o.TxnVersion
+	cfg.Workload, cfg.TxnVersion, cfg.Tiered = o.Workload, o.TxnVersion, o.Tiered
 	cfg.ReplayFlags = replayFlags(&o)
 	res.Schedule = Schedule(&o)
 	for _, f := range res.Schedule {
@@ -293,9 +300,13 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
-		r, err := adm.CreateTopic(cctx, int32(o.Partitions), rf, map[string]*string{
-			"min.insync.replicas": &minISR, "unclean.leader.election.enable": &unclean,
-		}, topic)
+		configs := map[string]*string{"min.insync.replicas": &minISR, "unclean.leader.election.enable": &unclean}
+		if o.Tiered {
+			for k, v := range tieredTopicConfigs {
+				configs[k] = &v
+			}
+		}
+		r, err := adm.CreateTopic(cctx, int32(o.Partitions), rf, configs, topic)
 		ccancel()
 		if err == nil && r.Err == nil {
 			break
@@ -421,6 +432,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	for _, p := range append(append([]*proxy(nil), c.kprox...), c.cprox...) {
 		res.Proxies = append(res.Proxies, ProxyStats{Kind: p.kind, Node: p.dst, Addr: p.addr(), Accepted: p.accepted.Load(), Frozen: p.frozenTotal.Load(), UnknownSrc: p.unknownSrc.Load()})
 	}
+	if c.s3p != nil {
+		res.Proxies = append(res.Proxies, c.s3p.stats())
+	}
 
 	for _, n := range c.nodes {
 		res.Crashes = append(res.Crashes, n.crashList()...)
@@ -463,6 +477,9 @@ func replayFlags(o *Options) string {
 		if o.Overlap {
 			s += " --overlap"
 		}
+	}
+	if o.Tiered {
+		s += " --tiered"
 	}
 	if o.Workload == WorkloadGroup {
 		s += " --workload group"

@@ -47,10 +47,34 @@ const (
 	// the followers (an unclean election picks one of them), restart the
 	// old leader (it truncates to the new leader's log).
 	FaultJepsen2013 = "jepsen2013"
+	// FaultObjStore troubles tiered storage's object store for Dur
+	// through the HTTP proxy in front of the S3 server (s3proxy.go):
+	// Partition%3 == 0 slow (every request waits 200-1000 ms), 1 errors
+	// (every request answered 500 or 503), 2 outage (requests held
+	// unanswered, then cut). Only in runs with Options.Tiered; a random
+	// schedule of other runs leaves it out.
+	FaultObjStore = "objstore"
 )
 
 // AllFaults are the kinds a random schedule may use.
-var AllFaults = []string{FaultKill, FaultPause, FaultIsolate, FaultTerm, FaultOneWay, FaultSplit, FaultSlowDisk, FaultDiskFail, FaultDelayTxn}
+var AllFaults = []string{FaultKill, FaultPause, FaultIsolate, FaultTerm, FaultOneWay, FaultSplit, FaultSlowDisk, FaultDiskFail, FaultDelayTxn, FaultObjStore}
+
+// objStoreMode is a FaultObjStore's mode (s3Slow, s3Errors, s3Outage)
+// and, slow, its per-request delay, derived from the fault so schedules
+// need no extra random draws.
+func objStoreMode(f Fault) (int, time.Duration) {
+	mode := s3Slow + f.Partition%3
+	return mode, durMs(200 + f.DurMs%801)
+}
+
+// scheduledKinds are the kinds of o.Faults a random schedule draws from:
+// FaultObjStore only in a tiered run.
+func scheduledKinds(o *Options) []string {
+	if o.Tiered {
+		return o.Faults
+	}
+	return slices.DeleteFunc(slices.Clone(o.Faults), func(k string) bool { return k == FaultObjStore })
+}
 
 // delayHold is how long a FaultDelayTxn holds its request.
 func delayHold(f Fault) time.Duration { return durMs(f.DurMs + 2000) }
@@ -94,7 +118,7 @@ type Fault struct {
 
 // netFault reports whether kind only changes network rules (the proxies).
 func netFault(kind string) bool {
-	return kind == FaultIsolate || kind == FaultOneWay || kind == FaultSplit || kind == FaultDelayTxn
+	return kind == FaultIsolate || kind == FaultOneWay || kind == FaultSplit || kind == FaultDelayTxn || kind == FaultObjStore
 }
 
 func (f Fault) String() string { return f.describe() + laneSuffix(f) }
@@ -122,6 +146,13 @@ func (f Fault) describe() string {
 		return fmt.Sprintf("@%.1fs delay-txn: hold the first Produce to %s for %v", float64(f.AtMs)/1000, tgt, delayHold(f))
 	case FaultSlowDisk:
 		return fmt.Sprintf("@%.1fs slow-disk (%v per op) %s for %.1fs", float64(f.AtMs)/1000, slowDiskDelay(f), tgt, float64(f.DurMs)/1000)
+	case FaultObjStore:
+		mode, delay := objStoreMode(f)
+		what := s3ModeNames[mode]
+		if mode == s3Slow {
+			what = fmt.Sprintf("slow (%v per request)", delay)
+		}
+		return fmt.Sprintf("@%.1fs objstore %s for %.1fs", float64(f.AtMs)/1000, what, float64(f.DurMs)/1000)
 	}
 	return fmt.Sprintf("@%.1fs %s %s for %.1fs", float64(f.AtMs)/1000, f.Kind, tgt, float64(f.DurMs)/1000)
 }
@@ -146,9 +177,9 @@ func ParseFaults(s string) ([]string, error) {
 			continue
 		case "partition":
 			f = FaultIsolate
-		case FaultKill, FaultPause, FaultIsolate, FaultTerm, FaultOneWay, FaultSplit, FaultSlowDisk, FaultDiskFail, FaultDelayTxn:
+		case FaultKill, FaultPause, FaultIsolate, FaultTerm, FaultOneWay, FaultSplit, FaultSlowDisk, FaultDiskFail, FaultDelayTxn, FaultObjStore:
 		default:
-			return nil, fmt.Errorf("unknown fault %q (kill, pause, partition|isolate, term, oneway, split, slow-disk, disk-fail, delay-txn, all)", f)
+			return nil, fmt.Errorf("unknown fault %q (kill, pause, partition|isolate, term, oneway, split, slow-disk, disk-fail, delay-txn, objstore, all)", f)
 		}
 		if !seen[f] {
 			seen[f] = true
@@ -171,14 +202,15 @@ func Schedule(o *Options) []Fault {
 	case "none":
 		return nil
 	}
-	if len(o.Faults) == 0 {
+	kinds := scheduledKinds(o)
+	if len(kinds) == 0 {
 		return nil
 	}
 	if !o.Overlap {
-		return randomLane(o, o.Faults, 0)
+		return randomLane(o, kinds, 0)
 	}
 	var procs, nets []string
-	for _, k := range o.Faults {
+	for _, k := range kinds {
 		if netFault(k) {
 			nets = append(nets, k)
 		} else {

@@ -158,39 +158,35 @@ var kafka42Refused = []Def{
 }
 
 // remoteLogDefs are tiered storage's settings (RemoteLogManagerConfig,
-// KIP-405): only remote.log.storage.system.enable=true turns it on, and
-// it is refused; the others configure what is then off.
-var remoteLogDefs = func() []Def {
-	defs := []Def{
-		{Name: "remote.log.storage.system.enable", Type: TypeBoolean, Default: "false", Status: StatusRefused, Refuse: refuseTrue("tiered storage (KIP-405)"), Refuses: "true", Doc: "Tiered storage: sluice keeps every segment on its local disk, so a broker told to move old segments to remote storage is refused rather than fill its disk."},
-		{Name: "remote.fetch.max.wait.ms", Type: TypeInt, Default: "500", Min: 1, Max: math.MaxInt32},
-		{Name: "remote.list.offsets.request.timeout.ms", Type: TypeLong, Default: "30000", Min: 1, Max: math.MaxInt64},
-		{Name: "remote.log.index.file.cache.total.size.bytes", Type: TypeLong, Default: "1073741824", Min: 1, Max: math.MaxInt64},
-		{Name: "remote.log.manager.copier.thread.pool.size", Type: TypeInt, Default: "10", Min: 1, Max: math.MaxInt32},
-		{Name: "remote.log.manager.copy.max.bytes.per.second", Type: TypeLong, Default: maxLong, Min: 1, Max: math.MaxInt64},
-		{Name: "remote.log.manager.copy.quota.window.num", Type: TypeInt, Default: "11", Min: 1, Max: math.MaxInt32},
-		{Name: "remote.log.manager.copy.quota.window.size.seconds", Type: TypeInt, Default: "1", Min: 1, Max: math.MaxInt32},
-		{Name: "remote.log.manager.expiration.thread.pool.size", Type: TypeInt, Default: "10", Min: 1, Max: math.MaxInt32},
-		{Name: "remote.log.manager.fetch.max.bytes.per.second", Type: TypeLong, Default: maxLong, Min: 1, Max: math.MaxInt64},
-		{Name: "remote.log.manager.fetch.quota.window.num", Type: TypeInt, Default: "11", Min: 1, Max: math.MaxInt32},
-		{Name: "remote.log.manager.fetch.quota.window.size.seconds", Type: TypeInt, Default: "1", Min: 1, Max: math.MaxInt32},
-		{Name: "remote.log.manager.follower.thread.pool.size", Type: TypeInt, Default: "2", Min: 1, Max: math.MaxInt32},
-		{Name: "remote.log.manager.thread.pool.size", Type: TypeInt, Default: "2", Min: 1, Max: math.MaxInt32},
-		{Name: "remote.log.manager.task.interval.ms", Type: TypeLong, Default: "30000", Min: 1, Max: math.MaxInt64},
-		{Name: "remote.log.metadata.custom.metadata.max.bytes", Type: TypeInt, Default: "128", Min: 0, Max: math.MaxInt32},
-		{Name: "remote.log.metadata.manager.class.name", Type: TypeString, Default: "org.apache.kafka.server.log.remote.metadata.storage.TopicBasedRemoteLogMetadataManager"},
-		{Name: "remote.log.metadata.manager.class.path", Type: TypeString, Default: ""},
-		{Name: "remote.log.metadata.manager.impl.prefix", Type: TypeString, Default: "rlmm.config."},
-		{Name: "remote.log.metadata.manager.listener.name", Type: TypeString, Default: ""},
-		{Name: "remote.log.reader.max.pending.tasks", Type: TypeInt, Default: "100", Min: 1, Max: math.MaxInt32},
-		{Name: "remote.log.reader.threads", Type: TypeInt, Default: "10", Min: 1, Max: math.MaxInt32},
-		{Name: "remote.log.storage.manager.class.name", Type: TypeString, Default: ""},
-		{Name: "remote.log.storage.manager.class.path", Type: TypeString, Default: ""},
-		{Name: "remote.log.storage.manager.impl.prefix", Type: TypeString, Default: "rsm.config."},
-	}
-	for i := 1; i < len(defs); i++ {
-		defs[i].Status = StatusIgnored
-		defs[i].Doc = "Tiered storage is not implemented (remote.log.storage.system.enable)."
-	}
-	return defs
-}()
+// KIP-405): remote.log.storage.system.enable=true turns it on for the
+// broker, with the object store in sluice.remote.storage.* (remotedefs.go)
+// and each topic opting in with remote.storage.enable. sluice's remote
+// storage and metadata managers are built in: the class settings accept
+// only their default (another class would put the data elsewhere).
+var remoteLogDefs = []Def{
+	{Name: "remote.log.storage.system.enable", Type: TypeBoolean, Default: "false", Doc: "Tiered storage (KIP-405) on this broker: topics with remote.storage.enable=true copy their rolled segments to the object store named by sluice.remote.storage.* (sluice.remote.storage.bucket is then required) and keep locally only what local.retention.* allows (docs/tiered-storage.md). An unreachable store does not stop the broker: it logs an alarm and uploads retry."},
+	{Name: "remote.fetch.max.wait.ms", Type: TypeInt, Default: "500", Min: 1, Max: math.MaxInt32, Doc: "Longest a fetch that reads from remote storage waits for it before answering with what it has (Kafka's DelayedRemoteFetch)."},
+	{Name: "remote.list.offsets.request.timeout.ms", Type: TypeLong, Default: "30000", Min: 1, Max: math.MaxInt64, Doc: "Longest a ListOffsets by timestamp that reads remote indexes waits for them (KIP-1075)."},
+	{Name: "remote.log.index.file.cache.total.size.bytes", Type: TypeLong, Default: "1073741824", Min: 1, Max: math.MaxInt64, Doc: "Bytes of local disk for the remote segments' indexes (offset, time, transaction) fetched for remote reads, least recently used evicted first (Kafka's RemoteIndexCache)."},
+	{Name: "remote.log.manager.copier.thread.pool.size", Type: TypeInt, Default: "10", Min: 1, Max: math.MaxInt32, Doc: "Segment uploads run at once on this broker, over its leader partitions (Kafka's RLMCopyTask pool)."},
+	{Name: "remote.log.manager.copy.max.bytes.per.second", Type: TypeLong, Default: maxLong, Min: 1, Max: math.MaxInt64, Doc: "Upload quota of this broker in bytes per second, over copy.quota.window.num windows of copy.quota.window.size.seconds (KIP-956); an upload over it waits."},
+	{Name: "remote.log.manager.copy.quota.window.num", Type: TypeInt, Default: "11", Min: 1, Max: math.MaxInt32, Doc: "Samples the upload quota's rate is measured over."},
+	{Name: "remote.log.manager.copy.quota.window.size.seconds", Type: TypeInt, Default: "1", Min: 1, Max: math.MaxInt32, Doc: "Length of one upload quota sample, in seconds."},
+	{Name: "remote.log.manager.expiration.thread.pool.size", Type: TypeInt, Default: "10", Min: 1, Max: math.MaxInt32, Doc: "Remote segment expirations (retention.*, log start) run at once on this broker (Kafka's RLMExpirationTask pool)."},
+	{Name: "remote.log.manager.fetch.max.bytes.per.second", Type: TypeLong, Default: maxLong, Min: 1, Max: math.MaxInt64, Doc: "Remote read quota of this broker in bytes per second, over fetch.quota.window.num windows of fetch.quota.window.size.seconds (KIP-956); over it, fetches get no remote data until the rate falls."},
+	{Name: "remote.log.manager.fetch.quota.window.num", Type: TypeInt, Default: "11", Min: 1, Max: math.MaxInt32, Doc: "Samples the remote read quota's rate is measured over."},
+	{Name: "remote.log.manager.fetch.quota.window.size.seconds", Type: TypeInt, Default: "1", Min: 1, Max: math.MaxInt32, Doc: "Length of one remote read quota sample, in seconds."},
+	{Name: "remote.log.manager.follower.thread.pool.size", Type: TypeInt, Default: "2", Min: 1, Max: math.MaxInt32, Doc: "Followers' remote work at once (Kafka's RLMFollowerTask pool): following the uploads of their leaders."},
+	{Name: "remote.log.manager.thread.pool.size", Type: TypeInt, Default: "2", Min: 1, Max: math.MaxInt32, Doc: "Kafka's older single pool of remote log tasks; in Kafka 4 the copier, expiration and follower pools replace it, and so in sluice."},
+	{Name: "remote.log.manager.task.interval.ms", Type: TypeLong, Default: "30000", Min: 1, Max: math.MaxInt64, Doc: "How often each leader partition looks for segments to upload and remote segments to expire; a failed upload is retried at the next run, with backoff."},
+	{Name: "remote.log.metadata.custom.metadata.max.bytes", Type: TypeInt, Default: "128", Min: 0, Max: math.MaxInt32, Doc: "Largest custom metadata a remote storage manager may attach to a segment's metadata (KIP-917); sluice's attaches none."},
+	{Name: "remote.log.metadata.manager.class.name", Type: TypeString, Default: "org.apache.kafka.server.log.remote.metadata.storage.TopicBasedRemoteLogMetadataManager", Status: StatusRefused, Refuse: refuseOtherThan("a custom RemoteLogMetadataManager", "org.apache.kafka.server.log.remote.metadata.storage.TopicBasedRemoteLogMetadataManager", "TopicBasedRemoteLogMetadataManager"), Refuses: "any class but TopicBasedRemoteLogMetadataManager", Doc: "The remote segments' metadata is kept as Kafka's TopicBasedRemoteLogMetadataManager keeps it, in the __remote_log_metadata topic (remote.log.metadata.topic.*)."},
+	{Name: "remote.log.metadata.manager.class.path", Type: TypeString, Default: "", Status: StatusIgnored, Doc: "No class is loaded."},
+	{Name: "remote.log.metadata.manager.impl.prefix", Type: TypeString, Default: "rlmm.config.", Doc: "Prefix of the metadata manager's own settings: <prefix>remote.log.metadata.topic.num.partitions and the like are read as remote.log.metadata.topic.* (the unprefixed name wins)."},
+	{Name: "remote.log.metadata.manager.listener.name", Type: TypeString, Default: "", Status: StatusIgnored, Doc: "The metadata topic is read and written in-process, through no listener."},
+	{Name: "remote.log.reader.max.pending.tasks", Type: TypeInt, Default: "100", Min: 1, Max: math.MaxInt32, Doc: "Remote reads queued for the reader threads (Kafka's RemoteStorageThreadPool); a remote read past the queue is refused for that fetch."},
+	{Name: "remote.log.reader.threads", Type: TypeInt, Default: "10", Min: 1, Max: math.MaxInt32, Doc: "Remote reads run at once on this broker."},
+	{Name: "remote.log.storage.manager.class.name", Type: TypeString, Default: "", Status: StatusRefused, Refuse: refuseUnlessEmpty("a custom RemoteStorageManager"), Refuses: "any class", Doc: "sluice's remote storage manager is built in: an S3 client configured by sluice.remote.storage.*."},
+	{Name: "remote.log.storage.manager.class.path", Type: TypeString, Default: "", Status: StatusIgnored, Doc: "No class is loaded."},
+	{Name: "remote.log.storage.manager.impl.prefix", Type: TypeString, Default: "rsm.config.", Status: StatusIgnored, Doc: "sluice's remote storage manager takes its settings as sluice.remote.storage.*."},
+}

@@ -36,10 +36,10 @@ flags of ` + "`sluice serve`" + ` (flags win). Every key is checked at start:
   - *refused*: sluice does not implement what it asks for, and ignoring
     it would change cluster membership, durability, security or where
     data lives; its default (or a value asking for nothing sluice lacks,
-    e.g. ` + "`remote.log.storage.system.enable=false`" + `) is accepted, the values
+    e.g. ` + "`transaction.two.phase.commit.enable=false`" + `) is accepted, the values
     the column names stop the node (exit status 1) with a message naming
     the key and why, e.g.
-    ` + "`remote.log.storage.system.enable=true is refused: tiered storage (KIP-405) is not implemented in sluice`" + `;
+    ` + "`transaction.two.phase.commit.enable=true is refused: two-phase commit with an external transaction coordinator (KIP-939) is not implemented in sluice`" + `;
 - the KRaft role keys are checked together after the flags, as Kafka does
   (` + "`process.roles`" + ` against ` + "`controller.quorum.voters`" + `), and a
   broker-only file that names no quorum (no ` + "`controller.quorum.voters`" + `,

@@ -42,8 +42,10 @@ func TestKafkaKeysHaveStatus(t *testing.T) {
 // and harmless values of the same keys are accepted.
 func TestRefusedValues(t *testing.T) {
 	for _, c := range []struct{ key, value, want string }{
-		{"remote.log.storage.system.enable", "true", "remote.log.storage.system.enable=true is refused: tiered storage (KIP-405) is not implemented"},
-		{"remote.log.storage.system.enable", "false", ""},
+		{"remote.log.storage.system.enable", "true", ""},
+		{"remote.log.storage.manager.class.name", "io.aiven.kafka.tieredstorage.RemoteStorageManager", "a custom RemoteStorageManager is not implemented"},
+		{"remote.log.storage.manager.class.name", "", ""},
+		{"remote.log.metadata.manager.class.name", "com.example.Rlmm", "a custom RemoteLogMetadataManager"},
 		{"log.dirs", "/d1,/d2", "log.dirs=/d1,/d2 is refused: sluice does not implement more than one log directory"},
 		{"log.dirs", "/d1", ""},
 		{"log.dir", "/d1, /d2", "log.dir=/d1, /d2 is refused"},
@@ -105,7 +107,7 @@ func TestIgnoredKeysWarned(t *testing.T) {
 		"group.coordinator.rebalance.protocols":             "classic , consumer", // default, spaced
 		"listener.name.sasl_ssl.sasl.kerberos.service.name": "kafka",              // ignored, per listener
 		"num.partitions":                                    "6",                  // implemented
-		"remote.log.storage.system.enable":                  "false",              // refused key at a harmless value
+		"remote.log.storage.manager.class.name":             "",                   // refused key at a harmless value
 		"bogus.key":                                         "1",                  // unknown: Kafka's own warning
 	}
 	got := strings.Join(IgnoredBrokerKeys(props), ",")

@@ -25,6 +25,7 @@ import (
 	"github.com/sluice-io/sluice/internal/handler"
 	"github.com/sluice-io/sluice/internal/metadata"
 	"github.com/sluice-io/sluice/internal/metaprops"
+	"github.com/sluice-io/sluice/internal/objstore"
 	"github.com/sluice-io/sluice/internal/protocol"
 	"github.com/sluice-io/sluice/internal/security"
 	"github.com/sluice-io/sluice/internal/status"
@@ -110,6 +111,17 @@ func Start(cfg *config.Broker, o Options) (*Node, error) {
 	} else if keys := httpOnlyKeys(cfg); len(keys) > 0 {
 		logger.Warn("--http port settings without --http: no effect", "keys", strings.Join(keys, ","))
 	}
+	// Tiered storage's object store (KIP-405): a configuration error
+	// stops the start here; an unreachable store does not
+	// (watchRemoteStore).
+	remoteS3, err := objstore.FromConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	var remoteStore objstore.Store
+	if remoteS3 != nil {
+		remoteStore = remoteS3
+	}
 	// The data directory is ours alone for the life of the node (Kafka's
 	// .lock in every log dir): a second process on it would interleave
 	// writes and skip recovery on the other's clean-shutdown marker.
@@ -171,7 +183,7 @@ func Start(cfg *config.Broker, o Options) (*Node, error) {
 	}
 	n.ctrl = ctrl
 	b, err := broker.Open(broker.Options{Config: cfg, FS: fsys, Logger: logger, Controller: ctrl,
-		NewClusterID: newClusterID, JoinCluster: ident.Join, OnFatal: o.OnFatal})
+		NewClusterID: newClusterID, JoinCluster: ident.Join, OnFatal: o.OnFatal, RemoteStore: remoteStore})
 	if err != nil {
 		return nil, err
 	}
@@ -262,6 +274,9 @@ func Start(cfg *config.Broker, o Options) (*Node, error) {
 	n.stopWatch = make(chan struct{})
 	go watchQuorum(ctrl, cfg, logger, n.stopWatch)
 	go bootstrapScram(cfg, b, logger, n.stopWatch)
+	if remoteS3 != nil {
+		go watchRemoteStore(remoteS3, logger, n.stopWatch)
+	}
 	n.failed = make(chan struct{})
 	n.closing = make(chan struct{})
 	n.monitorDone = make(chan struct{})

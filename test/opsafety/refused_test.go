@@ -16,8 +16,8 @@ import (
 
 // TestRefusedKeysStopTheStart: a server.properties asking for what sluice
 // does not implement and that would change where data lives, durability
-// or membership (tiered storage, several log directories, a ZooKeeper
-// ensemble) stops `sluice serve` with exit status 1 and a message naming
+// or membership (another remote storage manager, tiered storage without
+// its bucket, several log directories, a ZooKeeper ensemble) stops `sluice serve` with exit status 1 and a message naming
 // the key, before the data directory is touched.
 func TestRefusedKeysStopTheStart(t *testing.T) {
 	if testing.Short() {
@@ -29,7 +29,8 @@ func TestRefusedKeysStopTheStart(t *testing.T) {
 	}
 	bin := testproc.Build(t)
 	for i, c := range []struct{ line, want string }{
-		{"remote.log.storage.system.enable=true", "remote.log.storage.system.enable=true is refused: tiered storage"},
+		{"remote.log.storage.manager.class.name=io.aiven.kafka.tieredstorage.RemoteStorageManager", "is refused: a custom RemoteStorageManager is not implemented"},
+		{"remote.log.storage.system.enable=true", "sluice.remote.storage.bucket is required"},
 		{"log.dirs=DIR/a,DIR/b", "is refused: sluice does not implement more than one log directory"},
 		{"zookeeper.connect=localhost:2181", "zookeeper.connect=localhost:2181 is refused"},
 	} {
