@@ -441,6 +441,16 @@ func (b *Broker) storageConfig(t *metadata.Topic) storage.Config {
 	c.MinCleanableDirtyRatio = tc.Float64("min.cleanable.dirty.ratio")
 	c.RetentionBytes = tc.Int64("retention.bytes")
 	c.FileDeleteDelayMs = tc.Int64("file.delete.delay.ms")
+	// Tiered storage (KIP-405): local.retention.* of -2 follow retention.*
+	// (Kafka's LogConfig.localRetentionMs / localRetentionBytes).
+	c.RemoteStorage = tc.Bool("remote.storage.enable")
+	c.LocalRetentionMs, c.LocalRetentionBytes = tc.Int64("local.retention.ms"), tc.Int64("local.retention.bytes")
+	if c.LocalRetentionMs == -2 {
+		c.LocalRetentionMs = c.RetentionMs
+	}
+	if c.LocalRetentionBytes == -2 {
+		c.LocalRetentionBytes = c.RetentionBytes
+	}
 	c.ProducerIDExpirationMs = b.cfg.Int("producer.id.expiration.ms", 86400000)
 	return c
 }
