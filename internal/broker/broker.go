@@ -28,6 +28,7 @@ import (
 	"github.com/sluice-io/sluice/internal/config"
 	"github.com/sluice-io/sluice/internal/metadata"
 	"github.com/sluice-io/sluice/internal/metrics"
+	"github.com/sluice-io/sluice/internal/objstore"
 	"github.com/sluice-io/sluice/internal/replica"
 	"github.com/sluice-io/sluice/internal/storage"
 	"github.com/sluice-io/sluice/internal/vfs"
@@ -77,6 +78,11 @@ type Options struct {
 	// error instead). While it is set, an image without a cluster id is
 	// not acted on. Default: nil, no check.
 	JoinCluster func(clusterID string) error
+	// RemoteStore is the object store of tiered storage (KIP-405): with
+	// it, the remote log manager copies the segments of topics with
+	// remote.storage.enable to it (rlm.go). Default nil: no copies, and
+	// such topics keep every segment locally.
+	RemoteStore objstore.Store
 	// OnFatal is called, once, when the data directory fails (see
 	// logDirFailed), after the broker logged the failure and stopped
 	// acknowledging. It must halt the process: Kafka calls Exit.halt(1).
@@ -158,6 +164,9 @@ type Broker struct {
 	// cleaner is the running log cleaner, nil when disabled or in step
 	// mode (cleaner.go).
 	cleaner atomic.Pointer[cleaner]
+	// rlm is the remote log manager, nil without Options.RemoteStore
+	// (rlm.go).
+	rlm *rlm
 	// configHooks are called after the dynamic broker configs changed
 	// (OnDynamicConfig).
 	configHooks []func()
@@ -311,6 +320,9 @@ func Open(opts Options) (*Broker, error) {
 	if b.transport == nil {
 		b.transport = tcpTransport{inter}
 	}
+	if opts.RemoteStore != nil {
+		b.rlm = newRLM(b, opts.RemoteStore)
+	}
 	b.hwCheck = b.readHWCheckpoint()
 	if err := b.reconcile(b.ctrl.Image()); err != nil {
 		b.Close()
@@ -332,6 +344,10 @@ func Open(opts Options) (*Broker, error) {
 		go b.tickLoop()
 		go b.retentionLoop()
 		b.startCleaner()
+		if b.rlm != nil {
+			b.wg.Add(1)
+			go b.rlmLoop()
+		}
 	}
 	return b, nil
 }

@@ -63,6 +63,17 @@ func (p *Partition) retain(now time.Time) {
 			return
 		}
 		var n int
+		if p.log.Config().RemoteStorage {
+			// Tiered storage: only copied segments go locally, and the
+			// remote log manager's expiration moves the log start
+			// (rlm.go).
+			copied := int64(-1)
+			if p.b.rlm != nil {
+				copied = p.b.rlm.copiedEnd(p.TP)
+			}
+			_, err = p.log.ApplyLocalRetention(now, copied)
+			return
+		}
 		n, err = p.log.ApplyRetention(now, p.r.HW())
 		// Retention deletes only segments wholly below the HW; the
 		// machine takes a log start up to the HW (as AdvanceLogStart).

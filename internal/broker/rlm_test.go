@@ -1,0 +1,291 @@
+package broker_test
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-io/sluice/internal/batch"
+	"github.com/sluice-io/sluice/internal/broker"
+	"github.com/sluice-io/sluice/internal/config"
+	"github.com/sluice-io/sluice/internal/handler"
+	"github.com/sluice-io/sluice/internal/metadata"
+	"github.com/sluice-io/sluice/internal/objstore"
+	"github.com/sluice-io/sluice/internal/protocol"
+	"github.com/sluice-io/sluice/internal/remote"
+)
+
+// faultyStore is an objstore.Memory whose Puts fail while failing is
+// set, counting every Put of a segment's log object by key.
+type faultyStore struct {
+	objstore.Memory
+	failing atomic.Bool
+	mu      sync.Mutex
+	logPuts map[string]int
+}
+
+var errStoreDown = errors.New("test: object store unreachable")
+
+func (f *faultyStore) Put(ctx context.Context, key string, body io.Reader, size int64) error {
+	if f.failing.Load() {
+		return errStoreDown
+	}
+	if strings.HasSuffix(key, ".log") {
+		f.mu.Lock()
+		if f.logPuts == nil {
+			f.logPuts = map[string]int{}
+		}
+		f.logPuts[key]++
+		f.mu.Unlock()
+	}
+	return f.Memory.Put(ctx, key, body, size)
+}
+
+// logPutsByStart counts the uploads of log objects per segment start
+// offset (the key's 20-digit prefix in the partition's directory).
+func (f *faultyStore) logPutsByStart() map[string]int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := map[string]int{}
+	for k, n := range f.logPuts {
+		name := k[strings.LastIndex(k, "/")+1:]
+		out[name[:20]] += n
+	}
+	return out
+}
+
+// tieredProps are the broker settings of the tiered-storage tests: fast
+// manager and retention passes, a small metadata topic.
+func tieredProps() map[string]string {
+	return map[string]string{
+		"remote.log.manager.task.interval.ms":                      "30",
+		"remote.log.manager.task.retry.backoff.ms":                 "20",
+		"remote.log.manager.task.retry.backoff.max.ms":             "100",
+		"log.retention.check.interval.ms":                          "30",
+		"rlmm.config.remote.log.metadata.topic.num.partitions":     "3",
+		"rlmm.config.remote.log.metadata.topic.replication.factor": "3",
+	}
+}
+
+// startTiered starts an in-process member with an object store.
+func startTiered(t *testing.T, q *fakeQuorum, id int32, dir string, store objstore.Store, props map[string]string) *member {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Defaults()
+	cfg.NodeID = id
+	cfg.DataDir = dir
+	cfg.Listen = ln.Addr().String()
+	cfg.Props["replica.lag.time.max.ms"] = "1000"
+	for k, v := range props {
+		cfg.Props[k] = v
+	}
+	self, _ := broker.SelfBroker(cfg)
+	ctl := q.node(self)
+	b, err := broker.Open(broker.Options{Config: cfg, Controller: ctl, CheckWriters: true, RemoteStore: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := protocol.NewRegistry()
+	hs := handler.Register(reg, b)
+	srv := protocol.NewServer(protocol.Config{}, reg)
+	go srv.Serve(ln)
+	m := &member{t: t, id: id, dir: dir, addr: ln.Addr().String(), q: q, b: b, h: hs, srv: srv}
+	t.Cleanup(m.stop)
+	return m
+}
+
+// produceN produces n records of size bytes with acks=all.
+func produceN(t *testing.T, addrs []string, topic string, n, size int) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(0), kgo.RequiredAcks(kgo.AllISRAcks()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i := 0; i < n; i += 10 {
+		var recs []*kgo.Record
+		for j := i; j < min(i+10, n); j++ {
+			val := make([]byte, size)
+			rand.Read(val) // incompressible
+			recs = append(recs, &kgo.Record{Value: val})
+		}
+		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatalf("produce: %v", err)
+		}
+	}
+}
+
+func remoteOf(t *testing.T, b *broker.Broker, topic string, p int32) remote.Partition {
+	id, ok := b.TopicID(topic)
+	if !ok {
+		t.Fatalf("no topic id for %s", topic)
+	}
+	return remote.Partition{TopicID: id, Topic: topic, Partition: p}
+}
+
+// checkRemoteLog checks that the finished segments cover [from, to)
+// without a gap, each log object holding exactly its range's batches.
+func checkRemoteLog(t *testing.T, store objstore.Store, segs []remote.Segment, from int64) int64 {
+	t.Helper()
+	next := from
+	for _, s := range segs {
+		if s.StartOffset > next {
+			t.Fatalf("gap in the remote log: next %d, segment %d-%d", next, s.StartOffset, s.EndOffset)
+		}
+		rc, err := store.Get(context.Background(), remote.ObjectKey("", &s, remote.FileLog), 0, -1)
+		if err != nil {
+			t.Fatalf("segment %d: %v", s.StartOffset, err)
+		}
+		data, _ := io.ReadAll(rc)
+		rc.Close()
+		if int64(len(data)) != s.SizeBytes {
+			t.Fatalf("segment %d: %d bytes, metadata says %d", s.StartOffset, len(data), s.SizeBytes)
+		}
+		first, last := int64(-1), int64(-1)
+		for len(data) > 0 {
+			h, _, rest, err := batch.Next(data)
+			if err != nil {
+				t.Fatalf("segment %d: %v", s.StartOffset, err)
+			}
+			if first < 0 {
+				first = h.BaseOffset
+			}
+			last, data = h.LastOffset(), rest
+		}
+		if first != s.StartOffset || last != s.EndOffset {
+			t.Fatalf("segment %d-%d holds %d-%d", s.StartOffset, s.EndOffset, first, last)
+		}
+		for _, k := range []remote.FileKind{remote.FileOffsetIndex, remote.FileTimeIndex, remote.FileProducerSnapshot, remote.FileLeaderEpochs} {
+			if _, err := store.Get(context.Background(), remote.ObjectKey("", &s, k), 0, -1); err != nil {
+				t.Fatalf("segment %d %s: %v", s.StartOffset, k.Suffix(), err)
+			}
+		}
+		next = max(next, s.EndOffset+1)
+	}
+	return next
+}
+
+// TestTieredSingleNode: a topic with remote storage and a small
+// local.retention.bytes: the leader copies every rolled segment (objects
+// present, metadata FINISHED), the local log stays bounded, the log start
+// stays at 0 until retention.bytes over the whole log expires remote
+// segments, which then raises it and deletes their objects.
+func TestTieredSingleNode(t *testing.T) {
+	store := &faultyStore{}
+	q := newFakeQuorum()
+	m := startTiered(t, q, 1, t.TempDir(), store, tieredProps())
+	const segBytes, localBytes = 2048, 4096
+	err := m.b.CreateTopic("tiered", 1, 1, map[string]string{
+		"remote.storage.enable": "true", "segment.bytes": "2048", "local.retention.bytes": "4096",
+	}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	produceN(t, []string{m.addr}, "tiered", 400, 100)
+	p, err := m.b.Partition("tiered", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := remoteOf(t, m.b, "tiered", 0)
+	waitFor(t, "the rolled segments copied and deleted locally", 20*time.Second, func() bool {
+		return len(m.b.RemoteMetadata().Segments(rp)) > 0 && p.Log().Size() <= localBytes+segBytes
+	})
+	segs := m.b.RemoteMetadata().Segments(rp)
+	if end := checkRemoteLog(t, store, segs, 0); end < p.Log().LocalLogStartOffset() {
+		t.Fatalf("remote log ends at %d, below the local start %d", end, p.Log().LocalLogStartOffset())
+	}
+	if ls := p.LogStartOffset(); ls != 0 {
+		t.Fatalf("log start %d before any retention.*", ls)
+	}
+	if n := len(m.b.RemoteMetadata().Segments(rp)); n < 10 {
+		t.Fatalf("%d remote segments", n)
+	}
+	// retention.bytes over the whole log: remote segments expire, the
+	// log start rises, their objects go.
+	if err := m.b.AlterTopicConfigs("tiered", []metadata.ConfigOp{{Name: "retention.bytes", Value: "8192"}}, false, false); err != nil {
+		t.Fatal(err)
+	}
+	// The log start is raised first, then the segments below it go.
+	var left []remote.Segment
+	waitFor(t, "remote retention", 20*time.Second, func() bool {
+		left = m.b.RemoteMetadata().Segments(rp)
+		ls := p.LogStartOffset()
+		return ls > 0 && len(left) < len(segs) && (len(left) == 0 && ls == p.Log().LocalLogStartOffset() || len(left) > 0 && left[0].StartOffset == ls)
+	})
+	if size := int64(0); true {
+		for _, s := range left {
+			size += s.SizeBytes
+		}
+		if size > 8192 {
+			t.Fatalf("%d bytes remote after retention.bytes 8192", size)
+		}
+	}
+	keys, _ := store.List(context.Background(), remote.PartitionPrefix("", rp))
+	live := map[string]bool{}
+	for _, s := range left {
+		live[remote.ObjectKey("", &s, remote.FileLog)] = true
+	}
+	for _, k := range keys {
+		if strings.HasSuffix(k, ".log") && !live[k] {
+			t.Fatalf("object %s of an expired segment is still there", k)
+		}
+	}
+}
+
+// TestTieredStoreDown: while the object store fails, no local segment is
+// deleted (local.retention.bytes is exceeded, not enforced), the copy lag
+// is reported, and the half-done copies are not readable; once it is back
+// the copies are retried, the dangling ones cleaned up (their objects
+// deleted), and the local log bounded again.
+func TestTieredStoreDown(t *testing.T) {
+	store := &faultyStore{}
+	store.failing.Store(true)
+	q := newFakeQuorum()
+	m := startTiered(t, q, 1, t.TempDir(), store, tieredProps())
+	if err := m.b.CreateTopic("down", 1, 1, map[string]string{
+		"remote.storage.enable": "true", "segment.bytes": "2048", "local.retention.bytes": "2048", "retention.ms": "1000",
+	}, false); err != nil {
+		t.Fatal(err)
+	}
+	produceN(t, []string{m.addr}, "down", 300, 100)
+	p, err := m.b.Partition("down", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := remoteOf(t, m.b, "down", 0)
+	n := len(p.Log().LocalSegments())
+	// Many manager and retention passes, retention.ms long past.
+	time.Sleep(1500 * time.Millisecond)
+	if got := len(p.Log().LocalSegments()); got < n || p.Log().LocalLogStartOffset() != 0 || p.LogStartOffset() != 0 {
+		t.Fatalf("store down: %d local segments of %d, local start %d, log start %d", got, n, p.Log().LocalLogStartOffset(), p.LogStartOffset())
+	}
+	if segs := m.b.RemoteMetadata().Segments(rp); len(segs) != 0 {
+		t.Fatalf("%d segments readable while every upload failed", len(segs))
+	}
+	store.failing.Store(false)
+	waitFor(t, "copies once the store is back", 20*time.Second, func() bool {
+		return p.Log().LocalLogStartOffset() > 0 && p.Log().Size() <= 2048+2048
+	})
+	waitFor(t, "the dangling copies cleaned up", 10*time.Second, func() bool {
+		for _, s := range m.b.RemoteMetadata().(*remote.Cache).All(rp) {
+			if s.State != remote.CopyFinished {
+				return false
+			}
+		}
+		return true
+	})
+}
