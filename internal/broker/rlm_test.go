@@ -29,6 +29,9 @@ import (
 type faultyStore struct {
 	objstore.Memory
 	failing atomic.Bool
+	// failIndex fails only the Puts of .index objects: a copy dies
+	// half way, its .log object written.
+	failIndex atomic.Bool
 	mu      sync.Mutex
 	logPuts map[string]int
 }
@@ -36,7 +39,7 @@ type faultyStore struct {
 var errStoreDown = errors.New("test: object store unreachable")
 
 func (f *faultyStore) Put(ctx context.Context, key string, body io.Reader, size int64) error {
-	if f.failing.Load() {
+	if f.failing.Load() || f.failIndex.Load() && strings.HasSuffix(key, ".index") {
 		return errStoreDown
 	}
 	if strings.HasSuffix(key, ".log") {
@@ -288,4 +291,98 @@ func TestTieredStoreDown(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// TestTieredLeaderMoves: three brokers, RF 3. The followers delete local
+// segments the leader copied once past local retention. A copy that died
+// half way (its .log object written, COPY_SEGMENT_STARTED) when the
+// leader stops is cleaned up by the next leader, which deletes its
+// objects; the next leader goes on from the highest offset copied in its
+// epoch lineage, copying nothing already finished again.
+func TestTieredLeaderMoves(t *testing.T) {
+	store := &faultyStore{}
+	q := newFakeQuorum()
+	var ms []*member
+	props := tieredProps()
+	// A failed copy is retried (and its leftovers cleaned up by the
+	// leader itself) only after 5 s: the leader stops before.
+	props["remote.log.manager.task.retry.backoff.ms"] = "5000"
+	props["remote.log.manager.task.retry.backoff.max.ms"] = "5000"
+	for i := int32(1); i <= 3; i++ {
+		ms = append(ms, startTiered(t, q, i, t.TempDir(), store, props))
+	}
+	if err := ms[0].b.CreateTopic("moves", 1, 3, map[string]string{
+		"remote.storage.enable": "true", "segment.bytes": "2048", "local.retention.bytes": "4096",
+	}, false); err != nil {
+		t.Fatal(err)
+	}
+	produceN(t, seeds(ms), "moves", 300, 100)
+	pm := partitionMeta(q, "moves", 0)
+	leader := ms[pm.Leader-1]
+	rp := remoteOf(t, leader.b, "moves", 0)
+	waitFor(t, "copies, and every replica's local log bounded", 20*time.Second, func() bool {
+		if len(leader.b.RemoteMetadata().Segments(rp)) < 5 {
+			return false
+		}
+		for _, m := range ms {
+			p, err := m.b.Partition("moves", 0)
+			if err != nil || p.Log().LocalLogStartOffset() == 0 || p.Log().Size() > 4096+2048 {
+				return false
+			}
+		}
+		return true
+	})
+	// The next copy dies half way; the leader stops.
+	store.failIndex.Store(true)
+	produceN(t, seeds(ms), "moves", 100, 100)
+	var dangling remote.Segment
+	waitFor(t, "a dangling copy", 10*time.Second, func() bool {
+		for _, s := range leader.b.RemoteMetadata().(*remote.Cache).All(rp) {
+			if s.State == remote.CopyStarted {
+				dangling = s
+				_, err := store.Get(context.Background(), remote.ObjectKey("", &s, remote.FileLog), 0, -1)
+				return err == nil
+			}
+		}
+		return false
+	})
+	leader.stop()
+	q.fence(leader.id)
+	store.failIndex.Store(false)
+	var next *member
+	waitFor(t, "a new leader", 10*time.Second, func() bool {
+		pm = partitionMeta(q, "moves", 0)
+		return pm.Leader > 0 && pm.Leader != leader.id
+	})
+	next = ms[pm.Leader-1]
+	var oldEnd int64 = -1
+	for _, s := range next.b.RemoteMetadata().Segments(rp) {
+		if s.BrokerID == leader.id {
+			oldEnd = max(oldEnd, s.EndOffset)
+		}
+	}
+	produceN(t, []string{ms[pm.Leader-1].addr}, "moves", 200, 100)
+	waitFor(t, "the new leader copying, the dangling copy cleaned up", 20*time.Second, func() bool {
+		segs := next.b.RemoteMetadata().(*remote.Cache).All(rp)
+		newCopies := false
+		for _, s := range segs {
+			if s.State != remote.CopyFinished {
+				return false
+			}
+			newCopies = newCopies || s.BrokerID == next.id
+		}
+		return newCopies
+	})
+	segs := next.b.RemoteMetadata().Segments(rp)
+	for _, s := range segs {
+		if s.BrokerID == next.id && s.EndOffset <= oldEnd {
+			t.Fatalf("the new leader copied %d-%d again (the old leader had copied up to %d)", s.StartOffset, s.EndOffset, oldEnd)
+		}
+	}
+	checkRemoteLog(t, store, segs, 0)
+	for k := remote.FileLog; k <= remote.FileLeaderEpochs; k++ {
+		if _, err := store.Get(context.Background(), remote.ObjectKey("", &dangling, k), 0, -1); !errors.Is(err, objstore.ErrNotFound) {
+			t.Fatalf("the dangling copy's %s object: %v, want it deleted", k.Suffix(), err)
+		}
+	}
 }
