@@ -32,8 +32,8 @@ type faultyStore struct {
 	// failIndex fails only the Puts of .index objects: a copy dies
 	// half way, its .log object written.
 	failIndex atomic.Bool
-	mu      sync.Mutex
-	logPuts map[string]int
+	mu        sync.Mutex
+	logPuts   map[string]int
 }
 
 var errStoreDown = errors.New("test: object store unreachable")
