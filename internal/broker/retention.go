@@ -42,10 +42,17 @@ func (b *Broker) retentionLoop() {
 func (b *Broker) retentionOnce() {
 	start := b.now()
 	defer b.retentionAt.Store(start.UnixNano())
+	unstored := 0
 	for _, p := range b.Partitions() {
 		if p.IsLeader() {
 			p.retain(b.now())
+			if b.rlm == nil && p.log.Config().RemoteStorage {
+				unstored++
+			}
 		}
+	}
+	if unstored > 0 {
+		b.log.Warn("partitions with remote.storage.enable on a broker without an object store: nothing is copied, so local.retention.* deletes nothing", "partitions", unstored)
 	}
 }
 

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-io/sluice/internal/batch"
@@ -384,5 +386,85 @@ func TestTieredLeaderMoves(t *testing.T) {
 		if _, err := store.Get(context.Background(), remote.ObjectKey("", &dangling, k), 0, -1); !errors.Is(err, objstore.ErrNotFound) {
 			t.Fatalf("the dangling copy's %s object: %v, want it deleted", k.Suffix(), err)
 		}
+	}
+}
+
+// TestTieredDeleteRecords: DeleteRecords below the local log start raises
+// the log start to exactly the offset asked, and the remote segments
+// wholly below it expire (their objects deleted); the one holding it
+// stays.
+func TestTieredDeleteRecords(t *testing.T) {
+	store := &faultyStore{}
+	q := newFakeQuorum()
+	m := startTiered(t, q, 1, t.TempDir(), store, tieredProps())
+	if err := m.b.CreateTopic("dr", 1, 1, map[string]string{
+		"remote.storage.enable": "true", "segment.bytes": "2048", "local.retention.bytes": "4096",
+	}, false); err != nil {
+		t.Fatal(err)
+	}
+	produceN(t, []string{m.addr}, "dr", 300, 100)
+	p, err := m.b.Partition("dr", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := remoteOf(t, m.b, "dr", 0)
+	waitFor(t, "copies and local deletion", 20*time.Second, func() bool {
+		return len(m.b.RemoteMetadata().Segments(rp)) >= 4 && p.Log().LocalLogStartOffset() > m.b.RemoteMetadata().Segments(rp)[2].EndOffset
+	})
+	segs := m.b.RemoteMetadata().Segments(rp)
+	off := segs[2].StartOffset + 1
+	if r := deleteRecords(t, m.addr, "dr", off, 10*time.Second); r.ErrorCode != 0 || r.LowWatermark != off {
+		t.Fatalf("DeleteRecords: error %d, low watermark %d, want %d", r.ErrorCode, r.LowWatermark, off)
+	}
+	waitFor(t, "the remote segments below the log start expired", 10*time.Second, func() bool {
+		left := m.b.RemoteMetadata().Segments(rp)
+		return len(left) > 0 && left[0].ID == segs[2].ID
+	})
+	if ls := p.LogStartOffset(); ls != off {
+		t.Fatalf("log start %d, want %d", ls, off)
+	}
+	for _, s := range segs[:2] {
+		if _, err := store.Get(context.Background(), remote.ObjectKey("", &s, remote.FileLog), 0, -1); !errors.Is(err, objstore.ErrNotFound) {
+			t.Fatalf("segment %d below the log start: %v, want deleted", s.StartOffset, err)
+		}
+	}
+}
+
+// TestTieredConfigRefusals: through a Kafka client, a compacted topic
+// cannot enable remote storage and a tiered topic cannot turn it off
+// (INVALID_CONFIG, as Kafka).
+func TestTieredConfigRefusals(t *testing.T) {
+	q := newFakeQuorum()
+	m := startTiered(t, q, 1, t.TempDir(), &faultyStore{}, tieredProps())
+	cl, err := kgo.NewClient(kgo.SeedBrokers(m.addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	on := "true"
+	compact := "compact"
+	r, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"remote.storage.enable": &on, "cleanup.policy": &compact}, "compacted")
+	if err == nil {
+		err = r.Err
+	}
+	if !errors.Is(err, kerr.InvalidConfig) {
+		t.Fatalf("tiered compacted topic: %v, want INVALID_CONFIG", err)
+	}
+	if r, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"remote.storage.enable": &on}, "tiered"); err != nil || r.Err != nil {
+		t.Fatalf("create: %v %v", err, r.Err)
+	}
+	off := "false"
+	rs, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "remote.storage.enable", Value: &off}}, "tiered")
+	if err == nil {
+		var r kadm.AlterConfigsResponse
+		if r, err = rs.On("tiered", nil); err == nil {
+			err = r.Err
+		}
+	}
+	if !errors.Is(err, kerr.InvalidConfig) {
+		t.Fatalf("turning remote storage off: %v, want INVALID_CONFIG", err)
 	}
 }
