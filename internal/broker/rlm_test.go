@@ -296,7 +296,9 @@ func TestTieredStoreDown(t *testing.T) {
 }
 
 // TestTieredLeaderMoves: three brokers, RF 3. The followers delete local
-// segments the leader copied once past local retention. A copy that died
+// segments the leader copied once past local retention (which keeps some
+// copied segments local, so a new leader that lost track of what was
+// copied would copy them again). A copy that died
 // half way (its .log object written, COPY_SEGMENT_STARTED) when the
 // leader stops is cleaned up by the next leader, which deletes its
 // objects; the next leader goes on from the highest offset copied in its
@@ -314,7 +316,7 @@ func TestTieredLeaderMoves(t *testing.T) {
 		ms = append(ms, startTiered(t, q, i, t.TempDir(), store, props))
 	}
 	if err := ms[0].b.CreateTopic("moves", 1, 3, map[string]string{
-		"remote.storage.enable": "true", "segment.bytes": "2048", "local.retention.bytes": "4096",
+		"remote.storage.enable": "true", "segment.bytes": "2048", "local.retention.bytes": "16384",
 	}, false); err != nil {
 		t.Fatal(err)
 	}
@@ -328,7 +330,7 @@ func TestTieredLeaderMoves(t *testing.T) {
 		}
 		for _, m := range ms {
 			p, err := m.b.Partition("moves", 0)
-			if err != nil || p.Log().LocalLogStartOffset() == 0 || p.Log().Size() > 4096+2048 {
+			if err != nil || p.Log().LocalLogStartOffset() == 0 || p.Log().Size() > 16384+2048 {
 				return false
 			}
 		}
@@ -336,7 +338,7 @@ func TestTieredLeaderMoves(t *testing.T) {
 	})
 	// The next copy dies half way; the leader stops.
 	store.failIndex.Store(true)
-	produceN(t, seeds(ms), "moves", 100, 100)
+	produceN(t, seeds(ms), "moves", 30, 100)
 	var dangling remote.Segment
 	waitFor(t, "a dangling copy", 10*time.Second, func() bool {
 		for _, s := range leader.b.RemoteMetadata().(*remote.Cache).All(rp) {
@@ -375,11 +377,15 @@ func TestTieredLeaderMoves(t *testing.T) {
 		}
 		return newCopies
 	})
+	// More passes of the new leader's task, with its epoch in its log.
+	time.Sleep(500 * time.Millisecond)
 	segs := next.b.RemoteMetadata().Segments(rp)
+	covered := int64(-1)
 	for _, s := range segs {
-		if s.BrokerID == next.id && s.EndOffset <= oldEnd {
-			t.Fatalf("the new leader copied %d-%d again (the old leader had copied up to %d)", s.StartOffset, s.EndOffset, oldEnd)
+		if s.BrokerID == next.id && s.EndOffset <= oldEnd || s.EndOffset <= covered {
+			t.Fatalf("%d-%d copied again (covered up to %d; the old leader had copied up to %d)", s.StartOffset, s.EndOffset, covered, oldEnd)
 		}
+		covered = s.EndOffset
 	}
 	checkRemoteLog(t, store, segs, 0)
 	for k := remote.FileLog; k <= remote.FileLeaderEpochs; k++ {
