@@ -132,7 +132,7 @@ func (m *remoteMeta) publish(ctx context.Context, p remote.Partition, value []by
 	req := kmsg.NewPtrProduceRequest()
 	req.SetVersion(8)
 	req.Acks = -1
-	req.TimeoutMillis = int32(min(time.Until(deadline), 30*time.Second).Milliseconds())
+	req.TimeoutMillis = int32(min(deadline.Sub(m.b.now()), 30*time.Second).Milliseconds())
 	rt := kmsg.NewProduceRequestTopic()
 	rt.Topic = remote.MetadataTopic
 	rp := kmsg.NewProduceRequestTopicPartition()
