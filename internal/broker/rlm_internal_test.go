@@ -1,7 +1,9 @@
 package broker
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/sluice-io/sluice/internal/epoch"
 	"github.com/sluice-io/sluice/internal/remote"
@@ -42,5 +44,39 @@ func TestHighestCopied(t *testing.T) {
 		if got := highestCopied(&c, rp, c2.es, c2.leo); got != c2.want {
 			t.Errorf("epochs %v: %d, want %d", c2.es, got, c2.want)
 		}
+	}
+}
+
+// sleepClock is a clock whose Sleep moves it forward.
+type sleepClock struct {
+	now   time.Time
+	slept time.Duration
+}
+
+func (c *sleepClock) Now() time.Time { return c.now }
+func (c *sleepClock) Sleep(d time.Duration) {
+	c.now = c.now.Add(d)
+	c.slept += d
+}
+
+// TestCopyQuota: remote.log.manager.copy.max.bytes.per.second: after a
+// second's burst, copies proceed at the rate.
+func TestCopyQuota(t *testing.T) {
+	c := &sleepClock{now: time.Unix(1000, 0)}
+	q := newByteRate(c, 1000)
+	ctx := context.Background()
+	for range 10 {
+		if err := q.wait(ctx, 500); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// 5000 bytes at 1000/s with a 1000-byte burst: 4 s of waiting.
+	if c.slept < 3900*time.Millisecond || c.slept > 4100*time.Millisecond {
+		t.Fatalf("waited %v for 5000 bytes at 1000 B/s", c.slept)
+	}
+	unl := newByteRate(c, 1<<63-1)
+	before := c.slept
+	if err := unl.wait(ctx, 1<<30); err != nil || c.slept != before {
+		t.Fatalf("unlimited rate waited %v: %v", c.slept-before, err)
 	}
 }

@@ -34,6 +34,8 @@ type faultyStore struct {
 	// failIndex fails only the Puts of .index objects: a copy dies
 	// half way, its .log object written.
 	failIndex atomic.Bool
+	// refused counts the Puts failed.
+	refused atomic.Int64
 	mu        sync.Mutex
 	logPuts   map[string]int
 }
@@ -42,6 +44,7 @@ var errStoreDown = errors.New("test: object store unreachable")
 
 func (f *faultyStore) Put(ctx context.Context, key string, body io.Reader, size int64) error {
 	if f.failing.Load() || f.failIndex.Load() && strings.HasSuffix(key, ".index") {
+		f.refused.Add(1)
 		return errStoreDown
 	}
 	if strings.HasSuffix(key, ".log") {
@@ -260,7 +263,9 @@ func TestTieredStoreDown(t *testing.T) {
 	store := &faultyStore{}
 	store.failing.Store(true)
 	q := newFakeQuorum()
-	m := startTiered(t, q, 1, t.TempDir(), store, tieredProps())
+	props := tieredProps()
+	props["remote.log.manager.task.retry.backoff.max.ms"] = "400"
+	m := startTiered(t, q, 1, t.TempDir(), store, props)
 	if err := m.b.CreateTopic("down", 1, 1, map[string]string{
 		"remote.storage.enable": "true", "segment.bytes": "2048", "local.retention.bytes": "2048", "retention.ms": "1000",
 	}, false); err != nil {
@@ -274,7 +279,13 @@ func TestTieredStoreDown(t *testing.T) {
 	rp := remoteOf(t, m.b, "down", 0)
 	n := len(p.Log().LocalSegments())
 	// Many manager and retention passes, retention.ms long past.
+	refused := store.refused.Load()
 	time.Sleep(1500 * time.Millisecond)
+	// A pass every 30 ms, but the retries back off (20 ms doubling to
+	// 400 ms): a handful of attempts, not fifty.
+	if tries := store.refused.Load() - refused; tries > 12 {
+		t.Fatalf("%d copy attempts in 1.5 s while the store was down", tries)
+	}
 	if got := len(p.Log().LocalSegments()); got < n || p.Log().LocalLogStartOffset() != 0 || p.LogStartOffset() != 0 {
 		t.Fatalf("store down: %d local segments of %d, local start %d, log start %d", got, n, p.Log().LocalLogStartOffset(), p.LogStartOffset())
 	}
