@@ -36,8 +36,8 @@ type faultyStore struct {
 	failIndex atomic.Bool
 	// refused counts the Puts failed.
 	refused atomic.Int64
-	mu        sync.Mutex
-	logPuts   map[string]int
+	mu      sync.Mutex
+	logPuts map[string]int
 }
 
 var errStoreDown = errors.New("test: object store unreachable")

@@ -15,7 +15,9 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sluice-io/sluice/internal/batch"
 	"github.com/sluice-io/sluice/internal/epoch"
+	"github.com/sluice-io/sluice/internal/producer"
 	"github.com/sluice-io/sluice/internal/vfs"
 )
 
@@ -58,12 +60,14 @@ type SegmentCopy struct {
 	// (the local formats, storage.md); TxnIndex its .txnindex, empty when
 	// the segment has no aborted transaction.
 	Index, TimeIndex, TxnIndex []byte
-	// ProducerSnapshot is the producer-state snapshot file at the
-	// smallest offset at or after Next the log still holds (snapshots are
-	// taken right after a roll, a few batches into the next segment), at
-	// SnapshotOffset; empty, with SnapshotOffset -1, if there is none.
+	// ProducerSnapshot is the producer state as of Next, in the local
+	// snapshot format (producer.State.Encode): the newest local snapshot
+	// at or below Next with the batches from there to Next applied. When
+	// the log holds no snapshot at or below Next, the replay starts from
+	// an empty state at the first local segment, and SnapshotExact says
+	// whether that is the log start (so the state is exact).
 	ProducerSnapshot []byte
-	SnapshotOffset   int64
+	SnapshotExact    bool
 	// LeaderEpochs is the leader-epoch checkpoint as of the segment's end
 	// (entries starting below Next), SegmentEpochs the entries that cover
 	// the segment, the first moved up to Base (Kafka's
@@ -91,7 +95,7 @@ func (l *Log) SegmentCopy(base int64) (*SegmentCopy, error) {
 		l.mu.RUnlock()
 		return nil, ErrNoSuchSegment
 	}
-	c := &SegmentCopy{SegmentInfo: SegmentInfo{Base: s.base, Next: s.next, Size: s.size, MaxTimestamp: s.maxTs}, Log: s.log, LogSize: s.size, SnapshotOffset: -1}
+	c := &SegmentCopy{SegmentInfo: SegmentInfo{Base: s.base, Next: s.next, Size: s.size, MaxTimestamp: s.maxTs}, Log: s.log, LogSize: s.size}
 	for _, e := range s.offsets {
 		c.Index = appendOffsetEntry(c.Index, e)
 	}
@@ -102,6 +106,14 @@ func (l *Log) SegmentCopy(base int64) (*SegmentCopy, error) {
 		c.TxnIndex = encodeTxnIndex(s.aborted)
 	}
 	all := l.epochs.Entries()
+	views := make([]segView, 0, len(l.segs))
+	for _, seg := range l.segs {
+		if seg.base >= c.Next {
+			break
+		}
+		views = append(views, segView{s: seg, size: seg.size, next: seg.next, offsets: seg.offsets})
+	}
+	logStart := l.logStart
 	l.mu.RUnlock()
 	for _, e := range all {
 		if e.StartOffset < c.Next {
@@ -109,18 +121,80 @@ func (l *Log) SegmentCopy(base int64) (*SegmentCopy, error) {
 		}
 	}
 	c.SegmentEpochs = segmentEpochs(c.LeaderEpochs, c.Base)
+	ps, exact, err := l.producerStateAt(views, logStart, c.Next)
+	if err != nil {
+		return nil, err
+	}
+	c.ProducerSnapshot, c.SnapshotExact = ps.Encode(), exact
+	return c, nil
+}
+
+// errReplayed ends producerStateAt's walk at the offset asked.
+var errReplayed = errors.New("replayed")
+
+// producerStateAt computes the producer state as of offset next from the
+// newest snapshot at or below it and the batches of segs (the local
+// segments below next, captured under mu) from there to next. Without
+// such a snapshot it starts from an empty state at the first segment;
+// exact reports whether that start is the log start (or a snapshot).
+func (l *Log) producerStateAt(segs []segView, logStart, next int64) (ps *producer.State, exact bool, err error) {
+	if len(segs) == 0 {
+		return producer.NewState(), false, nil
+	}
 	snaps := l.snapshotOffsets()
 	slices.Sort(snaps)
-	for _, off := range snaps {
-		if off >= c.Next {
-			b, err := vfs.ReadFile(l.fs, fileName(l.dir, off, snapshotSuffix), 1<<30)
-			if err == nil {
-				c.ProducerSnapshot, c.SnapshotOffset = b, off
-			}
+	from := segs[0].s.base
+	ps, exact = producer.NewState(), from <= logStart
+	for i := len(snaps) - 1; i >= 0; i-- {
+		if snaps[i] > next || snaps[i] < segs[0].s.base {
+			continue
+		}
+		b, err := vfs.ReadFile(l.fs, fileName(l.dir, snaps[i], snapshotSuffix), maxSnapshotFileBytes)
+		if err != nil {
+			continue
+		}
+		if snap, err := producer.Decode(b); err == nil {
+			ps, from, exact = snap, snaps[i], true
 			break
 		}
 	}
-	return c, nil
+	var ctl []byte
+	for _, v := range segs {
+		if v.next <= from {
+			continue
+		}
+		var start int64
+		if from > v.s.base {
+			start = int64(floorOffset(v.offsets, uint32(from-v.s.base)).pos)
+		}
+		_, err := walk(v.s.log, start, v.size, -1, false, 64<<10, func(h *batch.Header, pos int64, _ []byte) error {
+			if h.BaseOffset >= next {
+				return errReplayed
+			}
+			if h.BaseOffset < from {
+				return nil
+			}
+			var b []byte
+			if h.IsControl() && h.ProducerID >= 0 {
+				if cap(ctl) < h.Size() {
+					ctl = make([]byte, h.Size())
+				}
+				b = ctl[:h.Size()]
+				if _, err := v.s.log.ReadAt(b, pos); err != nil {
+					return ioErr(err)
+				}
+			}
+			applyBatch(ps, h, b)
+			return nil
+		})
+		if errors.Is(err, errReplayed) {
+			break
+		}
+		if err != nil {
+			return nil, false, err
+		}
+	}
+	return ps, exact, nil
 }
 
 // segmentEpochs returns the entries of es that cover offsets from base on:

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/internal/epoch"
+	"github.com/sluice-io/sluice/internal/producer"
 
 	"github.com/sluice-io/sluice/internal/vfs"
 )
@@ -101,5 +102,46 @@ func TestApplyLocalRetention(t *testing.T) {
 	}
 	if n, err := l.ApplyLocalRetention(t0, -1); err != nil || l.LocalLogStartOffset() != segs[4].Base {
 		t.Fatalf("below the log start: deleted %d, local start %d: %v", n, l.LocalLogStartOffset(), err)
+	}
+}
+
+// TestSegmentCopyProducerState: the producer state uploaded with a
+// segment is the state as of the segment's end, also when it has to be
+// replayed from an earlier snapshot.
+func TestSegmentCopyProducerState(t *testing.T) {
+	fsys := vfs.NewMem()
+	cfg := testConfig()
+	cfg.RemoteStorage = true
+	l := mustOpen(t, fsys, cfg)
+	defer l.Close()
+	for i := 0; i < 40; i++ {
+		b := mkBatch(spec{records: 2, valSize: 200, ts: t0.UnixMilli(), pid: 7, seq: int32(2 * i), fill: 'p'})
+		fixCRC(b)
+		appendLeader(t, l, b)
+	}
+	segs := l.LocalSegments()
+	if len(segs) < 4 {
+		t.Fatalf("%d segments", len(segs))
+	}
+	for _, replay := range []bool{false, true} {
+		s := segs[2]
+		if replay {
+			// Only the snapshot at the segment's base is left below its end.
+			if err := fsys.Remove(fileName(l.Dir(), s.Next, snapshotSuffix)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c, err := l.SegmentCopy(s.Base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps, err := producer.Decode(c.ProducerSnapshot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := ps.Get(7)
+		if !c.SnapshotExact || e == nil || e.Batches[len(e.Batches)-1].LastOffset != s.Next-1 || e.Batches[len(e.Batches)-1].LastSeq != int32(s.Next-1) {
+			t.Fatalf("replay %v: state at %d: exact %v, %+v", replay, s.Next, c.SnapshotExact, e)
+		}
 	}
 }
