@@ -485,3 +485,58 @@ func TestTieredConfigRefusals(t *testing.T) {
 		t.Fatalf("turning remote storage off: %v, want INVALID_CONFIG", err)
 	}
 }
+
+// TestTieredOpenTransaction: nothing at or above the last stable offset
+// is copied: while a transaction is open, the copies stop below its first
+// offset, however many segments roll after it; once it commits they go on.
+func TestTieredOpenTransaction(t *testing.T) {
+	q := newFakeQuorum()
+	m := startTiered(t, q, 1, t.TempDir(), &faultyStore{}, tieredProps())
+	if err := m.b.CreateTopic("txn", 1, 1, map[string]string{
+		"remote.storage.enable": "true", "segment.bytes": "2048", "local.retention.bytes": "4096",
+	}, false); err != nil {
+		t.Fatal(err)
+	}
+	produceN(t, []string{m.addr}, "txn", 50, 100)
+	tx, err := kgo.NewClient(kgo.SeedBrokers(m.addr), kgo.TransactionalID("tiered-tx"), kgo.DefaultProduceTopic("txn"), kgo.ProducerLinger(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := tx.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := tx.ProduceSync(ctx, &kgo.Record{Value: []byte("in the transaction")}).First()
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := r.Offset
+	produceN(t, []string{m.addr}, "txn", 300, 100)
+	p, err := m.b.Partition("txn", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := remoteOf(t, m.b, "txn", 0)
+	waitFor(t, "copies up to the open transaction", 20*time.Second, func() bool {
+		segs := m.b.RemoteMetadata().Segments(rp)
+		return len(segs) > 0 && segs[len(segs)-1].EndOffset+20 >= first
+	})
+	time.Sleep(300 * time.Millisecond) // ten more passes
+	if lso := p.LastStableOffset(); lso != first {
+		t.Fatalf("last stable offset %d, want %d", lso, first)
+	}
+	for _, s := range m.b.RemoteMetadata().Segments(rp) {
+		if s.EndOffset >= first {
+			t.Fatalf("segment %d-%d copied, at or above the open transaction at %d", s.StartOffset, s.EndOffset, first)
+		}
+	}
+	if err := tx.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "copies past the committed transaction", 20*time.Second, func() bool {
+		segs := m.b.RemoteMetadata().Segments(rp)
+		return len(segs) > 0 && segs[len(segs)-1].EndOffset > first+100
+	})
+}
