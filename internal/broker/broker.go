@@ -565,6 +565,7 @@ func (b *Broker) reconcile(im *metadata.Image) error {
 		b.unassignFetcher(p)
 		if p.IsLeader() {
 			changes = append(changes, leadChange{p.TP, false, p.LeaderEpoch()})
+			b.deleteRemoteLog(im, p)
 		}
 		if err := p.close(true); err != nil {
 			b.log.Warn("deleting a replaced topic's partition data", "topic", p.Topic, "partition", p.Partition, "err", err)
@@ -687,6 +688,7 @@ func (b *Broker) reconcile(im *metadata.Image) error {
 		b.unassignFetcher(p)
 		if p.IsLeader() {
 			changes = append(changes, leadChange{p.TP, false, p.LeaderEpoch()})
+			b.deleteRemoteLog(im, p)
 		}
 		if err := p.close(true); err != nil {
 			b.log.Warn("deleting partition data", "topic", p.Topic, "partition", p.Partition, "err", err)

@@ -41,7 +41,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-io/sluice/internal/clock"
 	"github.com/sluice-io/sluice/internal/epoch"
+	"github.com/sluice-io/sluice/internal/metadata"
 	"github.com/sluice-io/sluice/internal/metrics"
 	"github.com/sluice-io/sluice/internal/objstore"
 	"github.com/sluice-io/sluice/internal/remote"
@@ -649,4 +651,68 @@ func (qr *quotaReader) Read(b []byte) (int, error) {
 		}
 	}
 	return n, err
+}
+
+// deleteRemoteLog deletes the remote log of p, a tiered partition this
+// broker led, if its topic is gone from im (deleted, or recreated under
+// the same name): in the background, RemotePartitionDeleteMetadata
+// DELETE_PARTITION_MARKED and STARTED, every object under the partition's
+// prefix, then DELETE_PARTITION_FINISHED (Kafka's
+// RemoteLogManager.deleteRemoteLogPartition on the leader when a topic is
+// deleted). A partition moved to other brokers keeps its remote log.
+func (b *Broker) deleteRemoteLog(im *metadata.Image, p *Partition) {
+	if b.rlm == nil || !p.log.Config().RemoteStorage {
+		return
+	}
+	if t := im.Topics[p.Topic]; t != nil && t.ID == p.topicID {
+		return
+	}
+	rp := remotePartition(p)
+	b.goBackground(func() {
+		r := b.rlm
+		backoff := r.backoff
+		for attempt := 0; ; attempt++ {
+			err := r.deletePartition(rp)
+			if err == nil {
+				b.log.Info("remote log of a deleted partition deleted", "topic", rp.Topic, "partition", rp.Partition)
+				return
+			}
+			if attempt >= 5 || b.ctx.Err() != nil {
+				b.log.Warn("deleting the remote log of a deleted partition: giving up, its objects stay", "topic", rp.Topic, "partition", rp.Partition, "err", err)
+				return
+			}
+			select {
+			case <-clock.After(b.clock, backoff):
+			case <-b.closing:
+				return
+			}
+			backoff = min(2*backoff, r.maxBack)
+		}
+	})
+}
+
+// deletePartition is one attempt at deleting rp's remote log.
+func (r *rlm) deletePartition(rp remote.Partition) error {
+	ctx, cancel := context.WithTimeout(r.b.ctx, 5*r.opTime)
+	defer cancel()
+	for _, st := range []remote.PartitionDeleteState{remote.PartitionDeleteMarked, remote.PartitionDeleteStarted} {
+		d := remote.PartitionDelete{Partition: rp, BrokerID: r.b.cfg.NodeID, EventTimestamp: r.b.now().UnixMilli(), State: st}
+		if err := r.publish(ctx, rp, remote.EncodePartitionDelete(&d)); err != nil {
+			return err
+		}
+	}
+	keys, err := r.store.List(ctx, remote.PartitionPrefix(r.prefix, rp))
+	if err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if err := r.store.Delete(ctx, k); err != nil && !errors.Is(err, objstore.ErrNotFound) {
+			return err
+		}
+	}
+	d := remote.PartitionDelete{Partition: rp, BrokerID: r.b.cfg.NodeID, EventTimestamp: r.b.now().UnixMilli(), State: remote.PartitionDeleteFinished}
+	if err := r.publish(ctx, rp, remote.EncodePartitionDelete(&d)); err != nil {
+		return err
+	}
+	return r.sync(ctx, rp)
 }

@@ -540,3 +540,27 @@ func TestTieredOpenTransaction(t *testing.T) {
 		return len(segs) > 0 && segs[len(segs)-1].EndOffset > first+100
 	})
 }
+
+// TestTieredTopicDeleted: deleting a tiered topic deletes its remote log
+// (every object under the partition's prefix) and the metadata forgets
+// it (RemotePartitionDeleteMetadata ... DELETE_PARTITION_FINISHED).
+func TestTieredTopicDeleted(t *testing.T) {
+	store := &faultyStore{}
+	q := newFakeQuorum()
+	m := startTiered(t, q, 1, t.TempDir(), store, tieredProps())
+	if err := m.b.CreateTopic("gone", 1, 1, map[string]string{
+		"remote.storage.enable": "true", "segment.bytes": "2048", "local.retention.bytes": "4096",
+	}, false); err != nil {
+		t.Fatal(err)
+	}
+	produceN(t, []string{m.addr}, "gone", 200, 100)
+	rp := remoteOf(t, m.b, "gone", 0)
+	waitFor(t, "copies", 20*time.Second, func() bool { return len(m.b.RemoteMetadata().Segments(rp)) >= 3 })
+	if err := m.b.DeleteTopic("gone"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the remote log deleted", 20*time.Second, func() bool {
+		keys, err := store.List(context.Background(), remote.PartitionPrefix("", rp))
+		return err == nil && len(keys) == 0 && len(m.b.RemoteMetadata().(*remote.Cache).All(rp)) == 0
+	})
+}
