@@ -87,6 +87,19 @@ func tieredProps() map[string]string {
 // startTiered starts an in-process member with an object store.
 func startTiered(t *testing.T, q *fakeQuorum, id int32, dir string, store objstore.Store, props map[string]string) *member {
 	t.Helper()
+	m := startTieredTB(t, q, id, dir, store, props)
+	m.t = t
+	return m
+}
+
+// startTieredB starts a one-broker cluster with an in-memory object
+// store for a benchmark.
+func startTieredB(b *testing.B, q *fakeQuorum, dir string, props map[string]string) *member {
+	return startTieredTB(b, q, 1, dir, &objstore.Memory{}, props)
+}
+
+func startTieredTB(t testing.TB, q *fakeQuorum, id int32, dir string, store objstore.Store, props map[string]string) *member {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -109,8 +122,19 @@ func startTiered(t *testing.T, q *fakeQuorum, id int32, dir string, store objsto
 	hs := handler.Register(reg, b)
 	srv := protocol.NewServer(protocol.Config{}, reg)
 	go srv.Serve(ln)
-	m := &member{t: t, id: id, dir: dir, addr: ln.Addr().String(), q: q, b: b, h: hs, srv: srv}
-	t.Cleanup(m.stop)
+	m := &member{id: id, dir: dir, addr: ln.Addr().String(), q: q, b: b, h: hs, srv: srv}
+	t.Cleanup(func() {
+		if m.t != nil {
+			m.stop() // with the one-writer check
+			return
+		}
+		if m.srv != nil {
+			m.srv.Close()
+			m.h.Close()
+			m.b.Close()
+			m.srv = nil
+		}
+	})
 	return m
 }
 
