@@ -668,8 +668,19 @@ func (b *Broker) deleteRemoteLog(im *metadata.Image, p *Partition) {
 		return
 	}
 	rp := remotePartition(p)
+	tp := p.TP
 	b.goBackground(func() {
 		r := b.rlm
+		// The partition's task, if running, ends at its next check of
+		// the leadership (the replica is closed): wait for it, or a copy
+		// it finishes would leave objects behind.
+		for deadline := b.now().Add(r.opTime); r.taskRunning(tp) && b.now().Before(deadline); {
+			select {
+			case <-clock.After(b.clock, 10*time.Millisecond):
+			case <-b.closing:
+				return
+			}
+		}
 		backoff := r.backoff
 		for attempt := 0; ; attempt++ {
 			err := r.deletePartition(rp)
@@ -689,6 +700,14 @@ func (b *Broker) deleteRemoteLog(im *metadata.Image, p *Partition) {
 			backoff = min(2*backoff, r.maxBack)
 		}
 	})
+}
+
+// taskRunning reports whether tp's task is running.
+func (r *rlm) taskRunning(tp TP) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := r.parts[tp]
+	return st != nil && st.running
 }
 
 // deletePartition is one attempt at deleting rp's remote log.

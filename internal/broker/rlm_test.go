@@ -262,7 +262,10 @@ func TestTieredSingleNode(t *testing.T) {
 		for _, s := range left {
 			size += s.SizeBytes
 		}
-		if size > 8192 {
+		// A segment goes only if the log stays at least retention.bytes
+		// without it (Kafka's RLMExpirationTask): the log may exceed it
+		// by less than a segment.
+		if size > 8192+segBytes {
 			t.Fatalf("%d bytes remote after retention.bytes 8192", size)
 		}
 	}
