@@ -37,6 +37,7 @@ import (
 const (
 	rlmmNumPartitions     = "rlmm.config.remote.log.metadata.topic.num.partitions"
 	rlmmReplicationFactor = "rlmm.config.remote.log.metadata.topic.replication.factor"
+	rlmmRetentionMs       = "rlmm.config.remote.log.metadata.topic.retention.ms"
 )
 
 // remoteMeta is the broker's remote log metadata store.
@@ -64,15 +65,17 @@ func (m *remoteMeta) numPartitions() int32 {
 
 // ensureTopic creates __remote_log_metadata if it does not exist: the
 // configured partitions, replication factor 3 capped by the brokers
-// registered, retention unlimited (Kafka's
-// TopicBasedRemoteLogMetadataManager.createTopic, retention.ms -1).
+// registered, retention.ms
+// rlmm.config.remote.log.metadata.topic.retention.ms (-1, unlimited), as
+// Kafka's TopicBasedRemoteLogMetadataManager.createTopic.
 func (m *remoteMeta) ensureTopic() error {
 	im := m.b.Image()
 	if im.Topics[remote.MetadataTopic] != nil {
 		return nil
 	}
 	rf := int16(max(min(m.b.cfg.Int(rlmmReplicationFactor, 3), int64(len(im.Brokers))), 1))
-	configs := map[string]string{"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": "-1"}
+	configs := map[string]string{"cleanup.policy": "delete", "retention.bytes": "-1",
+		"retention.ms": strconv.FormatInt(m.b.cfg.Int(rlmmRetentionMs, -1), 10)}
 	err := m.b.CreateTopic(remote.MetadataTopic, m.numPartitions(), rf, configs, false)
 	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 		return fmt.Errorf("creating %s: %w", remote.MetadataTopic, err)
