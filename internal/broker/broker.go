@@ -78,16 +78,18 @@ type Options struct {
 	// error instead). While it is set, an image without a cluster id is
 	// not acted on. Default: nil, no check.
 	JoinCluster func(clusterID string) error
+	// RemoteStore is the object store of tiered storage (KIP-405), set
+	// when remote.log.storage.system.enable=true (objstore.FromConfig):
+	// with it, the remote log manager copies the segments of topics with
+	// remote.storage.enable to it (rlm.go). Default nil: no copies, and
+	// such topics keep every segment locally.
+	RemoteStore objstore.Store
 	// OnFatal is called, once, when the data directory fails (see
 	// logDirFailed), after the broker logged the failure and stopped
 	// acknowledging. It must halt the process: Kafka calls Exit.halt(1).
 	// It may run with a partition lock held, so it must not call into the
 	// Broker. Default: os.Exit(1). Tests set it to observe the failure.
 	OnFatal func(error)
-	// RemoteStore is tiered storage's object store (KIP-405), set when
-	// remote.log.storage.system.enable=true (objstore.FromConfig). Nil:
-	// no tiered storage.
-	RemoteStore objstore.Store
 }
 
 // Broker is one sluice node's data plane.
@@ -163,6 +165,9 @@ type Broker struct {
 	// cleaner is the running log cleaner, nil when disabled or in step
 	// mode (cleaner.go).
 	cleaner atomic.Pointer[cleaner]
+	// rlm is the remote log manager, nil without Options.RemoteStore
+	// (rlm.go).
+	rlm *rlm
 	// configHooks are called after the dynamic broker configs changed
 	// (OnDynamicConfig).
 	configHooks []func()
@@ -316,6 +321,9 @@ func Open(opts Options) (*Broker, error) {
 	if b.transport == nil {
 		b.transport = tcpTransport{inter}
 	}
+	if opts.RemoteStore != nil {
+		b.rlm = newRLM(b, opts.RemoteStore)
+	}
 	b.hwCheck = b.readHWCheckpoint()
 	if err := b.reconcile(b.ctrl.Image()); err != nil {
 		b.Close()
@@ -337,6 +345,10 @@ func Open(opts Options) (*Broker, error) {
 		go b.tickLoop()
 		go b.retentionLoop()
 		b.startCleaner()
+		if b.rlm != nil {
+			b.wg.Add(1)
+			go b.rlmLoop()
+		}
 	}
 	return b, nil
 }
@@ -446,6 +458,16 @@ func (b *Broker) storageConfig(t *metadata.Topic) storage.Config {
 	c.MinCleanableDirtyRatio = tc.Float64("min.cleanable.dirty.ratio")
 	c.RetentionBytes = tc.Int64("retention.bytes")
 	c.FileDeleteDelayMs = tc.Int64("file.delete.delay.ms")
+	// Tiered storage (KIP-405): local.retention.* of -2 follow retention.*
+	// (Kafka's LogConfig.localRetentionMs / localRetentionBytes).
+	c.RemoteStorage = tc.Bool("remote.storage.enable")
+	c.LocalRetentionMs, c.LocalRetentionBytes = tc.Int64("local.retention.ms"), tc.Int64("local.retention.bytes")
+	if c.LocalRetentionMs == -2 {
+		c.LocalRetentionMs = c.RetentionMs
+	}
+	if c.LocalRetentionBytes == -2 {
+		c.LocalRetentionBytes = c.RetentionBytes
+	}
 	c.ProducerIDExpirationMs = b.cfg.Int("producer.id.expiration.ms", 86400000)
 	return c
 }
@@ -544,6 +566,7 @@ func (b *Broker) reconcile(im *metadata.Image) error {
 		b.unassignFetcher(p)
 		if p.IsLeader() {
 			changes = append(changes, leadChange{p.TP, false, p.LeaderEpoch()})
+			b.deleteRemoteLog(im, p)
 		}
 		if err := p.close(true); err != nil {
 			b.log.Warn("deleting a replaced topic's partition data", "topic", p.Topic, "partition", p.Partition, "err", err)
@@ -666,6 +689,7 @@ func (b *Broker) reconcile(im *metadata.Image) error {
 		b.unassignFetcher(p)
 		if p.IsLeader() {
 			changes = append(changes, leadChange{p.TP, false, p.LeaderEpoch()})
+			b.deleteRemoteLog(im, p)
 		}
 		if err := p.close(true); err != nil {
 			b.log.Warn("deleting partition data", "topic", p.Topic, "partition", p.Partition, "err", err)

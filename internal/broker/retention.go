@@ -42,10 +42,17 @@ func (b *Broker) retentionLoop() {
 func (b *Broker) retentionOnce() {
 	start := b.now()
 	defer b.retentionAt.Store(start.UnixNano())
+	unstored := 0
 	for _, p := range b.Partitions() {
 		if p.IsLeader() {
 			p.retain(b.now())
+			if b.rlm == nil && p.log.Config().RemoteStorage {
+				unstored++
+			}
 		}
+	}
+	if unstored > 0 {
+		b.log.Warn("partitions with remote.storage.enable on a broker without an object store: nothing is copied, so local.retention.* deletes nothing", "partitions", unstored)
 	}
 }
 
@@ -63,6 +70,17 @@ func (p *Partition) retain(now time.Time) {
 			return
 		}
 		var n int
+		if p.log.Config().RemoteStorage {
+			// Tiered storage: only copied segments go locally, and the
+			// remote log manager's expiration moves the log start
+			// (rlm.go).
+			copied := int64(-1)
+			if p.b.rlm != nil {
+				copied = p.b.rlm.copiedEnd(p.TP)
+			}
+			_, err = p.log.ApplyLocalRetention(now, copied)
+			return
+		}
 		n, err = p.log.ApplyRetention(now, p.r.HW())
 		// Retention deletes only segments wholly below the HW; the
 		// machine takes a log start up to the HW (as AdvanceLogStart).

@@ -106,8 +106,8 @@ var TopicDefs = []Def{
 	{Name: "follower.replication.throttled.replicas", Type: TypeList, Default: "", Check: checkThrottledReplicas, Form: "partition:broker,... or *", Doc: "KIP-73: the replicas throttled by follower.replication.throttled.rate (on the follower) while out of the ISR: partition:broker pairs, or * for every replica."},
 	{Name: "index.interval.bytes", Type: TypeInt, Default: "4096", BrokerName: "log.index.interval.bytes", Min: 0, Max: math.MaxInt32},
 	{Name: "leader.replication.throttled.replicas", Type: TypeList, Default: "", Check: checkThrottledReplicas, Form: "partition:broker,... or *", Doc: "KIP-73: the replicas throttled by leader.replication.throttled.rate (on the leader) while out of the ISR: partition:broker pairs, or * for every replica."},
-	{Name: "local.retention.bytes", Type: TypeLong, Default: "-2", BrokerName: "log.local.retention.bytes", Min: -2, Max: math.MaxInt64, Status: StatusIgnored},
-	{Name: "local.retention.ms", Type: TypeLong, Default: "-2", BrokerName: "log.local.retention.ms", Min: -2, Max: math.MaxInt64, Status: StatusIgnored},
+	{Name: "local.retention.bytes", Type: TypeLong, Default: "-2", BrokerName: "log.local.retention.bytes", Min: -2, Max: math.MaxInt64, Doc: "With remote.storage.enable: the local segments are deleted, once copied to the remote log, while the local log is larger than this; -2 follows retention.bytes (KIP-405, docs/tiered-storage.md)."},
+	{Name: "local.retention.ms", Type: TypeLong, Default: "-2", BrokerName: "log.local.retention.ms", Min: -2, Max: math.MaxInt64, Doc: "With remote.storage.enable: a local segment is deleted, once copied to the remote log, when its newest record is older than this; -2 follows retention.ms (KIP-405, docs/tiered-storage.md)."},
 	{Name: "max.compaction.lag.ms", Type: TypeLong, Default: maxLong, BrokerName: "log.cleaner.max.compaction.lag.ms", Min: 1, Max: math.MaxInt64},
 	{Name: "max.message.bytes", Type: TypeInt, Default: "1048588", BrokerName: "message.max.bytes", Min: 0, Max: math.MaxInt32, Doc: "Largest record batch accepted (MESSAGE_TOO_LARGE above it)."},
 	{Name: "message.downconversion.enable", Type: TypeBoolean, Default: "true", BrokerName: "log.message.downconversion.enable", Status: StatusIgnored},
@@ -126,7 +126,7 @@ var TopicDefs = []Def{
 	{Name: "min.compaction.lag.ms", Type: TypeLong, Default: "0", BrokerName: "log.cleaner.min.compaction.lag.ms", Min: 0, Max: math.MaxInt64},
 	{Name: "min.insync.replicas", Type: TypeInt, Default: "1", BrokerName: "min.insync.replicas", Min: 1, Max: math.MaxInt32},
 	{Name: "preallocate", Type: TypeBoolean, Default: "false", BrokerName: "log.preallocate", Status: StatusIgnored},
-	{Name: "remote.storage.enable", Type: TypeBoolean, Default: "false"},
+	{Name: "remote.storage.enable", Type: TypeBoolean, Default: "false", Doc: "Tiered storage (KIP-405): the partition leader copies rolled segments to the object store and local.retention.* then bound the local log, while retention.* apply to the whole log. Refused on compacted topics; once on, it cannot be turned off (docs/tiered-storage.md)."},
 	{Name: "retention.bytes", Type: TypeLong, Default: "-1", BrokerName: "log.retention.bytes", Min: -1, Max: math.MaxInt64},
 	{Name: "retention.ms", Type: TypeLong, Default: "604800000", BrokerName: "log.retention.ms", Min: -1, Max: math.MaxInt64},
 	{Name: "segment.bytes", Type: TypeInt, Default: "1073741824", BrokerName: "log.segment.bytes", Min: 14, Max: math.MaxInt32},
@@ -357,6 +357,41 @@ func CheckTopicConfigs(set map[string]string) error {
 	t := TopicConfig{Set: set}
 	if lo, hi := t.Int64("min.compaction.lag.ms"), t.Int64("max.compaction.lag.ms"); lo > hi {
 		return fmt.Errorf("conflict topic config setting min.compaction.lag.ms (%d) > max.compaction.lag.ms (%d)", lo, hi)
+	}
+	if t.Bool("remote.storage.enable") {
+		return checkRemoteStorage(t)
+	}
+	return nil
+}
+
+// checkRemoteStorage applies Kafka's rules for a topic with remote
+// storage on (LogConfig.validateValues with remote storage enabled, and
+// validateRemoteStorageRetentionSize / validateRemoteStorageRetentionTime):
+// a compacted topic cannot tier, and local.retention.* may not exceed
+// retention.* (-2 follows them, -1 retention.* means unlimited).
+func checkRemoteStorage(t TopicConfig) error {
+	if _, compact := t.CleanupPolicy(); compact {
+		return fmt.Errorf("remote log storage is not supported for compacted topics (cleanup.policy contains compact)")
+	}
+	for _, k := range []string{"bytes", "ms"} {
+		local, whole := t.Int64("local.retention."+k), t.Int64("retention."+k)
+		if local == -2 {
+			continue
+		}
+		if whole != -1 && (local == -1 || local > whole) {
+			return fmt.Errorf("invalid value %d for configuration local.retention.%s: value must not be more than retention.%s property value: %d", local, k, k, whole)
+		}
+	}
+	return nil
+}
+
+// CheckTopicConfigChange applies the rules between a topic's configs
+// before (cur) and after (next) a change: remote.storage.enable cannot be
+// turned off once on (Kafka refuses it unless KIP-950's
+// remote.log.delete.on.disable, which sluice does not have).
+func CheckTopicConfigChange(cur, next map[string]string) error {
+	if (TopicConfig{Set: cur}).Bool("remote.storage.enable") && !(TopicConfig{Set: next}).Bool("remote.storage.enable") {
+		return fmt.Errorf("disabling remote storage on a topic is not supported")
 	}
 	return nil
 }

@@ -160,6 +160,9 @@ func ApplyConfigOps(cur map[string]string, ops []ConfigOp) (map[string]string, e
 	if err := ValidateConfigs(next); err != nil {
 		return nil, err
 	}
+	if err := config.CheckTopicConfigChange(cur, next); err != nil {
+		return nil, fmt.Errorf("%w: %v", kerr.InvalidConfig, err)
+	}
 	return next, nil
 }
 

@@ -309,20 +309,8 @@ func (l *Log) DeleteLocalBelow(offset int64) (int, error) {
 	if n == 0 {
 		return 0, nil
 	}
-	// The log start file is written first, so a reopen that finds the
-	// first local segment above it keeps it (recovery).
-	if err := vfs.WriteFileAtomic(l.fs, filepath.Join(l.dir, logStartName), encodeOffsetFile(l.logStart), true); err != nil {
-		return 0, l.fail(err)
-	}
-	dead := l.segs[:n]
-	l.mu.Lock()
-	l.segs = append([]*segment(nil), l.segs[n:]...)
-	l.mu.Unlock()
-	l.scheduleDelete(dead)
-	for _, off := range l.snapshotOffsets() {
-		if off < l.segs[0].base {
-			l.fs.Remove(fileName(l.dir, off, snapshotSuffix))
-		}
+	if err := l.deleteLocal(n); err != nil {
+		return 0, err
 	}
 	return n, nil
 }

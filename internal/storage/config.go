@@ -35,6 +35,12 @@ type Config struct {
 	// log start may stay below the first local segment (DeleteLocalBelow,
 	// and recovery keeps the persisted log start).
 	RemoteStorage bool
+	// LocalRetentionMs and LocalRetentionBytes are local.retention.ms and
+	// local.retention.bytes, already resolved (-2 replaced by RetentionMs
+	// and RetentionBytes; -1 unlimited): with RemoteStorage, how long and
+	// how much of the log the local disk keeps once copied to the remote
+	// log (ApplyLocalRetention).
+	LocalRetentionMs, LocalRetentionBytes int64
 	// Compact is true when cleanup.policy contains "compact": the log
 	// cleaner keeps the latest record of each key. Default false.
 	Compact bool
@@ -82,6 +88,8 @@ func DefaultConfig() Config {
 		SegmentIndexBytes:      10 << 20,
 		RetentionMs:            7 * 24 * 3600 * 1000,
 		RetentionBytes:         -1,
+		LocalRetentionMs:       7 * 24 * 3600 * 1000,
+		LocalRetentionBytes:    -1,
 		FileDeleteDelayMs:      60000,
 		ProducerIDExpirationMs: 86400000,
 		DeleteRetentionMs:      86400000,

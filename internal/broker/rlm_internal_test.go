@@ -1,0 +1,82 @@
+package broker
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/sluice-io/sluice/internal/epoch"
+	"github.com/sluice-io/sluice/internal/remote"
+)
+
+// TestHighestCopied: the highest offset copied in a replica's epoch
+// lineage (Kafka's findHighestRemoteOffset) is the newest epoch the
+// remote log has, capped at that epoch's end in the replica's own log.
+func TestHighestCopied(t *testing.T) {
+	var c remote.Cache
+	rp := remote.Partition{TopicID: [16]byte{1}, Topic: "t"}
+	add := func(start, end int64, es ...epoch.Entry) {
+		s := remote.Segment{Partition: rp, ID: [16]byte{byte(start)}, StartOffset: start, EndOffset: end, LeaderEpochs: es, State: remote.CopyStarted}
+		if err := c.AddCopyStarted(s); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.UpdateState(remote.Update{Partition: rp, ID: s.ID, State: remote.CopyFinished}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := highestCopied(&c, rp, []epoch.Entry{{Epoch: 0, StartOffset: 0}}, 100); got != -1 {
+		t.Fatalf("nothing copied: %d", got)
+	}
+	add(0, 99, epoch.Entry{Epoch: 0, StartOffset: 0})
+	add(100, 289, epoch.Entry{Epoch: 0, StartOffset: 100}, epoch.Entry{Epoch: 2, StartOffset: 200})
+	for _, c2 := range []struct {
+		es   []epoch.Entry
+		leo  int64
+		want int64
+	}{
+		// A follower of the same lineage that now leads in epoch 3.
+		{[]epoch.Entry{{Epoch: 0, StartOffset: 0}, {Epoch: 2, StartOffset: 200}, {Epoch: 3, StartOffset: 330}}, 530, 289},
+		// The replica's epoch 2 ended before what was copied of it.
+		{[]epoch.Entry{{Epoch: 0, StartOffset: 0}, {Epoch: 2, StartOffset: 200}, {Epoch: 3, StartOffset: 250}}, 530, 249},
+		// A lineage without epoch 2: its epoch 0 ended at 149.
+		{[]epoch.Entry{{Epoch: 0, StartOffset: 0}, {Epoch: 1, StartOffset: 150}}, 400, 149},
+	} {
+		if got := highestCopied(&c, rp, c2.es, c2.leo); got != c2.want {
+			t.Errorf("epochs %v: %d, want %d", c2.es, got, c2.want)
+		}
+	}
+}
+
+// sleepClock is a clock whose Sleep moves it forward.
+type sleepClock struct {
+	now   time.Time
+	slept time.Duration
+}
+
+func (c *sleepClock) Now() time.Time { return c.now }
+func (c *sleepClock) Sleep(d time.Duration) {
+	c.now = c.now.Add(d)
+	c.slept += d
+}
+
+// TestCopyQuota: remote.log.manager.copy.max.bytes.per.second: after a
+// second's burst, copies proceed at the rate.
+func TestCopyQuota(t *testing.T) {
+	c := &sleepClock{now: time.Unix(1000, 0)}
+	q := newByteRate(c, 1000)
+	ctx := context.Background()
+	for range 10 {
+		if err := q.wait(ctx, 500); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// 5000 bytes at 1000/s with a 1000-byte burst: 4 s of waiting.
+	if c.slept < 3900*time.Millisecond || c.slept > 4100*time.Millisecond {
+		t.Fatalf("waited %v for 5000 bytes at 1000 B/s", c.slept)
+	}
+	unl := newByteRate(c, 1<<63-1)
+	before := c.slept
+	if err := unl.wait(ctx, 1<<30); err != nil || c.slept != before {
+		t.Fatalf("unlimited rate waited %v: %v", c.slept-before, err)
+	}
+}
