@@ -50,7 +50,7 @@ func TestKIP848RegexFilteredByDescribe(t *testing.T) {
 		t.Helper()
 		for i := 0; ; i++ {
 			r := request[*kmsg.ConsumerGroupHeartbeatResponse](t, cl, hb)
-			if r.ErrorCode == kerr.CoordinatorNotAvailable.Code || r.ErrorCode == kerr.NotCoordinator.Code {
+			if r.ErrorCode == kerr.CoordinatorNotAvailable.Code || r.ErrorCode == kerr.CoordinatorLoadInProgress.Code || r.ErrorCode == kerr.NotCoordinator.Code {
 				if i > 50 {
 					t.Fatal(kerr.ErrorForCode(r.ErrorCode))
 				}
