@@ -28,7 +28,9 @@ func (m manageErrors) OnGroupManageError(err error) {
 // sets up): the heartbeat fails with TOPIC_AUTHORIZATION_FAILED and the
 // member never joins (Kafka 4.0 KafkaApis.handleConsumerGroupHeartbeat,
 // KAFKA-18813). A consumer subscribed to the allowed topic alone joins
-// and is assigned its partitions.
+// and is assigned its partitions, and ConsumerGroupDescribe of its group
+// answers TOPIC_AUTHORIZATION_FAILED once the caller may no longer
+// describe that topic.
 func TestKIP848SubscribedTopicDenied(t *testing.T) {
 	props := map[string]string{"authorizer.class.name": standardAuthorizer, "allow.everyone.if.no.acl.found": "true"}
 	for k, v := range kip848Props {
@@ -96,5 +98,22 @@ func TestKIP848SubscribedTopicDenied(t *testing.T) {
 			t.Fatalf("the consumer of the allowed topic was not assigned its 2 partitions: %+v", g)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+
+	// ConsumerGroupDescribe hides a group with a topic the caller may not
+	// describe in its assignments (KAFKA-18813): only the DESCRIBE ACL
+	// of another principal on tacl-ok, so the anonymous caller may no
+	// longer describe it.
+	other := creation(kmsg.ACLResourceTypeTopic, "tacl-ok", kmsg.ACLResourcePatternTypeLiteral, "User:alice", kmsg.ACLOperationDescribe)
+	acls = kmsg.NewPtrCreateACLsRequest()
+	acls.Creations = append(acls.Creations, other)
+	for _, r := range request[*kmsg.CreateACLsResponse](t, admin, acls).Results {
+		if r.ErrorCode != 0 {
+			t.Fatal(kerr.ErrorForCode(r.ErrorCode))
+		}
+	}
+	if g := describe("tacl-ok-group"); g.ErrorCode != kerr.TopicAuthorizationFailed.Code || len(g.Members) != 0 {
+		t.Fatalf("describe of a group on a topic the caller may not describe: %v, %d members; want TOPIC_AUTHORIZATION_FAILED and none",
+			kerr.ErrorForCode(g.ErrorCode), len(g.Members))
 	}
 }
