@@ -288,8 +288,9 @@ func (c *Coordinator) OffsetFetch(req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetc
 
 // OffsetDelete serves OffsetDelete: offsets of an empty group are deleted;
 // a group with members keeps those of topics it subscribes to
-// (GROUP_SUBSCRIBED_TO_TOPIC), and a non-consumer group with members
-// refuses (NON_EMPTY_GROUP). The response waits for the tombstones.
+// (GROUP_SUBSCRIBED_TO_TOPIC; for a KIP-848 consumer group, topics a
+// member subscribes to by name or by a resolved regex), and a
+// non-consumer classic group with members refuses (NON_EMPTY_GROUP). The response waits for the tombstones.
 func (c *Coordinator) OffsetDelete(req *kmsg.OffsetDeleteRequest) Result[*kmsg.OffsetDeleteResponse] {
 	resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
 	if req.Group == "" {
@@ -309,13 +310,24 @@ func (c *Coordinator) OffsetDelete(req *kmsg.OffsetDeleteRequest) Result[*kmsg.O
 // tombstones' commit (a failed commit does not bring them back).
 func (c *Coordinator) deleteOffsetsLocked(s *shard, req *kmsg.OffsetDeleteRequest, resp *kmsg.OffsetDeleteResponse) Result[*kmsg.OffsetDeleteResponse] {
 	g := s.State().groups[req.Group]
-	if g == nil || g.state == Dead {
+	// A KIP-848 consumer group keeps its offsets in an Empty classic
+	// group of the same id (which may not exist yet); the subscriptions
+	// are its members' (Kafka's OffsetMetadataManager.deleteOffsets asks
+	// the group's isSubscribedToTopic).
+	cg := s.State().consumers.Group(req.Group)
+	if cg == nil && (g == nil || g.state == Dead) {
 		resp.ErrorCode = kerr.GroupIDNotFound.Code
 		return ready(resp)
 	}
-	if g.state != Empty && g.protocolType != "consumer" {
+	if cg == nil && g.state != Empty && g.protocolType != "consumer" {
 		resp.ErrorCode = kerr.NonEmptyGroup.Code
 		return ready(resp)
+	}
+	subscribed := func(topic string) bool {
+		if cg != nil {
+			return cg.SubscribedTo(topic)
+		}
+		return g.state != Empty && g.subscribedTo(topic)
 	}
 	var recs []record
 	var tps []TopicPartition
@@ -329,8 +341,9 @@ func (c *Coordinator) deleteOffsetsLocked(s *shard, req *kmsg.OffsetDeleteReques
 			switch {
 			case !c.partitionExists(rt.Topic, rp.Partition):
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
-			case g.state != Empty && g.subscribedTo(rt.Topic):
+			case subscribed(rt.Topic):
 				sp.ErrorCode = kerr.GroupSubscribedToTopic.Code
+			case g == nil:
 			default:
 				_, committed := g.offsets[tp]
 				if committed || g.pendingCommits[tp] > 0 || g.hasTxnOffset(tp) {

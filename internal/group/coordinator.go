@@ -235,7 +235,7 @@ func (c *Coordinator) owns(i int32) bool {
 
 // Elect makes this node the coordinator of offsets partition i at its
 // replica's leader epoch: its groups are loaded from the partition in the
-// background, and requests for them get COORDINATOR_NOT_AVAILABLE until
+// background, and requests for them get COORDINATOR_LOAD_IN_PROGRESS until
 // that is done.
 func (c *Coordinator) Elect(i int32) { c.ElectAt(i, -1) }
 
@@ -452,8 +452,9 @@ func (c *Coordinator) partition(group string) (int32, *kerr.Error) {
 	return i, nil
 }
 
-// run runs fn on the owner of group's shard: NOT_COORDINATOR, or
-// COORDINATOR_NOT_AVAILABLE (no topic yet, or loading) if it cannot.
+// run runs fn on the owner of group's shard: NOT_COORDINATOR,
+// COORDINATOR_NOT_AVAILABLE (no topic yet) or COORDINATOR_LOAD_IN_PROGRESS
+// (loading) if it cannot.
 func (c *Coordinator) run(group string, fn func(s *shard)) *kerr.Error {
 	i, err := c.partition(group)
 	if err != nil {
@@ -465,13 +466,17 @@ func (c *Coordinator) run(group string, fn func(s *shard)) *kerr.Error {
 	return runError(c.rt.Run(i, fn))
 }
 
-// runError maps the runtime's errors.
+// runError maps the runtime's errors. A shard still loading answers
+// COORDINATOR_LOAD_IN_PROGRESS, as Kafka's CoordinatorRuntime does for a
+// partition in state LOADING: clients retry it at the same coordinator
+// (librdkafka gives up an OffsetFetch on COORDINATOR_NOT_AVAILABLE and
+// reports the error to the application).
 func runError(err error) *kerr.Error {
 	switch err {
 	case nil:
 		return nil
 	case coord.ErrLoading:
-		return kerr.CoordinatorNotAvailable
+		return kerr.CoordinatorLoadInProgress
 	}
 	return kerr.NotCoordinator
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/sluice-io/sluice/internal/broker"
+	"github.com/sluice-io/sluice/internal/coord"
 )
 
 // replica returns the local replica of offsets partition i; a stepped
@@ -43,7 +44,7 @@ func (c *Coordinator) Drain() int { return c.rt.Drain() }
 // COORDINATOR_NOT_AVAILABLE, as Run does.
 func (c *Coordinator) runStepped(i int32, fn func(s *shard)) *kerr.Error {
 	if info, ok := c.rt.Info(i); ok && info.Loading {
-		return kerr.CoordinatorNotAvailable
+		return runError(coord.ErrLoading)
 	}
 	ran := false
 	if err := c.rt.Post(i, func(s *shard) { ran = true; fn(s) }); err != nil {

@@ -7,7 +7,7 @@ package handler
 // and metadata, or offset -1 when none is committed (also for an unknown
 // group). A null topic list (v2+) returns every committed offset of the
 // group. Only durable commits are visible. Group errors
-// (COORDINATOR_NOT_AVAILABLE while loading, NOT_COORDINATOR,
+// (COORDINATOR_LOAD_IN_PROGRESS while loading, NOT_COORDINATOR,
 // INVALID_GROUP_ID) go in every partition for v0-v1, in the top-level
 // ErrorCode for v2-v7, and per group for v8. Transactional offsets
 // (TxnOffsetCommit) are not returned until their transaction commits;

@@ -16,7 +16,7 @@ package handler
 // that causes no rebalance. Errors: INVALID_GROUP_ID,
 // INVALID_SESSION_TIMEOUT (outside group.min/max.session.timeout.ms),
 // INCONSISTENT_GROUP_PROTOCOL, UNKNOWN_MEMBER_ID, GROUP_MAX_SIZE_REACHED,
-// COORDINATOR_NOT_AVAILABLE while loading, NOT_COORDINATOR.
+// COORDINATOR_LOAD_IN_PROGRESS while loading, NOT_COORDINATOR.
 
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"

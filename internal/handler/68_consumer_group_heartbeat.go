@@ -9,7 +9,11 @@ package handler
 // each member its partitions incrementally, revoking before assigning
 // (internal/group/consumer; docs/kip848.md). The answer waits until the
 // records of the change are committed to __consumer_offsets. Needs READ on
-// the group (GROUP_AUTHORIZATION_FAILED). A subscription by regular
+// the group (GROUP_AUTHORIZATION_FAILED), and DESCRIBE on every topic of a
+// subscription by names the request carries: one topic denied fails the
+// whole heartbeat with TOPIC_AUTHORIZATION_FAILED, naming no topic, before
+// the coordinator sees it (Kafka 4.0 KafkaApis.handleConsumerGroupHeartbeat,
+// KAFKA-18813; librdkafka's test 0109 expects it). A subscription by regular
 // expression matches only the topics the principal may DESCRIBE (Kafka
 // 4.1, KAFKA-18813: the resolution triggered by a member's heartbeat is
 // filtered with that member's request context); a regex is re-resolved
@@ -44,6 +48,11 @@ func (g *groupAPI) consumerGroupHeartbeat(r *protocol.Request) protocol.Reply {
 	}
 	if !g.h.allowedGroup(r, req.Group, acl.OpRead) {
 		return fail(groupDenied)
+	}
+	for _, topic := range req.SubscribedTopicNames {
+		if !g.h.allowedTopic(r, topic, acl.OpDescribe) {
+			return fail(kerr.TopicAuthorizationFailed.Code)
+		}
 	}
 	var canDescribe func(string) bool
 	if g.h.auth != nil {

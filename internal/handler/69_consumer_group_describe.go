@@ -6,8 +6,11 @@ package handler
 // assignment. A classic group or an unknown one answers
 // GROUP_ID_NOT_FOUND; a group coordinated elsewhere NOT_COORDINATOR.
 // Needs DESCRIBE on each group (GROUP_AUTHORIZATION_FAILED for the
-// others). UNSUPPORTED_VERSION while the consumer protocol is off
-// (68_consumer_group_heartbeat.go).
+// others), and DESCRIBE on every topic of its members' current and target
+// assignments: a group with one such topic denied is answered
+// TOPIC_AUTHORIZATION_FAILED, without its members (Kafka 4.0
+// KafkaApis.handleConsumerGroupDescribe, KAFKA-18813). UNSUPPORTED_VERSION
+// while the consumer protocol is off (68_consumer_group_heartbeat.go).
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -39,10 +42,41 @@ func (g *groupAPI) consumerGroupDescribe(r *protocol.Request) protocol.Reply {
 	sub := *req
 	sub.Groups = kept
 	resp := g.c.ConsumerGroupDescribe(&sub)
+	for i, rg := range resp.Groups {
+		if rg.ErrorCode == 0 && !g.describesTopics(r, rg) {
+			denied := kmsg.NewConsumerGroupDescribeResponseGroup()
+			denied.Group, denied.ErrorCode = rg.Group, kerr.TopicAuthorizationFailed.Code
+			denied.ErrorMessage = kmsg.StringPtr("The group has topics the client is not authorized to describe.")
+			resp.Groups[i] = denied
+		}
+	}
 	for _, id := range refused {
 		rg := kmsg.NewConsumerGroupDescribeResponseGroup()
 		rg.Group, rg.ErrorCode = id, groupDenied
 		resp.Groups = append(resp.Groups, rg)
 	}
 	return protocol.Reply{Resp: resp}
+}
+
+// describesTopics reports whether r's principal may DESCRIBE every topic
+// in the current and target assignments of rg's members.
+func (g *groupAPI) describesTopics(r *protocol.Request, rg kmsg.ConsumerGroupDescribeResponseGroup) bool {
+	if g.h.auth == nil {
+		return true
+	}
+	checked := map[string]bool{}
+	for _, m := range rg.Members {
+		for _, a := range []kmsg.Assignment{m.Assignment, m.TargetAssignment} {
+			for _, tp := range a.TopicPartitions {
+				if checked[tp.Topic] {
+					continue
+				}
+				checked[tp.Topic] = true
+				if !g.h.allowedTopic(r, tp.Topic, acl.OpDescribe) {
+					return false
+				}
+			}
+		}
+	}
+	return true
 }

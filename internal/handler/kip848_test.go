@@ -349,7 +349,7 @@ func TestKIP848ProtocolOffAndMaxSize(t *testing.T) {
 		req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
 		for i := 0; ; i++ {
 			r := request[*kmsg.ConsumerGroupHeartbeatResponse](t, cl, req)
-			if (r.ErrorCode != kerr.CoordinatorNotAvailable.Code && r.ErrorCode != kerr.NotCoordinator.Code) || i > 50 {
+			if (r.ErrorCode != kerr.CoordinatorNotAvailable.Code && r.ErrorCode != kerr.CoordinatorLoadInProgress.Code && r.ErrorCode != kerr.NotCoordinator.Code) || i > 50 {
 				return r.ErrorCode
 			}
 			time.Sleep(100 * time.Millisecond)

@@ -39,7 +39,7 @@ func TestOffsetCommitFetchV10TopicIDs(t *testing.T) {
 	var cresp *kmsg.OffsetCommitResponse
 	for i := 0; ; i++ {
 		cresp = request[*kmsg.OffsetCommitResponse](t, pinned(n, 8, 10), commit)
-		if c := cresp.Topics[0].Partitions[0].ErrorCode; (c != kerr.CoordinatorNotAvailable.Code && c != kerr.NotCoordinator.Code) || i > 50 {
+		if c := cresp.Topics[0].Partitions[0].ErrorCode; (c != kerr.CoordinatorNotAvailable.Code && c != kerr.CoordinatorLoadInProgress.Code && c != kerr.NotCoordinator.Code) || i > 50 {
 			break
 		}
 	}

@@ -33,7 +33,7 @@ func describeShare(t *testing.T, cl *kgo.Client, group string) kmsg.ShareGroupDe
 	req.GroupIDs = []string{group}
 	for i := 0; ; i++ {
 		g := request[*kmsg.ShareGroupDescribeResponse](t, cl, req).Groups[0]
-		if (g.ErrorCode != kerr.CoordinatorNotAvailable.Code && g.ErrorCode != kerr.NotCoordinator.Code) || i > 50 {
+		if (g.ErrorCode != kerr.CoordinatorNotAvailable.Code && g.ErrorCode != kerr.CoordinatorLoadInProgress.Code && g.ErrorCode != kerr.NotCoordinator.Code) || i > 50 {
 			return g
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -48,7 +48,7 @@ func shareHeartbeat(t *testing.T, cl *kgo.Client, group, member string, epoch in
 	req.GroupID, req.MemberID, req.MemberEpoch, req.SubscribedTopicNames = group, member, epoch, topics
 	for i := 0; ; i++ {
 		r := request[*kmsg.ShareGroupHeartbeatResponse](t, cl, req)
-		if (r.ErrorCode != kerr.CoordinatorNotAvailable.Code && r.ErrorCode != kerr.NotCoordinator.Code) || i > 50 {
+		if (r.ErrorCode != kerr.CoordinatorNotAvailable.Code && r.ErrorCode != kerr.CoordinatorLoadInProgress.Code && r.ErrorCode != kerr.NotCoordinator.Code) || i > 50 {
 			return r
 		}
 		time.Sleep(100 * time.Millisecond)

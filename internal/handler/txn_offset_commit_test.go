@@ -56,7 +56,7 @@ func txnCodes(t *testing.T, n *node, cl *kgo.Client, req *kmsg.TxnOffsetCommitRe
 		for _, rt := range r.(*kmsg.TxnOffsetCommitResponse).Topics {
 			for _, rp := range rt.Partitions {
 				out[fmt.Sprintf("%s-%d", rt.Topic, rp.Partition)] = rp.ErrorCode
-				retry = retry || rp.ErrorCode == kerr.CoordinatorNotAvailable.Code
+				retry = retry || rp.ErrorCode == kerr.CoordinatorNotAvailable.Code || rp.ErrorCode == kerr.CoordinatorLoadInProgress.Code
 			}
 		}
 		if !retry || time.Now().After(deadline) {

@@ -161,6 +161,21 @@ func (g *Group) State() string {
 	return StateStable
 }
 
+// SubscribedTo reports whether some member subscribes to topic, by name or
+// through a resolved regular expression (Kafka's
+// ConsumerGroup.isSubscribedToTopic, which OffsetDelete asks).
+func (g *Group) SubscribedTo(topic string) bool {
+	for _, m := range g.Members {
+		if slices.Contains(m.SubscribedTopicNames, topic) {
+			return true
+		}
+		if m.SubscribedTopicRegex != "" && slices.Contains(g.Regexes[m.SubscribedTopicRegex].Topics, topic) {
+			return true
+		}
+	}
+	return false
+}
+
 // staticMember returns the member holding instance id, or nil.
 func (g *Group) staticMember(instance string) *Member {
 	if id, ok := g.staticMembers[instance]; ok {

@@ -326,10 +326,11 @@ func (mgr *Manager) heartbeat(now time.Time, img *Image, client Client, req *kms
 	epoch := g.Epoch
 	subscription := g.Subscription
 	regexes := g.Regexes
+	unresolved := false
 	if bump || g.imageVersion != img.Version {
 		var changed bool
 		var recs []Record
-		regexes, recs, changed = resolveRegexes(g, after(), img, now, client.CanDescribe)
+		regexes, recs, changed, unresolved = resolveRegexes(g, after(), img, now, client.CanDescribe, false)
 		records = append(records, recs...)
 		bump = bump || changed
 		subscription = subscriptionOf(after(), regexes, img)
@@ -385,6 +386,9 @@ func (mgr *Manager) heartbeat(now time.Time, img *Image, client Client, req *kms
 			Timer{Kind: RebalanceTimer, Group: g.ID, Member: replaced.ID, Cancel: true})
 	}
 	timers = append(timers, Timer{Kind: SessionTimer, Group: g.ID, Member: updated.ID, At: now.Add(mgr.sessionOf(g.ID, updated))})
+	if unresolved || updated.SubscribedTopicRegex != "" && !hasRegex(regexes, updated.SubscribedTopicRegex) {
+		timers = append(timers, Timer{Kind: RegexTimer, Group: g.ID, At: now, CanDescribe: client.CanDescribe})
+	}
 
 	mgr.apply(records)
 	if ng := mgr.groups[g.ID]; ng != nil {
@@ -484,21 +488,25 @@ func subscriptionOf(members map[string]*Member, regexes map[string]RegexResoluti
 // keeping the topics canDescribe allows (nil: all): a record for each
 // resolution that changed and a tombstone for each regex
 // no member uses any more. changed reports whether some member's topics
-// may have changed.
-func resolveRegexes(g *Group, members map[string]*Member, img *Image, now time.Time, canDescribe func(string) bool) (map[string]RegexResolution, []Record, bool) {
+// may have changed. Without resolveNew a regex the group has no
+// resolution for is left out (unresolved reports one): a RegexTimer
+// resolves it.
+func resolveRegexes(g *Group, members map[string]*Member, img *Image, now time.Time, canDescribe func(string) bool, resolveNew bool) (out map[string]RegexResolution, records []Record, changed, unresolved bool) {
 	used := map[string]bool{}
 	for _, m := range members {
 		if m.SubscribedTopicRegex != "" {
 			used[m.SubscribedTopicRegex] = true
 		}
 	}
-	out := map[string]RegexResolution{}
-	var records []Record
-	changed := false
+	out = map[string]RegexResolution{}
 	for _, re := range slices.Sorted(maps.Keys(used)) {
 		old, had := g.Regexes[re]
 		if had && old.Version == img.Version {
 			out[re] = old
+			continue
+		}
+		if !had && !resolveNew {
+			unresolved = true
 			continue
 		}
 		c, err := compileRegex(re)
@@ -526,7 +534,38 @@ func resolveRegexes(g *Group, members map[string]*Member, img *Image, now time.T
 			records = append(records, Record{Key: Key{Type: TypeRegularExpression, Group: g.ID, Regex: re}})
 		}
 	}
-	return out, records, changed
+	return out, records, changed, unresolved
+}
+
+// hasRegex reports whether regexes holds a resolution of re.
+func hasRegex(regexes map[string]RegexResolution, re string) bool {
+	_, ok := regexes[re]
+	return ok
+}
+
+// refreshRegexes is a RegexTimer firing (Kafka's asynchronous regex
+// refresh and handleRegularExpressionsResult): every regex the members
+// use is resolved against img, and the subscription metadata and the
+// group epoch follow if a member's topics changed; the next heartbeat
+// computes the new target assignment.
+func (mgr *Manager) refreshRegexes(now time.Time, img *Image, g *Group, canDescribe func(string) bool) Result {
+	regexes, records, changed, _ := resolveRegexes(g, g.Members, img, now, canDescribe, true)
+	sub := subscriptionOf(g.Members, regexes, img)
+	if !maps.Equal(sub, g.Subscription) {
+		records = append(records, partitionMetadataRecord(g.ID, sub))
+		changed = true
+	}
+	if changed {
+		records = append(records, Record{Key{Type: TypeGroupMetadata, Group: g.ID}, &GroupMetadataValue{Epoch: g.Epoch + 1}})
+	}
+	if len(records) == 0 {
+		return Result{}
+	}
+	mgr.apply(records)
+	if ng := mgr.groups[g.ID]; ng != nil {
+		ng.imageVersion = img.Version
+	}
+	return Result{Records: records}
 }
 
 // specOf is the assignor's input.

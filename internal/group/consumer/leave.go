@@ -87,11 +87,15 @@ func (mgr *Manager) fence(g *Group, m *Member, img *Image) Result {
 // Expire applies a timer that fired (Kafka's session and rebalance timeout
 // operations): the member is fenced if the timer still applies. A
 // rebalance timer applies only while the member is still at the timer's
-// epoch with partitions to revoke.
+// epoch with partitions to revoke. A regex timer resolves the group's
+// regular expressions (refreshRegexes).
 func (mgr *Manager) Expire(now time.Time, img *Image, t Timer) Result {
 	g := mgr.groups[t.Group]
 	if g == nil {
 		return Result{}
+	}
+	if t.Kind == RegexTimer {
+		return mgr.refreshRegexes(now, img, g, t.CanDescribe)
 	}
 	m := g.Members[t.Member]
 	if m == nil {

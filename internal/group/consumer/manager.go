@@ -195,7 +195,8 @@ func (mgr *Manager) assignor(name string) Assignor {
 	return nil
 }
 
-// TimerKind tells the session timer from the rebalance timer.
+// TimerKind tells the session timer from the rebalance timer and the
+// regex refresh.
 type TimerKind int8
 
 // Timer kinds.
@@ -207,6 +208,15 @@ const (
 	// its rebalance timeout; the member is fenced if it is still at Epoch
 	// with partitions to revoke.
 	RebalanceTimer
+	// RegexTimer fires right after a heartbeat that left a regular
+	// expression the group had not used before unresolved: the group's
+	// regexes are resolved then, and the epoch bumped if that changes a
+	// member's topics. Kafka resolves a new regex off the heartbeat, on
+	// the coordinator's executor, so the heartbeat that subscribes
+	// assigns the topics named literally and a later one the matched
+	// ones (librdkafka's test 0045 do_test_resubscribe_with_regex
+	// expects that order).
+	RegexTimer
 )
 
 // Timer is a timer to schedule (or, with Cancel, to cancel). The caller
@@ -219,14 +229,21 @@ type Timer struct {
 	Epoch  int32
 	At     time.Time
 	Cancel bool
+	// CanDescribe, for a regex refresh, filters the topics a regex
+	// matches with the ACLs of the member whose heartbeat asked for it
+	// (nil: all), as Kafka does (KAFKA-18813).
+	CanDescribe func(topic string) bool
 }
 
 // Key identifies the timer a schedule or cancel applies to (Kafka's
 // "session-timeout-" / "rebalance-timeout-" keys, with a separator no
 // group or member id can forge).
 func (t Timer) Key() string {
-	if t.Kind == SessionTimer {
+	switch t.Kind {
+	case SessionTimer:
 		return "session-timeout\x00" + t.Group + "\x00" + t.Member
+	case RegexTimer:
+		return "regex-refresh\x00" + t.Group
 	}
 	return "rebalance-timeout\x00" + t.Group + "\x00" + t.Member
 }

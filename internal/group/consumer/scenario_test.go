@@ -150,6 +150,10 @@ func (e *env) fmtResult(res Result) string {
 		if t.Kind == RebalanceTimer {
 			kind = "rebalance"
 		}
+		if t.Kind == RegexTimer {
+			fmt.Fprintf(&b, "timer regex at=+%dms\n", t.At.Sub(e.now).Milliseconds())
+			continue
+		}
 		if t.Cancel {
 			fmt.Fprintf(&b, "timer %s %s cancel\n", kind, t.Member)
 		} else if t.Kind == RebalanceTimer {
@@ -222,8 +226,11 @@ func (e *env) handle(t *testing.T, d *datadriven.TestData) string {
 		m, _ := arg(d, "member")
 		kind, _ := arg(d, "kind")
 		tm := Timer{Kind: SessionTimer, Group: "g", Member: m, At: e.now}
-		if kind == "rebalance" {
+		switch kind {
+		case "rebalance":
 			tm.Kind, tm.Epoch = RebalanceTimer, int32(intArg(t, d, "epoch", 0))
+		case "regex":
+			tm.Kind = RegexTimer
 		}
 		res := e.mgr.Expire(e.now, e.img, tm)
 		if len(res.Records) == 0 {
