@@ -28,6 +28,8 @@ import (
 	"github.com/sluice-io/sluice/internal/config"
 	"github.com/sluice-io/sluice/internal/metadata"
 	"github.com/sluice-io/sluice/internal/metrics"
+	"github.com/sluice-io/sluice/internal/objstore"
+	"github.com/sluice-io/sluice/internal/remote"
 	"github.com/sluice-io/sluice/internal/replica"
 	"github.com/sluice-io/sluice/internal/storage"
 	"github.com/sluice-io/sluice/internal/vfs"
@@ -83,6 +85,12 @@ type Options struct {
 	// It may run with a partition lock held, so it must not call into the
 	// Broker. Default: os.Exit(1). Tests set it to observe the failure.
 	OnFatal func(error)
+	// RemoteStore and RemoteMetadata are tiered storage's object store
+	// and remote log metadata (KIP-405): with both set, fetches below a
+	// partition's local log start read the remote log (remote.go).
+	// Default nil: no remote storage.
+	RemoteStore    objstore.Store
+	RemoteMetadata remote.Metadata
 }
 
 // Broker is one sluice node's data plane.
@@ -175,6 +183,10 @@ type Broker struct {
 	bgIdle   *sync.Cond // (bgMu) broadcast when bgN drops to zero
 	bgN      int        // (bgMu)
 	bgClosed bool       // (bgMu) set by Close: goBackground refuses
+
+	// remote is the remote log reader and its pool, nil without remote
+	// storage (remote.go).
+	remote *remoteReads
 }
 
 // SelfBroker returns the registration this node advertises to clients and
@@ -311,6 +323,7 @@ func Open(opts Options) (*Broker, error) {
 	if b.transport == nil {
 		b.transport = tcpTransport{inter}
 	}
+	b.startRemote(opts)
 	b.hwCheck = b.readHWCheckpoint()
 	if err := b.reconcile(b.ctrl.Image()); err != nil {
 		b.Close()
@@ -441,6 +454,7 @@ func (b *Broker) storageConfig(t *metadata.Topic) storage.Config {
 	c.MinCleanableDirtyRatio = tc.Float64("min.cleanable.dirty.ratio")
 	c.RetentionBytes = tc.Int64("retention.bytes")
 	c.FileDeleteDelayMs = tc.Int64("file.delete.delay.ms")
+	c.RemoteStorage = tc.Bool("remote.storage.enable")
 	c.ProducerIDExpirationMs = b.cfg.Int("producer.id.expiration.ms", 86400000)
 	return c
 }

@@ -337,9 +337,18 @@ func (p *Partition) processReady() {
 		resync := int64(-1)
 		if t := rd.Truncate; t != nil {
 			var err error
-			if t.Fully {
+			switch {
+			case t.Fully && t.Tiered:
+				err = p.log.TruncateFullyAndStartTiered(t.LogStart, t.Offset)
+				if err == nil {
+					// The producer state from the remote snapshot is the
+					// log's from now on (Kafka writes the snapshot file
+					// at the new log end).
+					err = p.snapshotProducers(true)
+				}
+			case t.Fully:
 				err = p.log.TruncateFullyAndStartAt(t.Offset)
-			} else {
+			default:
 				err = p.log.TruncateTo(t.Offset)
 			}
 			if err != nil && !p.ioFailed("truncate", err) {
@@ -693,6 +702,9 @@ func (p *Partition) Fetch(req replica.FetchRequest, maxBytes int, first bool) (r
 		if errors.Is(err, storage.ErrOffsetOutOfRange) {
 			res.Error = kerr.OffsetOutOfRange.Code
 			return res, storage.Slice{}, nil
+		}
+		if errors.Is(err, storage.ErrOffsetTiered) {
+			return p.tieredFetch(req, res)
 		}
 		return res, storage.Slice{}, err
 	}

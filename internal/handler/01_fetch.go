@@ -47,6 +47,7 @@ package handler
 // fields (KIP-853, KIP-1166) that sluice does not serve: Fetch stops at v16.
 
 import (
+	"errors"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -60,6 +61,7 @@ import (
 	"github.com/sluice-io/sluice/internal/metadata"
 	"github.com/sluice-io/sluice/internal/protocol"
 	"github.com/sluice-io/sluice/internal/replica"
+	"github.com/sluice-io/sluice/internal/storage"
 )
 
 // maxFetchWait caps MaxWaitMillis.
@@ -87,6 +89,11 @@ func (h *Handlers) fetch(r *protocol.Request) protocol.Reply {
 	wait := time.Duration(req.MaxWaitMillis) * time.Millisecond
 	if wait > maxFetchWait {
 		wait = maxFetchWait
+	}
+	if len(read.remote) > 0 {
+		// Remote reads wait for the object store: not on the
+		// connection's reader (fetch_remote.go).
+		return protocol.Reply{Await: func() kmsg.Response { return h.sendFetch(r, req, plan, read) }}
 	}
 	if read.bytes >= int64(req.MinBytes) || wait <= 0 || read.waitOn == nil {
 		return protocol.Reply{Resp: h.sendFetch(r, req, plan, read)}
@@ -126,6 +133,9 @@ func (h *Handlers) fetch(r *protocol.Request) protocol.Reply {
 // with the throttle time instead (KIP-219; quota.go): the records stay
 // for a later fetch, and nothing is recorded in its fetch session.
 func (h *Handlers) sendFetch(r *protocol.Request, req *kmsg.FetchRequest, plan fetchPlan, read fetchRead) kmsg.Response {
+	if len(read.remote) > 0 {
+		h.readRemote(r, &read)
+	}
 	if read.throttled > 0 || read.held > 0 {
 		h.b.RecordLeaderThrottled(read.throttled, read.held)
 	}
@@ -262,6 +272,10 @@ type fetchRead struct {
 	// throttled rate was exceeded.
 	throttled int64
 	held      int
+	// remote are the partitions to read from the remote log
+	// (fetch_remote.go), and reserved the bytes set aside for them.
+	remote   []remoteFetch
+	reserved int64
 }
 
 // readFetch reads every item as it is now.
@@ -306,7 +320,7 @@ func (h *Handlers) readFetch(req *kmsg.FetchRequest, items []fetchItem, lookup t
 			if !splice {
 				holes = nil
 			}
-			room, firstHere := budget-rd.bytes, first
+			room, firstHere := budget-rd.bytes-rd.reserved, first
 			throttled := replicaID >= 0 && h.b.LeaderThrottled(p, replicaID)
 			if throttled {
 				if exceeded == 0 {
@@ -320,7 +334,14 @@ func (h *Handlers) readFetch(req *kmsg.FetchRequest, items []fetchItem, lookup t
 					rd.held++
 				}
 			}
-			n, stop := h.readPartition(p, req, &it.req, sp, room, firstHere, holes)
+			nremote := len(rd.remote)
+			n, stop := h.readPartition(p, req, &it.req, sp, room, firstHere, holes, &rd.remote)
+			if len(rd.remote) > nremote {
+				rf := &rd.remote[nremote]
+				rf.i = i
+				rd.reserved += rf.limit
+				first = false
+			}
 			if throttled {
 				rd.throttled += n
 			}
@@ -386,7 +407,9 @@ func (h *Handlers) currentLeader(topic string, sp *kmsg.FetchResponseTopicPartit
 // range, and records a follower's position). It returns the record bytes
 // added and whether the response should not wait (error or divergence).
 // A large read is spliced into holes, or copied if holes is nil.
-func (h *Handlers) readPartition(p *broker.Partition, req *kmsg.FetchRequest, rp *fetchsession.Request, sp *kmsg.FetchResponseTopicPartition, budget int64, first bool, holes *[]fetchHole) (int64, bool) {
+// A consumer's offset in the remote log is added to remote, with the
+// bytes it may take, to be read after (fetch_remote.go).
+func (h *Handlers) readPartition(p *broker.Partition, req *kmsg.FetchRequest, rp *fetchsession.Request, sp *kmsg.FetchResponseTopicPartition, budget int64, first bool, holes *[]fetchHole, remote *[]remoteFetch) (int64, bool) {
 	limit := int64(rp.MaxBytes)
 	if budget < limit {
 		limit = budget
@@ -420,6 +443,11 @@ func (h *Handlers) readPartition(p *broker.Partition, req *kmsg.FetchRequest, rp
 		sp.LastStableOffset = res.LSO
 	}
 	sp.LogStartOffset = res.LogStart
+	if errors.Is(err, storage.ErrOffsetTiered) {
+		*remote = append(*remote, remoteFetch{p: p, offset: rp.FetchOffset, maxOffset: res.To, limit: limit,
+			first: first, readCommitted: readCommitted})
+		return 0, true
+	}
 	if err != nil {
 		sp.ErrorCode = kerr.KafkaStorageError.Code
 		return 0, true
