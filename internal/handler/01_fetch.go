@@ -273,9 +273,8 @@ type fetchRead struct {
 	throttled int64
 	held      int
 	// remote are the partitions to read from the remote log
-	// (fetch_remote.go), and reserved the bytes set aside for them.
-	remote   []remoteFetch
-	reserved int64
+	// (fetch_remote.go).
+	remote []remoteFetch
 }
 
 // readFetch reads every item as it is now.
@@ -320,7 +319,7 @@ func (h *Handlers) readFetch(req *kmsg.FetchRequest, items []fetchItem, lookup t
 			if !splice {
 				holes = nil
 			}
-			room, firstHere := budget-rd.bytes-rd.reserved, first
+			room, firstHere := budget-rd.bytes, first
 			throttled := replicaID >= 0 && h.b.LeaderThrottled(p, replicaID)
 			if throttled {
 				if exceeded == 0 {
@@ -337,10 +336,7 @@ func (h *Handlers) readFetch(req *kmsg.FetchRequest, items []fetchItem, lookup t
 			nremote := len(rd.remote)
 			n, stop := h.readPartition(p, req, &it.req, sp, room, firstHere, holes, &rd.remote)
 			if len(rd.remote) > nremote {
-				rf := &rd.remote[nremote]
-				rf.i = i
-				rd.reserved += rf.limit
-				first = false
+				rd.remote[nremote].i = i
 			}
 			if throttled {
 				rd.throttled += n
@@ -360,6 +356,16 @@ func (h *Handlers) readFetch(req *kmsg.FetchRequest, items []fetchItem, lookup t
 	}
 	if immediate {
 		rd.waitOn, rd.watch = nil, nil
+	}
+	// The remote reads share what the local ones left of the budget, in
+	// request order; only the first of them, and only if no local
+	// partition returned records, returns its first batch whole (KIP-74).
+	left := budget - rd.bytes
+	for k := range rd.remote {
+		rf := &rd.remote[k]
+		rf.limit = max(min(rf.limit, left), 0)
+		rf.first = rf.first && first && k == 0
+		left -= rf.limit
 	}
 	return rd
 }

@@ -4,8 +4,8 @@ package handler
 // docs/tiered-storage.md, "Reads"). A consumer's fetch offset between a
 // partition's log start and its local log start is read from the remote
 // log, as Kafka's ReplicaManager does with a DelayedRemoteFetch: the
-// partitions the local log answers are read first, each remote one
-// reserves its share of the response's byte budget, and the remote reads
+// partitions the local log answers are read first, the remote ones share
+// what they left of the response's byte budget, and the remote reads
 // run on the broker's pool (remote.log.reader.threads, at most
 // remote.log.reader.max.pending.tasks queued: Kafka's RemoteLogReader)
 // while the response waits, up to remote.fetch.max.wait.ms, in
@@ -40,7 +40,7 @@ type remoteFetch struct {
 	p             *broker.Partition
 	offset        int64
 	maxOffset     int64 // HW or LSO: nothing at or past it
-	limit         int64 // bytes reserved for it
+	limit         int64 // bytes it may return
 	first         bool  // the first batch is returned whole (KIP-74)
 	readCommitted bool
 }
