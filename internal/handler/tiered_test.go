@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"testing"
 	"time"
@@ -32,6 +33,13 @@ type tieredNode struct {
 
 func startTiered(t *testing.T, props map[string]string) *tieredNode {
 	t.Helper()
+	return startTieredStore(t, props, nil)
+}
+
+// startTieredStore is startTiered with the broker reading the store
+// through wrap (nil: directly).
+func startTieredStore(t *testing.T, props map[string]string, wrap func(objstore.Store) objstore.Store) *tieredNode {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -43,7 +51,11 @@ func startTiered(t *testing.T, props map[string]string) *tieredNode {
 		cfg.Props[k] = v
 	}
 	tn := &tieredNode{store: &objstore.Memory{}, meta: &remote.MemMetadata{}}
-	b, err := broker.Open(broker.Options{Config: cfg, RemoteStore: tn.store, RemoteMetadata: tn.meta})
+	var store objstore.Store = tn.store
+	if wrap != nil {
+		store = wrap(store)
+	}
+	b, err := broker.Open(broker.Options{Config: cfg, RemoteStore: store, RemoteMetadata: tn.meta})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -368,5 +380,57 @@ func TestTieredReadCommitted(t *testing.T) {
 	p := resp.Topics[0].Partitions[0]
 	if p.ErrorCode != 0 || len(p.RecordBatches) == 0 || len(p.AbortedTransactions) == 0 {
 		t.Fatalf("read_committed remote fetch: error %d, %d bytes, %d aborted (local start %d)", p.ErrorCode, len(p.RecordBatches), len(p.AbortedTransactions), local)
+	}
+}
+
+// gatedStore blocks every Get until its gate opens (whatever the context:
+// a store that hangs).
+type gatedStore struct {
+	objstore.Store
+	gate chan struct{}
+}
+
+func (g *gatedStore) Get(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
+	<-g.gate
+	return g.Store.Get(ctx, key, off, n)
+}
+
+// TestTieredFetchWaitAndQueue: a remote read not done within
+// remote.fetch.max.wait.ms leaves its partition empty without an error
+// (Kafka's DelayedRemoteFetch expiring), a read that finds the reader
+// queue full (remote.log.reader.max.pending.tasks) answers
+// UNKNOWN_SERVER_ERROR at once, and once the store answers again the
+// records come.
+func TestTieredFetchWaitAndQueue(t *testing.T) {
+	gs := &gatedStore{gate: make(chan struct{})}
+	tn := startTieredStore(t, map[string]string{"remote.fetch.max.wait.ms": "300", "remote.log.reader.threads": "1",
+		"remote.log.reader.max.pending.tasks": "1"}, func(s objstore.Store) objstore.Store { gs.Store = s; return gs })
+	cl := tn.client()
+	createTopic(t, cl, "tiered", 1, tieredConfigs())
+	for i := 0; i < 200; i++ {
+		if err := cl.ProduceSync(ctx(t), &kgo.Record{Topic: "tiered", Value: bytes.Repeat([]byte{'w'}, 50)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tn.tier(t, "tiered")
+	for i, want := range []int16{0, 0, kerr.UnknownServerError.Code} {
+		start := time.Now()
+		p := fetchRaw(t, tn, cl, "tiered", 0, 0, "").Topics[0].Partitions[0]
+		took := time.Since(start)
+		if p.ErrorCode != want || len(p.RecordBatches) != 0 {
+			t.Fatalf("fetch %d with the store hung: error %d, %d bytes; want error %d, none", i, p.ErrorCode, len(p.RecordBatches), want)
+		}
+		if want == 0 && took < 300*time.Millisecond {
+			t.Fatalf("fetch %d answered in %v, before remote.fetch.max.wait.ms", i, took)
+		}
+	}
+	close(gs.gate)
+	var p kmsg.FetchResponseTopicPartition
+	deadline := time.Now().Add(10 * time.Second)
+	for len(p.RecordBatches) == 0 && time.Now().Before(deadline) {
+		p = fetchRaw(t, tn, cl, "tiered", 0, 0, "").Topics[0].Partitions[0]
+	}
+	if p.ErrorCode != 0 || len(p.RecordBatches) == 0 {
+		t.Fatalf("after the store came back: error %d, %d bytes", p.ErrorCode, len(p.RecordBatches))
 	}
 }
