@@ -675,7 +675,10 @@ func (p *Partition) Commit(end int64) error {
 // machine checks epochs, divergence and range and (for a follower) records
 // its position; the records in [From, To) are then located in the log, at
 // most maxBytes (the first batch whole when first is set, KIP-74), as byte
-// ranges of its files (copied, or sent with sendfile, by the caller).
+// ranges of its files (copied, or sent with sendfile, by the caller). An
+// offset below the local log start (tiered storage) is answered by
+// tieredFetch (remote.go): a consumer's with storage.ErrOffsetTiered, for
+// the caller to read the remote log.
 func (p *Partition) Fetch(req replica.FetchRequest, maxBytes int, first bool) (replica.FetchResult, storage.Slice, error) {
 	var res replica.FetchResult
 	// A consumer's fetch changes nothing in the machine; a follower's
