@@ -37,6 +37,11 @@ package handler
 // start other than last sent. Errors: FETCH_SESSION_ID_NOT_FOUND,
 // INVALID_FETCH_SESSION_EPOCH, FETCH_SESSION_TOPIC_ID_ERROR.
 //
+// Tiered storage (KIP-405, fetch_remote.go): a consumer's offset below
+// the local log start is read from the remote log on the broker's reader
+// pool, the response waiting up to remote.fetch.max.wait.ms; a follower's
+// gets OFFSET_MOVED_TO_TIERED_STORAGE (broker/remote.go).
+//
 // Topic ids (KIP-516, v13+): topics are named by TopicID, resolved through
 // the metadata this node has applied; an id that does not resolve (a
 // deleted topic, even if one was recreated under its name) is
