@@ -1,6 +1,6 @@
 package handler
 
-// ListOffsets, versions 1-9.
+// ListOffsets, versions 1-10.
 //
 // Timestamp -1 (latest) is the high watermark for consumers (the last
 // stable offset under READ_COMMITTED, KIP-98; the LEO for a
@@ -18,13 +18,16 @@ package handler
 // A timestamp lookup on a partition whose log start is below its local
 // log start searches the remote log first (its time and offset indexes,
 // remote.Reader.OffsetForTimestamp), then the local one; the response is
-// built in Reply.Await then, off the connection's reader, bounded by
-// remote.list.offsets.request.timeout.ms (a failed remote lookup answers
-// UNKNOWN_SERVER_ERROR). v10's TimeoutMs and v11's -6 (earliest pending
-// upload) are not served.
+// built in Reply.Await then, off the connection's reader, bounded by the
+// request's TimeoutMs (v10, KIP-1075), else
+// remote.list.offsets.request.timeout.ms: a lookup not done by then
+// answers REQUEST_TIMED_OUT (Kafka's DelayedRemoteListOffsets expiring),
+// a failed one UNKNOWN_SERVER_ERROR. v11's -6 (earliest pending upload)
+// is not served.
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -47,6 +50,12 @@ func (h *Handlers) listOffsets(r *protocol.Request) protocol.Reply {
 
 // answerListOffsets builds the response to req.
 func (h *Handlers) answerListOffsets(r *protocol.Request, req *kmsg.ListOffsetsRequest, lookup time.Time) kmsg.Response {
+	timeout := time.Duration(h.b.Config().Int("remote.list.offsets.request.timeout.ms", 30000)) * time.Millisecond
+	if req.Version >= 10 && req.TimeoutMillis > 0 {
+		timeout = time.Duration(req.TimeoutMillis) * time.Millisecond
+	}
+	rctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
 	for _, rt := range req.Topics {
 		st := kmsg.NewListOffsetsResponseTopic()
@@ -65,7 +74,7 @@ func (h *Handlers) answerListOffsets(r *protocol.Request, req *kmsg.ListOffsetsR
 			if err != nil {
 				sp.ErrorCode = code(err)
 			} else {
-				h.listOffset(p, req.Version, req.ReplicaID, req.IsolationLevel == 1, &rp, &sp)
+				h.listOffset(rctx, p, req.Version, req.ReplicaID, req.IsolationLevel == 1, &rp, &sp)
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}
@@ -74,7 +83,7 @@ func (h *Handlers) answerListOffsets(r *protocol.Request, req *kmsg.ListOffsetsR
 	return resp
 }
 
-func (h *Handlers) listOffset(p *broker.Partition, version int16, replicaID int32, readCommitted bool, rp *kmsg.ListOffsetsRequestTopicPartition, sp *kmsg.ListOffsetsResponseTopicPartition) {
+func (h *Handlers) listOffset(rctx context.Context, p *broker.Partition, version int16, replicaID int32, readCommitted bool, rp *kmsg.ListOffsetsRequestTopicPartition, sp *kmsg.ListOffsetsResponseTopicPartition) {
 	le := p.LeaderEpoch()
 	if rp.CurrentLeaderEpoch >= 0 && rp.CurrentLeaderEpoch != le {
 		if rp.CurrentLeaderEpoch < le {
@@ -128,7 +137,7 @@ func (h *Handlers) listOffset(p *broker.Partition, version int16, replicaID int3
 		case rp.Timestamp == -3:
 			off, ts, ok, err = log.MaxTimestamp()
 		case tiered(h, p):
-			off, ts, ok, err = h.remoteOffsetForTimestamp(p, rp.Timestamp)
+			off, ts, ok, err = h.remoteOffsetForTimestamp(rctx, p, rp.Timestamp)
 			remoteErr = err != nil
 			if err == nil && !ok {
 				off, ts, ok, err = log.OffsetForTimestamp(rp.Timestamp)
@@ -137,6 +146,8 @@ func (h *Handlers) listOffset(p *broker.Partition, version int16, replicaID int3
 			off, ts, ok, err = log.OffsetForTimestamp(rp.Timestamp)
 		}
 		switch {
+		case remoteErr && errors.Is(err, context.DeadlineExceeded):
+			sp.ErrorCode = kerr.RequestTimedOut.Code
 		case remoteErr:
 			h.b.Logger().Warn("remote log timestamp lookup failed", "topic", p.Topic, "partition", p.TP.Partition, "err", err)
 			sp.ErrorCode = kerr.UnknownServerError.Code
@@ -181,12 +192,8 @@ func (h *Handlers) needsRemoteLookup(req *kmsg.ListOffsetsRequest) bool {
 
 // remoteOffsetForTimestamp searches p's remote log for the first record
 // at or after the log start with a timestamp at least ts (Kafka's
-// RemoteLogManager.findOffsetByTimestamp), bounded by
-// remote.list.offsets.request.timeout.ms.
-func (h *Handlers) remoteOffsetForTimestamp(p *broker.Partition, ts int64) (int64, int64, bool, error) {
-	d := time.Duration(h.b.Config().Int("remote.list.offsets.request.timeout.ms", 30000)) * time.Millisecond
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
+// RemoteLogManager.findOffsetByTimestamp), within ctx.
+func (h *Handlers) remoteOffsetForTimestamp(ctx context.Context, p *broker.Partition, ts int64) (int64, int64, bool, error) {
 	log := p.Log()
 	return h.b.RemoteReader().OffsetForTimestamp(ctx, p.RemotePartition(), log.EpochEntries(), ts, log.LogStartOffset())
 }

@@ -383,16 +383,63 @@ func TestTieredReadCommitted(t *testing.T) {
 	}
 }
 
-// gatedStore blocks every Get until its gate opens (whatever the context:
-// a store that hangs).
+// gatedStore blocks every Get until its gate opens: whatever the context
+// (a store that hangs), or until the context ends with honorCtx.
 type gatedStore struct {
 	objstore.Store
-	gate chan struct{}
+	gate     chan struct{}
+	honorCtx bool
 }
 
 func (g *gatedStore) Get(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
-	<-g.gate
+	if g.honorCtx {
+		select {
+		case <-g.gate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	} else {
+		<-g.gate
+	}
 	return g.Store.Get(ctx, key, off, n)
+}
+
+// TestTieredListOffsetsTimeout: a timestamp lookup in a remote log that
+// does not answer within ListOffsets v10's TimeoutMs answers
+// REQUEST_TIMED_OUT (Kafka's DelayedRemoteListOffsets expiring); once the
+// store answers, the lookup does.
+func TestTieredListOffsetsTimeout(t *testing.T) {
+	gs := &gatedStore{gate: make(chan struct{}), honorCtx: true}
+	tn := startTieredStore(t, nil, func(s objstore.Store) objstore.Store { gs.Store = s; return gs })
+	cl := tn.client()
+	createTopic(t, cl, "tiered", 1, tieredConfigs())
+	for i := 0; i < 200; i++ {
+		if err := cl.ProduceSync(ctx(t), &kgo.Record{Topic: "tiered", Value: bytes.Repeat([]byte{'w'}, 50)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tn.tier(t, "tiered")
+	lookup := func() kmsg.ListOffsetsResponseTopicPartition {
+		req := kmsg.NewPtrListOffsetsRequest()
+		req.SetVersion(10)
+		req.ReplicaID = -1
+		req.TimeoutMillis = 200
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = "tiered"
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Timestamp = 0 // the first record, in the remote log
+		rp.CurrentLeaderEpoch = -1
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		return request[*kmsg.ListOffsetsResponse](t, cl, req).Topics[0].Partitions[0]
+	}
+	if p := lookup(); p.ErrorCode != kerr.RequestTimedOut.Code {
+		t.Fatalf("lookup with the store hung: error %d offset %d", p.ErrorCode, p.Offset)
+	}
+	close(gs.gate)
+	if p := lookup(); p.ErrorCode != 0 || p.Offset != 0 {
+		t.Fatalf("lookup with the store back: error %d offset %d", p.ErrorCode, p.Offset)
+	}
 }
 
 // TestTieredFetchWaitAndQueue: a remote read not done within
