@@ -29,6 +29,7 @@ import (
 	"github.com/sluice-io/sluice/internal/metadata"
 	"github.com/sluice-io/sluice/internal/metrics"
 	"github.com/sluice-io/sluice/internal/objstore"
+	"github.com/sluice-io/sluice/internal/remote"
 	"github.com/sluice-io/sluice/internal/replica"
 	"github.com/sluice-io/sluice/internal/storage"
 	"github.com/sluice-io/sluice/internal/vfs"
@@ -90,6 +91,11 @@ type Options struct {
 	// It may run with a partition lock held, so it must not call into the
 	// Broker. Default: os.Exit(1). Tests set it to observe the failure.
 	OnFatal func(error)
+	// RemoteMetadata is the remote log metadata that fetches below a
+	// partition's local log start read the remote log by (remote.go).
+	// Default nil: with RemoteStore, the broker's own
+	// __remote_log_metadata store (rlmstore.go); tests set another.
+	RemoteMetadata remote.Metadata
 }
 
 // Broker is one sluice node's data plane.
@@ -185,6 +191,10 @@ type Broker struct {
 	bgIdle   *sync.Cond // (bgMu) broadcast when bgN drops to zero
 	bgN      int        // (bgMu)
 	bgClosed bool       // (bgMu) set by Close: goBackground refuses
+
+	// remote is the remote log reader and its pool, nil without remote
+	// storage (remote.go).
+	remote *remoteReads
 }
 
 // SelfBroker returns the registration this node advertises to clients and
@@ -324,6 +334,7 @@ func Open(opts Options) (*Broker, error) {
 	if opts.RemoteStore != nil {
 		b.rlm = newRLM(b, opts.RemoteStore)
 	}
+	b.startRemote(opts)
 	b.hwCheck = b.readHWCheckpoint()
 	if err := b.reconcile(b.ctrl.Image()); err != nil {
 		b.Close()

@@ -446,6 +446,15 @@ func (f *fetcher) handle(ctx context.Context, p *Partition, req replica.FetchReq
 			return
 		}
 		res.LEO, res.LogStart = leo, start
+	case kerr.OffsetMovedToTieredStorage.Code:
+		// KIP-405: rebuild from the remote log's metadata (remote.go).
+		if ok, err := f.rebuildFromRemote(ctx, p, req); !ok {
+			if err != nil {
+				f.b.log.Warn("follower cannot rebuild from the remote log", "topic", p.Topic, "partition", p.Partition, "err", err)
+			}
+			f.backoffPartition(p.TP)
+		}
+		return
 	default:
 		// Not leader, fenced or unknown epoch: wait for new metadata.
 		f.backoffPartition(p.TP)

@@ -337,9 +337,18 @@ func (p *Partition) processReady() {
 		resync := int64(-1)
 		if t := rd.Truncate; t != nil {
 			var err error
-			if t.Fully {
+			switch {
+			case t.Fully && t.Tiered:
+				err = p.log.TruncateFullyAndStartTiered(t.LogStart, t.Offset)
+				if err == nil {
+					// The producer state from the remote snapshot is the
+					// log's from now on (Kafka writes the snapshot file
+					// at the new log end).
+					err = p.snapshotProducers(true)
+				}
+			case t.Fully:
 				err = p.log.TruncateFullyAndStartAt(t.Offset)
-			} else {
+			default:
 				err = p.log.TruncateTo(t.Offset)
 			}
 			if err != nil && !p.ioFailed("truncate", err) {
@@ -666,7 +675,10 @@ func (p *Partition) Commit(end int64) error {
 // machine checks epochs, divergence and range and (for a follower) records
 // its position; the records in [From, To) are then located in the log, at
 // most maxBytes (the first batch whole when first is set, KIP-74), as byte
-// ranges of its files (copied, or sent with sendfile, by the caller).
+// ranges of its files (copied, or sent with sendfile, by the caller). An
+// offset below the local log start (tiered storage) is answered by
+// tieredFetch (remote.go): a consumer's with storage.ErrOffsetTiered, for
+// the caller to read the remote log.
 func (p *Partition) Fetch(req replica.FetchRequest, maxBytes int, first bool) (replica.FetchResult, storage.Slice, error) {
 	var res replica.FetchResult
 	// A consumer's fetch changes nothing in the machine; a follower's
@@ -693,6 +705,9 @@ func (p *Partition) Fetch(req replica.FetchRequest, maxBytes int, first bool) (r
 		if errors.Is(err, storage.ErrOffsetOutOfRange) {
 			res.Error = kerr.OffsetOutOfRange.Code
 			return res, storage.Slice{}, nil
+		}
+		if errors.Is(err, storage.ErrOffsetTiered) {
+			return p.tieredFetch(req, res)
 		}
 		return res, storage.Slice{}, err
 	}

@@ -37,6 +37,11 @@ package handler
 // start other than last sent. Errors: FETCH_SESSION_ID_NOT_FOUND,
 // INVALID_FETCH_SESSION_EPOCH, FETCH_SESSION_TOPIC_ID_ERROR.
 //
+// Tiered storage (KIP-405, fetch_remote.go): a consumer's offset below
+// the local log start is read from the remote log on the broker's reader
+// pool, the response waiting up to remote.fetch.max.wait.ms; a follower's
+// gets OFFSET_MOVED_TO_TIERED_STORAGE (broker/remote.go).
+//
 // Topic ids (KIP-516, v13+): topics are named by TopicID, resolved through
 // the metadata this node has applied; an id that does not resolve (a
 // deleted topic, even if one was recreated under its name) is
@@ -47,6 +52,7 @@ package handler
 // fields (KIP-853, KIP-1166) that sluice does not serve: Fetch stops at v16.
 
 import (
+	"errors"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -60,6 +66,7 @@ import (
 	"github.com/sluice-io/sluice/internal/metadata"
 	"github.com/sluice-io/sluice/internal/protocol"
 	"github.com/sluice-io/sluice/internal/replica"
+	"github.com/sluice-io/sluice/internal/storage"
 )
 
 // maxFetchWait caps MaxWaitMillis.
@@ -87,6 +94,11 @@ func (h *Handlers) fetch(r *protocol.Request) protocol.Reply {
 	wait := time.Duration(req.MaxWaitMillis) * time.Millisecond
 	if wait > maxFetchWait {
 		wait = maxFetchWait
+	}
+	if len(read.remote) > 0 {
+		// Remote reads wait for the object store: not on the
+		// connection's reader (fetch_remote.go).
+		return protocol.Reply{Await: func() kmsg.Response { return h.sendFetch(r, req, plan, read) }}
 	}
 	if read.bytes >= int64(req.MinBytes) || wait <= 0 || read.waitOn == nil {
 		return protocol.Reply{Resp: h.sendFetch(r, req, plan, read)}
@@ -126,6 +138,9 @@ func (h *Handlers) fetch(r *protocol.Request) protocol.Reply {
 // with the throttle time instead (KIP-219; quota.go): the records stay
 // for a later fetch, and nothing is recorded in its fetch session.
 func (h *Handlers) sendFetch(r *protocol.Request, req *kmsg.FetchRequest, plan fetchPlan, read fetchRead) kmsg.Response {
+	if len(read.remote) > 0 {
+		h.readRemote(r, &read)
+	}
 	if read.throttled > 0 || read.held > 0 {
 		h.b.RecordLeaderThrottled(read.throttled, read.held)
 	}
@@ -262,6 +277,9 @@ type fetchRead struct {
 	// throttled rate was exceeded.
 	throttled int64
 	held      int
+	// remote are the partitions to read from the remote log
+	// (fetch_remote.go).
+	remote []remoteFetch
 }
 
 // readFetch reads every item as it is now.
@@ -320,7 +338,11 @@ func (h *Handlers) readFetch(req *kmsg.FetchRequest, items []fetchItem, lookup t
 					rd.held++
 				}
 			}
-			n, stop := h.readPartition(p, req, &it.req, sp, room, firstHere, holes)
+			nremote := len(rd.remote)
+			n, stop := h.readPartition(p, req, &it.req, sp, room, firstHere, holes, &rd.remote)
+			if len(rd.remote) > nremote {
+				rd.remote[nremote].i = i
+			}
 			if throttled {
 				rd.throttled += n
 			}
@@ -339,6 +361,16 @@ func (h *Handlers) readFetch(req *kmsg.FetchRequest, items []fetchItem, lookup t
 	}
 	if immediate {
 		rd.waitOn, rd.watch = nil, nil
+	}
+	// The remote reads share what the local ones left of the budget, in
+	// request order; only the first of them, and only if no local
+	// partition returned records, returns its first batch whole (KIP-74).
+	left := budget - rd.bytes
+	for k := range rd.remote {
+		rf := &rd.remote[k]
+		rf.limit = max(min(rf.limit, left), 0)
+		rf.first = rf.first && first && k == 0
+		left -= rf.limit
 	}
 	return rd
 }
@@ -386,7 +418,9 @@ func (h *Handlers) currentLeader(topic string, sp *kmsg.FetchResponseTopicPartit
 // range, and records a follower's position). It returns the record bytes
 // added and whether the response should not wait (error or divergence).
 // A large read is spliced into holes, or copied if holes is nil.
-func (h *Handlers) readPartition(p *broker.Partition, req *kmsg.FetchRequest, rp *fetchsession.Request, sp *kmsg.FetchResponseTopicPartition, budget int64, first bool, holes *[]fetchHole) (int64, bool) {
+// A consumer's offset in the remote log is added to remote, with the
+// bytes it may take, to be read after (fetch_remote.go).
+func (h *Handlers) readPartition(p *broker.Partition, req *kmsg.FetchRequest, rp *fetchsession.Request, sp *kmsg.FetchResponseTopicPartition, budget int64, first bool, holes *[]fetchHole, remote *[]remoteFetch) (int64, bool) {
 	limit := int64(rp.MaxBytes)
 	if budget < limit {
 		limit = budget
@@ -420,6 +454,11 @@ func (h *Handlers) readPartition(p *broker.Partition, req *kmsg.FetchRequest, rp
 		sp.LastStableOffset = res.LSO
 	}
 	sp.LogStartOffset = res.LogStart
+	if errors.Is(err, storage.ErrOffsetTiered) {
+		*remote = append(*remote, remoteFetch{p: p, offset: rp.FetchOffset, maxOffset: res.To, limit: limit,
+			first: first, readCommitted: readCommitted})
+		return 0, true
+	}
 	if err != nil {
 		sp.ErrorCode = kerr.KafkaStorageError.Code
 		return 0, true

@@ -124,7 +124,7 @@ func RegisterWith(reg *protocol.Registry, b *broker.Broker, opts Options) *Handl
 	for _, api := range []protocol.Handler{
 		{Key: 0, MinVersion: 0, MaxVersion: 12, Serve: h.withProduceQuota(h.produce)},
 		{Key: 1, MinVersion: 4, MaxVersion: fetchMaxVersion, Serve: h.fetch},
-		{Key: 2, MinVersion: 1, MaxVersion: 7, Serve: h.listOffsets},
+		{Key: 2, MinVersion: 1, MaxVersion: 10, Serve: h.listOffsets},
 		{Key: 3, MinVersion: 0, MaxVersion: 12, Serve: h.metadata},
 		{Key: 19, MinVersion: 0, MaxVersion: 7, Serve: h.createTopics},
 		{Key: 20, MinVersion: 0, MaxVersion: 6, Serve: h.deleteTopics},

@@ -26,6 +26,7 @@ func TestErrorCodesMatchKerr(t *testing.T) {
 		{ErrInvalidUpdateVersion, kerr.InvalidUpdateVersion},
 		{ErrIneligibleReplica, kerr.IneligibleReplica},
 		{ErrNewLeaderElected, kerr.NewLeaderElected},
+		{ErrOffsetMovedToTieredStorage, kerr.OffsetMovedToTieredStorage},
 	} {
 		if c.got != c.want.Code {
 			t.Errorf("%s: have %d, kerr says %d", c.want.Message, c.got, c.want.Code)

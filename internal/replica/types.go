@@ -28,6 +28,10 @@ const (
 	ErrInvalidUpdateVersion         int16 = 95  // INVALID_UPDATE_VERSION
 	ErrIneligibleReplica            int16 = 107 // INELIGIBLE_REPLICA
 	ErrNewLeaderElected             int16 = 108 // NEW_LEADER_ELECTED
+	// ErrOffsetMovedToTieredStorage is OFFSET_MOVED_TO_TIERED_STORAGE
+	// (KIP-405): a follower's fetch offset is below the leader's local
+	// log start, in its remote log (HandleRemoteAux).
+	ErrOffsetMovedToTieredStorage int16 = 109
 )
 
 // Acks values of a produce request.
@@ -369,6 +373,12 @@ type Truncation struct {
 	// Fully empties the log and restarts it at Offset (truncateFullyAndStartAt,
 	// docs/kafka-replication.md §3.5).
 	Fully bool
+	// Tiered, with Fully, keeps the log start at LogStart, below Offset:
+	// the range between is in the remote log (KIP-405, HandleRemoteAux).
+	// The driver then also writes the machine's producer state as the
+	// log's snapshot at Offset.
+	Tiered   bool
+	LogStart int64
 }
 
 // Ready is the work the driver must do, in field order, before calling

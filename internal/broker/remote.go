@@ -1,0 +1,197 @@
+package broker
+
+import (
+	"context"
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-io/sluice/internal/remote"
+	"github.com/sluice-io/sluice/internal/replica"
+	"github.com/sluice-io/sluice/internal/storage"
+)
+
+// Reads from the remote log (tiered storage, KIP-405; docs/tiered-storage.md,
+// "Reads"). A consumer fetch below a partition's local log start is served
+// by the remote reader (remote.Reader, Kafka's RemoteLogManager.read) on a
+// bounded pool of remote.log.reader.threads goroutines with a queue of
+// remote.log.reader.max.pending.tasks (Kafka's RemoteLogReader thread pool,
+// RemoteStorageThreadPool), never on the partition's owner.
+
+// ErrRemoteQueueFull is returned by SubmitRemoteRead when
+// remote.log.reader.max.pending.tasks reads are already waiting (Kafka's
+// RejectedExecutionException, which the fetch answers for that partition).
+var ErrRemoteQueueFull = errors.New("broker: remote log reader queue full")
+
+// ErrNoRemoteStorage is returned by SubmitRemoteRead on a broker without a
+// remote store.
+var ErrNoRemoteStorage = errors.New("broker: remote storage is not configured")
+
+// remoteReads is the remote reader and its pool.
+type remoteReads struct {
+	reader *remote.Reader
+	tasks  chan func(context.Context)
+}
+
+// startRemote makes the remote reader from the options and starts its
+// pool (none without Options.RemoteStore and Options.RemoteMetadata).
+func (b *Broker) startRemote(opts Options) {
+	md := opts.RemoteMetadata
+	if md == nil && b.rlm != nil {
+		md = b.RemoteMetadata() // the __remote_log_metadata store (rlmstore.go)
+	}
+	if opts.RemoteStore == nil || md == nil {
+		return
+	}
+	prefix, _ := b.cfg.Get("sluice.remote.storage.prefix")
+	rr := &remoteReads{
+		reader: remote.NewReader(opts.RemoteStore, md, remote.ReaderConfig{
+			Prefix:          prefix,
+			IndexCacheBytes: b.cfg.Int("remote.log.index.file.cache.total.size.bytes", 1<<30),
+		}),
+		tasks: make(chan func(context.Context), b.cfg.Int("remote.log.reader.max.pending.tasks", 100)),
+	}
+	b.remote = rr
+	threads := int(b.cfg.Int("remote.log.reader.threads", 10))
+	b.wg.Add(threads)
+	for range threads {
+		go func() {
+			defer b.wg.Done()
+			for {
+				select {
+				case <-b.ctx.Done():
+					return
+				case fn := <-rr.tasks:
+					fn(b.ctx)
+				}
+			}
+		}()
+	}
+}
+
+// RemoteReader is the reader of the remote log, nil without remote
+// storage.
+func (b *Broker) RemoteReader() *remote.Reader {
+	if b.remote == nil {
+		return nil
+	}
+	return b.remote.reader
+}
+
+// SubmitRemoteRead queues fn on the remote reader pool. fn runs with a
+// context cancelled when the broker closes; a read queued when the broker
+// closes does not run. It fails at once with ErrRemoteQueueFull when the
+// queue is full.
+func (b *Broker) SubmitRemoteRead(fn func(ctx context.Context)) error {
+	if b.remote == nil {
+		return ErrNoRemoteStorage
+	}
+	select {
+	case b.remote.tasks <- fn:
+		return nil
+	default:
+		return ErrRemoteQueueFull
+	}
+}
+
+// RemotePartition names p in the remote log (its topic id from the
+// metadata this node applied).
+func (p *Partition) RemotePartition() remote.Partition {
+	id, _ := p.b.TopicID(p.Topic)
+	return remote.Partition{TopicID: id, Topic: p.Topic, Partition: p.TP.Partition}
+}
+
+// RemoteStorage reports whether p's topic has remote.storage.enable.
+func (p *Partition) RemoteStorage() bool { return p.log.Config().RemoteStorage }
+
+// tieredFetch answers a fetch whose offset is below the local log start
+// (storage.ErrOffsetTiered), as Kafka's
+// ReplicaManager.handleOffsetOutOfRangeError does: a follower gets
+// OFFSET_MOVED_TO_TIERED_STORAGE when the topic has remote storage (it
+// rebuilds from the remote log, fetcher.go), a consumer is read from the
+// remote log by the caller (the error is passed on), and without remote
+// storage either gets OFFSET_OUT_OF_RANGE.
+func (p *Partition) tieredFetch(req replica.FetchRequest, res replica.FetchResult) (replica.FetchResult, storage.Slice, error) {
+	switch {
+	case !p.RemoteStorage():
+		res.Error = kerr.OffsetOutOfRange.Code
+	case req.ReplicaID >= 0:
+		res.Error = kerr.OffsetMovedToTieredStorage.Code
+	case p.b.remote == nil:
+		res.Error = kerr.OffsetOutOfRange.Code
+	default:
+		return res, storage.Slice{}, storage.ErrOffsetTiered
+	}
+	return res, storage.Slice{}, nil
+}
+
+// rebuildFromRemote is the follower's side of OFFSET_MOVED_TO_TIERED_STORAGE
+// (Kafka's ReplicaFetcherTierStateMachine.start, on the fetcher as there):
+// it asks the leader for its earliest local offset and log start
+// (ListOffsets -4 and -2), reads the leader-epoch checkpoint and producer
+// snapshot of the remote segment holding the offset just below that
+// local start, and hands them to the machine (replica.HandleRemoteAux),
+// which restarts the log at the leader's local start. It reports whether
+// the machine did.
+func (f *fetcher) rebuildFromRemote(ctx context.Context, p *Partition, req replica.FetchRequest) (bool, error) {
+	rr := f.b.RemoteReader()
+	if rr == nil {
+		return false, ErrNoRemoteStorage
+	}
+	localStart, localEpoch, logStart, err := f.earliestLocal(ctx, p.TP, req.CurrentLeaderEpoch)
+	if err != nil {
+		return false, err
+	}
+	if localStart <= req.FetchOffset {
+		return false, nil // the leader's local log holds it now: fetch again
+	}
+	aux, err := rr.Aux(ctx, p.RemotePartition(), localStart-1, localEpoch)
+	if err != nil {
+		return false, err
+	}
+	var ok bool
+	p.do(func() {
+		if !p.closed {
+			ok = p.r.HandleRemoteAux(req, replica.RemoteAux{LocalStart: localStart, LogStart: logStart, Epochs: aux.Epochs, Producers: aux.Producers})
+		}
+	})
+	if ok {
+		f.b.log.Info("follower rebuilt its log from the remote log", "topic", p.Topic, "partition", p.TP.Partition,
+			"local_start", localStart, "log_start", logStart, "remote_segment_start", aux.Segment.StartOffset, "remote_segment_end", aux.Segment.EndOffset)
+	}
+	return ok, nil
+}
+
+// earliestLocal asks the leader for its local log start with its leader
+// epoch (ListOffsets -4, v8) and its log start (-2), as a replica.
+func (f *fetcher) earliestLocal(ctx context.Context, tp TP, leaderEpoch int32) (localStart int64, localEpoch int32, logStart int64, err error) {
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.SetVersion(8)
+	req.ReplicaID = f.b.cfg.NodeID
+	t := kmsg.NewListOffsetsRequestTopic()
+	t.Topic = tp.Topic
+	for _, ts := range []int64{-4, -2} {
+		p := kmsg.NewListOffsetsRequestTopicPartition()
+		p.Partition = tp.Partition
+		p.CurrentLeaderEpoch = leaderEpoch
+		p.Timestamp = ts
+		t.Partitions = append(t.Partitions, p)
+	}
+	req.Topics = append(req.Topics, t)
+	kresp, err := f.cl.Request(ctx, req)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	resp := kresp.(*kmsg.ListOffsetsResponse)
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 2 {
+		return 0, 0, 0, errors.New("malformed ListOffsets response")
+	}
+	ps := resp.Topics[0].Partitions
+	for _, p := range ps {
+		if p.ErrorCode != 0 {
+			return 0, 0, 0, kerr.ErrorForCode(p.ErrorCode)
+		}
+	}
+	return ps[0].Offset, ps[0].LeaderEpoch, ps[1].Offset, nil
+}
