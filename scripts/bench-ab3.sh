@@ -3,7 +3,8 @@
 # with sluice-bench (docs/performance.md): each round starts a fresh
 # 3-node cluster of A and of B (alternating which goes first), runs
 # sluice-bench once against each and prints produce and consume throughput
-# and the B/A ratio.
+# and the B/A ratio, and the CPU seconds (user+system) the three nodes
+# used in all, from their start to the end of the run.
 #
 #   scripts/bench-ab3.sh ROUNDS "A-BINARY A-BENCH-ARGS" "B-BINARY B-BENCH-ARGS"
 #
@@ -66,10 +67,12 @@ run() { # "binary bench-args" -> "produce_rec/s consume_rec/s"
 		fi
 		[ "$try" -lt 5 ] && sleep 1
 	done
+	local cpu
+	cpu=$(nodes_cpu "${pids[@]}")
 	# Every node that is still up (a node that died must not leave the
 	# others running).
 	kill "${pids[@]}" 2>/dev/null || true
 	wait "${pids[@]}" 2>/dev/null || true
-	printf '%.0f %.0f\n' "$(field produceRecordsPerSec "$out")" "$(field consumeRecordsPerSec "$out")"
+	printf '%.0f %.0f %s\n' "$(field produceRecordsPerSec "$out")" "$(field consumeRecordsPerSec "$out")" "$cpu"
 }
 rounds "$rounds" "$a" "$b"
