@@ -58,14 +58,14 @@ run() { # "binary bench-args" -> "produce_rec/s consume_rec/s"
 	done
 	# A listening broker may not have registered yet: creating an RF 3
 	# topic then fails with INVALID_REPLICATION_FACTOR, as in Kafka, so
-	# the run is retried a few times.
-	for try in 1 2 3 4 5; do
+	# the run is retried, for up to about 20 s (a loaded machine).
+	for try in $(seq 20); do
 		# shellcheck disable=SC2086
 		if out=$("$tmp/sluice-bench" --brokers "127.0.0.1:$((base + 1)),127.0.0.1:$((base + 2)),127.0.0.1:$((base + 3))" \
 			--replication-factor 3 --json ${BENCH_ARGS:-} $args); then
 			break
 		fi
-		[ "$try" -lt 5 ] && sleep 1
+		[ "$try" -lt 20 ] && sleep 1
 	done
 	local cpu
 	cpu=$(nodes_cpu "${pids[@]}")
