@@ -3,7 +3,8 @@
 # with sluice-bench (docs/performance.md): each round starts a fresh
 # 3-node cluster of A and of B (alternating which goes first), runs
 # sluice-bench once against each and prints produce and consume throughput
-# and the B/A ratio.
+# and the B/A ratio, and the CPU seconds (user+system) the three nodes
+# used in all, from their start to the end of the run.
 #
 #   scripts/bench-ab3.sh ROUNDS "A-BINARY A-BENCH-ARGS" "B-BINARY B-BENCH-ARGS"
 #
@@ -57,19 +58,21 @@ run() { # "binary bench-args" -> "produce_rec/s consume_rec/s"
 	done
 	# A listening broker may not have registered yet: creating an RF 3
 	# topic then fails with INVALID_REPLICATION_FACTOR, as in Kafka, so
-	# the run is retried a few times.
-	for try in 1 2 3 4 5; do
+	# the run is retried, for up to about 20 s (a loaded machine).
+	for try in $(seq 20); do
 		# shellcheck disable=SC2086
 		if out=$("$tmp/sluice-bench" --brokers "127.0.0.1:$((base + 1)),127.0.0.1:$((base + 2)),127.0.0.1:$((base + 3))" \
 			--replication-factor 3 --json ${BENCH_ARGS:-} $args); then
 			break
 		fi
-		[ "$try" -lt 5 ] && sleep 1
+		[ "$try" -lt 20 ] && sleep 1
 	done
+	local cpu
+	cpu=$(nodes_cpu "${pids[@]}")
 	# Every node that is still up (a node that died must not leave the
 	# others running).
 	kill "${pids[@]}" 2>/dev/null || true
 	wait "${pids[@]}" 2>/dev/null || true
-	printf '%.0f %.0f\n' "$(field produceRecordsPerSec "$out")" "$(field consumeRecordsPerSec "$out")"
+	printf '%.0f %.0f %s\n' "$(field produceRecordsPerSec "$out")" "$(field consumeRecordsPerSec "$out")" "$cpu"
 }
 rounds "$rounds" "$a" "$b"

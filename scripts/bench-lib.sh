@@ -23,19 +23,35 @@ field() {
 	sed -n "s/.*\"$1\":\([-0-9.e+]*\).*/\1/p" <<<"$2"
 }
 
+# nodes_cpu PID...: the CPU seconds (user+system) the processes have used
+# so far, in all (from /proc/PID/stat).
+nodes_cpu() {
+	local p s ticks=0 st
+	for p in "$@"; do
+		s=$(cat "/proc/$p/stat" 2>/dev/null) || continue
+		read -r -a st <<<"${s##*) }" # the fields after the command name
+		ticks=$((ticks + st[11] + st[12]))
+	done
+	awk -v t="$ticks" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.2f", t / hz }'
+}
+
 # rounds ROUNDS A B: runs `run A` and `run B` (run is the caller's function,
-# printing "produce_rec/s consume_rec/s") ROUNDS times, alternating which
-# goes first, and prints each pair and its B/A ratios.
+# printing "produce_rec/s consume_rec/s [broker_cpu_s]") ROUNDS times,
+# alternating which goes first, and prints each pair and its B/A ratios.
 rounds() {
-	local n=$1 a=$2 b=$3 r pa ca pb cb
-	printf '%-6s %-3s %14s %14s\n' round run produce_rec/s consume_rec/s
+	local n=$1 a=$2 b=$3 r pa ca xa pb cb xb
+	printf '%-6s %-3s %14s %14s %14s\n' round run produce_rec/s consume_rec/s broker_cpu_s
 	for r in $(seq "$n"); do
 		if [ $((r % 2)) -eq 1 ]; then
-			read -r pa ca < <(run "$a"); read -r pb cb < <(run "$b")
+			read -r pa ca xa < <(run "$a"); read -r pb cb xb < <(run "$b")
 		else
-			read -r pb cb < <(run "$b"); read -r pa ca < <(run "$a")
+			read -r pb cb xb < <(run "$b"); read -r pa ca xa < <(run "$a")
 		fi
-		printf '%-6s %-3s %14s %14s\n' "$r" A "$pa" "$ca" "$r" B "$pb" "$cb"
-		awk -v r="$r" -v pa="$pa" -v pb="$pb" -v ca="$ca" -v cb="$cb" 'BEGIN { c = (ca > 0) ? sprintf("%.2fx", cb / ca) : "n/a"; printf "round %s: B/A produce %.2fx, consume %s\n", r, pb / pa, c }'
+		printf '%-6s %-3s %14s %14s %14s\n' "$r" A "$pa" "$ca" "${xa:--}" "$r" B "$pb" "$cb" "${xb:--}"
+		awk -v r="$r" -v pa="$pa" -v pb="$pb" -v ca="$ca" -v cb="$cb" -v xa="$xa" -v xb="$xb" 'BEGIN {
+			c = (ca > 0) ? sprintf("%.2fx", cb / ca) : "n/a"
+			x = (xa > 0 && xb != "") ? sprintf(", broker CPU %.2fx", xb / xa) : ""
+			printf "round %s: B/A produce %.2fx, consume %s%s\n", r, pb / pa, c, x
+		}'
 	done
 }

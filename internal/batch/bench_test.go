@@ -43,6 +43,25 @@ func BenchmarkValidateTimestamps(b *testing.B) {
 	}
 }
 
+// BenchmarkValidateProducerBatch is the produce path's pass over the
+// batches scripts/bench-ab3.sh sends (docs/performance.md, "Replication"):
+// franz-go's 1 MiB batches of 100 B values without keys or headers,
+// uncompressed.
+func BenchmarkValidateProducerBatch(b *testing.B) {
+	recs := make([]batchtest.Record, 9000)
+	for i := range recs {
+		recs[i] = batchtest.Record{Value: bytes.Repeat([]byte{'v'}, 100), TimestampDelta: int64(i / 100)}
+	}
+	raw := batchtest.Build(batchtest.Options{Idempotent: true, ProducerID: 7, BaseTimestamp: 1000}, recs)
+	b.SetBytes(int64(len(raw)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := batch.ValidateTimestamps(raw); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkRebuild is the produce path's cost for a batch whose codec is
 // not the topic's compression.type: validation, decompression, the new
 // codec's encoding and the CRC.

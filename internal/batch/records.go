@@ -75,6 +75,9 @@ func records(h Header, b []byte, ts *Timestamps, strict bool, fn func(r Record) 
 // adds every record's timestamp to ts when ts is not nil and calls fn, when
 // not nil, for every record until it returns false.
 func scanRecords(h Header, data []byte, ts *Timestamps, strict bool, fn func(r Record) bool) error {
+	if strict && fn == nil {
+		return checkRecords(h, data, ts)
+	}
 	var r Record
 	prev := int32(-1)
 	for i := int32(0); i < h.NumRecords; i++ {
@@ -178,6 +181,103 @@ func (ts *Timestamps) add(t int64) {
 	case t > ts.Max:
 		ts.Max = t
 	}
+}
+
+// checkRecords is scanRecords of a produced batch without a callback
+// (strict, fn nil), the leader's validation of every batch it appends: it
+// makes the same checks, record by record, reading the varints in place
+// without decoding a Record (no header slices, no copies). Kafka's
+// LogValidator parses every record of an uncompressed v2 batch the same
+// way (DefaultRecord.readFrom through the batch's iterator).
+func checkRecords(h Header, data []byte, ts *Timestamps) error {
+	p := data
+	for i := int32(0); i < h.NumRecords; i++ {
+		length, n := fastVarint(p)
+		if n <= 0 || length < 0 || length > int64(len(p)-n) {
+			return ErrCorrupt
+		}
+		end := n + int(length)
+		tsDelta, ok := checkRecord(p[n:end], i)
+		if !ok || i > h.LastOffsetDelta {
+			return ErrCorrupt
+		}
+		p = p[end:]
+		if ts != nil {
+			// Wraps like Java's long addition in Kafka's Record.timestamp().
+			ts.add(h.BaseTimestamp + tsDelta)
+		}
+	}
+	if len(p) != 0 || (h.NumRecords > 0 && h.LastOffsetDelta != h.NumRecords-1) {
+		return ErrCorrupt
+	}
+	return nil
+}
+
+// checkRecord checks the body of one record (after its length) as
+// parseRecord parses it, with offset delta i, and returns its timestamp
+// delta.
+func checkRecord(body []byte, i int32) (int64, bool) {
+	if len(body) < 1 {
+		return 0, false
+	}
+	body = body[1:] // attributes, unused
+	tsDelta, n := fastVarint(body)
+	if n <= 0 {
+		return 0, false
+	}
+	body = body[n:]
+	offsetDelta, n := fastVarint(body)
+	if n <= 0 || offsetDelta != int64(i) {
+		return 0, false
+	}
+	body = body[n:]
+	var ok bool
+	if body, ok = skipBytes(body, -1); !ok { // key
+		return 0, false
+	}
+	if body, ok = skipBytes(body, -1); !ok { // value
+		return 0, false
+	}
+	nh, n := fastVarint(body)
+	if n <= 0 || nh < 0 || nh > int64(len(body)-n) {
+		return 0, false
+	}
+	body = body[n:]
+	for range nh {
+		if body, ok = skipBytes(body, 0); !ok { // header key, never null
+			return 0, false
+		}
+		if body, ok = skipBytes(body, -1); !ok { // header value
+			return 0, false
+		}
+	}
+	return tsDelta, len(body) == 0
+}
+
+// skipBytes skips a varint length (-1 = null) and that many bytes, the
+// length being at least minLen.
+func skipBytes(p []byte, minLen int64) ([]byte, bool) {
+	l, n := fastVarint(p)
+	if n <= 0 || l < minLen || l > int64(len(p)-n) {
+		return nil, false
+	}
+	return p[n+int(max(l, 0)):], true
+}
+
+// fastVarint is binary.Varint with a fast path for varints of one or two
+// bytes (the lengths and deltas of records up to 8 KiB).
+func fastVarint(p []byte) (int64, int) {
+	var u int64
+	switch {
+	case len(p) >= 1 && p[0] < 0x80:
+		u = int64(p[0])
+	case len(p) >= 2 && p[1] < 0x80:
+		u = int64(p[0]&0x7f) | int64(p[1])<<7
+		return u>>1 ^ -(u & 1), 2
+	default:
+		return binary.Varint(p)
+	}
+	return u>>1 ^ -(u & 1), 1
 }
 
 // parseRecord decodes one record from p into r.

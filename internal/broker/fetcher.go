@@ -375,7 +375,7 @@ func (f *fetcher) fetchOnce(reqs map[TP]replica.FetchRequest, parts map[TP]*Part
 	ctx, cancel := context.WithTimeout(f.ctx, 10*time.Second)
 	defer cancel()
 	f.rounds.Add(1)
-	kresp, err := f.cl.Request(ctx, kreq)
+	kresp, err := f.request(ctx, kreq)
 	if err != nil {
 		f.sess.HandleError()
 		// The leader may have restarted as a build that does not honour
@@ -426,6 +426,29 @@ func (f *fetcher) fetchOnce(reqs map[TP]replica.FetchRequest, parts map[TP]*Part
 		}
 	}
 	return nil
+}
+
+// reusingClient is a PeerClient that can read a response into the buffer
+// of the previous one (protocol.Client.RequestReusing).
+type reusingClient interface {
+	RequestReusing(ctx context.Context, req kmsg.Request) (kmsg.Response, error)
+}
+
+// The production transport's clients reuse their fetch buffers.
+var _ reusingClient = (*protocol.Client)(nil)
+
+// request sends one fetch of fetchOnce. Its answer is done with when
+// fetchOnce returns: handle appends the records of each partition within
+// its step (Partition.do returns after the step's processReady, which
+// writes the machine's appends), and nothing keeps the response's bytes.
+// So the fetcher's connection reads each answer into the buffer of the
+// previous one where it can, instead of allocating (and zeroing) one of
+// up to replica.fetch.response.max.bytes per round.
+func (f *fetcher) request(ctx context.Context, req *kmsg.FetchRequest) (kmsg.Response, error) {
+	if rc, ok := f.cl.(reusingClient); ok {
+		return rc.RequestReusing(ctx, req)
+	}
+	return f.cl.Request(ctx, req)
 }
 
 // handle feeds one partition's answer to its machine.

@@ -41,6 +41,9 @@ type Client struct {
 	br     *bufio.Reader
 	corrID int32
 	buf    []byte
+	// respBuf is the body of the last response to RequestReusing, kept
+	// for the next one.
+	respBuf []byte
 
 	sent, received atomic.Int64 // frame bytes, size prefixes included
 }
@@ -75,10 +78,28 @@ func (c *Client) closeLocked() error {
 	return err
 }
 
+// MaxReusedResponseBytes bounds the response body RequestReusing keeps
+// for the next call; a larger one is allocated for its call alone.
+const MaxReusedResponseBytes = 16 << 20
+
 // Request sends req (at the version already set on it) and returns the
 // response. The context's deadline bounds the whole exchange; cancelling it
 // closes the connection.
 func (c *Client) Request(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	return c.request(ctx, req, false)
+}
+
+// RequestReusing is Request for a caller that is done with each response
+// before its next RequestReusing call on c (a follower fetcher, which
+// appends the records of an answer before it fetches again): the response
+// is read into a buffer c keeps for the next call, and its byte fields (a
+// fetch response's records) alias that buffer, instead of a new buffer
+// per response. Responses of Request are not affected.
+func (c *Client) RequestReusing(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	return c.request(ctx, req, true)
+}
+
+func (c *Client) request(ctx context.Context, req kmsg.Request, reuse bool) (kmsg.Response, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.nc == nil {
@@ -119,7 +140,7 @@ func (c *Client) Request(ctx context.Context, req kmsg.Request) (kmsg.Response, 
 	nc := c.nc
 	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
-	resp, err := c.roundTrip(req)
+	resp, err := c.roundTrip(req, reuse)
 	if err != nil {
 		c.closeLocked()
 		if ctx.Err() != nil {
@@ -130,7 +151,7 @@ func (c *Client) Request(ctx context.Context, req kmsg.Request) (kmsg.Response, 
 	return resp, nil
 }
 
-func (c *Client) roundTrip(req kmsg.Request) (kmsg.Response, error) {
+func (c *Client) roundTrip(req kmsg.Request, reuse bool) (kmsg.Response, error) {
 	c.corrID++
 	corr := c.corrID
 	b := c.buf[:0]
@@ -164,7 +185,16 @@ func (c *Client) roundTrip(req kmsg.Request) (kmsg.Response, error) {
 	if got := int32(binary.BigEndian.Uint32(hdr[4:])); got != corr {
 		return nil, fmt.Errorf("protocol: correlation id %d, want %d", got, corr)
 	}
-	body := make([]byte, size-4)
+	var body []byte
+	switch n := int(size - 4); {
+	case reuse && cap(c.respBuf) >= n:
+		body = c.respBuf[:n]
+	case reuse && n <= MaxReusedResponseBytes:
+		body = make([]byte, n)
+		c.respBuf = body
+	default:
+		body = make([]byte, n)
+	}
 	n, err = io.ReadFull(c.br, body)
 	c.received.Add(int64(len(hdr) + n))
 	if err != nil {
@@ -195,7 +225,7 @@ func (c *Client) authenticate(ctx context.Context) error {
 	hs := kmsg.NewPtrSASLHandshakeRequest()
 	hs.SetVersion(1)
 	hs.Mechanism = c.SASL.Name()
-	r, err := c.roundTrip(hs)
+	r, err := c.roundTrip(hs, false)
 	if err != nil {
 		return err
 	}
@@ -214,7 +244,7 @@ func (c *Client) authenticate(ctx context.Context) error {
 		req := kmsg.NewPtrSASLAuthenticateRequest()
 		req.SetVersion(1)
 		req.SASLAuthBytes = msg
-		r, err := c.roundTrip(req)
+		r, err := c.roundTrip(req, false)
 		if err != nil {
 			return err
 		}
