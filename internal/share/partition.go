@@ -135,6 +135,17 @@ type Partition struct {
 	// avail is closed when records become Available again (released),
 	// waking the long polls waiting on Changed.
 	avail chan struct{}
+	knobs Knobs
+}
+
+// Knobs re-introduce bugs in the share partitions, for the simulator's
+// tests that its invariants catch them (internal/sim). The zero value is
+// the correct code.
+type Knobs struct {
+	// AckBeforeDurable answers an acknowledgement as done when the
+	// persister's write fails, keeping the new window: a confirmed
+	// acknowledgement that a failover then undoes.
+	AckBeforeDurable bool
 }
 
 // Changed returns a channel closed the next time records are released
@@ -470,7 +481,7 @@ func (sp *Partition) Acknowledge(ctx context.Context, member string, now time.Ti
 		return nil
 	}
 	sp.advance()
-	if err := sp.persister.Write(ctx, sp.key, sp.state()); err != nil {
+	if err := sp.persister.Write(ctx, sp.key, sp.state()); err != nil && !sp.knobs.AckBeforeDurable {
 		sp.recs, sp.start = saved, savedStart
 		return err
 	}

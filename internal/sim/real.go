@@ -24,6 +24,7 @@ import (
 	"github.com/sluice-io/sluice/internal/metadata"
 	"github.com/sluice-io/sluice/internal/protocol"
 	"github.com/sluice-io/sluice/internal/replica"
+	"github.com/sluice-io/sluice/internal/share"
 	"github.com/sluice-io/sluice/internal/storage"
 	"github.com/sluice-io/sluice/internal/txn"
 	"github.com/sluice-io/sluice/internal/vfs"
@@ -61,6 +62,11 @@ type RealOptions struct {
 	knobs    sbroker.Knobs
 	ctlKnobs controller.Knobs
 	txnKnobs txn.Knobs
+
+	// Share runs a share group on realShareTopic (realshare.go);
+	// shareKnobs re-introduce share partition bugs (realshare_test.go).
+	Share      bool
+	shareKnobs share.Knobs
 }
 
 // RealStats counts what a run did.
@@ -85,6 +91,9 @@ type RealStats struct {
 	TxnCommitted, TxnAborted, TxnFailovers, TxnLateMarkers int
 	// GroupCommits counts acknowledged offset commits (realgroup.go).
 	GroupCommits int
+	// The share group (realshare.go): fetches answered, records
+	// acquired, acknowledgements confirmed, members crashed and stalled.
+	ShareFetches, ShareAcquired, ShareAccepted, ShareRejected, ShareReleased, ShareCrashes, ShareStalls int
 }
 
 // add adds o's counts to s.
@@ -110,6 +119,13 @@ func (s *RealStats) add(o RealStats) {
 	s.TxnFailovers += o.TxnFailovers
 	s.TxnLateMarkers += o.TxnLateMarkers
 	s.GroupCommits += o.GroupCommits
+	s.ShareFetches += o.ShareFetches
+	s.ShareAcquired += o.ShareAcquired
+	s.ShareAccepted += o.ShareAccepted
+	s.ShareRejected += o.ShareRejected
+	s.ShareReleased += o.ShareReleased
+	s.ShareCrashes += o.ShareCrashes
+	s.ShareStalls += o.ShareStalls
 }
 
 // RealResult is the outcome of RunReal.
@@ -253,6 +269,7 @@ type realWorld struct {
 
 	txn        *simTxn   // the transactional producer and its coordinator
 	grp        *simGroup // the offset committer and the group coordinators
+	shr        *simShare // the share group (realshare.go)
 	txnPending []pendingTxn
 
 	settling bool // the final phase: no faults, no losses
@@ -277,6 +294,7 @@ func RunReal(opts RealOptions) *RealResult {
 		conns: map[[2]int32]*protocol.Local{}, acked: map[string][]ackedRec{}, idem: map[string]*idemProducer{},
 		consumed: map[string]map[int64]string{}, next: map[string]int64{}, nextRC: map[string]int64{}, txn: newSimTxn(), grp: newSimGroup(),
 		deleted: map[string]int64{}, deleteAcked: map[string]int64{}, cmp: newSimCompact(), elr: newELRState(opts.Seed)}
+	w.shr = newSimShare(opts.Share)
 	w.ctrl = newRctl(w)
 	w.txn.tv2 = opts.Seed%2 == 0
 	w.setup()
@@ -289,6 +307,9 @@ func RunReal(opts RealOptions) *RealResult {
 	if w.failed == "" {
 		w.settle()
 	}
+	if w.failed == "" {
+		w.checkShareSettled()
+	}
 	for _, rb := range w.brokers {
 		if rb.up {
 			w.checkWriters(rb)
@@ -297,6 +318,9 @@ func RunReal(opts RealOptions) *RealResult {
 		}
 	}
 	w.stats.GroupCommits = w.grp.commits
+	sh := w.shr
+	w.stats.ShareFetches, w.stats.ShareAcquired, w.stats.ShareAccepted, w.stats.ShareRejected = sh.fetches, sh.acquired, sh.accepted, sh.rejected
+	w.stats.ShareReleased, w.stats.ShareCrashes, w.stats.ShareStalls = sh.released, sh.memberCrashes, sh.stalls
 	res := &RealResult{Seed: opts.Seed, Violation: w.failed, Stats: w.stats}
 	if opts.Verbose || len(w.trace) < opts.TraceTail {
 		res.Trace = w.trace
@@ -366,6 +390,9 @@ func (w *realWorld) setup() {
 	}
 	w.createTxnTopic()
 	w.createOffsetsTopic()
+	if w.shr.on {
+		w.createShareTopics()
+	}
 }
 
 func (w *realWorld) brokerConfig(id int32) *config.Broker {
@@ -380,6 +407,9 @@ func (w *realWorld) brokerConfig(id int32) *config.Broker {
 	cfg.Props["group.initial.rebalance.delay.ms"] = "0"
 	cfg.Props["producer.id.expiration.ms"] = strconv.Itoa(realProducerExpiryMs)
 	cfg.Props["producer.id.expiration.check.interval.ms"] = "500"
+	if w.shr.on {
+		shareBrokerConfig(cfg.Props)
+	}
 	// A third of the seeds make every flush round one syncfs of the
 	// broker's Mem (storage.SyncRound), a third never use syncfs, the rest
 	// keep the default threshold.
@@ -458,6 +488,7 @@ func (w *realWorld) checkWriters(rb *realBroker) {
 // stop takes rb down: its connections close, its requests in flight go
 // unanswered.
 func (w *realWorld) stop(rb *realBroker) {
+	w.stopShare(rb.id)
 	w.checkWriters(rb)
 	rb.up = false
 	rb.downAt = w.clk.Now()
@@ -604,6 +635,7 @@ func (w *realWorld) step(nemesis bool) {
 	w.collect()
 	w.collectTxn()
 	w.collectDeletes()
+	w.shareStep(nemesis)
 	if w.chance(0.3) {
 		// Transactions need several steps each (produce, decide,
 		// markers): they move on most steps, not only on their own.
@@ -910,6 +942,7 @@ func (w *realWorld) settle() {
 			}
 		}
 		w.txnStep(i < realSettleWork)
+		w.shareStep(false)
 		w.collect()
 		w.collectTxn()
 		w.collectDeletes()
