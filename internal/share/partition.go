@@ -142,10 +142,14 @@ type Partition struct {
 // tests that its invariants catch them (internal/sim). The zero value is
 // the correct code.
 type Knobs struct {
-	// AckBeforeDurable answers an acknowledgement as done when the
-	// persister's write fails, keeping the new window: a confirmed
-	// acknowledgement that a failover then undoes.
+	// AckBeforeDurable answers acknowledgements without writing them:
+	// the new state becomes durable only with a later write (a release,
+	// a closed session), so a failover before it undoes confirmed
+	// acknowledgements.
 	AckBeforeDurable bool
+	// KeepExpiredLocks never releases a lock whose deadline passed: a
+	// stalled or crashed member's records stay acquired.
+	KeepExpiredLocks bool
 }
 
 // Changed returns a channel closed the next time records are released
@@ -237,7 +241,7 @@ func (sp *Partition) Offsets() (start, end int64) {
 func (sp *Partition) expire(now time.Time) {
 	for i := range sp.recs {
 		r := &sp.recs[i]
-		if r.state == Acquired && !now.Before(r.deadline) {
+		if r.state == Acquired && !now.Before(r.deadline) && !sp.knobs.KeepExpiredLocks {
 			sp.makeAvailable(r)
 		}
 	}
@@ -481,7 +485,11 @@ func (sp *Partition) Acknowledge(ctx context.Context, member string, now time.Ti
 		return nil
 	}
 	sp.advance()
-	if err := sp.persister.Write(ctx, sp.key, sp.state()); err != nil && !sp.knobs.AckBeforeDurable {
+	if sp.knobs.AckBeforeDurable {
+		sp.released()
+		return nil
+	}
+	if err := sp.persister.Write(ctx, sp.key, sp.state()); err != nil {
 		sp.recs, sp.start = saved, savedStart
 		return err
 	}

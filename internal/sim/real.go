@@ -134,13 +134,18 @@ type RealResult struct {
 	Violation string
 	Trace     []string
 	Stats     RealStats
+	share     bool // the run had the share group
 }
 
 // Report renders a failure for a test log.
 func (r *RealResult) Report() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "seed %d: %s\nreplay: go test ./internal/sim -run TestRealSeeds -real.seed=%d -v\n--- trace (last %d lines) ---\n",
-		r.Seed, r.Violation, r.Seed, len(r.Trace))
+	flags := ""
+	if r.share && r.Seed%5 != 0 {
+		flags = " -real.share"
+	}
+	fmt.Fprintf(&b, "seed %d: %s\nreplay: go test ./internal/sim -run TestRealSeeds -real.seed=%d%s -v\n--- trace (last %d lines) ---\n",
+		r.Seed, r.Violation, r.Seed, flags, len(r.Trace))
 	for _, l := range r.Trace {
 		b.WriteString(l)
 		b.WriteByte('\n')
@@ -298,6 +303,9 @@ func RunReal(opts RealOptions) *RealResult {
 	w.ctrl = newRctl(w)
 	w.txn.tv2 = opts.Seed%2 == 0
 	w.setup()
+	if w.shr.on {
+		w.shareSetup()
+	}
 	for i := 0; i < opts.Steps && w.failed == ""; i++ {
 		w.step(true)
 		if w.failed == "" && i%realCheckEvery == 0 {
@@ -321,7 +329,7 @@ func RunReal(opts RealOptions) *RealResult {
 	sh := w.shr
 	w.stats.ShareFetches, w.stats.ShareAcquired, w.stats.ShareAccepted, w.stats.ShareRejected = sh.fetches, sh.acquired, sh.accepted, sh.rejected
 	w.stats.ShareReleased, w.stats.ShareCrashes, w.stats.ShareStalls = sh.released, sh.memberCrashes, sh.stalls
-	res := &RealResult{Seed: opts.Seed, Violation: w.failed, Stats: w.stats}
+	res := &RealResult{Seed: opts.Seed, Violation: w.failed, Stats: w.stats, share: opts.Share}
 	if opts.Verbose || len(w.trace) < opts.TraceTail {
 		res.Trace = w.trace
 	} else {

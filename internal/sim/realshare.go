@@ -31,9 +31,10 @@ import (
 // stepped sharecoord.Coordinator). A member acknowledges what it holds
 // (accept, release, reject, or nothing), piggybacked on its next
 // ShareFetch or in a ShareAcknowledge; it may stall past its locks, close
-// its share session, or crash: its connections close and the leader
-// releases its locks (handler.Options.WatchShareConn), and a new member
-// takes its place. Leader and coordinator failovers come from the
+// its share session, hang for good with its connections open, or crash:
+// its connections close and the leader releases its locks
+// (handler.Options.WatchShareConn); a new member takes the place of a
+// hung or crashed one. Leader and coordinator failovers come from the
 // world's faults.
 //
 // Invariants (realsharecheck.go), checked at each answer: (a) an offset
@@ -93,10 +94,13 @@ type pendingRelease struct {
 // shareMember is one simulated share consumer.
 type shareMember struct {
 	id    string
-	epoch int32 // member epoch; 0 to join
+	name  string // for the trace
+	epoch int32  // member epoch; 0 to join
 	hb    *coordReq
-	hbAt  time.Time
-	conns map[int32]*memberConn
+	// hbAt is when the next heartbeat is due, hbTimeout when the one in
+	// flight is given up.
+	hbAt, hbTimeout time.Time
+	conns           map[int32]*memberConn
 	// held are the offsets it holds, as the client knows them.
 	held       map[int64]heldRec
 	busy       bool
@@ -167,7 +171,7 @@ func (w *realWorld) newShareMember() *shareMember {
 	w.shr.nextID++
 	var raw [16]byte
 	copy(raw[:], fmt.Sprintf("member-%09d", w.shr.nextID))
-	m := &shareMember{id: base64.RawURLEncoding.EncodeToString(raw[:]), conns: map[int32]*memberConn{}, held: map[int64]heldRec{}}
+	m := &shareMember{id: base64.RawURLEncoding.EncodeToString(raw[:]), name: fmt.Sprintf("m%d", w.shr.nextID), conns: map[int32]*memberConn{}, held: map[int64]heldRec{}}
 	w.shr.members = append(w.shr.members, m)
 	return m
 }
@@ -200,17 +204,44 @@ func (w *realWorld) shareStep(nemesis bool) {
 	switch k := w.rng.IntN(100); {
 	case nemesis && k < 2:
 		w.shareCrash(m)
-	case nemesis && k < 4:
+	case nemesis && k < 3:
+		// Hung for good with its connections open (a half-open TCP
+		// connection): only the locks' expiry brings its records back.
+		w.tracef("share member %s hangs", m.name)
+		w.shr.stalls++
+		w.shareRemove(m)
+		w.newShareMember()
+	case nemesis && k < 5:
 		// A pause longer than the lock: the member's records come back.
 		m.stallUntil = now.Add(time.Duration(realShareLockMs+w.rng.IntN(2*realShareLockMs)) * time.Millisecond)
 		w.shr.stalls++
-		w.tracef("share member %s stalls until %d", m.id[:6], m.stallUntil.Sub(w.start).Milliseconds())
+		w.tracef("share member %s stalls until %d", m.name, m.stallUntil.Sub(w.start).Milliseconds())
 	case k < 6:
 		w.shareAcknowledge(m, true)
 	case k < 30:
 		w.shareAcknowledge(m, false)
 	default:
 		w.shareFetch(m, false)
+	}
+}
+
+// shareSetup initializes the share partition's state before the faults
+// begin: the healthy cluster runs until that is done.
+func (w *realWorld) shareSetup() {
+	for i := 0; i < 400 && w.failed == "" && !w.shr.inited; i++ {
+		w.control(0)
+		w.clk.Advance(5 * time.Millisecond)
+		for _, rb := range w.upBrokers() {
+			rb.b.StepFetch()
+			rb.b.StepFlush()
+			rb.b.StepAlter()
+			rb.b.StepTick()
+		}
+		w.drainShareCoords()
+		w.shareInit()
+	}
+	if !w.shr.inited {
+		w.fail("the share state of %s-0 was not initialized in a healthy cluster", realShareTopic)
 	}
 }
 
@@ -223,18 +254,19 @@ func (w *realWorld) shareInit() bool {
 		return true
 	}
 	c := sh.init
+	if c != nil && c.answered && c.ans.err != nil {
+		w.tracef("share state initialization from %d: %v", c.from, c.ans.err)
+	}
 	if c == nil || c.answered && c.ans.err != nil {
 		c = &shareCall{from: int32(1 + w.rng.IntN(realBrokers)), kind: shareCallInit, key: w.shareKey(),
-			deadline: w.clk.Now().Add(time.Hour), backoff: 50 * time.Millisecond}
+			deadline: w.clk.Now().Add(realSharePersisterTimeout), backoff: 50 * time.Millisecond}
 		sh.init = c
 	}
 	if !w.brokers[c.from-1].up {
 		sh.init = nil
 		return false
 	}
-	if !c.answered && !c.sent && !w.clk.Now().Before(c.retryAt) {
-		w.shareSend(c)
-	}
+	w.shareCallDue(c)
 	if c.answered && c.ans.err == nil {
 		sh.inited = true
 		w.tracef("share state of %s-0 initialized at 0", realShareTopic)
@@ -244,15 +276,20 @@ func (w *realWorld) shareInit() bool {
 
 // shareHeartbeat sends m's heartbeat when due and takes its answer.
 func (w *realWorld) shareHeartbeat(m *shareMember) {
+	now := w.clk.Now()
 	if r := m.hb; r != nil {
-		if r.node < 1 || !w.brokers[r.node-1].up || w.grp.coords[r.node] == nil {
+		switch {
+		case r.node < 1 || !w.brokers[r.node-1].up || w.grp.coords[r.node] == nil:
 			m.hb = nil // the coordinator went away with the request
-		} else if r.poll() && m.hb == r {
-			m.hb = nil
+		case r.poll():
+			if m.hb == r {
+				m.hb = nil
+			}
+		case !now.Before(m.hbTimeout):
+			m.hb = nil // request.timeout.ms, scaled down: the client gives up
 		}
 		return
 	}
-	now := w.clk.Now()
 	if now.Before(m.hbAt) || now.Before(m.stallUntil) {
 		return
 	}
@@ -266,17 +303,21 @@ func (w *realWorld) shareHeartbeat(m *shareMember) {
 	if m.epoch == 0 {
 		req.SubscribedTopicNames = []string{realShareTopic}
 	}
+	m.hbTimeout = now.Add(realSharePersisterTimeout)
 	res := c.ShareGroupHeartbeat(req, "sim", "127.0.0.1")
 	m.hb = &coordReq{node: node, poll: poll(txn.Result[*kmsg.ShareGroupHeartbeatResponse]{Resp: res.Resp, Wait: res.Wait, Poll: res.Poll},
 		func(resp *kmsg.ShareGroupHeartbeatResponse) {
 			switch e := kerr.ErrorForCode(resp.ErrorCode); e {
 			case nil:
 				if m.epoch == 0 {
-					w.tracef("share member %s joined at epoch %d", m.id[:6], resp.MemberEpoch)
+					w.tracef("share member %s joined at epoch %d", m.name, resp.MemberEpoch)
 				}
 				m.epoch = resp.MemberEpoch
 			case kerr.FencedMemberEpoch, kerr.UnknownMemberID:
 				m.epoch = 0
+				fallthrough
+			default:
+				w.tracef("share member %s: heartbeat at epoch %d: %v", m.name, req.MemberEpoch, e)
 			}
 		})}
 	if m.hb.poll() {
@@ -444,7 +485,7 @@ func (w *realWorld) shareBrokerGone(id int32) {
 // releases its locks), and a new member takes its place.
 func (w *realWorld) shareCrash(m *shareMember) {
 	w.shr.memberCrashes++
-	w.tracef("share member %s crashes", m.id[:6])
+	w.tracef("share member %s crashes", m.name)
 	ids := make([]int32, 0, len(m.conns))
 	for id := range m.conns {
 		ids = append(ids, id)
@@ -458,13 +499,18 @@ func (w *realWorld) shareCrash(m *shareMember) {
 		}
 		delete(w.shr.watches, mc.local)
 	}
+	w.shareRemove(m)
+	w.newShareMember()
+}
+
+// shareRemove drops m from the members.
+func (w *realWorld) shareRemove(m *shareMember) {
 	for i, x := range w.shr.members {
 		if x == m {
 			w.shr.members = append(w.shr.members[:i], w.shr.members[i+1:]...)
-			break
+			return
 		}
 	}
-	w.newShareMember()
 }
 
 // shareReleases runs the releases of closed connections, each once its

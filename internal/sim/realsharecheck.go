@@ -77,7 +77,7 @@ func (w *realWorld) shareAnswer(m *shareMember, r *shareReq, mc *memberConn, req
 	case *kmsg.ShareFetchResponse:
 		w.shr.fetches++
 		if resp.ErrorCode != 0 {
-			w.tracef("share member %s: ShareFetch at epoch %d to %d: %v", m.id[:6], req.(*kmsg.ShareFetchRequest).ShareSessionEpoch, r.broker, kerr.ErrorForCode(resp.ErrorCode))
+			w.tracef("share member %s: ShareFetch at epoch %d to %d: %v", m.name, req.(*kmsg.ShareFetchRequest).ShareSessionEpoch, r.broker, kerr.ErrorForCode(resp.ErrorCode))
 			mc.epoch = 0
 			return
 		}
@@ -85,6 +85,13 @@ func (w *realWorld) shareAnswer(m *shareMember, r *shareReq, mc *memberConn, req
 		for _, t := range resp.Topics {
 			for _, p := range t.Partitions {
 				w.shareAcked(m, r.broker, types, p.AcknowledgeErrorCode)
+				if len(p.AcquiredRecords) > 0 || p.ErrorCode != 0 {
+					var got []string
+					for _, ar := range p.AcquiredRecords {
+						got = append(got, itoa(ar.FirstOffset)+"-"+itoa(ar.LastOffset)+"x"+itoa(int64(ar.DeliveryCount)))
+					}
+					w.tracef("share member %s fetched from %d: %v %v", m.name, r.broker, got, kerr.ErrorForCode(p.ErrorCode))
+				}
 				for _, ar := range p.AcquiredRecords {
 					for o := ar.FirstOffset; o <= ar.LastOffset; o++ {
 						w.shareAcquired(m, r, inst, o, ar.DeliveryCount)
@@ -123,9 +130,10 @@ func (w *realWorld) shareAcked(m *shareMember, leader int32, types map[int64]int
 		return
 	}
 	if code != 0 {
-		w.tracef("share member %s: acknowledgement of %d offsets to %d: %v", m.id[:6], len(types), leader, kerr.ErrorForCode(code))
+		w.tracef("share member %s: acknowledgement of %d offsets to %d: %v", m.name, len(types), leader, kerr.ErrorForCode(code))
 		return
 	}
+	w.tracef("share member %s: %d acknowledgements confirmed by %d", m.name, len(types), leader)
 	for o, t := range types {
 		r := w.shareRecOf(o)
 		if r.holder == m.id {
@@ -151,7 +159,7 @@ func (w *realWorld) shareAcquired(m *shareMember, r *shareReq, inst *share.Parti
 	rec := w.shareRecOf(o)
 	now := w.clk.Now()
 	where := func() string {
-		return "share member " + m.id[:6] + " acquired " + realShareTopic + "-0@" + itoa(o) + " from broker " + itoa(int64(r.broker)) + " with delivery count " + itoa(int64(n))
+		return "share member " + m.name + " acquired " + realShareTopic + "-0@" + itoa(o) + " from broker " + itoa(int64(r.broker)) + " with delivery count " + itoa(int64(n))
 	}
 	switch {
 	case rec.confirmed != 0:
@@ -163,7 +171,7 @@ func (w *realWorld) shareAcquired(m *shareMember, r *shareReq, inst *share.Parti
 	case inst != nil && rec.countInst == inst && n <= rec.count:
 		w.fail("(d) %s; its previous delivery by the same share partition had count %d", where(), rec.count)
 	case inst != nil && rec.held && rec.inst == inst && now.Before(rec.until):
-		w.fail("(a) %s while member %s holds it until at least %d", where(), rec.holder[:6], rec.until.Sub(w.start).Milliseconds())
+		w.fail("(a) %s while member %s holds it until at least %d", where(), w.shareName(rec.holder), rec.until.Sub(w.start).Milliseconds())
 	}
 	rec.count, rec.countInst, rec.maxCount = n, inst, max(rec.maxCount, n)
 	rec.held, rec.holder, rec.inst, rec.until = inst != nil, m.id, inst, r.start.Add(realShareLockMs*time.Millisecond)
@@ -218,7 +226,8 @@ func itoa(n int64) string {
 }
 
 // checkShareSettled, after settling: (c) the members drain
-// realShareTopic-0, accepting or rejecting everything they get, until
+// realShareTopic-0, accepting or rejecting everything they get (but for
+// one that hangs holding records), until
 // the leader's share partition starts at the high watermark; then every
 // record below it must be acknowledged or archived in the durable state
 // (markers need not be: archiving them is written with the next
@@ -229,7 +238,7 @@ func (w *realWorld) checkShareSettled() {
 		return
 	}
 	key := w.shareKey()
-	drained := false
+	drained, hung := false, false
 	var hw int64
 	var epoch int32
 	for i := 0; i < 4000 && w.failed == "" && !drained; i++ {
@@ -241,6 +250,9 @@ func (w *realWorld) checkShareSettled() {
 			rb.b.StepAlter()
 			rb.b.StepTick()
 		}
+		if i < 60 {
+			w.produce() // records to drain (a quarter of them to realShareTopic)
+		}
 		w.txnStep(false)
 		w.collect()
 		w.collectTxn()
@@ -249,11 +261,20 @@ func (w *realWorld) checkShareSettled() {
 		w.shareReleases()
 		for _, m := range append([]*shareMember(nil), w.shr.members...) {
 			w.shareHeartbeat(m)
+			if !hung && !m.busy && len(m.held) > 0 {
+				// One member hangs holding records: only the
+				// expiry of its locks lets the others drain.
+				hung = true
+				w.tracef("share member %s hangs while draining, holding %d records", m.name, len(m.held))
+				w.shareRemove(m)
+				w.newShareMember()
+				continue
+			}
 			if !m.busy && m.epoch > 0 && w.chance(0.5) {
 				w.shareFetch(m, true)
 			}
 		}
-		if len(w.shr.reqs) > 0 || i%10 != 0 {
+		if len(w.shr.reqs) > 0 || i%10 != 0 || i < 100 {
 			continue
 		}
 		leader := w.ctrl.image().Topics[realShareTopic].Partitions[0].Leader
@@ -374,4 +395,14 @@ func shareDone(st share.State, o int64) bool {
 		}
 	}
 	return false
+}
+
+// shareName is member id's name in the trace.
+func (w *realWorld) shareName(id string) string {
+	for _, m := range w.shr.members {
+		if m.id == id {
+			return m.name
+		}
+	}
+	return id
 }

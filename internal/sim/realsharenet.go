@@ -29,11 +29,17 @@ import (
 // in the calling broker's metadata, call it there, across the simulated
 // network unless that is the caller, retry NOT_COORDINATOR,
 // COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE and unreachable
-// brokers with a doubling backoff for up to 30 s), against the broker's
+// brokers with a doubling backoff until its time is up,
+// realSharePersisterTimeout), against the broker's
 // real stepped share coordinator (sharecoord.Options.Stepped); its answer
 // resumes the goroutine. A broker runs at most one share request at a
 // time: a second one could wait on the share partition lock the first
 // holds while parked, where the simulator cannot see it.
+
+// realSharePersisterTimeout bounds a Persister call, as the context of
+// sharecoord.Persister's calls does (sharecoord.DefaultTimeout, 30 s),
+// scaled down like the share group's lock duration.
+const realSharePersisterTimeout = 2 * time.Second
 
 // shareReq is one share request running on its goroutine.
 type shareReq struct {
@@ -160,7 +166,7 @@ func (w *realWorld) shareAwait(r *shareReq) {
 		case c := <-w.shr.calls:
 			w.shr.running = nil
 			r.call = c
-			c.deadline, c.backoff = w.clk.Now().Add(sharecoord.DefaultTimeout), 50*time.Millisecond
+			c.deadline, c.backoff = w.clk.Now().Add(realSharePersisterTimeout), 50*time.Millisecond
 			if r.dead {
 				c.answered, c.ans = true, shareAns{err: errUnreachable}
 			} else {
@@ -183,14 +189,26 @@ func (w *realWorld) shareCalls() {
 		if c == nil {
 			continue
 		}
-		if !c.answered && !c.sent && !w.clk.Now().Before(c.retryAt) {
-			w.shareSend(c)
-		}
+		w.shareCallDue(c)
 		if c.answered {
 			r.call = nil
 			c.res <- c.ans
 			w.shareAwait(r)
 		}
+	}
+}
+
+// shareCallDue sends c again if its retry is due, and times it out if
+// its time is up while it waits at a coordinator (its context's deadline).
+func (w *realWorld) shareCallDue(c *shareCall) {
+	now := w.clk.Now()
+	switch {
+	case c.answered:
+	case c.sent && !now.Before(c.deadline):
+		c.gen++
+		c.sent, c.answered, c.ans = false, true, shareAns{err: context.DeadlineExceeded}
+	case !c.sent && !now.Before(c.retryAt):
+		w.shareSend(c)
 	}
 }
 
