@@ -94,6 +94,9 @@ type RealStats struct {
 	// The share group (realshare.go): fetches answered, records
 	// acquired, acknowledgements confirmed, members crashed and stalled.
 	ShareFetches, ShareAcquired, ShareAccepted, ShareRejected, ShareReleased, ShareCrashes, ShareStalls int
+	// ClassicSyncs counts the classic group's SyncGroup answers
+	// (realclassic.go).
+	ClassicSyncs int
 }
 
 // add adds o's counts to s.
@@ -126,6 +129,7 @@ func (s *RealStats) add(o RealStats) {
 	s.ShareReleased += o.ShareReleased
 	s.ShareCrashes += o.ShareCrashes
 	s.ShareStalls += o.ShareStalls
+	s.ClassicSyncs += o.ClassicSyncs
 }
 
 // RealResult is the outcome of RunReal.
@@ -272,9 +276,10 @@ type realWorld struct {
 	next     map[string]int64
 	nextRC   map[string]int64 // the read_committed consumer's
 
-	txn        *simTxn   // the transactional producer and its coordinator
-	grp        *simGroup // the offset committer and the group coordinators
-	shr        *simShare // the share group (realshare.go)
+	txn        *simTxn     // the transactional producer and its coordinator
+	grp        *simGroup   // the offset committer and the group coordinators
+	shr        *simShare   // the share group (realshare.go)
+	cls        *simClassic // the classic group (realclassic.go)
 	txnPending []pendingTxn
 
 	settling bool // the final phase: no faults, no losses
@@ -299,7 +304,7 @@ func RunReal(opts RealOptions) *RealResult {
 		conns: map[[2]int32]*protocol.Local{}, acked: map[string][]ackedRec{}, idem: map[string]*idemProducer{},
 		consumed: map[string]map[int64]string{}, next: map[string]int64{}, nextRC: map[string]int64{}, txn: newSimTxn(), grp: newSimGroup(),
 		deleted: map[string]int64{}, deleteAcked: map[string]int64{}, cmp: newSimCompact(), elr: newELRState(opts.Seed)}
-	w.shr = newSimShare(opts.Share)
+	w.shr, w.cls = newSimShare(opts.Share), newSimClassic()
 	w.ctrl = newRctl(w)
 	w.txn.tv2 = opts.Seed%2 == 0
 	w.setup()
@@ -329,6 +334,7 @@ func RunReal(opts RealOptions) *RealResult {
 	sh := w.shr
 	w.stats.ShareFetches, w.stats.ShareAcquired, w.stats.ShareAccepted, w.stats.ShareRejected = sh.fetches, sh.acquired, sh.accepted, sh.rejected
 	w.stats.ShareReleased, w.stats.ShareCrashes, w.stats.ShareStalls = sh.released, sh.memberCrashes, sh.stalls
+	w.stats.ClassicSyncs = w.cls.syncs
 	res := &RealResult{Seed: opts.Seed, Violation: w.failed, Stats: w.stats, share: opts.Share}
 	if opts.Verbose || len(w.trace) < opts.TraceTail {
 		res.Trace = w.trace
@@ -644,6 +650,7 @@ func (w *realWorld) step(nemesis bool) {
 	w.collectTxn()
 	w.collectDeletes()
 	w.shareStep(nemesis)
+	w.classicStep(nemesis)
 	if w.chance(0.3) {
 		// Transactions need several steps each (produce, decide,
 		// markers): they move on most steps, not only on their own.
@@ -951,6 +958,7 @@ func (w *realWorld) settle() {
 		}
 		w.txnStep(i < realSettleWork)
 		w.shareStep(false)
+		w.classicStep(false)
 		w.collect()
 		w.collectTxn()
 		w.collectDeletes()

@@ -18,7 +18,7 @@ var (
 	flagRealSeed  = flag.Uint64("real.seed", 0, "TestRealSeeds: replay one seed of the real-broker world with a full trace")
 	flagRealSeeds = flag.Int("real.seeds", 2000, "number of seeds TestRealSeeds runs")
 	flagRealSteps = flag.Int("real.steps", 3000, "steps per real-broker seed before settling")
-	flagRealShare = flag.Bool("real.share", false, "TestRealSeeds: run the share group (realshare.go) in every seed, not only in every fifth")
+	flagRealShare = flag.Bool("real.share", false, "TestRealSeeds: run the share and classic groups (realshare.go, realclassic.go) in every seed, not only in every fifth")
 )
 
 // realShare reports whether seed runs the share group: every fifth seed
