@@ -63,8 +63,9 @@ type RealOptions struct {
 	ctlKnobs controller.Knobs
 	txnKnobs txn.Knobs
 
-	// Share runs a share group on realShareTopic (realshare.go);
-	// shareKnobs re-introduce share partition bugs (realshare_test.go).
+	// Share runs a share group on realShareTopic (realshare.go) and a
+	// classic group (realclassic.go); shareKnobs re-introduce share
+	// partition bugs (realshare_test.go).
 	Share      bool
 	shareKnobs share.Knobs
 }
