@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -27,7 +28,8 @@ import (
 //
 // Invariant: no two members of one generation own the same partition:
 // every SyncGroup answer's assignment, by generation, is checked against
-// the others' of that generation. (A SyncGroup is answered once the
+// the others' of that generation (of one incarnation of the group: after
+// an empty group is deleted, generations start again at 1). (A SyncGroup is answered once the
 // generation's group record is committed, so a coordinator elected later
 // never starts that generation again.)
 
@@ -42,6 +44,7 @@ type classicMember struct {
 	id         string
 	gen        int32
 	leader     bool
+	leaderID   string   // the generation's leader, which names its incarnation of the group
 	members    []string // the generation's members, for the leader
 	req        *coordReq
 	node       int32
@@ -55,13 +58,13 @@ type simClassic struct {
 	members []*classicMember
 	next    int
 	// owner is each generation's owner of each partition.
-	owner map[int32]map[int32]string
+	owner map[classicGen]map[int32]string
 	names map[string]string // member id → name
 	syncs int
 }
 
 func newSimClassic() *simClassic {
-	return &simClassic{owner: map[int32]map[int32]string{}, names: map[string]string{}}
+	return &simClassic{owner: map[classicGen]map[int32]string{}, names: map[string]string{}}
 }
 
 // classicStep moves the classic group's members one step.
@@ -159,15 +162,18 @@ func (w *realWorld) classicJoin(m *classicMember, node int32) {
 	m.req = &coordReq{node: node, poll: poll(txn.Result[*kmsg.JoinGroupResponse]{Resp: res.Resp, Wait: res.Wait, Poll: res.Poll}, func(resp *kmsg.JoinGroupResponse) {
 		switch e := kerr.ErrorForCode(resp.ErrorCode); e {
 		case nil:
-			m.id, m.gen, m.synced, m.leader = resp.MemberID, resp.Generation, false, resp.LeaderID == resp.MemberID
+			m.id, m.gen, m.synced, m.leader, m.leaderID = resp.MemberID, resp.Generation, false, resp.LeaderID == resp.MemberID, resp.LeaderID
+			w.cls.names[m.id] = m.name
 			m.members = m.members[:0]
 			for _, x := range resp.Members {
 				m.members = append(m.members, x.MemberID)
 			}
-			slices.Sort(m.members)
+			// In the order of the members' names: their ids are random.
+			slices.SortFunc(m.members, func(a, b string) int { return strings.Compare(w.cls.names[a]+"/"+a, w.cls.names[b]+"/"+b) })
 			w.tracef("classic member %s joined generation %d (leader %v)", m.name, m.gen, m.leader)
 		case kerr.MemberIDRequired:
 			m.id = resp.MemberID
+			w.cls.names[m.id] = m.name
 		case kerr.UnknownMemberID:
 			m.id = ""
 		}
@@ -181,7 +187,7 @@ func (w *realWorld) classicSync(m *classicMember, node int32) {
 	g := w.cls
 	req := kmsg.NewPtrSyncGroupRequest()
 	req.Version, req.Group, req.Generation, req.MemberID = 3, realClassicGroup, m.gen, m.id
-	gen := m.gen
+	gen, leaderID := m.gen, m.leaderID
 	if m.leader {
 		plan := map[string][]int32{}
 		for p := int32(0); p < realClassicParts; p++ {
@@ -207,7 +213,7 @@ func (w *realWorld) classicSync(m *classicMember, node int32) {
 		parts := decodeParts(resp.MemberAssignment)
 		g.syncs++
 		m.synced = true
-		w.checkClassic(m, gen, parts)
+		w.checkClassic(m, gen, leaderID, parts)
 	})}
 	if m.req.poll() {
 		m.req = nil
@@ -216,20 +222,29 @@ func (w *realWorld) classicSync(m *classicMember, node int32) {
 
 // checkClassic: no partition of generation gen is owned by two members,
 // and m got what gen's leader sent for it.
-func (w *realWorld) checkClassic(m *classicMember, gen int32, parts []int32) {
+func (w *realWorld) checkClassic(m *classicMember, gen int32, leaderID string, parts []int32) {
 	g := w.cls
-	if g.owner[gen] == nil {
-		g.owner[gen] = map[int32]string{}
+	key := classicGen{gen: gen, leader: leaderID}
+	if g.owner[key] == nil {
+		g.owner[key] = map[int32]string{}
 	}
 	for _, p := range parts {
-		if o, ok := g.owner[gen][p]; ok && o != m.id {
-			w.fail("classic members %s and %s both own partition %d in generation %d", g.names[o], m.name, p, gen)
+		if o, ok := g.owner[key][p]; ok && o != m.id {
+			w.fail("classic members %s and %s both own partition %d in generation %d (leader %s)", g.names[o], m.name, p, gen, g.names[leaderID])
 			return
 		}
-		g.owner[gen][p] = m.id
+		g.owner[key][p] = m.id
 	}
-	g.names[m.id] = m.name
-	w.tracef("classic member %s owns %v in generation %d", m.name, parts, gen)
+	w.tracef("classic member %s owns %v in generation %d (leader %s)", m.name, parts, gen, g.names[leaderID])
+}
+
+// classicGen is one generation of one incarnation of the group: an
+// empty group without offsets is deleted (the offsets retention pass,
+// as Kafka's), and the next one starts again at generation 1. Member ids
+// are never reused, so the generation's leader names the incarnation.
+type classicGen struct {
+	gen    int32
+	leader string
 }
 
 func encodeParts(ps []int32) []byte {
