@@ -138,6 +138,7 @@ func (p simSharePersister) ReadSummary(context.Context, share.Key) (share.Summar
 func (w *realWorld) shareRun(r *shareReq, fn func()) {
 	r.done, r.start = make(chan struct{}), w.clk.Now()
 	w.shr.reqs = append(w.shr.reqs, r)
+	w.shr.running = r // before the goroutine starts: it reads it
 	go func() {
 		defer close(r.done)
 		fn()
@@ -149,7 +150,6 @@ func (w *realWorld) shareRun(r *shareReq, fn func()) {
 // simulator cannot answer at once.
 func (w *realWorld) shareAwait(r *shareReq) {
 	for {
-		w.shr.running = r
 		select {
 		case <-r.done:
 			w.shr.running = nil
@@ -175,10 +175,18 @@ func (w *realWorld) shareAwait(r *shareReq) {
 			if !c.answered {
 				return
 			}
-			r.call = nil
-			c.res <- c.ans
+			w.shareResume(r, c.ans)
 		}
 	}
+}
+
+// shareResume answers r's parked call with a and gives r the baton (set
+// before the send, which orders it before the goroutine's reads).
+func (w *realWorld) shareResume(r *shareReq, a shareAns) {
+	c := r.call
+	r.call = nil
+	w.shr.running = r
+	c.res <- a
 }
 
 // shareCalls moves the parked calls: answers go back to their goroutine,
@@ -191,8 +199,7 @@ func (w *realWorld) shareCalls() {
 		}
 		w.shareCallDue(c)
 		if c.answered {
-			r.call = nil
-			c.res <- c.ans
+			w.shareResume(r, c.ans)
 			w.shareAwait(r)
 		}
 	}
@@ -315,8 +322,7 @@ func (w *realWorld) stopShare(id int32) {
 			}
 			if c != nil {
 				c.gen++
-				r.call = nil
-				c.res <- shareAns{err: errUnreachable}
+				w.shareResume(r, shareAns{err: errUnreachable})
 				w.shareAwait(r)
 			}
 		case c != nil && c.sent && c.node == id:
