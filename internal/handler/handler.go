@@ -18,6 +18,7 @@ import (
 	"github.com/sluice-io/sluice/internal/protocol"
 	"github.com/sluice-io/sluice/internal/quota"
 	"github.com/sluice-io/sluice/internal/share"
+	"github.com/sluice-io/sluice/internal/sharecoord"
 	"github.com/sluice-io/sluice/internal/txn"
 )
 
@@ -71,6 +72,15 @@ type Options struct {
 	// SharePersister keeps the share partitions' state (KIP-932); nil is
 	// the share coordinators' (__share_group_state, SharePersister).
 	SharePersister share.Persister
+	// ShareCoordinator is the share coordinator to serve with (the
+	// simulator's stepped one, sharecoord.Options.Stepped); nil creates
+	// one from the broker properties.
+	ShareCoordinator *sharecoord.Coordinator
+	// WatchShareConn, when set, replaces the goroutine that waits for a
+	// connection with share sessions to close: it is given the
+	// connection and the release to run once it closed (the simulator
+	// runs it itself, deterministically).
+	WatchShareConn func(c *protocol.Conn, release func())
 }
 
 // OptionsFromConfig reads the handler settings from the broker's
@@ -175,11 +185,12 @@ func RegisterWith(reg *protocol.Registry, b *broker.Broker, opts Options) *Handl
 		return im.GroupVersion(), im.Offset
 	}})
 	h.registerTxnAPIs(reg, opts.Txn)
-	h.registerShareStateAPIs(reg)
+	h.registerShareStateAPIs(reg, opts.ShareCoordinator)
 	if opts.SharePersister == nil {
 		opts.SharePersister = h.SharePersister()
 	}
 	h.registerShareAPIs(reg, opts.SharePersister)
+	h.share.watch = opts.WatchShareConn
 	// The share group coordinator deletes share-partition state through
 	// the share coordinator, which asks it whether a group is empty.
 	h.groups.SetSharePersister(opts.SharePersister)

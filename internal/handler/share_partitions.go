@@ -29,6 +29,8 @@ import (
 type sharePartState struct {
 	mgr      *share.Manager
 	sessions *share.Sessions
+	// watch replaces watchShareConn's goroutine (Options.WatchShareConn).
+	watch func(c *protocol.Conn, release func())
 }
 
 // registerShareAPIs installs ShareFetch and ShareAcknowledge with the
@@ -284,11 +286,18 @@ func (h *Handlers) watchShareConn(r *protocol.Request) {
 		return
 	}
 	c.Values["share.sessions"] = true
-	go func() {
-		<-c.Gone()
+	release := func() {
 		for _, cl := range h.share.sessions.ConnClosed(c) {
 			h.releaseShareMember(cl.Key.Group, cl.Key.Member, cl.Parts)
 		}
+	}
+	if h.share.watch != nil {
+		h.share.watch(c, release)
+		return
+	}
+	go func() {
+		<-c.Gone()
+		release()
 	}()
 }
 

@@ -32,10 +32,12 @@ type shareStateAPI struct {
 // ReadShareGroupState, WriteShareGroupState, DeleteShareGroupState,
 // ReadShareGroupStateSummary, DescribeShareGroupOffsets,
 // AlterShareGroupOffsets and DeleteShareGroupOffsets, served by a share
-// coordinator configured from the broker properties; FindCoordinator's
-// share keys use the same coordinator.
-func (h *Handlers) registerShareStateAPIs(reg *protocol.Registry) {
-	c := sharecoord.New(h.b, sharecoord.Options{Config: sharecoord.ConfigFrom(h.b.Config())})
+// coordinator configured from the broker properties (c, if not nil);
+// FindCoordinator's share keys use the same coordinator.
+func (h *Handlers) registerShareStateAPIs(reg *protocol.Registry, c *sharecoord.Coordinator) {
+	if c == nil {
+		c = sharecoord.New(h.b, sharecoord.Options{Config: sharecoord.ConfigFrom(h.b.Config())})
+	}
 	s := &shareStateAPI{h: h, c: c, p: sharecoord.NewPersister(h.b, c)}
 	s.groupState = func(string) (bool, bool) { return true, true }
 	h.shareState = s

@@ -15,6 +15,14 @@ type Manager struct {
 	parts     map[Key]*Partition
 	// loading serializes the loads of one key.
 	loading map[Key]*sync.Mutex
+	knobs   Knobs
+}
+
+// SetKnobs sets the knobs of the partitions loaded from now on (tests).
+func (m *Manager) SetKnobs(k Knobs) {
+	m.mu.Lock()
+	m.knobs = k
+	m.mu.Unlock()
 }
 
 // NewManager returns a Manager over p.
@@ -55,6 +63,7 @@ func (m *Manager) Get(ctx context.Context, key Key, leaderEpoch int32, cfg Confi
 		return nil, err
 	}
 	m.mu.Lock()
+	sp.knobs = m.knobs
 	m.parts[key] = sp
 	m.mu.Unlock()
 	return sp, nil

@@ -135,6 +135,21 @@ type Partition struct {
 	// avail is closed when records become Available again (released),
 	// waking the long polls waiting on Changed.
 	avail chan struct{}
+	knobs Knobs
+}
+
+// Knobs re-introduce bugs in the share partitions, for the simulator's
+// tests that its invariants catch them (internal/sim). The zero value is
+// the correct code.
+type Knobs struct {
+	// AckBeforeDurable answers acknowledgements without writing them:
+	// the new state becomes durable only with a later write (a release,
+	// a closed session), so a failover before it undoes confirmed
+	// acknowledgements.
+	AckBeforeDurable bool
+	// KeepExpiredLocks never releases a lock whose deadline passed: a
+	// stalled or crashed member's records stay acquired.
+	KeepExpiredLocks bool
 }
 
 // Changed returns a channel closed the next time records are released
@@ -226,7 +241,7 @@ func (sp *Partition) Offsets() (start, end int64) {
 func (sp *Partition) expire(now time.Time) {
 	for i := range sp.recs {
 		r := &sp.recs[i]
-		if r.state == Acquired && !now.Before(r.deadline) {
+		if r.state == Acquired && !now.Before(r.deadline) && !sp.knobs.KeepExpiredLocks {
 			sp.makeAvailable(r)
 		}
 	}
@@ -470,6 +485,10 @@ func (sp *Partition) Acknowledge(ctx context.Context, member string, now time.Ti
 		return nil
 	}
 	sp.advance()
+	if sp.knobs.AckBeforeDurable {
+		sp.released()
+		return nil
+	}
 	if err := sp.persister.Write(ctx, sp.key, sp.state()); err != nil {
 		sp.recs, sp.start = saved, savedStart
 		return err

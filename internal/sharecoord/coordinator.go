@@ -91,6 +91,9 @@ type Options struct {
 	Clock clock.Clock
 	// Logger defaults to the broker's.
 	Logger *slog.Logger
+	// Stepped runs the coordinator without goroutines, for the
+	// deterministic simulator (stepped.go).
+	Stepped bool
 }
 
 // shard is the runtime's shard of one __share_group_state partition.
@@ -132,7 +135,7 @@ func New(b *broker.Broker, opts Options) *Coordinator {
 			}
 			return p, nil
 		},
-		Load: c.load, Loaded: c.armPrune,
+		Load: c.load, Loaded: c.armPrune, Stepped: opts.Stepped,
 	})
 	c.reconcile()
 	return c
@@ -428,6 +431,11 @@ func (c *Coordinator) do(ctx context.Context, key share.Key, op func(s *shard, r
 	if err := c.rt.Run(i, func(s *shard) { op(s, func(err error) { ch <- err }) }); err != nil {
 		return runError(err)
 	}
+	return c.wait(ctx, ch)
+}
+
+// wait waits for an operation's answer on ch or for ctx to end.
+func (c *Coordinator) wait(ctx context.Context, ch <-chan error) error {
 	select {
 	case err := <-ch:
 		return err
@@ -512,14 +520,19 @@ func (c *Coordinator) known(key share.Key) bool {
 
 // Initialize implements share.Persister for a key coordinated here.
 func (c *Coordinator) Initialize(ctx context.Context, key share.Key, stateEpoch int32, startOffset int64) error {
-	return c.do(ctx, key, func(s *shard, reply func(error)) {
+	return c.do(ctx, key, c.initializeOp(key, stateEpoch, startOffset))
+}
+
+// initializeOp is Initialize's event.
+func (c *Coordinator) initializeOp(key share.Key, stateEpoch int32, startOffset int64) func(s *shard, reply func(error)) {
+	return func(s *shard, reply func(error)) {
 		recs, kerr := s.State().InitializeRecords(key, stateEpoch, startOffset, c.clock.Now().UnixMilli())
 		if kerr != nil {
 			reply(kerr)
 			return
 		}
 		c.write(s, key, recs, reply)
-	})
+	}
 }
 
 // Write implements share.Persister for a key coordinated here;
@@ -528,14 +541,19 @@ func (c *Coordinator) Write(ctx context.Context, key share.Key, st share.State) 
 	if !c.known(key) {
 		return kerr.UnknownTopicOrPartition
 	}
-	return c.do(ctx, key, func(s *shard, reply func(error)) {
+	return c.do(ctx, key, c.writeOp(key, st))
+}
+
+// writeOp is Write's event.
+func (c *Coordinator) writeOp(key share.Key, st share.State) func(s *shard, reply func(error)) {
+	return func(s *shard, reply func(error)) {
 		recs, kerr := s.State().WriteRecords(key, st, c.clock.Now().UnixMilli())
 		if kerr != nil {
 			reply(kerr)
 			return
 		}
 		c.write(s, key, recs, reply)
-	})
+	}
 }
 
 // Read implements share.Persister for a key coordinated here
@@ -547,7 +565,15 @@ func (c *Coordinator) Read(ctx context.Context, key share.Key, leaderEpoch int32
 		return share.State{}, kerr.UnknownTopicOrPartition
 	}
 	var out share.State
-	err := c.do(ctx, key, func(s *shard, reply func(error)) {
+	if err := c.do(ctx, key, c.readOp(key, leaderEpoch, &out)); err != nil {
+		return share.State{}, err
+	}
+	return out, nil
+}
+
+// readOp is Read's event: it sets *out before calling reply.
+func (c *Coordinator) readOp(key share.Key, leaderEpoch int32, out *share.State) func(s *shard, reply func(error)) {
+	return func(s *shard, reply func(error)) {
 		st := s.State()
 		recs, kerr := st.ReadRecords(key, leaderEpoch)
 		if kerr != nil {
@@ -555,23 +581,19 @@ func (c *Coordinator) Read(ctx context.Context, key share.Key, leaderEpoch int32
 			return
 		}
 		if got, ok := st.Get(key); ok {
-			out = got
+			*out = got
 			if len(recs) > 0 {
 				out.LeaderEpoch = leaderEpoch
 			}
 		} else {
-			out = Uninitialized
+			*out = Uninitialized
 		}
 		if len(recs) > 0 {
 			c.write(s, key, recs, reply)
 			return
 		}
 		afterPending(st, key, reply)
-	})
-	if err != nil {
-		return share.State{}, err
 	}
-	return out, nil
 }
 
 // Delete implements share.Persister for a key coordinated here.

@@ -24,6 +24,7 @@ import (
 	"github.com/sluice-io/sluice/internal/metadata"
 	"github.com/sluice-io/sluice/internal/protocol"
 	"github.com/sluice-io/sluice/internal/replica"
+	"github.com/sluice-io/sluice/internal/share"
 	"github.com/sluice-io/sluice/internal/storage"
 	"github.com/sluice-io/sluice/internal/txn"
 	"github.com/sluice-io/sluice/internal/vfs"
@@ -61,6 +62,12 @@ type RealOptions struct {
 	knobs    sbroker.Knobs
 	ctlKnobs controller.Knobs
 	txnKnobs txn.Knobs
+
+	// Share runs a share group on realShareTopic (realshare.go) and a
+	// classic group (realclassic.go); shareKnobs re-introduce share
+	// partition bugs (realshare_test.go).
+	Share      bool
+	shareKnobs share.Knobs
 }
 
 // RealStats counts what a run did.
@@ -85,6 +92,12 @@ type RealStats struct {
 	TxnCommitted, TxnAborted, TxnFailovers, TxnLateMarkers int
 	// GroupCommits counts acknowledged offset commits (realgroup.go).
 	GroupCommits int
+	// The share group (realshare.go): fetches answered, records
+	// acquired, acknowledgements confirmed, members crashed and stalled.
+	ShareFetches, ShareAcquired, ShareAccepted, ShareRejected, ShareReleased, ShareCrashes, ShareStalls int
+	// ClassicSyncs counts the classic group's SyncGroup answers
+	// (realclassic.go).
+	ClassicSyncs int
 }
 
 // add adds o's counts to s.
@@ -110,6 +123,14 @@ func (s *RealStats) add(o RealStats) {
 	s.TxnFailovers += o.TxnFailovers
 	s.TxnLateMarkers += o.TxnLateMarkers
 	s.GroupCommits += o.GroupCommits
+	s.ShareFetches += o.ShareFetches
+	s.ShareAcquired += o.ShareAcquired
+	s.ShareAccepted += o.ShareAccepted
+	s.ShareRejected += o.ShareRejected
+	s.ShareReleased += o.ShareReleased
+	s.ShareCrashes += o.ShareCrashes
+	s.ShareStalls += o.ShareStalls
+	s.ClassicSyncs += o.ClassicSyncs
 }
 
 // RealResult is the outcome of RunReal.
@@ -118,13 +139,18 @@ type RealResult struct {
 	Violation string
 	Trace     []string
 	Stats     RealStats
+	share     bool // the run had the share group
 }
 
 // Report renders a failure for a test log.
 func (r *RealResult) Report() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "seed %d: %s\nreplay: go test ./internal/sim -run TestRealSeeds -real.seed=%d -v\n--- trace (last %d lines) ---\n",
-		r.Seed, r.Violation, r.Seed, len(r.Trace))
+	flags := ""
+	if r.share && r.Seed%5 != 0 {
+		flags = " -real.share"
+	}
+	fmt.Fprintf(&b, "seed %d: %s\nreplay: go test ./internal/sim -run TestRealSeeds -real.seed=%d%s -v\n--- trace (last %d lines) ---\n",
+		r.Seed, r.Violation, r.Seed, flags, len(r.Trace))
 	for _, l := range r.Trace {
 		b.WriteString(l)
 		b.WriteByte('\n')
@@ -251,8 +277,10 @@ type realWorld struct {
 	next     map[string]int64
 	nextRC   map[string]int64 // the read_committed consumer's
 
-	txn        *simTxn   // the transactional producer and its coordinator
-	grp        *simGroup // the offset committer and the group coordinators
+	txn        *simTxn     // the transactional producer and its coordinator
+	grp        *simGroup   // the offset committer and the group coordinators
+	shr        *simShare   // the share group (realshare.go)
+	cls        *simClassic // the classic group (realclassic.go)
 	txnPending []pendingTxn
 
 	settling bool // the final phase: no faults, no losses
@@ -277,9 +305,13 @@ func RunReal(opts RealOptions) *RealResult {
 		conns: map[[2]int32]*protocol.Local{}, acked: map[string][]ackedRec{}, idem: map[string]*idemProducer{},
 		consumed: map[string]map[int64]string{}, next: map[string]int64{}, nextRC: map[string]int64{}, txn: newSimTxn(), grp: newSimGroup(),
 		deleted: map[string]int64{}, deleteAcked: map[string]int64{}, cmp: newSimCompact(), elr: newELRState(opts.Seed)}
+	w.shr, w.cls = newSimShare(opts.Share), newSimClassic()
 	w.ctrl = newRctl(w)
 	w.txn.tv2 = opts.Seed%2 == 0
 	w.setup()
+	if w.shr.on {
+		w.shareSetup()
+	}
 	for i := 0; i < opts.Steps && w.failed == ""; i++ {
 		w.step(true)
 		if w.failed == "" && i%realCheckEvery == 0 {
@@ -289,6 +321,9 @@ func RunReal(opts RealOptions) *RealResult {
 	if w.failed == "" {
 		w.settle()
 	}
+	if w.failed == "" {
+		w.checkShareSettled()
+	}
 	for _, rb := range w.brokers {
 		if rb.up {
 			w.checkWriters(rb)
@@ -297,7 +332,11 @@ func RunReal(opts RealOptions) *RealResult {
 		}
 	}
 	w.stats.GroupCommits = w.grp.commits
-	res := &RealResult{Seed: opts.Seed, Violation: w.failed, Stats: w.stats}
+	sh := w.shr
+	w.stats.ShareFetches, w.stats.ShareAcquired, w.stats.ShareAccepted, w.stats.ShareRejected = sh.fetches, sh.acquired, sh.accepted, sh.rejected
+	w.stats.ShareReleased, w.stats.ShareCrashes, w.stats.ShareStalls = sh.released, sh.memberCrashes, sh.stalls
+	w.stats.ClassicSyncs = w.cls.syncs
+	res := &RealResult{Seed: opts.Seed, Violation: w.failed, Stats: w.stats, share: opts.Share}
 	if opts.Verbose || len(w.trace) < opts.TraceTail {
 		res.Trace = w.trace
 	} else {
@@ -366,6 +405,9 @@ func (w *realWorld) setup() {
 	}
 	w.createTxnTopic()
 	w.createOffsetsTopic()
+	if w.shr.on {
+		w.createShareTopics()
+	}
 }
 
 func (w *realWorld) brokerConfig(id int32) *config.Broker {
@@ -380,6 +422,9 @@ func (w *realWorld) brokerConfig(id int32) *config.Broker {
 	cfg.Props["group.initial.rebalance.delay.ms"] = "0"
 	cfg.Props["producer.id.expiration.ms"] = strconv.Itoa(realProducerExpiryMs)
 	cfg.Props["producer.id.expiration.check.interval.ms"] = "500"
+	if w.shr.on {
+		shareBrokerConfig(cfg.Props)
+	}
 	// A third of the seeds make every flush round one syncfs of the
 	// broker's Mem (storage.SyncRound), a third never use syncfs, the rest
 	// keep the default threshold.
@@ -458,6 +503,7 @@ func (w *realWorld) checkWriters(rb *realBroker) {
 // stop takes rb down: its connections close, its requests in flight go
 // unanswered.
 func (w *realWorld) stop(rb *realBroker) {
+	w.stopShare(rb.id)
 	w.checkWriters(rb)
 	rb.up = false
 	rb.downAt = w.clk.Now()
@@ -604,6 +650,8 @@ func (w *realWorld) step(nemesis bool) {
 	w.collect()
 	w.collectTxn()
 	w.collectDeletes()
+	w.shareStep(nemesis)
+	w.classicStep(nemesis)
 	if w.chance(0.3) {
 		// Transactions need several steps each (produce, decide,
 		// markers): they move on most steps, not only on their own.
@@ -910,6 +958,8 @@ func (w *realWorld) settle() {
 			}
 		}
 		w.txnStep(i < realSettleWork)
+		w.shareStep(false)
+		w.classicStep(false)
 		w.collect()
 		w.collectTxn()
 		w.collectDeletes()

@@ -18,13 +18,18 @@ var (
 	flagRealSeed  = flag.Uint64("real.seed", 0, "TestRealSeeds: replay one seed of the real-broker world with a full trace")
 	flagRealSeeds = flag.Int("real.seeds", 2000, "number of seeds TestRealSeeds runs")
 	flagRealSteps = flag.Int("real.steps", 3000, "steps per real-broker seed before settling")
+	flagRealShare = flag.Bool("real.share", false, "TestRealSeeds: run the share and classic groups (realshare.go, realclassic.go) in every seed, not only in every fifth")
 )
+
+// realShare reports whether seed runs the share group: every fifth seed
+// (those divisible by 5), or all with -real.share.
+func realShare(seed uint64) bool { return *flagRealShare || seed%5 == 0 }
 
 // TestRealSeeds runs seeds 1..-real.seeds of the real-broker world (CI),
 // or replays -real.seed=N verbosely.
 func TestRealSeeds(t *testing.T) {
 	if *flagRealSeed != 0 {
-		res := RunReal(RealOptions{Seed: *flagRealSeed, Steps: *flagRealSteps, Verbose: true})
+		res := RunReal(RealOptions{Seed: *flagRealSeed, Steps: *flagRealSteps, Verbose: true, Share: realShare(*flagRealSeed)})
 		for _, l := range res.Trace {
 			t.Log(l)
 		}
@@ -36,7 +41,7 @@ func TestRealSeeds(t *testing.T) {
 	}
 	start := time.Now()
 	total, failed := runSeeds(uint64(*flagRealSeeds), func(seed uint64) RealOptions {
-		return RealOptions{Seed: seed, Steps: *flagRealSteps}
+		return RealOptions{Seed: seed, Steps: *flagRealSteps, Share: realShare(seed)}
 	})
 	if failed != nil {
 		t.Fatal(failed.Report())
@@ -49,7 +54,7 @@ func TestRealSeeds(t *testing.T) {
 			t.Fatalf("regression seed %d: %s", seed, res.Report())
 		}
 	}
-	if total.Crashes == 0 || total.Acked == 0 || total.ISRChanges == 0 {
+	if total.Crashes == 0 || total.Acked == 0 || total.ISRChanges == 0 || total.ShareAccepted == 0 || total.ShareCrashes == 0 {
 		t.Fatalf("the runs exercised too little: %+v", total)
 	}
 }
@@ -124,14 +129,14 @@ func runSeeds(n uint64, opts func(seed uint64) RealOptions) (RealStats, *RealRes
 // TestRealDeterminism: a seed run twice gives the same trace, line for
 // line.
 func TestRealDeterminism(t *testing.T) {
-	for _, seed := range []uint64{7, 11, 12345, 99, 2026, 31337} {
+	for _, seed := range []uint64{7, 11, 12345, 99, 2026, 31337, 35, 60} {
 		checkDeterministic(t, seed)
 	}
 }
 
 func checkDeterministic(t *testing.T, seed uint64) {
-	a := RunReal(RealOptions{Seed: seed, Steps: 3000, Verbose: true})
-	b := RunReal(RealOptions{Seed: seed, Steps: 3000, Verbose: true})
+	a := RunReal(RealOptions{Seed: seed, Steps: 3000, Verbose: true, Share: realShare(seed)})
+	b := RunReal(RealOptions{Seed: seed, Steps: 3000, Verbose: true, Share: realShare(seed)})
 	if !slices.Equal(a.Trace, b.Trace) {
 		for i := range min(len(a.Trace), len(b.Trace)) {
 			if a.Trace[i] != b.Trace[i] {

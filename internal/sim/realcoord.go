@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-io/sluice/internal/group"
 	"github.com/sluice-io/sluice/internal/handler"
 	"github.com/sluice-io/sluice/internal/replica"
+	"github.com/sluice-io/sluice/internal/sharecoord"
 	"github.com/sluice-io/sluice/internal/txn"
 )
 
@@ -167,7 +168,15 @@ func (w *realWorld) registerHandlers(rb *realBroker) *handler.Handlers {
 	opts := handler.OptionsFromConfig(rb.b.Config())
 	opts.Txn = c
 	opts.Groups = w.newGroupCoordinator(rb)
-	return handler.RegisterWith(rb.reg, rb.b, opts)
+	if !w.shr.on {
+		return handler.RegisterWith(rb.reg, rb.b, opts)
+	}
+	opts.ShareCoordinator = w.newShareCoordinator(rb)
+	opts.SharePersister = simSharePersister{w: w, from: rb.id}
+	opts.WatchShareConn = w.watchShareConn
+	h := handler.RegisterWith(rb.reg, rb.b, opts)
+	h.SharePartitions().SetKnobs(w.opts.shareKnobs)
+	return h
 }
 
 // createTxnTopic creates __transaction_state as the coordinator would
@@ -181,7 +190,12 @@ func (w *realWorld) createTxnTopic() {
 
 // coordTopics are the coordinators' internal topics: a disk is wiped
 // only where no committed record of theirs is lost either (maybeWipe).
-func (w *realWorld) coordTopics() []string { return []string{txn.Topic, group.OffsetsTopic} }
+func (w *realWorld) coordTopics() []string {
+	if w.shr.on {
+		return []string{txn.Topic, group.OffsetsTopic, sharecoord.Topic}
+	}
+	return []string{txn.Topic, group.OffsetsTopic}
+}
 
 // allocatePID is the simulated controller's AllocateProducerID.
 func (w *realWorld) allocatePID(id int32) (int64, error) {
