@@ -443,7 +443,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		sw.sh.mu.Unlock()
 		sort.SliceStable(dels, func(i, j int) bool { return dels[i].AtMs < dels[j].AtMs })
 		ss.count(dels)
-		CheckShare(res.Analysis, dels, sends, shareDeliveryMax)
+		CheckShare(res.Analysis, dels, sends, shareDeliveryMax, shareLockMs)
 		res.ShareStats = &ss
 		if err := writeJSONL(filepath.Join(out, "share-history.jsonl"), dels); err != nil {
 			return res, err

@@ -18,8 +18,8 @@ const (
 	AnomShareLost = "lost"
 	// AnomDupAfterAccept: a record delivered again after an accept or
 	// reject of it was confirmed to a member (polled after the
-	// confirmation with a lock that had not passed at it), or
-	// acknowledged again (confirmed) after that.
+	// confirmation, and acquired after it as far as its lock's deadline
+	// tells), or acknowledged again (confirmed) after that.
 	AnomDupAfterAccept = "duplicate-after-accept"
 	// AnomConcurrentAcq: a record held by two members at once: both
 	// acknowledged it with a confirmed acknowledgement, and the spans in
@@ -67,8 +67,9 @@ func heldUntil(d *Delivery, same []*Delivery) (float64, bool) {
 }
 
 // CheckShare checks the share workload's deliveries against the sends
-// and adds what it finds to a; limit is share.delivery.count.limit.
-func CheckShare(a *Analysis, dels []Delivery, sends []Send, limit int32) {
+// and adds what it finds to a; limit is share.delivery.count.limit and
+// lockMs share.record.lock.duration.ms.
+func CheckShare(a *Analysis, dels []Delivery, sends []Send, limit int32, lockMs float64) {
 	a.Names = append(append([]string(nil), a.Kinds()...), ShareAnomalyNames...)
 	for _, k := range ShareAnomalyNames {
 		if _, ok := a.Counts[k]; !ok {
@@ -98,7 +99,7 @@ func CheckShare(a *Analysis, dels []Delivery, sends []Send, limit int32) {
 	for _, v := range vals {
 		ds := byVal[v]
 		sort.SliceStable(ds, func(i, j int) bool { return ds[i].AtMs < ds[j].AtMs })
-		checkAfterAccept(a, ds)
+		checkAfterAccept(a, ds, lockMs)
 		checkConcurrent(a, ds)
 	}
 	var lost []Send
@@ -115,7 +116,7 @@ func CheckShare(a *Analysis, dels []Delivery, sends []Send, limit int32) {
 
 // checkAfterAccept finds deliveries of one record after a confirmed
 // accept or reject.
-func checkAfterAccept(a *Analysis, ds []*Delivery) {
+func checkAfterAccept(a *Analysis, ds []*Delivery, lockMs float64) {
 	reported := map[*Delivery]bool{}
 	for _, d1 := range ds {
 		if !d1.terminal() || d1.AckResult != "ok" {
@@ -129,11 +130,13 @@ func checkAfterAccept(a *Analysis, ds []*Delivery) {
 				continue
 			}
 			switch {
-			// d2 was polled after the accept was confirmed, and its lock
-			// (whose deadline the client computes at or after the
-			// broker's) had not passed then: it was acquired after the
-			// accept, not buffered in the client from before it.
-			case d2.AtMs > d1.AckDoneMs && (d2.DeadlineMs == 0 || d2.DeadlineMs > d1.AckDoneMs):
+			// d2 was polled after the accept was confirmed, and the
+			// latest it can have been acquired (its lock's deadline, as
+			// the client computes it at or after the broker's, less the
+			// lock duration) is after it too: it was not acquired before
+			// the accept (from an older leader, say) and buffered in the
+			// client.
+			case d2.AtMs > d1.AckDoneMs && (d2.DeadlineMs == 0 || d2.DeadlineMs-lockMs > d1.AckDoneMs):
 				a.add(AnomDupAfterAccept, "%s (partition %d offset %d) delivered to %s at %.0fms (count %d) after %s's %s was confirmed at %.0fms",
 					d2.Value, d2.Partition, d2.Offset, d2.Member, d2.AtMs, d2.Count, d1.Member, d1.Ack, d1.AckDoneMs)
 			case d2.AckResult == "ok" && d2.AckSentMs > d1.AckDoneMs:

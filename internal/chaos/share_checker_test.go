@@ -21,7 +21,7 @@ func TestCheckShare(t *testing.T) {
 	}
 	check := func(dels []Delivery) map[string]int {
 		a := &Analysis{Counts: map[string]int{}, Examples: map[string][]string{}}
-		CheckShare(a, dels, sends, limit)
+		CheckShare(a, dels, sends, limit, 4000)
 		for k, ex := range a.Examples {
 			for _, e := range ex {
 				t.Logf("%s: %s", k, e)
@@ -53,8 +53,11 @@ func TestCheckShare(t *testing.T) {
 	}
 	clean[10].Stalled = true
 	// a: s3 was given it (count 1) before s2's accept but stalled, so its
-	// poll returned it only after the accept, with a lock long passed.
-	clean = append(clean, del("a", "s3", 1, 900, 80, "accept", "fail", 950, 960))
+	// poll returned it only after the accept, with a lock long passed;
+	// s4 was given it before the accept too (its lock's deadline less
+	// the lock duration is before it), by an older leader.
+	clean = append(clean, del("a", "s3", 1, 900, 80, "accept", "fail", 950, 960),
+		del("a", "s4", 1, 1000, 4400, "accept", "fail", 1050, 1060))
 	for k, n := range check(clean) {
 		if n != 0 {
 			t.Errorf("clean history: %s %d", k, n)

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -137,6 +138,19 @@ type smember struct {
 	// since the last flush.
 	rmu     sync.Mutex
 	results map[int32][]error
+	// lostReqs counts the ShareFetch and ShareAcknowledge requests
+	// written (in part or whole) whose response never came: the client
+	// may retry their acknowledgements on a new connection, and the
+	// retry's error (SHARE_SESSION_NOT_FOUND, INVALID_RECORD_STATE) then
+	// says nothing about whether the first attempt applied them.
+	lostReqs atomic.Int64
+}
+
+// OnBrokerE2E counts m's share requests without a response.
+func (m *smember) OnBrokerE2E(_ kgo.BrokerMetadata, key int16, e2e kgo.BrokerE2E) {
+	if (key == 78 || key == 79) && e2e.Err() != nil && e2e.BytesWritten > 0 {
+		m.lostReqs.Add(1)
+	}
 }
 
 // shareWorkload drives the members.
@@ -237,6 +251,7 @@ func (s *shareWorkload) startMember(ctx context.Context) {
 	m := &smember{gmember: gmember{name: name, done: make(chan struct{})}, results: map[int32][]error{}}
 	opts := append(w.c.clientOpts(),
 		kgo.Dialer(m.dial(w.c.dialer())),
+		kgo.WithHooks(m),
 		kgo.ShareGroup(shareGroupName), kgo.ConsumeTopics(w.topic),
 		kgo.FetchMaxWait(500*time.Millisecond),
 		kgo.ShareMaxRecords(shareMaxPollBatch),
@@ -339,6 +354,7 @@ func (s *shareWorkload) handle(ctx context.Context, m *smember, rng *rand.Rand, 
 	m.rmu.Lock()
 	clear(m.results)
 	m.rmu.Unlock()
+	lost := m.lostReqs.Load()
 	for i, r := range rs {
 		st, kind := kgo.AckAccept, "accept"
 		if !drain {
@@ -361,10 +377,11 @@ func (s *shareWorkload) handle(ctx context.Context, m *smember, rng *rand.Rand, 
 	results := m.results
 	m.results = map[int32][]error{}
 	m.rmu.Unlock()
+	retried := m.lostReqs.Load() != lost
 	for i := range ds {
 		d := &ds[i]
 		d.AckSentMs, d.AckDoneMs = sent, done
-		d.AckResult, d.AckErr = ackOutcome(results[d.Partition], ferr, tainted)
+		d.AckResult, d.AckErr = ackOutcome(results[d.Partition], ferr, tainted || retried)
 	}
 	s.sh.add(ds)
 	return ferr != nil
@@ -385,8 +402,9 @@ var definiteAckErrs = []error{
 // ackOutcome classifies the results the ShareAckCallback gave for one
 // partition during a flush: "ok" if every one succeeded (and the flush
 // completed, and the previous one did too), "fail" if every one is a
-// definite error, "info" otherwise.
-func ackOutcome(errs []error, flushErr error, tainted bool) (string, string) {
+// definite error and no share request of the member lost its response
+// meanwhile (unsure), "info" otherwise.
+func ackOutcome(errs []error, flushErr error, unsure bool) (string, string) {
 	if flushErr != nil {
 		return "info", "flush: " + flushErr.Error()
 	}
@@ -408,13 +426,13 @@ func ackOutcome(errs []error, flushErr error, tainted bool) (string, string) {
 		msg = err.Error()
 	}
 	switch {
-	case ok == len(errs) && !tainted:
+	case ok == len(errs) && !unsure:
 		return "ok", ""
-	case definite == len(errs) && !tainted:
+	case definite == len(errs) && !unsure:
 		return "fail", msg
 	}
 	if msg == "" {
-		msg = "after a flush that timed out"
+		msg = "after a flush that timed out or a request without a response"
 	}
 	return "info", msg
 }
