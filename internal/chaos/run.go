@@ -173,8 +173,11 @@ type Result struct {
 	GroupStats *GroupStats `json:"groupStats,omitempty"`
 	// ShareStats counts the share workload's members and deliveries.
 	ShareStats *ShareStats `json:"shareStats,omitempty"`
-	Final      FinalRead   `json:"finalRead"`
-	Analysis   *Analysis   `json:"analysis"`
+	// ShareEnd is each share partition as the group's coordinator
+	// describes it after the share workload's drain.
+	ShareEnd map[int32]SharePartitionEnd `json:"shareEnd,omitempty"`
+	Final    FinalRead                   `json:"finalRead"`
+	Analysis *Analysis                   `json:"analysis"`
 	// Valid is false when the run could not check what it set out to
 	// (cluster never healthy, final read incomplete, ...); see Notes.
 	Valid bool `json:"valid"`
@@ -373,8 +376,31 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		// The members accept everything until every acknowledged send
 		// is complete.
 		o.logf("share drain")
-		if err := sw.drainUntil(ctx, 120*time.Second, func() (bool, string) { return sw.complete(h) }); err != nil {
+		ends, _, err := w.listEnds(ctx, adm)
+		m := map[int32]int64{}
+		if err != nil {
+			res.Notes = append(res.Notes, "share drain: list offsets: "+err.Error())
+		} else {
+			ends.Each(func(o kadm.ListedOffset) { m[o.Partition] = o.Offset })
+		}
+		// Complete by the deliveries, and as the group's coordinator
+		// describes the share partitions (the indeterminate sends that
+		// were written too).
+		if err := sw.drainUntil(ctx, 120*time.Second, func() (bool, string) {
+			if ok, why := sw.complete(h); !ok {
+				return ok, why
+			}
+			return endComplete(sw.describeEnd(ctx, acl, m))
+		}); err != nil {
 			res.Notes = append(res.Notes, "share drain: "+err.Error())
+		}
+		if len(m) > 0 {
+			res.ShareEnd = sw.describeEnd(ctx, acl, m)
+			for p, e := range res.ShareEnd {
+				if e.Err != "" {
+					res.Notes = append(res.Notes, fmt.Sprintf("share drain: partition %d not described: %s", p, e.Err))
+				}
+			}
 		}
 	}
 	if gw != nil {
@@ -444,6 +470,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		sort.SliceStable(dels, func(i, j int) bool { return dels[i].AtMs < dels[j].AtMs })
 		ss.count(dels)
 		CheckShare(res.Analysis, dels, sends, shareDeliveryMax, shareLockMs)
+		CheckShareEnd(res.Analysis, res.ShareEnd)
 		res.ShareStats = &ss
 		if err := writeJSONL(filepath.Join(out, "share-history.jsonl"), dels); err != nil {
 			return res, err

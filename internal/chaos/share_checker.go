@@ -210,3 +210,25 @@ func describeDeliveries(ds []*Delivery) string {
 	}
 	return s
 }
+
+// CheckShareEnd adds a lost anomaly for every share partition that the
+// group's coordinator does not describe as complete after the drain: its
+// start offset short of the high watermark, or records above it not
+// accepted, rejected or archived (lag). A partition that could not be
+// described is not counted (the caller notes it).
+func CheckShareEnd(a *Analysis, end map[int32]SharePartitionEnd) {
+	ps := make([]int32, 0, len(end))
+	for p := range end {
+		ps = append(ps, p)
+	}
+	sort.Slice(ps, func(i, j int) bool { return ps[i] < ps[j] })
+	for _, p := range ps {
+		e := end[p]
+		if e.Err != "" {
+			continue
+		}
+		if e.Start != e.End || e.Lag != 0 {
+			a.add(AnomShareLost, "partition %d: the group's coordinator describes start offset %d and lag %d after the drain, high watermark %d", p, e.Start, e.Lag, e.End)
+		}
+	}
+}

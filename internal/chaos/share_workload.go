@@ -583,3 +583,63 @@ func (ss *ShareStats) count(dels []Delivery) {
 		ss.AckErrs = nil
 	}
 }
+
+// SharePartitionEnd is a share partition's state as the group's
+// coordinator describes it after the drain (DescribeShareGroupOffsets v1).
+type SharePartitionEnd struct {
+	// Start is the share-partition start offset; End the high watermark
+	// (ListOffsets); Lag the records from Start to the coordinator's high
+	// watermark not yet accepted, rejected or archived.
+	Start int64  `json:"start"`
+	End   int64  `json:"end"`
+	Lag   int64  `json:"lag"`
+	Err   string `json:"err,omitempty"`
+}
+
+// describeEnd describes the group's share partitions of the topic once.
+func (s *shareWorkload) describeEnd(ctx context.Context, cl *kgo.Client, ends map[int32]int64) map[int32]SharePartitionEnd {
+	out := map[int32]SharePartitionEnd{}
+	for p, end := range ends {
+		out[p] = SharePartitionEnd{Start: -1, End: end, Lag: -1, Err: "not described"}
+	}
+	req := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
+	g := kmsg.NewDescribeShareGroupOffsetsRequestGroup()
+	g.GroupID = shareGroupName
+	t := kmsg.NewDescribeShareGroupOffsetsRequestGroupTopic()
+	t.Topic = s.w.topic
+	for p := range ends {
+		t.Partitions = append(t.Partitions, p)
+	}
+	g.Topics = append(g.Topics, t)
+	req.Groups = append(req.Groups, g)
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	resp, err := req.RequestWith(rctx, cl)
+	if err != nil || len(resp.Groups) != 1 {
+		return out
+	}
+	rg := resp.Groups[0]
+	for _, rt := range rg.Topics {
+		for _, rp := range rt.Partitions {
+			e := SharePartitionEnd{Start: rp.StartOffset, End: ends[rp.Partition], Lag: rp.Lag}
+			if err := kerr.ErrorForCode(rg.ErrorCode); err != nil {
+				e.Err = err.Error()
+			} else if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+				e.Err = err.Error()
+			}
+			out[rp.Partition] = e
+		}
+	}
+	return out
+}
+
+// endComplete reports whether every share partition of end is described
+// as complete: its start offset at the high watermark and no lag.
+func endComplete(end map[int32]SharePartitionEnd) (bool, string) {
+	for p, e := range end {
+		if e.Err != "" || e.Start != e.End || e.Lag != 0 {
+			return false, fmt.Sprintf("partition %d described with start offset %d, lag %d, high watermark %d %s", p, e.Start, e.Lag, e.End, e.Err)
+		}
+	}
+	return true, ""
+}
