@@ -11,10 +11,15 @@ import (
 // never undone, a record is delivered at most share.delivery.count.limit
 // times, and every record ends accepted, rejected or archived.
 const (
-	// AnomShareLost: an acknowledged send that was never accepted or
-	// rejected (by an acknowledgement the broker confirmed, or one whose
-	// answer was lost) nor archived (delivered share.delivery.count.limit
-	// times) by the end of the final drain.
+	// AnomShareLost: an acknowledged send that no member ever tried to
+	// accept or reject and that was not archived (delivered
+	// share.delivery.count.limit times) by the end of the final drain; or
+	// a share partition that the group's coordinator does not describe as
+	// complete after it (CheckShareEnd). An accept or reject answered
+	// with an error counts as tried: its state may be durable all the
+	// same (the broker's state write was retried after an attempt whose
+	// answer was lost, and the retry was fenced by the partition's new
+	// leader; or the client retried the acknowledgement itself).
 	AnomShareLost = "lost"
 	// AnomDupAfterAccept: a record delivered again after an accept or
 	// reject of it was confirmed to a member (polled after the
@@ -175,13 +180,14 @@ func checkConcurrent(a *Analysis, ds []*Delivery) {
 	}
 }
 
-// shareComplete reports whether a record ended accepted, rejected or
-// archived as far as its deliveries tell: an accept or reject confirmed
-// or with an unknown outcome, or a delivery at the delivery limit (the
-// broker archives the record when that lock passes or is released).
+// shareComplete reports whether a record may have ended accepted,
+// rejected or archived as far as its deliveries tell: an accept or reject
+// sent (whatever its answer: see AnomShareLost), or a delivery at the
+// delivery limit (the broker archives the record when that lock passes or
+// is released).
 func shareComplete(ds []*Delivery, limit int32) bool {
 	for _, d := range ds {
-		if d.terminal() && (d.AckResult == "ok" || d.AckResult == "info") {
+		if d.terminal() && d.AckResult != "" {
 			return true
 		}
 		if d.Count >= limit {

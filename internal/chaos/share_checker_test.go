@@ -15,6 +15,7 @@ func TestCheckShare(t *testing.T) {
 		{Value: "d", Outcome: "info"},
 		{Value: "e", Outcome: "ok", Partition: 1, Offset: 1},
 		{Value: "f", Outcome: "ok", Partition: 1, Offset: 2},
+		{Value: "g", Outcome: "ok", Partition: 1, Offset: 3},
 	}
 	del := func(v, m string, count int32, at, deadline float64, ack, res string, sent, done float64) Delivery {
 		return Delivery{Member: m, Value: v, Count: count, AtMs: at, DeadlineMs: deadline, Ack: ack, AckResult: res, AckSentMs: sent, AckDoneMs: done}
@@ -41,6 +42,10 @@ func TestCheckShare(t *testing.T) {
 		// and nobody is given it again.
 		del("c", "s3", 1, 100, 4100, "", "", 0, 0),
 		del("c", "s1", 2, 5000, 9000, "accept", "info", 5100, 15100),
+		// g: s2's accept is answered FENCED_LEADER_EPOCH (the broker's
+		// state write was retried and fenced), but its state was durable:
+		// nobody is given it again.
+		del("g", "s2", 1, 100, 4100, "accept", "fail", 200, 250),
 		// e: released until the delivery limit: archived.
 		del("e", "s1", 1, 100, 4100, "release", "ok", 200, 250),
 		del("e", "s2", 2, 300, 4300, "release", "ok", 400, 450),
@@ -114,8 +119,8 @@ func TestCheckShare(t *testing.T) {
 	})
 	t.Run("never delivered", func(t *testing.T) {
 		got := check(clean[:2]) // only a
-		if got[AnomShareLost] != 4 {
-			t.Errorf("lost %d, want 4 (b, c, e, f)", got[AnomShareLost])
+		if got[AnomShareLost] != 5 {
+			t.Errorf("lost %d, want 5 (b, c, e, f, g)", got[AnomShareLost])
 		}
 	})
 	t.Run("same count", func(t *testing.T) {
