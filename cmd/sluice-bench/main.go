@@ -6,7 +6,8 @@
 // It creates a fresh topic (or uses --topic), produces --records records of
 // --size bytes as fast as the client allows (or at --rate records/s),
 // recording each record's time from Produce to acknowledgement, then
-// consumes them all back. Results are printed as text and, with --json, as
+// consumes them all back (with --share: by a classic group, then by a
+// share group acknowledging every record; share.go). Results are printed as text and, with --json, as
 // one JSON object. Run it against Kafka and sluice in the same session to
 // get a ratio: these machines are shared and absolute numbers drift.
 package main
@@ -73,6 +74,8 @@ func run() {
 	loopback := flag.Bool("loopback", false, "also measure this machine's loopback TCP rate (MB/s), the ceiling for consume throughput")
 	warmup := flag.Int("warmup", 0, "records produced (and acknowledged) before the timed run, so that a new topic's first writes do not count; the consume phase reads them too")
 	txnRecords := flag.Int("txn-records", 0, "records per transaction: produce with a transactional producer (acks=all), committing every N records (0: not transactional)")
+	shareBench := flag.Bool("share", false, "consume the records produced with a classic consumer group of --group-members members, then with a share group (KIP-932) of as many members acknowledging every record (accept), and print both rates (from the first record received to the last) and their ratio")
+	groupMembers := flag.Int("group-members", 3, "members of each group with --share")
 	ctp := flag.Bool("ctp", false, "measure end-to-end consume-transform-produce latency instead (records at --rate through a GroupTransactSession; docs/transactions.md)")
 	flag.Parse()
 
@@ -203,6 +206,30 @@ func run() {
 	pct := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) / 1000 }
 	res.LatencyP50Ms, res.LatencyP99Ms, res.LatencyP999Ms, res.LatencyMaxMs = pct(0.5), pct(0.99), pct(0.999), pct(1)
 
+	if *shareBench {
+		defer func() {
+			if errs > 0 {
+				fmt.Fprintf(os.Stderr, "sluice-bench: %d of %d records failed; first error: %v\n", errs, *records, firstErr)
+				exitCode = 1
+			}
+		}()
+		sr, err := benchShare(ctx, append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, dialOpts...), *topic, *warmup+*records-int(errs), *groupMembers)
+		check(err)
+		if *asJSON {
+			json.NewEncoder(os.Stdout).Encode(struct {
+				result
+				Share shareResult `json:"share"`
+			}{res, sr})
+			return
+		}
+		fmt.Printf("produce: %d records of %d B, acks=%s: %.0f rec/s\n", res.Records, res.RecordBytes, res.Acks, res.ProduceRecPerSec)
+		fmt.Printf("classic group, %d members: %.0f rec/s (%.2f s after the first record, which took %.2f s)\n",
+			sr.Members, sr.ClassicRecPerSec, sr.ClassicSeconds, sr.ClassicFirstSecs)
+		fmt.Printf("share group, %d members, an accept per record: %.0f rec/s (%.2f s after the first record, which took %.2f s; %d redelivered, %d acknowledgement errors)\n",
+			sr.Members, sr.ShareRecPerSec, sr.ShareSeconds, sr.ShareFirstSecs, sr.ShareRedeliveries, sr.ShareAckErrors)
+		fmt.Printf("share / classic: %.2f\n", sr.ShareOverClassic)
+		return
+	}
 	if *consume && *rawFetch {
 		got, bytes, secs, err := rawConsume(ctx, seeds, *topic, *warmup+*records-int(errs))
 		check(err)

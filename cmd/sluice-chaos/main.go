@@ -5,6 +5,7 @@
 //	go run ./cmd/sluice-chaos --nodes 3 --duration 60s --seed 1 --out /tmp/chaos
 //	go run ./cmd/sluice-chaos --scenario jepsen2013 --min-isr 1 --unclean=true --out /tmp/j13
 //	go run ./cmd/sluice-chaos --workload txn --nodes 3 --duration 10m --faults all --seed 1
+//	go run ./cmd/sluice-chaos --workload share --duration 10m --faults all --seed 1
 //
 // Exit status: 0 no anomaly, 1 anomalies found (or a broker crashed), 2
 // harness error or a run that could not check everything (e.g. the final
@@ -39,17 +40,18 @@ func run() int {
 	out := fs.String("out", "", "output directory (results.json, report.html, history.jsonl, logs/)")
 	minISR := fs.Int("min-isr", 2, "min.insync.replicas of the topic and the brokers")
 	unclean := fs.Bool("unclean", false, "unclean.leader.election.enable")
-	workload := fs.String("workload", chaos.WorkloadQueue, "queue (idempotent single sends), txn (transactions of 1-4 sends, 20% aborted, read_committed consumers) or group (the queue's sends consumed by a churning consumer group of KIP-848 and classic members)")
+	workload := fs.String("workload", chaos.WorkloadQueue, "queue (idempotent single sends), txn (transactions of 1-4 sends, 20% aborted, read_committed consumers) group (the queue's sends consumed by a churning consumer group of KIP-848 and classic members) or share (the queue's sends consumed by a share group whose members accept, release and reject, stall past their locks, crash and leave)")
 	txnVersion := fs.Int("txn-version", 0, "txn workload: 0 lets the client negotiate the transaction version (2 when the brokers advertise it), 1 keeps it on version 1")
 	faults := fs.String("faults", "kill,pause,partition,term", "faults of the random schedule: kill, pause, partition (isolate), term, oneway, split, slow-disk, disk-fail, delay-txn, objstore (needs --tiered), all")
 	tiered := fs.Bool("tiered", false, "tiered storage: an S3 test server behind an HTTP proxy is the brokers' object store, the topic has remote.storage.enable with small segments, and the objstore fault (slow, 5xx, outage) may be scheduled")
 	overlap := fs.Bool("overlap", false, "run network faults (isolate, oneway, split) and process/disk faults (kill, pause, term, slow-disk, disk-fail) as two schedules at once")
 	scenario := fs.String("scenario", "", "named schedule instead of a random one: jepsen2013 (needs 5 nodes; default --nodes becomes 5), none")
 	binary := fs.String("binary", "", "sluice binary (default: go build ./cmd/sluice)")
-	partitions := fs.Int("partitions", 4, "partitions of the test topic (RF 3)")
+	partitions := fs.Int("partitions", 4, "partitions of the test topic (RF 3; the share workload's default is 3)")
 	producers := fs.Int("producers", 4, "producer clients (2 concurrent synchronous senders each)")
-	consumers := fs.Int("consumers", 2, "assign-mode consumer clients")
+	consumers := fs.Int("consumers", 2, "assign-mode consumer clients (the share workload: share group members, at least 3)")
 	rate := fs.Float64("rate", 200, "target sends per second, all producers together")
+	portBase := fs.Int("port-base", 0, "first of 5 consecutive ports per node to listen on (0: free ports anywhere)")
 	keep := fs.Bool("keep-data", false, "keep the brokers' data directories after a clean run")
 	schedFile := fs.String("schedule", "", "run the fault schedule in this JSON file (a results.json, or a list of faults) instead of generating one")
 	render := fs.String("render", "", "only write DIR/report.html again from DIR/results.json, and exit")
@@ -69,6 +71,9 @@ func run() int {
 	if *scenario == chaos.FaultJepsen2013 && !set["nodes"] {
 		*nodes = 5
 	}
+	if *workload == chaos.WorkloadShare && !set["partitions"] {
+		*partitions = 3
+	}
 	if *seed == 0 {
 		*seed = uint64(time.Now().UnixNano() % 1_000_000)
 	}
@@ -87,7 +92,7 @@ func run() int {
 	o := chaos.Options{
 		Nodes: *nodes, Duration: *duration, Seed: *seed, Out: *out, MinISR: *minISR, Unclean: *unclean,
 		Faults: fl, Workload: *workload, TxnVersion: *txnVersion, Scenario: *scenario, Binary: *binary, Partitions: *partitions, Producers: *producers,
-		Consumers: *consumers, Rate: *rate, KeepData: *keep, Overlap: *overlap, Tiered: *tiered,
+		Consumers: *consumers, Rate: *rate, KeepData: *keep, Overlap: *overlap, Tiered: *tiered, PortBase: *portBase,
 		Logf: func(format string, args ...any) {
 			fmt.Fprintf(os.Stderr, "%s %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
 		},
@@ -119,6 +124,10 @@ func run() int {
 	if ts := res.TxnStats; ts != nil {
 		fmt.Printf("transactions %d: committed %d, aborted %d (%d on purpose, %d after errors), indeterminate %d; %d values; %d reads in transactions (%d write-read dependencies)\n",
 			ts.Txns, ts.Committed, ts.Aborted, ts.AbortIntended, ts.Aborted-ts.AbortIntended, ts.Info, ts.Values, ts.Reads, ts.ReadDeps)
+	}
+	if ss := res.ShareStats; ss != nil {
+		fmt.Printf("share group: %d members (%d crashes, %d leaves, %d stalls past the lock), %d deliveries (%d redelivered), acks %v, results %v\n",
+			ss.Members, ss.Crashes, ss.Leaves, ss.Stalls, ss.Deliveries, ss.Redelivered, ss.Acks, ss.Results)
 	}
 	for _, k := range res.Analysis.Kinds() {
 		fmt.Printf("  %-21s %d\n", k, res.Analysis.Counts[k])

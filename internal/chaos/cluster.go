@@ -64,21 +64,32 @@ func (c *cluster) pids() map[int]int {
 func newCluster(o *Options, bin, dir string) (*cluster, error) {
 	c := &cluster{opts: o, route: map[string]string{}, logf: o.logf}
 	c.nw = newNetwork(c.pids, o.logf)
-	ports, err := testproc.FreePorts(3 * o.Nodes)
-	if err != nil {
-		return nil, err
+	// Three ports per node, then (with PortBase) two per node for its
+	// proxies.
+	var ports []int
+	proxyAddr := func(int) string { return "127.0.0.1:0" }
+	if o.PortBase > 0 {
+		for i := range 3 * o.Nodes {
+			ports = append(ports, o.PortBase+i)
+		}
+		proxyAddr = func(i int) string { return "127.0.0.1:" + strconv.Itoa(o.PortBase+3*o.Nodes+i) }
+	} else {
+		var err error
+		if ports, err = testproc.FreePorts(3 * o.Nodes); err != nil {
+			return nil, err
+		}
 	}
 	for i := range o.Nodes {
 		id := i + 1
 		n := &node{id: id, kafkaPort: ports[3*i], ctrlPort: ports[3*i+1], httpPort: ports[3*i+2],
 			p: testproc.Process{Bin: bin, LogPath: filepath.Join(dir, "logs", fmt.Sprintf("node%d.log", id))}}
 		c.nodes = append(c.nodes, n)
-		kp, err := c.nw.newProxy("kafka", id, n.kafkaAddr())
+		kp, err := c.nw.newProxy("kafka", id, proxyAddr(2*i), n.kafkaAddr())
 		if err != nil {
 			c.close()
 			return nil, err
 		}
-		cp, err := c.nw.newProxy("ctrl", id, "127.0.0.1:"+strconv.Itoa(n.ctrlPort))
+		cp, err := c.nw.newProxy("ctrl", id, proxyAddr(2*i+1), "127.0.0.1:"+strconv.Itoa(n.ctrlPort))
 		if err != nil {
 			c.close()
 			return nil, err
@@ -92,6 +103,7 @@ func newCluster(o *Options, bin, dir string) (*cluster, error) {
 	}
 	var tiered []string
 	if o.Tiered {
+		var err error
 		if tiered, err = c.startObjectStore(filepath.Join(dir, "logs")); err != nil {
 			c.close()
 			return nil, err
@@ -122,6 +134,9 @@ func newCluster(o *Options, bin, dir string) (*cluster, error) {
 			props = append(props, groupProps...)
 		}
 		props = append(props, tiered...)
+		if o.Workload == WorkloadShare {
+			props = append(props, shareProps...)
+		}
 		cfgPath := filepath.Join(dir, "logs", fmt.Sprintf("node%d.properties", n.id))
 		if err := os.WriteFile(cfgPath, []byte(strings.Join(props, "\n")+"\n"), 0o644); err != nil {
 			return nil, err

@@ -409,7 +409,7 @@ func (g *groupWorkload) drain(ctx context.Context, adm *kadm.Client, ends map[in
 }
 
 // writeJSONL writes one JSON line per event.
-func writeJSONL(path string, events []GroupEvent) error {
+func writeJSONL[E any](path string, events []E) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err

@@ -195,8 +195,10 @@ func (c *pconn) close() {
 // maxHeld bounds the connections a proxy keeps open (held or live).
 const maxHeld = 2048
 
-func (nw *network) newProxy(kind string, dst int, backend string) (*proxy, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+// newProxy listens on listen ("127.0.0.1:0" for any port) and forwards
+// to backend.
+func (nw *network) newProxy(kind string, dst int, listen, backend string) (*proxy, error) {
+	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return nil, err
 	}

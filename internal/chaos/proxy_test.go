@@ -41,7 +41,7 @@ func arrives(c net.Conn, msg string, d time.Duration) bool {
 func newTestProxy(t *testing.T, addr string) (*network, *proxy) {
 	t.Helper()
 	nw := newNetwork(func() map[int]int { return map[int]int{} }, t.Logf)
-	p, err := nw.newProxy("kafka", 1, addr)
+	p, err := nw.newProxy("kafka", 1, "127.0.0.1:0", addr)
 	if err != nil {
 		t.Fatal(err)
 	}

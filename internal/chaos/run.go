@@ -37,7 +37,8 @@ type Options struct {
 	MinISR   int    // min.insync.replicas (default 2)
 	Unclean  bool   // unclean.leader.election.enable
 	Faults   []string
-	// Workload is WorkloadQueue (default) or WorkloadTxn.
+	// Workload is WorkloadQueue (default), WorkloadTxn, WorkloadGroup or
+	// WorkloadShare.
 	Workload string
 	// TxnVersion is the transaction version the txn workload's producers
 	// use: 0 lets franz-go negotiate (version 2, KIP-890 part 2, when the
@@ -63,6 +64,10 @@ type Options struct {
 	Plan []Fault
 	// Binary is the sluice binary; empty builds ./cmd/sluice.
 	Binary string
+	// PortBase, if set, is the first of the 5 ports per node the run
+	// listens on (each node's Kafka, controller and HTTP ports, then
+	// the proxies); free ports are picked otherwise.
+	PortBase int
 
 	Partitions  int     // default 4
 	Producers   int     // default 4
@@ -100,6 +105,9 @@ func (o *Options) defaults() error {
 	}
 	if o.Partitions == 0 {
 		o.Partitions = 4
+		if o.Workload == WorkloadShare {
+			o.Partitions = 3
+		}
 	}
 	if o.Producers == 0 {
 		o.Producers = 4
@@ -122,8 +130,8 @@ func (o *Options) defaults() error {
 	if o.Workload == "" {
 		o.Workload = WorkloadQueue
 	}
-	if o.Workload != WorkloadQueue && o.Workload != WorkloadTxn && o.Workload != WorkloadGroup {
-		return fmt.Errorf("chaos: unknown workload %q (queue, txn, group)", o.Workload)
+	if o.Workload != WorkloadQueue && o.Workload != WorkloadTxn && o.Workload != WorkloadGroup && o.Workload != WorkloadShare {
+		return fmt.Errorf("chaos: unknown workload %q (queue, txn, group, share)", o.Workload)
 	}
 	if o.TxnVersion != 0 && o.TxnVersion != 1 {
 		return errors.New("chaos: --txn-version must be 0 (negotiated) or 1")
@@ -170,8 +178,13 @@ type Result struct {
 	TxnStats *TxnStats `json:"txnStats,omitempty"`
 	// GroupStats counts the group workload's membership changes.
 	GroupStats *GroupStats `json:"groupStats,omitempty"`
-	Final      FinalRead   `json:"finalRead"`
-	Analysis   *Analysis   `json:"analysis"`
+	// ShareStats counts the share workload's members and deliveries.
+	ShareStats *ShareStats `json:"shareStats,omitempty"`
+	// ShareEnd is each share partition as the group's coordinator
+	// describes it after the share workload's drain.
+	ShareEnd map[int32]SharePartitionEnd `json:"shareEnd,omitempty"`
+	Final    FinalRead                   `json:"finalRead"`
+	Analysis *Analysis                   `json:"analysis"`
 	// Valid is false when the run could not check what it set out to
 	// (cluster never healthy, final read incomplete, ...); see Notes.
 	Valid bool `json:"valid"`
@@ -327,11 +340,19 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	wctx, wcancel := context.WithCancel(ctx)
 	defer wcancel()
 	var gw *groupWorkload
-	if o.Workload == WorkloadGroup {
+	var sw *shareWorkload
+	switch o.Workload {
+	case WorkloadGroup:
 		gw = &groupWorkload{w: w, gh: &groupHistory{}}
 		gw.run(wctx, max(4, 2*o.Consumers), &cwg)
 		gw.watchCommits(wctx, adm, &cwg)
-	} else {
+	case WorkloadShare:
+		sw = &shareWorkload{w: w, sh: &shareHistory{}}
+		if err := sw.setGroupConfigs(ctx, acl, c.ids()); err != nil {
+			return nil, err
+		}
+		sw.run(wctx, max(3, o.Consumers))
+	default:
 		for i := range o.Consumers {
 			w.consumer(wctx, i, &cwg)
 		}
@@ -362,6 +383,37 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		waitTimeout(&pwg, 10*time.Second)
 	}
 	waitTimeout(&cwg, 10*time.Second)
+	if sw != nil {
+		// The members accept everything until every acknowledged send
+		// is complete.
+		o.logf("share drain")
+		ends, _, err := w.listEnds(ctx, adm)
+		m := map[int32]int64{}
+		if err != nil {
+			res.Notes = append(res.Notes, "share drain: list offsets: "+err.Error())
+		} else {
+			ends.Each(func(o kadm.ListedOffset) { m[o.Partition] = o.Offset })
+		}
+		// Complete by the deliveries, and as the group's coordinator
+		// describes the share partitions (the indeterminate sends that
+		// were written too).
+		if err := sw.drainUntil(ctx, 120*time.Second, func() (bool, string) {
+			if ok, why := sw.complete(h); !ok {
+				return ok, why
+			}
+			return endComplete(sw.describeEnd(ctx, acl, m))
+		}); err != nil {
+			res.Notes = append(res.Notes, "share drain: "+err.Error())
+		}
+		if len(m) > 0 {
+			res.ShareEnd = sw.describeEnd(ctx, acl, m)
+			for p, e := range res.ShareEnd {
+				if e.Err != "" {
+					res.Notes = append(res.Notes, fmt.Sprintf("share drain: partition %d not described: %s", p, e.Err))
+				}
+			}
+		}
+	}
 	if gw != nil {
 		// The members still running drain the topic; committed offsets
 		// must reach the high watermarks.
@@ -422,6 +474,19 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			return res, err
 		}
 	}
+	if sw != nil {
+		sw.sh.mu.Lock()
+		dels, ss := sw.sh.dels, sw.sh.stats
+		sw.sh.mu.Unlock()
+		sort.SliceStable(dels, func(i, j int) bool { return dels[i].AtMs < dels[j].AtMs })
+		ss.count(dels)
+		CheckShare(res.Analysis, dels, sends, shareDeliveryMax, shareLockMs)
+		CheckShareEnd(res.Analysis, res.ShareEnd)
+		res.ShareStats = &ss
+		if err := writeJSONL(filepath.Join(out, "share-history.jsonl"), dels); err != nil {
+			return res, err
+		}
+	}
 	res.Stats = stats(sends, reads)
 	if res.Stats.OK == 0 {
 		res.Valid = false
@@ -453,6 +518,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		o.logf("group: %d joins (%d KIP-848, %d classic), %d leaves, %d crashes, %d type changes, %d records consumed, %d commit observations",
 			gs.Joins, gs.KIP848, gs.Classic, gs.Leaves, gs.Crashes, gs.TypeChanges, gs.Consumed, gs.Committed)
 	}
+	if ss := res.ShareStats; ss != nil {
+		o.logf("share: %d members (%d crashes, %d leaves, %d stalls), %d deliveries (%d redelivered), acks %v, results %v",
+			ss.Members, ss.Crashes, ss.Leaves, ss.Stalls, ss.Deliveries, ss.Redelivered, ss.Acks, ss.Results)
+	}
 	if ts := res.TxnStats; ts != nil {
 		o.logf("transactions %d: committed %d, aborted %d (%d on purpose), indeterminate %d", ts.Txns, ts.Committed, ts.Aborted, ts.AbortIntended, ts.Info)
 	}
@@ -481,8 +550,8 @@ func replayFlags(o *Options) string {
 	if o.Tiered {
 		s += " --tiered"
 	}
-	if o.Workload == WorkloadGroup {
-		s += " --workload group"
+	if o.Workload == WorkloadGroup || o.Workload == WorkloadShare {
+		s += " --workload " + o.Workload
 	}
 	if o.Workload == WorkloadTxn {
 		s += " --workload txn"

@@ -301,8 +301,9 @@ func (c *Coordinator) shareSummary(mgr *sharegroup.Manager, g *sharegroup.Group)
 // group before re-initializing its share partitions). A group id held by
 // a classic or consumer group counts as existing and not empty, so its
 // offsets are never altered as a share group's. On a node that is not the
-// group's coordinator the group does not exist here.
-func (c *Coordinator) ShareGroupState(id string) (empty, exists bool) {
+// group's coordinator err is NOT_COORDINATOR (COORDINATOR_NOT_AVAILABLE
+// while its shard loads), so that clients look the coordinator up again.
+func (c *Coordinator) ShareGroupState(id string) (empty, exists bool, err *kerr.Error) {
 	empty = true
 	if err := c.run(id, func(s *shard) {
 		if notShareGroup(s.State(), id) || s.State().consumers.Group(id) != nil {
@@ -313,9 +314,9 @@ func (c *Coordinator) ShareGroupState(id string) (empty, exists bool) {
 			empty, exists = len(g.Members) == 0, true
 		}
 	}); err != nil {
-		return true, false
+		return true, false, err
 	}
-	return empty, exists
+	return empty, exists, nil
 }
 
 // EnsureShareGroup creates share group id, empty, if it does not exist and

@@ -12,7 +12,9 @@ package handler
 // has start offset -1. Lag is the records from the start offset to the
 // high watermark this node knows (its local replica's) less those
 // already acknowledged or archived above the start offset; -1 when
-// unknown.
+// unknown. A node that is not the group's coordinator answers the group
+// NOT_COORDINATOR, as Kafka's GroupCoordinatorService does, so that the
+// client finds the coordinator again.
 
 import (
 	"sort"
@@ -45,7 +47,10 @@ func (s *shareStateAPI) describeShareGroupOffsets(r *protocol.Request) protocol.
 			rg.ErrorCode = kerr.GroupAuthorizationFailed.Code
 			continue
 		}
-		if _, exists := s.group(g.GroupID); !exists {
+		if _, exists, err := s.group(g.GroupID); err != nil {
+			rg.ErrorCode, rg.ErrorMessage = err.Code, &err.Message
+			continue
+		} else if !exists {
 			rg.ErrorCode = kerr.GroupIDNotFound.Code
 			continue
 		}

@@ -11,7 +11,8 @@ package handler
 // the next state epoch (InitializeShareGroupState through the Persister),
 // which fences any write from the share partition's previous load.
 // Unknown topics or partitions, and negative offsets, are
-// UNKNOWN_TOPIC_OR_PARTITION and INVALID_REQUEST.
+// UNKNOWN_TOPIC_OR_PARTITION and INVALID_REQUEST. A node that is not the
+// group's coordinator answers NOT_COORDINATOR.
 
 import (
 	sharegroup "github.com/sluice-io/sluice/internal/group/share"
@@ -31,7 +32,11 @@ func (s *shareStateAPI) alterShareGroupOffsets(r *protocol.Request) protocol.Rep
 		if !s.h.allowedGroup(r, req.GroupID, acl.OpRead) {
 			return kerr.GroupAuthorizationFailed
 		}
-		if empty, _ := s.group(req.GroupID); !empty {
+		empty, _, err := s.group(req.GroupID)
+		if err != nil {
+			return err
+		}
+		if !empty {
 			return kerr.NonEmptyGroup
 		}
 		return nil

@@ -9,7 +9,9 @@ package handler
 // GROUP_ID_NOT_FOUND; an unknown topic is UNKNOWN_TOPIC_OR_PARTITION. The
 // state of every partition of the topic is deleted
 // (DeleteShareGroupState through the Persister); a topic's error is the
-// first of its partitions'.
+// first of its partitions'. A node that is not the group's coordinator
+// answers NOT_COORDINATOR (Kafka's GroupCoordinatorService), so that the
+// client finds the coordinator again.
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -27,7 +29,9 @@ func (s *shareStateAPI) deleteShareGroupOffsets(r *protocol.Request) protocol.Re
 	var groupErr *kerr.Error
 	if !s.h.allowedGroup(r, req.GroupID, acl.OpDelete) {
 		groupErr = kerr.GroupAuthorizationFailed
-	} else if empty, exists := s.group(req.GroupID); !exists {
+	} else if empty, exists, err := s.group(req.GroupID); err != nil {
+		groupErr = err
+	} else if !exists {
 		groupErr = kerr.GroupIDNotFound
 	} else if !empty {
 		groupErr = kerr.NonEmptyGroup

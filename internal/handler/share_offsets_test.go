@@ -93,7 +93,7 @@ func TestShareGroupOffsetsAdminAPIs(t *testing.T) {
 	}
 
 	// A group with members: NON_EMPTY_GROUP, nothing changes.
-	n.h.SetShareGroupState(func(g string) (bool, bool) { return g != group, true })
+	n.h.SetShareGroupState(func(g string) (bool, bool, *kerr.Error) { return g != group, true, nil })
 	if r := request[*kmsg.AlterShareGroupOffsetsResponse](t, cl, alterShareReq(group, topic, 0, 1)); r.ErrorCode != kerr.NonEmptyGroup.Code {
 		t.Fatalf("alter of a non-empty group: %v", kerr.ErrorForCode(r.ErrorCode))
 	}
@@ -108,7 +108,7 @@ func TestShareGroupOffsetsAdminAPIs(t *testing.T) {
 	if r := request[*kmsg.DeleteShareGroupOffsetsResponse](t, cl, del); r.ErrorCode != kerr.NonEmptyGroup.Code {
 		t.Fatalf("delete of a non-empty group: %v", kerr.ErrorForCode(r.ErrorCode))
 	}
-	n.h.SetShareGroupState(func(string) (bool, bool) { return true, true })
+	n.h.SetShareGroupState(func(string) (bool, bool, *kerr.Error) { return true, true, nil })
 
 	r := request[*kmsg.DeleteShareGroupOffsetsResponse](t, cl, del)
 	if r.ErrorCode != 0 || r.Topics[0].ErrorCode != 0 {

@@ -22,10 +22,12 @@ type shareStateAPI struct {
 	c *sharecoord.Coordinator
 	p share.Persister
 	// groupState reports whether a share group is empty and whether it
-	// exists (AlterShareGroupOffsets, DeleteShareGroupOffsets); the share
-	// group coordinator sets it with SetShareGroupState.
+	// exists (DescribeShareGroupOffsets, AlterShareGroupOffsets,
+	// DeleteShareGroupOffsets), or the coordinator error of a node that
+	// is not the group's coordinator; the share group coordinator sets it
+	// with SetShareGroupState.
 	groupMu    sync.Mutex
-	groupState func(group string) (empty, exists bool)
+	groupState func(group string) (empty, exists bool, err *kerr.Error)
 }
 
 // registerShareStateAPIs installs InitializeShareGroupState,
@@ -39,7 +41,7 @@ func (h *Handlers) registerShareStateAPIs(reg *protocol.Registry, c *sharecoord.
 		c = sharecoord.New(h.b, sharecoord.Options{Config: sharecoord.ConfigFrom(h.b.Config())})
 	}
 	s := &shareStateAPI{h: h, c: c, p: sharecoord.NewPersister(h.b, c)}
-	s.groupState = func(string) (bool, bool) { return true, true }
+	s.groupState = func(string) (bool, bool, *kerr.Error) { return true, true, nil }
 	h.shareState = s
 	// Coordinate the share partitions of the __share_group_state
 	// partitions this node leads; the leader epoch orders the changes.
@@ -74,17 +76,18 @@ func (h *Handlers) ShareCoordinator() *sharecoord.Coordinator { return h.shareSt
 // reaches the share coordinator of each key, here or on another broker.
 func (h *Handlers) SharePersister() share.Persister { return h.shareState.p }
 
-// SetShareGroupState sets how AlterShareGroupOffsets and
-// DeleteShareGroupOffsets learn whether a share group is empty and
-// exists (the share group coordinator's); by default every group is
-// empty.
-func (h *Handlers) SetShareGroupState(fn func(group string) (empty, exists bool)) {
+// SetShareGroupState sets how DescribeShareGroupOffsets,
+// AlterShareGroupOffsets and DeleteShareGroupOffsets learn whether a
+// share group is empty and exists, or that this node is not its
+// coordinator (the share group coordinator's); by default every group is
+// empty and coordinated here.
+func (h *Handlers) SetShareGroupState(fn func(group string) (empty, exists bool, err *kerr.Error)) {
 	h.shareState.groupMu.Lock()
 	h.shareState.groupState = fn
 	h.shareState.groupMu.Unlock()
 }
 
-func (s *shareStateAPI) group(g string) (empty, exists bool) {
+func (s *shareStateAPI) group(g string) (empty, exists bool, err *kerr.Error) {
 	s.groupMu.Lock()
 	fn := s.groupState
 	s.groupMu.Unlock()
