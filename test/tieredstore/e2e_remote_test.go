@@ -1,0 +1,175 @@
+package tieredstore
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-io/sluice/internal/objstore"
+	"github.com/sluice-io/sluice/internal/remote"
+	"github.com/sluice-io/sluice/internal/testcluster"
+	"github.com/sluice-io/sluice/internal/testproc"
+)
+
+// remoteState reads all of __remote_log_metadata into a remote.Cache and
+// returns the tiered partition's segments (every state) and how many
+// copies were abandoned: segments that went from COPY_SEGMENT_STARTED to
+// DELETE_SEGMENT_STARTED (a copy a crash or a lost leadership
+// interrupted, cleaned up by a leader).
+func (e *e2e) remoteState(ctx context.Context) (rp remote.Partition, segs []remote.Segment, abandoned int) {
+	e.t.Helper()
+	adm := e.c.Admin()
+	td, err := adm.ListTopics(ctx, e2eTopic)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	rp = remote.Partition{TopicID: td[e2eTopic].ID, Topic: e2eTopic, Partition: 0}
+	ends, err := adm.ListEndOffsets(ctx, remote.MetadataTopic)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	want := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			want[o.Partition] = o.Offset
+		}
+	})
+	cl := e.c.Client(kgo.ConsumeTopics(remote.MetadataTopic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	var cache remote.Cache
+	started := map[[16]byte]bool{}
+	for len(want) > 0 {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			e.t.Fatalf("reading %s: %v (left: %v)", remote.MetadataTopic, ctx.Err(), want)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if r.Offset+1 >= want[r.Partition] {
+				delete(want, r.Partition)
+			}
+			rec, err := remote.Decode(r.Value)
+			if err != nil {
+				e.t.Fatalf("%s-%d@%d: %v", remote.MetadataTopic, r.Partition, r.Offset, err)
+			}
+			if rec.Update != nil && rec.Update.Partition == rp {
+				if rec.Update.State == remote.DeleteStarted && started[rec.Update.ID] {
+					abandoned++
+				}
+				started[rec.Update.ID] = false
+			}
+			if rec.Segment != nil && rec.Segment.Partition == rp {
+				started[rec.Segment.ID] = true
+			}
+			cache.Apply(rec) // a refused transition changes nothing, as on the brokers
+		})
+	}
+	return rp, cache.All(rp), abandoned
+}
+
+// remoteProblems checks the remote log of the tiered partition against the
+// object store: no segment is left COPY_SEGMENT_STARTED or
+// DELETE_SEGMENT_STARTED, and the objects under the partition's prefix
+// are exactly those of its COPY_SEGMENT_FINISHED segments (nothing
+// orphaned by the killed leader, nothing missing). It returns what is
+// wrong, and a summary.
+func (e *e2e) remoteProblems(s3 *testproc.S3Server) (problems []string, abandoned int, summary string) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	st, err := objstore.NewS3(s3.Options())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	rp, segs, abandoned := e.remoteState(ctx)
+	want := map[string]bool{}
+	finished := 0
+	for _, s := range segs {
+		if s.State != remote.CopyFinished {
+			problems = append(problems, fmt.Sprintf("remote segment %d-%d left %v", s.StartOffset, s.EndOffset, s.State))
+			continue
+		}
+		finished++
+		for k := remote.FileLog; k <= remote.FileLeaderEpochs; k++ {
+			if k == remote.FileTxnIndex && s.TxnIndexEmpty {
+				continue
+			}
+			want[remote.ObjectKey("", &s, k)] = true
+		}
+	}
+	keys, err := st.List(ctx, remote.PartitionPrefix("", rp))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, k := range keys {
+		got[k] = true
+		if !want[k] {
+			problems = append(problems, fmt.Sprintf("object %s belongs to no finished remote segment", k))
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(want)) {
+		if !got[k] {
+			problems = append(problems, fmt.Sprintf("object %s of a finished remote segment is missing", k))
+		}
+	}
+	return problems, abandoned, fmt.Sprintf("%d finished segments, %d objects, %d abandoned copies cleaned up", finished, len(keys), abandoned)
+}
+
+// checkRemote waits (up to a minute: a new leader cleans up at its next
+// task) until remoteProblems finds nothing wrong, logs the summary and
+// returns how many abandoned copies were cleaned up.
+func (e *e2e) checkRemote(s3 *testproc.S3Server) (abandoned int) {
+	e.t.Helper()
+	var summary string
+	testcluster.WaitForEvery(e.t, time.Second, time.Minute, "a clean remote log", func() (bool, string) {
+		var problems []string
+		problems, abandoned, summary = e.remoteProblems(s3)
+		return len(problems) == 0, strings.Join(problems, "; ")
+	})
+	e.t.Logf("remote log: %s", summary)
+	return abandoned
+}
+
+// killMidCopy SIGKILLs the partition's leader as soon as the newest
+// __remote_log_metadata record of the partition is a COPY_SEGMENT_STARTED
+// it wrote (a copy under way), or after timeout whatever the state, and
+// returns whether it caught a copy under way.
+func (e *e2e) killMidCopy(leader int32, timeout time.Duration) bool {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	td, err := e.c.Admin().ListTopics(ctx, e2eTopic)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	rp := remote.Partition{TopicID: td[e2eTopic].ID, Topic: e2eTopic, Partition: 0}
+	mp := remote.MetadataPartition(rp, 50) // remote.log.metadata.topic.num.partitions
+	cl := e.c.Client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{
+		remote.MetadataTopic: {mp: kgo.NewOffset().AtStart()}}), kgo.FetchMaxWait(50*time.Millisecond))
+	for {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			e.c.Node(leader).Kill()
+			return false
+		}
+		var last *remote.Record
+		fs.EachRecord(func(r *kgo.Record) {
+			rec, err := remote.Decode(r.Value)
+			if err != nil {
+				e.t.Fatalf("%s-%d@%d: %v", remote.MetadataTopic, r.Partition, r.Offset, err)
+			}
+			if (rec.Segment != nil && rec.Segment.Partition == rp) || (rec.Update != nil && rec.Update.Partition == rp) {
+				last = &rec
+			}
+		})
+		if last != nil && last.Segment != nil && last.Segment.BrokerID == leader && cl.BufferedFetchRecords() == 0 {
+			e.c.Node(leader).Kill()
+			return true
+		}
+	}
+}
