@@ -3,9 +3,9 @@ package tieredstore
 import (
 	"context"
 	"fmt"
-	"strings"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
