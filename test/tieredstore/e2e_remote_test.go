@@ -173,3 +173,47 @@ func (e *e2e) killMidCopy(leader int32, timeout time.Duration) bool {
 		}
 	}
 }
+
+// offTS is a record's offset and timestamp (ms).
+type offTS struct{ offset, ts int64 }
+
+// checkTimestamps looks up timestamps with ListOffsets across the tiers
+// (RemoteLogManager.findOffsetByTimestamp): for records read (in offset
+// order) at a few places in the remote part and in the local tail, each
+// the first of its millisecond with its predecessor at the offset just
+// before it (no aborted record or marker between), the lookup of its
+// timestamp answers its offset.
+func (e *e2e) checkTimestamps(what string, read []offTS, localStart int64) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	adm := e.c.Admin()
+	checked, remoteChecked := 0, 0
+	for _, frac := range []float64{0.05, 0.2, 0.4, 0.6, 0.8, 0.97} {
+		for i := max(int(frac*float64(len(read))), 1); i < len(read); i++ {
+			if read[i].ts <= read[i-1].ts || read[i].offset != read[i-1].offset+1 {
+				continue
+			}
+			lo, err := adm.ListOffsetsAfterMilli(ctx, read[i].ts, e2eTopic)
+			if err != nil {
+				e.t.Fatal(err)
+			}
+			got, ok := lo.Lookup(e2eTopic, 0)
+			if !ok || got.Err != nil {
+				e.t.Fatalf("%s: ListOffsets at %d: %v %v", what, read[i].ts, ok, got.Err)
+			}
+			if got.Offset != read[i].offset {
+				e.t.Errorf("%s: ListOffsets at %d answered %d, want %d (the local log starts at %d)", what, read[i].ts, got.Offset, read[i].offset, localStart)
+			}
+			checked++
+			if read[i].offset < localStart {
+				remoteChecked++
+			}
+			break
+		}
+	}
+	e.t.Logf("%s: %d timestamp lookups (%d in the remote log) answered the first offset of the millisecond", what, checked, remoteChecked)
+	if remoteChecked == 0 {
+		e.t.Errorf("%s: no timestamp lookup in the remote log", what)
+	}
+}
