@@ -217,3 +217,66 @@ func (e *e2e) checkTimestamps(what string, read []offTS, localStart int64) {
 		e.t.Errorf("%s: no timestamp lookup in the remote log", what)
 	}
 }
+
+// deleteRecords deletes the records below the one at read[len/4] (in
+// the remote log) with DeleteRecords, then checks that the log start is
+// there (ListOffsets -2), that a consumer from offset 0 is reset to it
+// and gets that record first, byte for byte, and that the remote
+// segments wholly below it expire: waits until none is left and the
+// bucket holds exactly the finished segments' objects.
+func (e *e2e) deleteRecords(s3 *testproc.S3Server, read []offTS, localStart int64) {
+	e.t.Helper()
+	var want []rec
+	for _, r := range e.written {
+		if r.kind != 'a' {
+			want = append(want, r)
+		}
+	}
+	j := len(read) / 4
+	at := read[j].offset
+	if at >= localStart {
+		e.t.Fatalf("offset %d is not in the remote log (local start %d)", at, localStart)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	adm := e.c.Admin()
+	var os kadm.Offsets
+	os.Add(kadm.Offset{Topic: e2eTopic, Partition: 0, At: at})
+	res, err := adm.DeleteRecords(ctx, os)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if r, _ := res.Lookup(e2eTopic, 0); r.Err != nil || r.LowWatermark != at {
+		e.t.Fatalf("DeleteRecords to %d: low watermark %d, %v", at, r.LowWatermark, r.Err)
+	}
+	if got, err := listOffset(ctx, e.c.Client(), e2eTopic, 0, -2); err != nil || got != at {
+		e.t.Fatalf("ListOffsets earliest after DeleteRecords to %d: %d, %v", at, got, err)
+	}
+	cl := e.c.Client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{e2eTopic: {0: kgo.NewOffset().At(0)}}),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	for {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			e.t.Fatalf("reading after DeleteRecords: %v", ctx.Err())
+		}
+		recs := fs.Records()
+		if len(recs) == 0 {
+			continue
+		}
+		if recs[0].Offset != at || string(recs[0].Value) != string(value(want[j], e2eRecLen)) {
+			e.t.Fatalf("after DeleteRecords to %d: first record at %d: %.20q, want %.20q", at, recs[0].Offset, recs[0].Value, value(want[j], e2eRecLen))
+		}
+		break
+	}
+	testcluster.WaitForEvery(e.t, time.Second, time.Minute, "the remote segments below the log start expired", func() (bool, string) {
+		_, segs, _ := e.remoteState(ctx)
+		for _, s := range segs {
+			if s.EndOffset < at {
+				return false, fmt.Sprintf("segment %d-%d %v", s.StartOffset, s.EndOffset, s.State)
+			}
+		}
+		return true, ""
+	})
+	e.checkRemote(s3)
+	e.t.Logf("DeleteRecords to %d (remote log): log start there, the record there read first, the remote segments below it expired", at)
+}

@@ -374,6 +374,7 @@ func TestTieredEndToEnd(t *testing.T) {
 	}
 	_, _, read = e.readBack(fmt.Sprintf("through the wiped node %d", wiped), []string{wp.Addr()}, local)
 	e.checkTimestamps(fmt.Sprintf("through the wiped node %d", wiped), read, local)
+	e.deleteRecords(s3, read, local)
 
 	t.Logf("throughput: consume remote (cold, offset 0) %.1f MB/s vs local (tail) %.1f MB/s: ratio %.2f", remoteMBs, localMBs, remoteMBs/localMBs)
 	t.Logf("throughput: produce with uploads %.1f MB/s vs remote.storage.enable=false %.1f MB/s: ratio %.2f", produceTiered, producePlain, produceTiered/producePlain)
