@@ -2,6 +2,7 @@ package tieredstore
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"maps"
 	"slices"
@@ -138,8 +139,9 @@ func (e *e2e) checkRemote(s3 *testproc.S3Server) (abandoned int) {
 // killMidCopy SIGKILLs the partition's leader as soon as the newest
 // __remote_log_metadata record of the partition is a COPY_SEGMENT_STARTED
 // it wrote (a copy under way), or after timeout whatever the state, and
-// returns whether it caught a copy under way.
-func (e *e2e) killMidCopy(leader int32, timeout time.Duration) bool {
+// returns whether the copy was cut short (some of its objects not
+// written).
+func (e *e2e) killMidCopy(s3 *testproc.S3Server, leader int32, timeout time.Duration) bool {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -148,6 +150,10 @@ func (e *e2e) killMidCopy(leader int32, timeout time.Duration) bool {
 		e.t.Fatal(err)
 	}
 	rp := remote.Partition{TopicID: td[e2eTopic].ID, Topic: e2eTopic, Partition: 0}
+	st, err := objstore.NewS3(s3.Options())
+	if err != nil {
+		e.t.Fatal(err)
+	}
 	mp := remote.MetadataPartition(rp, 50) // remote.log.metadata.topic.num.partitions
 	cl := e.c.Client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{
 		remote.MetadataTopic: {mp: kgo.NewOffset().AtStart()}}), kgo.FetchMaxWait(50*time.Millisecond))
@@ -169,7 +175,22 @@ func (e *e2e) killMidCopy(leader int32, timeout time.Duration) bool {
 		})
 		if last != nil && last.Segment != nil && last.Segment.BrokerID == leader && cl.BufferedFetchRecords() == 0 {
 			e.c.Node(leader).Kill()
-			return true
+			// The copy was cut short if not all of its objects were
+			// written (COPY_SEGMENT_FINISHED comes after the last one);
+			// with all of them there, its FINISHED may have been on its
+			// way.
+			keys, err := st.List(ctx, remote.ObjectKey("", last.Segment, remote.FileLog)[:len(remote.PartitionPrefix("", rp))+20])
+			if err != nil {
+				e.t.Fatal(err)
+			}
+			id := base64.RawURLEncoding.EncodeToString(last.Segment.ID[:])
+			n := 0
+			for _, k := range keys {
+				if strings.Contains(k, id) {
+					n++
+				}
+			}
+			return n < 5
 		}
 	}
 }
