@@ -22,9 +22,14 @@ const maxChain = 1 << 16
 // starting at or above it: the local log answers from there. complete is
 // false when the remote segments ran out first: the caller goes on with
 // the local log's (Kafka's RemoteLogManager.collectAbortedTransactions,
-// then collectAbortedTransactionInLocalSegments).
+// then collectAbortedTransactionInLocalSegments). The segments are
+// listed once: the walk usually reaches every segment up to the local log
+// (a read without aborts after it), so listing them at each step would
+// make a consumer's pass over a remote log of S segments cost S² copies
+// of the list.
 func (r *Reader) AbortedTxns(ctx context.Context, p Partition, lineage []epoch.Entry, from, upto, localStart int64) (out []storage.AbortedTxn, complete bool, err error) {
-	seg, ok := r.FindSegment(p, lineage, from)
+	segs := r.meta.Segments(p)
+	seg, ok := findSegment(segs, lineage, from)
 	for n := 0; ok && n < maxChain && seg.StartOffset < localStart; n++ {
 		es, err := r.txnIndex(ctx, &seg)
 		if err != nil {
@@ -41,7 +46,7 @@ func (r *Reader) AbortedTxns(ctx context.Context, p Partition, lineage []epoch.E
 				return out, true, nil
 			}
 		}
-		seg, ok = r.FindSegment(p, lineage, seg.EndOffset+1)
+		seg, ok = findSegment(segs, lineage, seg.EndOffset+1)
 	}
 	return out, false, nil
 }
