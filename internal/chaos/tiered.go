@@ -16,20 +16,22 @@ import (
 )
 
 // tieredTopicConfigs are the test topic's settings in a tiered run: small
-// segments that roll within seconds at the workload's rate, uploaded as
-// soon as they are rolled and then deleted locally (local retention of
-// one segment), so that the final read and the consumers that fall behind
-// read from the object store.
+// segments that roll every few seconds at the workload's rate (a
+// partition gets about 5 KiB/s at the default --rate), uploaded as soon
+// as they are rolled and then deleted locally (local retention of one
+// segment), so that the object store sees copies all through the run, and
+// the final read and every new consumer session, which start at the log
+// start, read from the remote log.
 var tieredTopicConfigs = map[string]string{
 	"remote.storage.enable": "true",
-	"segment.bytes":         "65536",
-	"local.retention.bytes": "65536",
+	"segment.bytes":         "32768",
+	"local.retention.bytes": "32768",
 }
 
 // tieredBrokerProps are the brokers' settings in a tiered run besides the
-// object store's: the remote log manager looks for work every second.
+// object store's: the remote log manager looks for work twice a second.
 var tieredBrokerProps = []string{
-	"remote.log.manager.task.interval.ms=1000",
+	"remote.log.manager.task.interval.ms=500",
 }
 
 // startObjectStore starts the S3 test server (its log and credentials file
