@@ -17,15 +17,18 @@ import (
 
 // tieredTopicConfigs are the test topic's settings in a tiered run: small
 // segments that roll every few seconds at the workload's rate (a
-// partition gets about 5 KiB/s at the default --rate), uploaded as soon
-// as they are rolled and then deleted locally (local retention of one
-// segment), so that the object store sees copies all through the run, and
-// the final read and every new consumer session, which start at the log
-// start, read from the remote log.
+// partition gets about 5 KiB/s at the default --rate), copied as soon as
+// they are rolled and then deleted locally (a local retention of one byte
+// keeps only the active segment and those not yet copied), so that the
+// object store sees copies all through the run; the final read and every
+// new consumer session, which start at the log start, read from the
+// remote log; and a follower that was killed, paused or cut off for a few
+// seconds comes back below its leader's local log start and rebuilds from
+// the remote log (KIP-405's OFFSET_MOVED_TO_TIERED_STORAGE path).
 var tieredTopicConfigs = map[string]string{
 	"remote.storage.enable": "true",
 	"segment.bytes":         "32768",
-	"local.retention.bytes": "32768",
+	"local.retention.bytes": "1",
 }
 
 // tieredBrokerProps are the brokers' settings in a tiered run besides the

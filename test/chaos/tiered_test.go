@@ -4,12 +4,18 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/sluice-io/sluice/internal/chaos"
 	"github.com/sluice-io/sluice/internal/testproc"
 )
+
+// requestsMeanwhile finds, in an objstore fault's detail, how many
+// requests reached the object store's proxy while it was in place.
+var requestsMeanwhile = regexp.MustCompile(`\((\d+) requests meanwhile\)`)
 
 // TestChaosTieredShort runs the queue workload on a tiered topic (the S3
 // test server behind the fault proxy) through a SIGKILL, a SIGSTOP, an
@@ -45,20 +51,21 @@ func TestChaosTieredShort(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := chaos.Options{
-		Nodes: 3, Duration: 60 * time.Second, Seed: 3, Out: out, MinISR: 2, Unclean: false,
+		Nodes: 3, Duration: 62 * time.Second, Seed: 3, Out: out, MinISR: 2, Unclean: false,
 		Faults: []string{chaos.FaultKill, chaos.FaultPause, chaos.FaultIsolate, chaos.FaultObjStore},
 		Binary: bin, Rate: 200, Recovery: 4 * time.Second, Tiered: true,
 		Logf: func(format string, args ...any) { t.Logf(format, args...) },
 	}
 	// The object store's mode is the partition draw modulo 3: slow,
-	// failing, outage.
+	// failing, outage. The first segments roll (and are copied) about
+	// 12 s in, so the object store faults start after that.
 	o.Plan = []chaos.Fault{
-		{AtMs: 12000, Kind: chaos.FaultObjStore, Partition: 0, DurMs: 4000},
-		{AtMs: 19000, Kind: chaos.FaultKill, Target: "leader", Partition: 0, Node: 1, DurMs: 3000},
-		{AtMs: 26000, Kind: chaos.FaultObjStore, Partition: 1, DurMs: 4000},
-		{AtMs: 33000, Kind: chaos.FaultPause, Target: "leader", Partition: 1, Node: 2, DurMs: 3000},
-		{AtMs: 40000, Kind: chaos.FaultObjStore, Partition: 2, DurMs: 4000},
-		{AtMs: 47000, Kind: chaos.FaultIsolate, Target: "leader", Partition: 2, Node: 3, DurMs: 4000},
+		{AtMs: 18000, Kind: chaos.FaultObjStore, Partition: 0, DurMs: 4000},
+		{AtMs: 25000, Kind: chaos.FaultKill, Target: "leader", Partition: 0, Node: 1, DurMs: 3000},
+		{AtMs: 31000, Kind: chaos.FaultObjStore, Partition: 1, DurMs: 4000},
+		{AtMs: 38000, Kind: chaos.FaultPause, Target: "leader", Partition: 1, Node: 2, DurMs: 3000},
+		{AtMs: 44000, Kind: chaos.FaultObjStore, Partition: 2, DurMs: 4000},
+		{AtMs: 51000, Kind: chaos.FaultIsolate, Target: "leader", Partition: 2, Node: 3, DurMs: 4000},
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -67,12 +74,20 @@ func TestChaosTieredShort(t *testing.T) {
 		t.Fatalf("chaos run: %v (output in %s)", err, out)
 	}
 	report := filepath.Join(out, "report.html")
+	storeRequests := 0
 	t.Logf("sends ok=%d fail=%d info=%d reads=%d final=%d", res.Stats.OK, res.Stats.Fail, res.Stats.Info, res.Stats.Reads, res.Stats.FinalRead)
 	for _, e := range res.Timeline {
 		t.Logf("  %6.1fs-%6.1fs %-8s %v %s %s", e.StartMs/1000, e.EndMs/1000, e.Kind, e.Nodes, e.Detail, e.Err)
 		if e.Err != "" {
 			t.Errorf("fault %s %v: %s", e.Kind, e.Nodes, e.Err)
 		}
+		if m := requestsMeanwhile.FindStringSubmatch(e.Detail); e.Kind == chaos.FaultObjStore && m != nil {
+			n, _ := strconv.Atoi(m[1])
+			storeRequests += n
+		}
+	}
+	if storeRequests == 0 {
+		t.Errorf("no object store request arrived during the objstore faults: they tested nothing")
 	}
 	for _, n := range res.Notes {
 		t.Logf("note: %s", n)
