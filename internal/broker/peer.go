@@ -3,9 +3,11 @@ package broker
 // Peer clients: requests this node's coordinators send to other brokers
 // (the transaction coordinator's WriteTxnMarkers, Kafka's
 // TransactionMarkerChannelManager), over the same Transport and
-// inter-broker listener as the follower fetchers. One client per node is
-// kept and reused; it is replaced when the node's address changes and
-// closed when the broker closes.
+// inter-broker listener as the follower fetchers. One client per node and
+// client id is kept and reused (each coordinator has its own, as Kafka's
+// managers each have their own NetworkClient, so that one never closes a
+// client another is using); it is replaced when the node's address
+// changes and closed when the broker closes.
 
 import (
 	"fmt"
@@ -14,23 +16,32 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
-// peerCache holds the peer clients by node id.
+// peerCache holds the peer clients by node id and client id.
 type peerCache struct {
 	mu      sync.Mutex
 	closed  bool
-	clients map[int32]peerEntry
+	clients map[peerKey]peerEntry
+}
+
+// peerKey names one peer client: the node it reaches and the client id it
+// sends.
+type peerKey struct {
+	node     int32
+	clientID string
 }
 
 type peerEntry struct {
-	addr, clientID string
-	cl             PeerClient
+	addr string
+	cl   PeerClient
 }
 
 // Peer returns a client for broker node (this node included: a request
 // to itself goes over its own inter-broker listener), reached at its
 // endpoint on inter.broker.listener.name as the current metadata image
-// gives it. The client is shared: requests through it are sent one at a
-// time; it reconnects by itself after a failure. It fails for a node the
+// gives it. The client is shared by the callers with the same clientID:
+// requests through it are sent one at a time; it reconnects by itself
+// after a failure. Callers with another clientID get a client of their
+// own. It fails for a node the
 // image does not know and once the broker is closed (BROKER_NOT_AVAILABLE).
 func (b *Broker) Peer(node int32, clientID string) (PeerClient, error) {
 	br, ok := b.Image().Brokers[node]
@@ -44,17 +55,18 @@ func (b *Broker) Peer(node int32, clientID string) (PeerClient, error) {
 	if c.closed {
 		return nil, fmt.Errorf("peer %d: broker closed: %w", node, kerr.BrokerNotAvailable)
 	}
-	if e, ok := c.clients[node]; ok {
-		if e.addr == addr && e.clientID == clientID {
+	k := peerKey{node, clientID}
+	if e, ok := c.clients[k]; ok {
+		if e.addr == addr {
 			return e.cl, nil
 		}
 		e.cl.Close()
 	}
 	if c.clients == nil {
-		c.clients = map[int32]peerEntry{}
+		c.clients = map[peerKey]peerEntry{}
 	}
 	cl := b.transport.Dial(addr, clientID)
-	c.clients[node] = peerEntry{addr: addr, clientID: clientID, cl: cl}
+	c.clients[k] = peerEntry{addr: addr, cl: cl}
 	return cl, nil
 }
 

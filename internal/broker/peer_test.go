@@ -64,3 +64,41 @@ func TestPeer(t *testing.T) {
 		t.Fatal("peer after close")
 	}
 }
+
+// TestPeerClientIDsKeepTheirClients: two coordinators reaching one node
+// with their own client ids (the transaction markers and the remote log
+// metadata store) each keep their client: asking for one never closes the
+// other's while it may be in use.
+func TestPeerClientIDsKeepTheirClients(t *testing.T) {
+	cfg := config.Defaults()
+	cfg.DataDir = t.TempDir()
+	cfg.Listen = "127.0.0.1:19092"
+	ft := &fakeTransport{}
+	b, err := broker.Open(broker.Options{Config: cfg, Transport: ft})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	markers, err := b.Peer(b.NodeID(), "sluice-txn-coordinator")
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta, err := b.Peer(b.NodeID(), "sluice-remote-log-metadata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if markers == meta {
+		t.Fatal("two client ids share one client")
+	}
+	if again, _ := b.Peer(b.NodeID(), "sluice-txn-coordinator"); again != markers {
+		t.Fatal("the first client id's client was replaced")
+	}
+	for _, p := range ft.clients {
+		if p.closed {
+			t.Fatalf("a client in use was closed: %+v", ft.clients)
+		}
+	}
+	if len(ft.clients) != 2 {
+		t.Fatalf("%d clients dialed, want 2", len(ft.clients))
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -323,6 +324,17 @@ func writeHTML(path string, r *Result) error {
 		fmt.Fprintf(&sb, "<tr><td>%d</td><td>%d</td><td>%d</td><td>%v</td></tr>", p, r.Final.Start[int32(p)], r.Final.End[int32(p)], r.Final.Complete[int32(p)])
 	}
 	sb.WriteString("</table>\n")
+	if ts := r.Tiered; ts != nil {
+		sb.WriteString("<h2>Tiers at the end</h2><table><tr><th>partition</th><th>log start</th><th>local log start</th><th>tiered end</th><th>remote segments</th><th>final read from remote</th></tr>")
+		for _, p := range ps {
+			q := int32(p)
+			fmt.Fprintf(&sb, "<tr><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%v</td></tr>", p, ts.LogStart[q], ts.LocalStart[q], ts.TieredEnd[q], ts.RemoteSegments[q], slices.Contains(ts.ReadFromRemote, q))
+		}
+		sb.WriteString("</table>\n")
+		if ts.Err != "" {
+			fmt.Fprintf(&sb, "<p>%s</p>\n", esc(ts.Err))
+		}
+	}
 	if len(r.Stats.FailErrs) > 0 {
 		sb.WriteString("<h2>Send errors</h2><table><tr><th>outcome: error</th><th>count</th></tr>")
 		for _, k := range sortedKeys(r.Stats.FailErrs) {

@@ -184,7 +184,10 @@ type Result struct {
 	// describes it after the share workload's drain.
 	ShareEnd map[int32]SharePartitionEnd `json:"shareEnd,omitempty"`
 	Final    FinalRead                   `json:"finalRead"`
-	Analysis *Analysis                   `json:"analysis"`
+	// Tiered is where the partitions stand across the local and remote
+	// tiers after the final read (tiered runs only).
+	Tiered   *TieredState `json:"tiered,omitempty"`
+	Analysis *Analysis    `json:"analysis"`
 	// Valid is false when the run could not check what it set out to
 	// (cluster never healthy, final read incomplete, ...); see Notes.
 	Valid bool `json:"valid"`
@@ -441,6 +444,15 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if res.Final.Err != "" {
 		res.Valid = false
 		res.Notes = append(res.Notes, "final read: "+res.Final.Err)
+	}
+	if o.Tiered {
+		res.Tiered = c.tieredState(ctx, adm, topic)
+		o.logf("%s", res.Tiered.summary())
+		if res.Tiered.Err != "" {
+			res.Notes = append(res.Notes, "tiered state: "+res.Tiered.Err)
+		} else if len(res.Tiered.ReadFromRemote) == 0 {
+			res.Notes = append(res.Notes, "tiered run did not tier: no partition's log start is below its local log start, so the final read did not go through the remote log")
+		}
 	}
 	res.Timeline = nm.events()
 

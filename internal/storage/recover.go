@@ -501,6 +501,17 @@ func (l *Log) readProducers(snaps []int64, clean bool, scanFrom int, index bool)
 		limit = l.segs[scanFrom].base
 	}
 	ps, from := l.snapshotAtOrBelow(snaps, limit)
+	if from == l.segs[0].base && len(l.segs) > 1 && limit < l.segs[1].base {
+		// No snapshot from the first segment's base to limit: rather than
+		// an empty state at that base (which forgets the transactions open
+		// there, so their ABORT markers later would get no aborted-index
+		// entry), take the first segment's own snapshot, which the owner
+		// writes a few batches after the roll. That segment is sealed: its
+		// aborted-index entries below the snapshot are in its index file.
+		if ps1, from1 := l.snapshotAtOrBelow(snaps, l.segs[1].base); from1 > from {
+			ps, from = ps1, from1
+		}
+	}
 	if err := l.replayProducers(ps, from, index, nil); err != nil {
 		return nil, err
 	}

@@ -2,8 +2,12 @@ package storage
 
 import (
 	"errors"
+	"math/rand"
+	"reflect"
 	"testing"
 	"time"
+
+	"github.com/sluice-io/sluice/internal/batch"
 
 	"github.com/sluice-io/sluice/internal/epoch"
 	"github.com/sluice-io/sluice/internal/producer"
@@ -143,5 +147,72 @@ func TestSegmentCopyProducerState(t *testing.T) {
 		if !c.SnapshotExact || e == nil || e.Batches[len(e.Batches)-1].LastOffset != s.Next-1 || e.Batches[len(e.Batches)-1].LastSeq != int32(s.Next-1) {
 			t.Fatalf("replay %v: state at %d: exact %v, %+v", replay, s.Next, c.SnapshotExact, e)
 		}
+	}
+}
+
+// TestLocalRetentionKeepsProducerStateRecoverable: an owned log (the
+// owner writes its snapshot a few batches after each roll) whose local
+// retention deletes copied segments still recovers, after a crash, the
+// aborted-index entry of a transaction that began in a deleted segment
+// and was aborted in a local one: a read_committed read must not see its
+// records.
+func TestLocalRetentionKeepsProducerStateRecoverable(t *testing.T) {
+	cfg := testConfig()
+	cfg.SegmentBytes = 1024
+	cfg.RemoteStorage = true
+	cfg.LocalRetentionBytes = 0
+	fsys := vfs.NewMem()
+	l, err := Open(fsys, "/data/topic-0", cfg, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := handOver(l)
+	put := func(b []byte) int64 {
+		off := o.l.LogEndOffset()
+		batch.SetBaseOffset(b, off)
+		batch.SetLeaderEpoch(b, 0)
+		fixCRC(b)
+		o.append(t, b)
+		return off
+	}
+	fill := func(rolls int) {
+		for want := o.l.NumSegments() + rolls; o.l.NumSegments() < want; {
+			put(mkBatch(plain(2, 100, t0.UnixMilli())))
+		}
+		put(mkBatch(plain(2, 100, t0.UnixMilli()))) // past the owner's snapshot
+	}
+	fill(2)
+	first := put(txnBatch(7, 0, 1))
+	fill(2)
+	marker := put(batch.EncodeMarker(7, 0, batch.Marker{CoordinatorEpoch: 1}, t0.UnixMilli()))
+	// Every sealed segment is copied: local retention deletes what it may,
+	// and the marker is in the active segment, whose aborted index is not
+	// on disk yet.
+	if err := o.l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	segs := o.l.LocalSegments()
+	if _, err := o.l.ApplyLocalRetention(t0, segs[len(segs)-1].Base-1); err != nil {
+		t.Fatal(err)
+	}
+	if o.l.LocalLogStartOffset() <= first {
+		t.Fatalf("local start %d: the transaction's first batch (%d) was not deleted locally", o.l.LocalLogStartOffset(), first)
+	}
+	want := []AbortedTxn{{ProducerID: 7, FirstOffset: first, LastOffset: marker, LastStable: marker + 1}}
+	if got := o.l.AbortedTxns(first, o.l.LogEndOffset()); !reflect.DeepEqual(got, want) {
+		t.Fatalf("before the crash: aborted %+v, want %+v", got, want)
+	}
+	if err := o.l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	crashed := fsys.Crash(rand.New(rand.NewSource(1)))
+	o.l.Close()
+	l2, err := Open(crashed, "/data/topic-0", cfg, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	if got := l2.AbortedTxns(first, l2.LogEndOffset()); !reflect.DeepEqual(got, want) {
+		t.Fatalf("after a crash (local start %d, marker %d): aborted %+v, want %+v", l2.LocalLogStartOffset(), marker, got, want)
 	}
 }
