@@ -291,6 +291,13 @@ func (s *Shard[S]) Append(b []byte, undo func(), done func(error)) (storage.Appe
 	return info, nil
 }
 
+// AllCommitted reports whether every record of the partition's log is
+// committed (below the high watermark) now (owner only). A coordinator
+// that applies its writes only once they are committed then shows the
+// state as of the last committed offset, and may answer a read from it
+// at once; otherwise it reads through Committed.
+func (s *Shard[S]) AllCommitted() bool { return s.r.HighWatermark() >= s.r.LogEndOffset() }
+
 // Committed calls done on the owner once every record of the partition's
 // log as it is now is committed (below the high watermark): at once when
 // it is, else as a write with nothing to append would complete (nil, or
@@ -298,7 +305,13 @@ func (s *Shard[S]) Append(b []byte, undo func(), done func(error)) (storage.Appe
 // A coordinator answering from its state without writing calls it first:
 // that state may come from records a load read above the high watermark,
 // or from a write not yet committed, which a coordinator elected next may
-// not have.
+// not have. This is the runtime's read operation: Kafka's
+// CoordinatorRuntime reads at the last committed offset through timeline
+// snapshots (SnapshotRegistry); the runtime instead defers the read until
+// what the state shows is committed, and the reader computes its answer in
+// done, from a state that then holds nothing uncommitted but the
+// speculative changes of writes appended since (the coordinators apply
+// their writes in their done, so those show only as pending).
 func (s *Shard[S]) Committed(done func(error)) {
 	if s.Gone() {
 		done(ErrNotCoordinator)
