@@ -18,9 +18,10 @@ import (
 
 func (g *groupAPI) describeGroups(r *protocol.Request) protocol.Reply {
 	req := r.Body.(*kmsg.DescribeGroupsRequest)
-	resp := g.c.DescribeGroups(req)
-	g.groupAuthorizedOps(r, req, resp)
-	return protocol.Reply{Resp: resp}
+	return replyMap(g.c.DescribeGroups(req), func(resp *kmsg.DescribeGroupsResponse) *kmsg.DescribeGroupsResponse {
+		g.groupAuthorizedOps(r, req, resp)
+		return resp
+	})
 }
 
 // groupAuthorizedOps fills the authorized operations DescribeGroups v3+

@@ -38,11 +38,12 @@ func (g *groupAPI) consumerGroupDescribe(r *protocol.Request) protocol.Reply {
 	}
 	sub := *req
 	sub.Groups = kept
-	resp := g.c.ConsumerGroupDescribe(&sub)
-	for _, id := range refused {
-		rg := kmsg.NewConsumerGroupDescribeResponseGroup()
-		rg.Group, rg.ErrorCode = id, groupDenied
-		resp.Groups = append(resp.Groups, rg)
-	}
-	return protocol.Reply{Resp: resp}
+	return replyMap(g.c.ConsumerGroupDescribe(&sub), func(resp *kmsg.ConsumerGroupDescribeResponse) *kmsg.ConsumerGroupDescribeResponse {
+		for _, id := range refused {
+			rg := kmsg.NewConsumerGroupDescribeResponseGroup()
+			rg.Group, rg.ErrorCode = id, groupDenied
+			resp.Groups = append(resp.Groups, rg)
+		}
+		return resp
+	})
 }
