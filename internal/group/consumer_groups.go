@@ -252,6 +252,9 @@ func (c *Coordinator) consumerTimers(s *shard, timers []consumer.Timer) {
 			s.Cancel(t.Key())
 			continue
 		}
+		if _, armed := s.TimerAt(t.Key()); armed && t.IfAbsent {
+			continue
+		}
 		s.Schedule(t.Key(), t.At, func(s *shard) { c.expireConsumer(s, t) })
 	}
 }
