@@ -7,7 +7,8 @@ package handler
 // GROUP_ID_NOT_FOUND; a group coordinated elsewhere NOT_COORDINATOR.
 // Needs DESCRIBE on each group (GROUP_AUTHORIZATION_FAILED for the
 // others). UNSUPPORTED_VERSION while the consumer protocol is off
-// (68_consumer_group_heartbeat.go).
+// (68_consumer_group_heartbeat.go). Described from the committed state,
+// as DescribeGroups (15_describe_groups.go).
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"

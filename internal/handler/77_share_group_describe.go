@@ -8,7 +8,8 @@ package handler
 // others), and, as Kafka's KafkaApis handleShareGroupDescribe, DESCRIBE
 // on every topic in the members' assignments: a group naming a topic the
 // client may not describe answers TOPIC_AUTHORIZATION_FAILED without its
-// members. UNSUPPORTED_VERSION while share.version is 0.
+// members. UNSUPPORTED_VERSION while share.version is 0. Described from
+// the committed state, as DescribeGroups (15_describe_groups.go).
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
