@@ -187,3 +187,30 @@ func TestVerifyWaitsForCommittedAdd(t *testing.T) {
 	}
 	t.Fatalf("not verified once committed: %v", err)
 }
+
+// TestDescribeAnswersCommittedState: DescribeTransactions reports the
+// committed state: a transaction shown ongoing only by a record above the
+// high watermark is not described until it is committed (the stepped
+// coordinator answers COORDINATOR_LOAD_IN_PROGRESS meanwhile).
+func TestDescribeAnswersCommittedState(t *testing.T) {
+	c, held, _ := heldCoordinator(t)
+	tp := Partition{"t", 0}
+	beginHeld(t, c, "a", []Partition{tp})
+	reloadHeld(t, c, held, "a")
+	if m, err := c.DescribeState("a"); err != kerr.CoordinatorLoadInProgress {
+		t.Fatalf("described %v %v with its AddPartitions record above the HW, want COORDINATOR_LOAD_IN_PROGRESS", m.State, err)
+	}
+	held.Store(-1)
+	for i := 0; i < 5000; i++ {
+		c.Drain()
+		m, err := c.DescribeState("a")
+		if err == nil {
+			if _, ok := m.Partitions[tp]; m.State != Ongoing || !ok {
+				t.Fatalf("described %v %v once committed", m.State, m.Partitions)
+			}
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatal("never described once committed")
+}
