@@ -483,11 +483,12 @@ func (c *Coordinator) deleteGroup(id string) (wait func() error, code int16) {
 // readCommitted answers a read from the committed state (owner): answer
 // runs at once if every record of the partition's log is committed, else
 // once the log as it is now is (coord.Shard.Committed), or fail gets the
-// error code if that commit fails. The group coordinator applies its
-// writes only once committed (offsets, a group's metadata continuation),
-// so the state then shows nothing a coordinator elected next may lack,
-// but for records a load read above the high watermark, which this waits
-// for: Kafka's CoordinatorRuntime reads at the last committed offset
+// error code if that commit fails. What a load read above the high
+// watermark is thereby never shown before it is committed. The offsets of
+// classic groups are applied only once committed; consumer and share
+// groups apply their records at the append (with an undo), so a deferred
+// read may also show a change appended meanwhile, not committed yet.
+// Kafka's CoordinatorRuntime reads at the last committed offset instead
 // (scheduleReadOperation, through the timeline snapshots of
 // SnapshotRegistry).
 func readCommitted[T any](s *shard, answer func(*shard) T, fail func(code int16) T) Result[T] {
