@@ -91,6 +91,15 @@ type Options struct {
 	Clock clock.Clock
 	// Logger defaults to the broker's.
 	Logger *slog.Logger
+	// wrapReplica (tests) is the replica the runtime sees in place of
+	// the broker's partition.
+	wrapReplica func(*broker.Partition) logReplica
+}
+
+// logReplica is a coordinator replica with its log (a *broker.Partition).
+type logReplica interface {
+	coord.Replica
+	Log() *storage.Log
 }
 
 // shard is the runtime's shard of one __share_group_state partition.
@@ -111,6 +120,7 @@ type Coordinator struct {
 	mu            sync.Mutex // guards closed
 	closed        bool
 	waitingLogged atomic.Bool
+	wrapReplica   func(*broker.Partition) logReplica // Options.wrapReplica
 }
 
 // New returns a coordinator for b and elects every __share_group_state
@@ -122,13 +132,17 @@ func New(b *broker.Broker, opts Options) *Coordinator {
 	if opts.Logger == nil {
 		opts.Logger = b.Logger()
 	}
-	c := &Coordinator{b: b, cfg: opts.Config.withDefaults(), clock: opts.Clock, log: opts.Logger.With("component", "sharecoord")}
+	c := &Coordinator{b: b, cfg: opts.Config.withDefaults(), clock: opts.Clock, log: opts.Logger.With("component", "sharecoord"),
+		wrapReplica: opts.wrapReplica}
 	c.rt = coord.New(coord.Config[*State]{
 		Name: "share", Clock: c.clock, Logger: c.log,
 		Replica: func(i int32) (coord.Replica, error) {
 			p, err := b.Partition(Topic, i)
 			if err != nil {
 				return nil, err
+			}
+			if c.wrapReplica != nil {
+				return c.wrapReplica(p), nil
 			}
 			return p, nil
 		},
@@ -177,6 +191,9 @@ func (c *Coordinator) owns(i int32) bool {
 	if err != nil {
 		return false
 	}
+	if c.wrapReplica != nil {
+		return c.rt.Current(i, c.wrapReplica(p))
+	}
 	return c.rt.Current(i, p)
 }
 
@@ -205,7 +222,7 @@ func (c *Coordinator) Close() {
 // load replays partition i (the runtime's Load): the leader's log, from
 // its start to its end.
 func (c *Coordinator) load(i int32, r coord.Replica) (*State, error) {
-	p := r.(*broker.Partition)
+	p := r.(logReplica)
 	st := NewState(c.cfg.SnapshotUpdateRecords)
 	n := replayLog(p.Log(), p.LogStartOffset(), p.LogEndOffset(), st, func(off int64, err error) {
 		c.log.Error("loading share state", "partition", i, "offset", off, "err", err)
@@ -538,16 +555,46 @@ func (c *Coordinator) Write(ctx context.Context, key share.Key, st share.State) 
 	})
 }
 
+// readCommitted runs the read op on the owner once what the shard shows is
+// committed: at once if every record of its partition is, else once the
+// log as it is now is (coord.Shard.Committed), so that a state a load read
+// above the high watermark, which a coordinator elected next may not have,
+// is never answered (Kafka's CoordinatorRuntime reads at the last committed
+// offset). The writes in flight of the key itself are waited for by op
+// (afterPending).
+func readCommitted(s *shard, op func(s *shard, reply func(error)), reply func(error)) {
+	if s.AllCommitted() {
+		op(s, reply)
+		return
+	}
+	s.Committed(func(err error) {
+		if err != nil {
+			reply(appendError(err))
+			return
+		}
+		op(s, reply)
+	})
+}
+
 // Read implements share.Persister for a key coordinated here
 // (UNKNOWN_TOPIC_OR_PARTITION for a partition not in the metadata): it answers
-// the committed state, and records leaderEpoch if it is newer than the
-// key's (an update record, committed before the answer).
+// the committed state (readCommitted), and records leaderEpoch if it is
+// newer than the key's (an update record, committed before the answer).
 func (c *Coordinator) Read(ctx context.Context, key share.Key, leaderEpoch int32) (share.State, error) {
 	if !c.known(key) {
 		return share.State{}, kerr.UnknownTopicOrPartition
 	}
 	var out share.State
-	err := c.do(ctx, key, func(s *shard, reply func(error)) {
+	err := c.do(ctx, key, func(s *shard, reply func(error)) { readCommitted(s, c.readOp(key, leaderEpoch, &out), reply) })
+	if err != nil {
+		return share.State{}, err
+	}
+	return out, nil
+}
+
+// readOp is Read's operation on the owner; the state goes to out.
+func (c *Coordinator) readOp(key share.Key, leaderEpoch int32, out *share.State) func(s *shard, reply func(error)) {
+	return func(s *shard, reply func(error)) {
 		st := s.State()
 		recs, kerr := st.ReadRecords(key, leaderEpoch)
 		if kerr != nil {
@@ -555,23 +602,19 @@ func (c *Coordinator) Read(ctx context.Context, key share.Key, leaderEpoch int32
 			return
 		}
 		if got, ok := st.Get(key); ok {
-			out = got
+			*out = got
 			if len(recs) > 0 {
 				out.LeaderEpoch = leaderEpoch
 			}
 		} else {
-			out = Uninitialized
+			*out = Uninitialized
 		}
 		if len(recs) > 0 {
 			c.write(s, key, recs, reply)
 			return
 		}
 		afterPending(st, key, reply)
-	})
-	if err != nil {
-		return share.State{}, err
 	}
-	return out, nil
 }
 
 // Delete implements share.Persister for a key coordinated here.
@@ -588,18 +631,20 @@ func (c *Coordinator) Delete(ctx context.Context, key share.Key) error {
 }
 
 // ReadSummary implements share.Persister for a key coordinated here:
-// the committed state's summary, without fencing.
+// the committed state's summary (readCommitted), without fencing.
 func (c *Coordinator) ReadSummary(ctx context.Context, key share.Key) (share.Summary, error) {
 	var out share.Summary
 	err := c.do(ctx, key, func(s *shard, reply func(error)) {
-		st := s.State()
-		got, ok := st.Get(key)
-		if !ok {
-			got = Uninitialized
-		}
-		out = share.Summary{StateEpoch: got.StateEpoch, LeaderEpoch: got.LeaderEpoch, StartOffset: got.StartOffset,
-			DeliveryCompleteCount: got.DeliveryCompleteCount}
-		afterPending(st, key, reply)
+		readCommitted(s, func(s *shard, reply func(error)) {
+			st := s.State()
+			got, ok := st.Get(key)
+			if !ok {
+				got = Uninitialized
+			}
+			out = share.Summary{StateEpoch: got.StateEpoch, LeaderEpoch: got.LeaderEpoch, StartOffset: got.StartOffset,
+				DeliveryCompleteCount: got.DeliveryCompleteCount}
+			afterPending(st, key, reply)
+		}, reply)
 	})
 	if err != nil {
 		return share.Summary{}, err
