@@ -481,22 +481,21 @@ func (c *Coordinator) deleteGroup(id string) (wait func() error, code int16) {
 }
 
 // readCommitted answers a read from the committed state (owner): answer
-// runs at once if every record of the partition's log is committed, else
-// once the log as it is now is (coord.Shard.Committed), or fail gets the
-// error code if that commit fails. What a load read above the high
-// watermark is thereby never shown before it is committed. The offsets of
-// classic groups are applied only once committed; consumer and share
-// groups apply their records at the append (with an undo), so a deferred
-// read may also show a change appended meanwhile, not committed yet.
-// Kafka's CoordinatorRuntime reads at the last committed offset instead
-// (scheduleReadOperation, through the timeline snapshots of
-// SnapshotRegistry).
+// runs at once if the state shows only committed records
+// (coord.Shard.Readable), else once those it shows are (Shard.Read), or
+// fail gets the error code if that commit fails. The state shows records
+// above the high watermark that the load read to the log end, and those
+// of the writes applied at their append (deletions, consumer and share
+// groups: appendShown); offset commits and classic group metadata are
+// applied only once committed. Kafka's CoordinatorRuntime reads at the
+// last committed offset instead (scheduleReadOperation, through the
+// timeline snapshots of SnapshotRegistry), without waiting.
 func readCommitted[T any](s *shard, answer func(*shard) T, fail func(code int16) T) Result[T] {
-	if s.AllCommitted() {
+	if s.Readable() {
 		return ready(answer(s))
 	}
 	ch := make(chan T, 1)
-	s.Committed(func(err error) {
+	s.Read(func(err error) {
 		switch {
 		case err == nil:
 			ch <- answer(s)

@@ -119,7 +119,7 @@ func (c *Coordinator) commitLocked(s *shard, req *kmsg.OffsetCommitRequest, resp
 		}
 	}
 	answer := make(chan *kmsg.OffsetCommitResponse, 1)
-	first, aerr := c.appendRecords(s, recs, undo, func(err error) {
+	info, aerr := c.appendPending(s, recs, undo, func(err error) {
 		if err == nil {
 			for _, pc := range commits {
 				g.finishCommit(pc.tp, pc.o, true)
@@ -138,7 +138,7 @@ func (c *Coordinator) commitLocked(s *shard, req *kmsg.OffsetCommitRequest, resp
 		return setAll(kerr.CoordinatorNotAvailable.Code)
 	}
 	for i := range commits {
-		commits[i].o.logOffset = first + int64(i)
+		commits[i].o.logOffset = info.FirstOffset + int64(i)
 	}
 	return waitOn(answer)
 }

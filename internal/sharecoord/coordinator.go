@@ -556,18 +556,17 @@ func (c *Coordinator) Write(ctx context.Context, key share.Key, st share.State) 
 }
 
 // readCommitted runs the read op on the owner once what the shard shows is
-// committed: at once if every record of its partition is, else once the
-// log as it is now is (coord.Shard.Committed), so that a state a load read
-// above the high watermark, which a coordinator elected next may not have,
-// is never answered (Kafka's CoordinatorRuntime reads at the last committed
+// committed (coord.Shard.Readable, Shard.Read): a state a load read above
+// the high watermark, which a coordinator elected next may not have, is
+// never answered (Kafka's CoordinatorRuntime reads at the last committed
 // offset). The writes in flight of the key itself are waited for by op
 // (afterPending).
 func readCommitted(s *shard, op func(s *shard, reply func(error)), reply func(error)) {
-	if s.AllCommitted() {
+	if s.Readable() {
 		op(s, reply)
 		return
 	}
-	s.Committed(func(err error) {
+	s.Read(func(err error) {
 		if err != nil {
 			reply(appendError(err))
 			return

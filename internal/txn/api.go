@@ -68,7 +68,7 @@ func (c *Coordinator) InitProducerID(id string, timeoutMs int32, pid int64, epoc
 		var res Result[InitResult]
 		alloc := false
 		err := c.run(id, func(s *shard) {
-			dirty := !s.AllCommitted()
+			dirty := !s.Readable()
 			if res, alloc = c.initEvent(s, id, timeout, pid, expected, newPID); alloc {
 				return
 			}
@@ -227,7 +227,7 @@ func (c *Coordinator) AddPartitions(id string, pid int64, epoch int16, parts []P
 	}
 	var res Result[*kerr.Error]
 	if err := c.run(id, func(s *shard) {
-		dirty := !s.AllCommitted()
+		dirty := !s.Readable()
 		res = fromCommitted(s, dirty, c.addLocked(s, id, pid, epoch, parts), func(s *shard) Result[*kerr.Error] {
 			return c.addLocked(s, id, pid, epoch, parts)
 		}, ready[*kerr.Error])
@@ -331,14 +331,14 @@ func (c *Coordinator) VerifyPartitions(id string, pid int64, epoch int16, parts 
 	var res map[Partition]*kerr.Error
 	ch := make(chan map[Partition]*kerr.Error, 1)
 	if err := c.run(id, func(s *shard) {
-		if s.AllCommitted() {
+		if s.Readable() {
 			res = verifyLocked(s, id, pid, epoch, parts)
 			return
 		}
 		// A partition shown in the transaction by a record above the
 		// HW may not be in it for a coordinator elected next: the
 		// producer would write records no marker ends.
-		s.Committed(func(err error) {
+		s.Read(func(err error) {
 			if err != nil {
 				ch <- allParts(parts, commitError(err))
 				return
@@ -431,7 +431,7 @@ func (c *Coordinator) EndTxn(id string, pid int64, epoch int16, commit bool, txn
 		var res Result[EndResult]
 		alloc := false
 		err := c.run(id, func(s *shard) {
-			dirty := !s.AllCommitted()
+			dirty := !s.Readable()
 			if res, alloc = c.endEvent(s, id, pid, epoch, commit, txnVersion, newPID); alloc {
 				return
 			}

@@ -368,7 +368,7 @@ func (c *Coordinator) loaded(s *shard) {
 // as while their markers are written. A failed wait is tried again after
 // the marker backoff while the shard is loaded.
 func (c *Coordinator) rollForward(s *shard) {
-	s.Committed(func(err error) {
+	s.Read(func(err error) {
 		if s.Gone() {
 			return
 		}

@@ -53,11 +53,11 @@ func (c *Coordinator) DescribeState(id string) (Metadata, *kerr.Error) {
 	}
 	ch := make(chan described, 1)
 	if err := c.run(id, func(s *shard) {
-		if s.AllCommitted() {
+		if s.Readable() {
 			ch <- read(s)
 			return
 		}
-		s.Committed(func(err error) {
+		s.Read(func(err error) {
 			if err != nil {
 				ch <- described{err: commitError(err)}
 				return

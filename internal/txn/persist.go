@@ -104,8 +104,8 @@ func appendError(err error) *kerr.Error {
 	return ke
 }
 
-// commitError maps a failed wait for the committed state (Shard.Committed)
-// to the request's answer.
+// commitError maps a failed wait for the committed state (Shard.Read) to
+// the request's answer.
 func commitError(err error) *kerr.Error {
 	if err == coord.ErrNotCoordinator {
 		return kerr.NotCoordinator
@@ -114,22 +114,23 @@ func commitError(err error) *kerr.Error {
 }
 
 // fromCommitted answers a request from the committed state (owner). res is
-// what the request's event computed; dirty says whether the partition's
-// log had records above the high watermark when the event began (records
-// a load read to the log end, or writes not yet committed). An answer that
-// waits for a write is returned as is: a write is answered once committed,
-// after every record before it. So is an answer computed from a committed
-// state. Any other answer read state that a coordinator elected next may
-// not have (Kafka answers from committed metadata, the TransactionMetadata
-// of committed records with a pendingState for the write in flight): the
-// request is answered by again, run on the owner once the log as it was
-// is committed, or with fail's answer if that commit fails.
+// what the request's event computed; dirty says whether the state showed
+// records above the high watermark when the event began (those a load
+// read to the log end: the coordinator applies its own writes only once
+// committed, Shard.Readable). An answer that waits for a write is
+// returned as is: a write is answered once committed, after every record
+// before it. So is an answer computed from a committed state. Any other
+// answer read state that a coordinator elected next may not have (Kafka
+// answers from committed metadata, the TransactionMetadata of committed
+// records with a pendingState for the write in flight): the request is
+// answered by again, run on the owner once those records are committed
+// (Shard.Read), or with fail's answer if that commit fails.
 func fromCommitted[T any](s *shard, dirty bool, res Result[T], again func(*shard) Result[T], fail func(*kerr.Error) Result[T]) Result[T] {
 	if !dirty || res.Wait != nil {
 		return res
 	}
 	ch := make(chan Result[T], 1)
-	s.Committed(func(err error) {
+	s.Read(func(err error) {
 		if err != nil {
 			ch <- fail(commitError(err))
 			return
