@@ -68,7 +68,7 @@ func (c *Coordinator) InitProducerID(id string, timeoutMs int32, pid int64, epoc
 		var res Result[InitResult]
 		alloc := false
 		err := c.run(id, func(s *shard) {
-			dirty := !s.Readable()
+			dirty := !s.Readable() && !c.knobs.ReadUncommitted
 			if res, alloc = c.initEvent(s, id, timeout, pid, expected, newPID); alloc {
 				return
 			}
@@ -227,7 +227,7 @@ func (c *Coordinator) AddPartitions(id string, pid int64, epoch int16, parts []P
 	}
 	var res Result[*kerr.Error]
 	if err := c.run(id, func(s *shard) {
-		dirty := !s.Readable()
+		dirty := !s.Readable() && !c.knobs.ReadUncommitted
 		res = fromCommitted(s, dirty, c.addLocked(s, id, pid, epoch, parts), func(s *shard) Result[*kerr.Error] {
 			return c.addLocked(s, id, pid, epoch, parts)
 		}, ready[*kerr.Error])
@@ -431,7 +431,7 @@ func (c *Coordinator) EndTxn(id string, pid int64, epoch int16, commit bool, txn
 		var res Result[EndResult]
 		alloc := false
 		err := c.run(id, func(s *shard) {
-			dirty := !s.Readable()
+			dirty := !s.Readable() && !c.knobs.ReadUncommitted
 			if res, alloc = c.endEvent(s, id, pid, epoch, commit, txnVersion, newPID); alloc {
 				return
 			}
