@@ -486,7 +486,7 @@ func (c *Coordinator) deleteGroup(id string) (wait func() error, code int16) {
 // fail gets the error code if that commit fails. The state shows records
 // above the high watermark that the load read to the log end, and those
 // of the writes applied at their append (deletions, consumer and share
-// groups: appendShown); offset commits and classic group metadata are
+// groups: appendRecords); offset commits and classic group metadata are
 // applied only once committed. Kafka's CoordinatorRuntime reads at the
 // last committed offset instead (scheduleReadOperation, through the
 // timeline snapshots of SnapshotRegistry), without waiting.
