@@ -618,7 +618,7 @@ func (w *realWorld) writeMarkers(from, node int32, req *kmsg.WriteTxnMarkersRequ
 					slot.ErrorCode = kerr.NotLeaderForPartition.Code
 					continue
 				}
-				w.tracef("marker pid %d epoch %d commit=%v coordinator epoch %d to %s-%d on %d (from %d)", m.ProducerID, m.ProducerEpoch, m.Committed, m.CoordinatorEpoch, t.Topic, part, node, from)
+				w.tracef("marker pid %d epoch %d commit=%v coordinator epoch %d tv %d to %s-%d on %d (from %d)", m.ProducerID, m.ProducerEpoch, m.Committed, m.CoordinatorEpoch, m.TransactionVersion, t.Topic, part, node, from)
 				mr.writes = append(mr.writes, markerWrite{slot: slot,
 					ch: p.WriteMarker(data, w.clk.Now().Add(realProduceDeadline), m.TransactionVersion >= 2)})
 			}

@@ -180,8 +180,16 @@ func kerrOf(err error) *kerr.Error {
 
 // fenceAndAbort aborts m's ongoing transaction without its producer, at a
 // bumped epoch (owner): the PrepareAbort record, then the markers.
+//
+// The abort is not the client's, so its markers carry the cluster's
+// finalized transaction.version (Kafka's endTransaction with
+// isFromClient=false and txnManager.transactionVersionLevel): under
+// version 2 a partition then refuses a late copy of them once the
+// producer's next transaction is open there, whatever version the
+// transaction's own requests had told the coordinator so far (none, for
+// a producer's first transaction).
 func (c *Coordinator) fenceAndAbort(s *shard, m *Metadata, why string) {
-	t, err := m.PrepareFence(c.clock.Now())
+	t, err := m.PrepareFence(int16(c.b.Config().Int("sluice.transaction.version", 2)), c.clock.Now())
 	if err != nil {
 		c.log.Warn("cannot fence transaction", "id", m.ID, "epoch", m.Epoch, "err", err)
 		return
