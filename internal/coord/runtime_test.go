@@ -406,3 +406,43 @@ func TestCommittedWaitsForLoadedRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestReadAfterRollback: a write applied at its append (Shows) holds
+// reads back until it is committed; once its commit fails and the state is
+// rolled back, reads are answered at once again (the state shows only
+// committed records), and the read that waited gets the failure.
+func TestReadAfterRollback(t *testing.T) {
+	rep := newFake(1, false)
+	h := newHarness(t, rep, nil)
+	h.rt.Elect(0, 1)
+	done := make(chan error, 1)
+	if err := h.rt.Run(0, func(s *Shard[*kv]) {
+		info, err := s.Append([]byte("a=1"), s.State().apply("a=1"), nil)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		s.Shows(info.LastOffset + 1)
+		s.Read(func(err error) { done <- err })
+	}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("read answered (%v) with a shown write above the HW", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	boom := errors.New("commit failed")
+	rep.failCommits(boom)
+	if err := waitErr(t, done); err != boom {
+		t.Fatalf("the waiting read: %v, want the commit's failure", err)
+	}
+	var readable bool
+	var v string
+	if err := h.rt.Run(0, func(s *Shard[*kv]) { readable, v = s.Readable(), s.State().m["a"] }); err != nil {
+		t.Fatal(err)
+	}
+	if !readable || v != "" {
+		t.Fatalf("after the rollback: readable %v, a=%q", readable, v)
+	}
+}

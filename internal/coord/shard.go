@@ -1,6 +1,8 @@
 package coord
 
 import (
+	"slices"
+	"sort"
 	"sync"
 	"time"
 
@@ -31,6 +33,10 @@ type Shard[S any] struct {
 	pending []write // appended, not yet committed, in log order
 	timers  map[string]*timer[S]
 	started bool // stepped: the load and the Loaded hook ran
+	// What the state shows may not be committed below these offsets
+	// (Read): the log end the load read to, and the end of the last
+	// write applied at its append (Shows) and not rolled back.
+	loadEnd, shownEnd int64
 
 	// The committer's queue: ends of appended batches to wait for.
 	cmu  sync.Mutex
@@ -186,6 +192,7 @@ func (s *Shard[S]) run() {
 func (s *Shard[S]) load() bool {
 	start := time.Now()
 	st, err := s.rt.cfg.Load(s.part, s.r)
+	s.loadEnd = s.r.LogEndOffset() // at least what the load read
 	s.rt.loadTime.Observe(time.Since(start).Seconds())
 	if err != nil {
 		s.rt.log.Error("loading coordinator shard", "coordinator", s.rt.cfg.Name, "partition", s.part, "err", err)
@@ -291,6 +298,45 @@ func (s *Shard[S]) Append(b []byte, undo func(), done func(error)) (storage.Appe
 	return info, nil
 }
 
+// Shows records that the write just appended, ending at end, changed the
+// state at its append rather than once committed (owner only): until they
+// are committed, or rolled back, a Read waits for them.
+func (s *Shard[S]) Shows(end int64) { s.shownEnd = max(s.shownEnd, end) }
+
+// readEnd is the offset below which what the state shows must be
+// committed before a read answers from it (owner).
+func (s *Shard[S]) readEnd() int64 { return max(s.loadEnd, s.shownEnd) }
+
+// Readable reports whether the state shows only committed records, so a
+// read may answer from it at once (owner only): the records the load read
+// to the log end, and those of writes applied at their append (Shows), are
+// below the high watermark. A coordinator that applies its other writes
+// only once committed then shows the state of the last committed offset
+// but for the pending marks of writes in flight.
+func (s *Shard[S]) Readable() bool { return s.r.HighWatermark() >= s.readEnd() }
+
+// Read calls done on the owner once the state is Readable: at once if it
+// is, else once the records it shows are committed (nil), or their commit
+// failed (the error; the state is then rolled back to the last committed
+// offset, but for records the load read) or the shard was unloaded
+// (ErrNotCoordinator). It is the runtime's read operation: Kafka's
+// CoordinatorRuntime reads at the last committed offset through timeline
+// snapshots (SnapshotRegistry); the runtime instead defers the read until
+// what the state shows is committed, and the reader computes its answer
+// in done.
+func (s *Shard[S]) Read(done func(error)) {
+	if s.Gone() {
+		done(ErrNotCoordinator)
+		return
+	}
+	end := s.readEnd()
+	if s.r.HighWatermark() >= end {
+		done(nil)
+		return
+	}
+	s.waitFor(end, done)
+}
+
 // Committed calls done on the owner once every record of the partition's
 // log as it is now is committed (below the high watermark): at once when
 // it is, else as a write with nothing to append would complete (nil, or
@@ -298,7 +344,7 @@ func (s *Shard[S]) Append(b []byte, undo func(), done func(error)) (storage.Appe
 // A coordinator answering from its state without writing calls it first:
 // that state may come from records a load read above the high watermark,
 // or from a write not yet committed, which a coordinator elected next may
-// not have.
+// not have. Read waits less: only for what the state shows.
 func (s *Shard[S]) Committed(done func(error)) {
 	if s.Gone() {
 		done(ErrNotCoordinator)
@@ -309,12 +355,23 @@ func (s *Shard[S]) Committed(done func(error)) {
 		done(nil)
 		return
 	}
-	s.pending = append(s.pending, write{end: end, done: done})
+	s.waitFor(end, done)
+}
+
+// waitFor calls done once the offsets below end are committed, as a write
+// with nothing to append ending there (owner): it goes among the pending
+// writes in log order.
+func (s *Shard[S]) waitFor(end int64, done func(error)) {
+	i := sort.Search(len(s.pending), func(i int) bool { return s.pending[i].end > end })
+	s.pending = slices.Insert(s.pending, i, write{end: end, done: done})
 	if s.rt.cfg.Stepped {
 		return // Step polls the oldest pending write's commit
 	}
 	s.cmu.Lock()
-	s.ends = append(s.ends, end)
+	j := sort.Search(len(s.ends), func(j int) bool { return s.ends[j] >= end })
+	if j == len(s.ends) || s.ends[j] != end {
+		s.ends = slices.Insert(s.ends, j, end)
+	}
 	s.cmu.Unlock()
 	select {
 	case s.kick <- struct{}{}:
@@ -387,6 +444,7 @@ func (s *Shard[S]) failed(err error) {
 		return
 	}
 	s.rt.rollbacks.Add(float64(len(ws)))
+	s.shownEnd = 0 // every write applied at its append is undone
 	for i := len(ws) - 1; i >= 0; i-- {
 		if ws[i].undo != nil {
 			ws[i].undo()

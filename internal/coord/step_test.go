@@ -268,3 +268,59 @@ func TestSteppedCommitted(t *testing.T) {
 		t.Fatalf("with the log committed: %v", got)
 	}
 }
+
+// TestSteppedRead: Shard.Read waits for what the state shows: the records
+// a load read above the HW and the writes applied at their append
+// (Shows), not the other writes in flight, whose change the state does
+// not show until they are committed.
+func TestSteppedRead(t *testing.T) {
+	rep := newFake(1, false, "a=1", "b=2")
+	rep.setHW(1) // b=2 was loaded from above the HW
+	h := newStepped(t, rep, nil)
+	h.rt.Elect(0, 1)
+	h.rt.Drain()
+	var got []error
+	read := func() {
+		t.Helper()
+		if err := h.rt.Post(0, func(s *Shard[*kv]) { s.Read(func(err error) { got = append(got, err) }) }); err != nil {
+			t.Fatal(err)
+		}
+		h.rt.Drain()
+	}
+	var writes []error
+	h.setAsync("c", "3", &writes) // in flight, not shown
+	read()
+	if len(got) != 0 {
+		t.Fatalf("read answered with the loaded b=2 above the HW: %v", got)
+	}
+	rep.setHW(2) // b=2 committed, c=3 not yet
+	h.rt.Drain()
+	if len(got) != 1 || got[0] != nil || len(writes) != 0 {
+		t.Fatalf("read %v (write %v): want answered once the loaded records are, before the write in flight", got, writes)
+	}
+	// A write applied at its append is waited for.
+	if err := h.rt.Post(0, func(s *Shard[*kv]) {
+		info, err := s.Append([]byte("d=4"), s.State().apply("d=4"), nil)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		s.Shows(info.LastOffset + 1)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	h.rt.Drain()
+	read()
+	if len(got) != 1 {
+		t.Fatalf("read answered with a shown write above the HW: %v", got)
+	}
+	rep.setHW(4)
+	h.rt.Drain()
+	if len(got) != 2 || got[1] != nil {
+		t.Fatalf("read once the shown write is committed: %v", got)
+	}
+	read()
+	if len(got) != 3 || got[2] != nil {
+		t.Fatalf("read with everything committed: %v", got)
+	}
+}

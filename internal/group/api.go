@@ -5,6 +5,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-io/sluice/internal/coord"
 )
 
 // Result is a response that is either ready (Resp) or must be waited for
@@ -19,6 +21,14 @@ type Result[T any] struct {
 }
 
 func ready[T any](r T) Result[T] { return Result[T]{Resp: r} }
+
+// Get returns the response, waiting for it if needed.
+func (r Result[T]) Get() T {
+	if r.Wait != nil {
+		return r.Wait()
+	}
+	return r.Resp
+}
 
 func waitOn[T any](ch <-chan T) Result[T] {
 	var got T
@@ -234,36 +244,46 @@ func (c *Coordinator) LeaveGroup(req *kmsg.LeaveGroupRequest) *kmsg.LeaveGroupRe
 }
 
 // DescribeGroups serves DescribeGroups. An unknown group is reported Dead
-// with no error, as Kafka does.
-func (c *Coordinator) DescribeGroups(req *kmsg.DescribeGroupsRequest) *kmsg.DescribeGroupsResponse {
-	resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
+// with no error, as Kafka does. Each group is described from its
+// committed state (readCommitted).
+func (c *Coordinator) DescribeGroups(req *kmsg.DescribeGroupsRequest) Result[*kmsg.DescribeGroupsResponse] {
+	parts := make([]Result[kmsg.DescribeGroupsResponseGroup], 0, len(req.Groups))
 	for _, id := range req.Groups {
 		rg := kmsg.NewDescribeGroupsResponseGroup()
 		rg.Group = id
-		resp.Groups = append(resp.Groups, c.describe(id, req.Version, rg))
+		parts = append(parts, c.describe(id, req.Version, rg))
 	}
-	return resp
+	return gather(parts, func(got []kmsg.DescribeGroupsResponseGroup) *kmsg.DescribeGroupsResponse {
+		resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
+		resp.Groups = got
+		return resp
+	})
 }
 
-func (c *Coordinator) describe(id string, version int16, rg kmsg.DescribeGroupsResponseGroup) kmsg.DescribeGroupsResponseGroup {
+func (c *Coordinator) describe(id string, version int16, rg kmsg.DescribeGroupsResponseGroup) Result[kmsg.DescribeGroupsResponseGroup] {
 	if id == "" {
 		rg.ErrorCode = kerr.InvalidGroupID.Code
-		return rg
+		return ready(rg)
 	}
+	var res Result[kmsg.DescribeGroupsResponseGroup]
 	if err := c.run(id, func(s *shard) {
-		if cg := s.State().consumers.Group(id); cg != nil {
-			rg = c.describeConsumerAsClassic(cg, rg)
-			return
-		}
-		if isShareGroup(s, id) {
-			rg = describeShareAsClassic(id, version, rg)
-			return
-		}
-		rg = describeGroup(s.State().groups[id], rg)
+		res = readCommitted(s, func(s *shard) kmsg.DescribeGroupsResponseGroup {
+			if cg := s.State().consumers.Group(id); cg != nil {
+				return c.describeConsumerAsClassic(cg, rg)
+			}
+			if isShareGroup(s, id) {
+				return describeShareAsClassic(id, version, rg)
+			}
+			return describeGroup(s.State().groups[id], rg)
+		}, func(code int16) kmsg.DescribeGroupsResponseGroup {
+			rg.ErrorCode = code
+			return rg
+		})
 	}); err != nil {
 		rg.ErrorCode = err.Code
+		return ready(rg)
 	}
-	return rg
+	return res
 }
 
 // describeGroup fills rg from g (owner).
@@ -458,4 +478,84 @@ func (c *Coordinator) deleteGroup(id string) (wait func() error, code int16) {
 		return nil, err.Code
 	}
 	return wait, code
+}
+
+// readCommitted answers a read from the committed state (owner): answer
+// runs at once if the state shows only committed records
+// (coord.Shard.Readable), else once those it shows are (Shard.Read), or
+// fail gets the error code if that commit fails. The state shows records
+// above the high watermark that the load read to the log end, and those
+// of the writes applied at their append (deletions, consumer and share
+// groups: appendRecords); offset commits and classic group metadata are
+// applied only once committed. Kafka's CoordinatorRuntime reads at the
+// last committed offset instead (scheduleReadOperation, through the
+// timeline snapshots of SnapshotRegistry), without waiting.
+func readCommitted[T any](s *shard, answer func(*shard) T, fail func(code int16) T) Result[T] {
+	if s.Readable() {
+		return ready(answer(s))
+	}
+	ch := make(chan T, 1)
+	s.Read(func(err error) {
+		switch {
+		case err == nil:
+			ch <- answer(s)
+		case err == coord.ErrNotCoordinator:
+			ch <- fail(kerr.NotCoordinator.Code)
+		default:
+			ch <- fail(kerr.CoordinatorNotAvailable.Code)
+		}
+	})
+	return waitOn(ch)
+}
+
+// gather is the response that build makes of the answers of parts, once
+// each is there.
+func gather[T, R any](parts []Result[T], build func([]T) R) Result[R] {
+	got := make([]T, len(parts))
+	waiting := false
+	for i, p := range parts {
+		if p.Wait == nil {
+			got[i] = p.Resp
+		} else {
+			waiting = true
+		}
+	}
+	if !waiting {
+		return ready(build(got))
+	}
+	have := make([]bool, len(parts))
+	var resp R
+	built := false
+	poll := func() (R, bool) {
+		if built {
+			return resp, true
+		}
+		for i, p := range parts {
+			if p.Wait == nil || have[i] {
+				continue
+			}
+			if p.Poll == nil {
+				return resp, false
+			}
+			v, ok := p.Poll()
+			if !ok {
+				return resp, false
+			}
+			got[i], have[i] = v, true
+		}
+		resp, built = build(got), true
+		return resp, true
+	}
+	return Result[R]{Poll: poll, Wait: func() R {
+		if built {
+			return resp
+		}
+		for i, p := range parts {
+			if p.Wait != nil && !have[i] {
+				got[i], have[i] = p.Wait(), true
+			}
+		}
+		resp, built = build(got), true
+		return resp
+	}}
 }

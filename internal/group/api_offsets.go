@@ -119,7 +119,7 @@ func (c *Coordinator) commitLocked(s *shard, req *kmsg.OffsetCommitRequest, resp
 		}
 	}
 	answer := make(chan *kmsg.OffsetCommitResponse, 1)
-	first, aerr := c.appendRecords(s, recs, undo, func(err error) {
+	info, aerr := c.appendPending(s, recs, undo, func(err error) {
 		if err == nil {
 			for _, pc := range commits {
 				g.finishCommit(pc.tp, pc.o, true)
@@ -138,9 +138,16 @@ func (c *Coordinator) commitLocked(s *shard, req *kmsg.OffsetCommitRequest, resp
 		return setAll(kerr.CoordinatorNotAvailable.Code)
 	}
 	for i := range commits {
-		commits[i].o.logOffset = first + int64(i)
+		commits[i].o.logOffset = info.FirstOffset + int64(i)
 	}
 	return waitOn(answer)
+}
+
+// fetched is one group's answer to an OffsetFetch: its topics, or a
+// group error code.
+type fetched struct {
+	topics []kmsg.OffsetFetchResponseTopic
+	code   int16
 }
 
 // fetchGroup answers one group of an OffsetFetch: the requested partitions
@@ -148,29 +155,32 @@ func (c *Coordinator) commitLocked(s *shard, req *kmsg.OffsetCommitRequest, resp
 // With requireStable (KIP-447), a partition with a pending transactional
 // offset answers UNSTABLE_OFFSET_COMMIT and offset -1, as Kafka's
 // OffsetMetadataManager does; without it the committed offset is returned.
-func (c *Coordinator) fetchGroup(id string, topics []kmsg.OffsetFetchRequestTopic, requireStable bool) ([]kmsg.OffsetFetchResponseTopic, int16) {
+func (c *Coordinator) fetchGroup(id string, topics []kmsg.OffsetFetchRequestTopic, requireStable bool) Result[fetched] {
 	return c.fetchGroupAs(id, nil, -1, topics, requireStable)
 }
 
 // fetchGroupAs is fetchGroup for OffsetFetch v9+, naming the member
 // fetching (nil and -1 for none): a consumer group checks its member id
-// and epoch (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH).
-func (c *Coordinator) fetchGroupAs(id string, memberID *string, memberEpoch int32, topics []kmsg.OffsetFetchRequestTopic, requireStable bool) ([]kmsg.OffsetFetchResponseTopic, int16) {
+// and epoch (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH). The answer comes from
+// the committed state (readCommitted): an offset a load read above the
+// high watermark is not returned until it is committed, so that a fetched
+// offset never goes back after a failover.
+func (c *Coordinator) fetchGroupAs(id string, memberID *string, memberEpoch int32, topics []kmsg.OffsetFetchRequestTopic, requireStable bool) Result[fetched] {
 	if id == "" {
-		return nil, kerr.InvalidGroupID.Code
+		return ready(fetched{code: kerr.InvalidGroupID.Code})
 	}
-	var out []kmsg.OffsetFetchResponseTopic
-	var code int16
+	var res Result[fetched]
 	if err := c.run(id, func(s *shard) {
-		if cd, ok := s.State().consumers.ValidateOffsetFetch(id, memberID, memberEpoch); ok && cd != 0 {
-			code = cd
-			return
-		}
-		out = fetchOffsets(s.State().groups[id], topics, requireStable)
+		res = readCommitted(s, func(s *shard) fetched {
+			if cd, ok := s.State().consumers.ValidateOffsetFetch(id, memberID, memberEpoch); ok && cd != 0 {
+				return fetched{code: cd}
+			}
+			return fetched{topics: fetchOffsets(s.State().groups[id], topics, requireStable)}
+		}, func(code int16) fetched { return fetched{code: code} })
 	}); err != nil {
-		return nil, err.Code
+		return ready(fetched{code: err.Code})
 	}
-	return out, code
+	return res
 }
 
 // fetchOffsets is fetchGroup on the owner of the group's shard; g may be
@@ -223,10 +233,11 @@ func fetchOffsets(g *Group, topics []kmsg.OffsetFetchRequestTopic, requireStable
 
 // OffsetFetch serves OffsetFetch: one group (v0-v7; a group error goes in
 // every partition for v0-v1, at the top level for v2+) or a batch of
-// groups (v8+).
-func (c *Coordinator) OffsetFetch(req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetchResponse {
-	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
+// groups (v8+). The answer waits while a group's state is not committed
+// (fetchGroupAs).
+func (c *Coordinator) OffsetFetch(req *kmsg.OffsetFetchRequest) Result[*kmsg.OffsetFetchResponse] {
 	if req.Version >= 8 {
+		parts := make([]Result[fetched], 0, len(req.Groups))
 		for _, rg := range req.Groups {
 			var topics []kmsg.OffsetFetchRequestTopic
 			if rg.Topics != nil {
@@ -240,35 +251,52 @@ func (c *Coordinator) OffsetFetch(req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetc
 			if req.Version >= 9 {
 				memberID, memberEpoch = rg.MemberID, rg.MemberEpoch
 			}
-			out, code := c.fetchGroupAs(rg.Group, memberID, memberEpoch, topics, req.RequireStable)
-			g := kmsg.NewOffsetFetchResponseGroup()
-			g.Group, g.ErrorCode = rg.Group, code
-			for _, t := range out {
-				gt := kmsg.NewOffsetFetchResponseGroupTopic()
-				gt.Topic = t.Topic
-				for _, p := range t.Partitions {
-					gp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
-					gp.Partition, gp.Offset, gp.LeaderEpoch, gp.Metadata = p.Partition, p.Offset, p.LeaderEpoch, p.Metadata
-					gp.ErrorCode = p.ErrorCode
-					gt.Partitions = append(gt.Partitions, gp)
-				}
-				g.Topics = append(g.Topics, gt)
-			}
-			resp.Groups = append(resp.Groups, g)
+			parts = append(parts, c.fetchGroupAs(rg.Group, memberID, memberEpoch, topics, req.RequireStable))
 		}
-		return resp
+		return gather(parts, func(got []fetched) *kmsg.OffsetFetchResponse { return batchFetchResponse(req, got) })
 	}
 	topics := req.Topics
 	if req.Version < 2 && topics == nil {
 		topics = []kmsg.OffsetFetchRequestTopic{}
 	}
-	out, code := c.fetchGroup(req.Group, topics, req.RequireStable)
-	if code == 0 {
-		resp.Topics = out
+	return gather([]Result[fetched]{c.fetchGroup(req.Group, topics, req.RequireStable)}, func(got []fetched) *kmsg.OffsetFetchResponse {
+		return fetchResponse(req, got[0])
+	})
+}
+
+// batchFetchResponse is the response to an OffsetFetch v8+ whose groups
+// answered got, in request order.
+func batchFetchResponse(req *kmsg.OffsetFetchRequest, got []fetched) *kmsg.OffsetFetchResponse {
+	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
+	for i, rg := range req.Groups {
+		g := kmsg.NewOffsetFetchResponseGroup()
+		g.Group, g.ErrorCode = rg.Group, got[i].code
+		for _, t := range got[i].topics {
+			gt := kmsg.NewOffsetFetchResponseGroupTopic()
+			gt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				gp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+				gp.Partition, gp.Offset, gp.LeaderEpoch, gp.Metadata = p.Partition, p.Offset, p.LeaderEpoch, p.Metadata
+				gp.ErrorCode = p.ErrorCode
+				gt.Partitions = append(gt.Partitions, gp)
+			}
+			g.Topics = append(g.Topics, gt)
+		}
+		resp.Groups = append(resp.Groups, g)
+	}
+	return resp
+}
+
+// fetchResponse is the response to an OffsetFetch v0-v7 whose group
+// answered f.
+func fetchResponse(req *kmsg.OffsetFetchRequest, f fetched) *kmsg.OffsetFetchResponse {
+	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
+	if f.code == 0 {
+		resp.Topics = f.topics
 		return resp
 	}
 	if req.Version >= 2 {
-		resp.ErrorCode = code
+		resp.ErrorCode = f.code
 		return resp
 	}
 	for _, t := range req.Topics {
@@ -276,7 +304,7 @@ func (c *Coordinator) OffsetFetch(req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetc
 		rt.Topic = t.Topic
 		for _, p := range t.Partitions {
 			rp := kmsg.NewOffsetFetchResponseTopicPartition()
-			rp.Partition, rp.Offset, rp.ErrorCode = p, -1, code
+			rp.Partition, rp.Offset, rp.ErrorCode = p, -1, f.code
 			md := ""
 			rp.Metadata = &md
 			rt.Partitions = append(rt.Partitions, rp)

@@ -252,6 +252,9 @@ func (c *Coordinator) consumerTimers(s *shard, timers []consumer.Timer) {
 			s.Cancel(t.Key())
 			continue
 		}
+		if _, armed := s.TimerAt(t.Key()); armed && t.IfAbsent {
+			continue
+		}
 		s.Schedule(t.Key(), t.At, func(s *shard) { c.expireConsumer(s, t) })
 	}
 }
@@ -279,25 +282,37 @@ func (c *Coordinator) expireConsumer(s *shard, t consumer.Timer) {
 }
 
 // ConsumerGroupDescribe serves ConsumerGroupDescribe: each group is
-// described on its shard; a group led elsewhere answers NOT_COORDINATOR,
-// a classic one GROUP_ID_NOT_FOUND.
-func (c *Coordinator) ConsumerGroupDescribe(req *kmsg.ConsumerGroupDescribeRequest) *kmsg.ConsumerGroupDescribeResponse {
-	resp := req.ResponseKind().(*kmsg.ConsumerGroupDescribeResponse)
+// described on its shard, from its committed state (readCommitted); a
+// group led elsewhere answers NOT_COORDINATOR, a classic one
+// GROUP_ID_NOT_FOUND.
+func (c *Coordinator) ConsumerGroupDescribe(req *kmsg.ConsumerGroupDescribeRequest) Result[*kmsg.ConsumerGroupDescribeResponse] {
+	parts := make([]Result[kmsg.ConsumerGroupDescribeResponseGroup], 0, len(req.Groups))
 	for _, id := range req.Groups {
-		var out kmsg.ConsumerGroupDescribeResponseGroup
-		if err := c.run(id, func(s *shard) {
-			out = s.State().consumers.DescribeGroup(c.consumerImage(), id, req.Version)
-			if out.ErrorCode == kerr.GroupIDNotFound.Code && (isShareGroup(s, id) || s.State().groups[id] != nil && len(s.State().groups[id].members) > 0) {
-				msg := "Group " + id + " is not a consumer group."
-				out.ErrorMessage = &msg
-			}
-		}); err != nil {
-			out = kmsg.NewConsumerGroupDescribeResponseGroup()
-			out.Group, out.ErrorCode = id, err.Code
+		fail := func(code int16) kmsg.ConsumerGroupDescribeResponseGroup {
+			out := kmsg.NewConsumerGroupDescribeResponseGroup()
+			out.Group, out.ErrorCode = id, code
+			return out
 		}
-		resp.Groups = append(resp.Groups, out)
+		var res Result[kmsg.ConsumerGroupDescribeResponseGroup]
+		if err := c.run(id, func(s *shard) {
+			res = readCommitted(s, func(s *shard) kmsg.ConsumerGroupDescribeResponseGroup {
+				out := s.State().consumers.DescribeGroup(c.consumerImage(), id, req.Version)
+				if out.ErrorCode == kerr.GroupIDNotFound.Code && (isShareGroup(s, id) || s.State().groups[id] != nil && len(s.State().groups[id].members) > 0) {
+					msg := "Group " + id + " is not a consumer group."
+					out.ErrorMessage = &msg
+				}
+				return out
+			}, fail)
+		}); err != nil {
+			res = ready(fail(err.Code))
+		}
+		parts = append(parts, res)
 	}
-	return resp
+	return gather(parts, func(got []kmsg.ConsumerGroupDescribeResponseGroup) *kmsg.ConsumerGroupDescribeResponse {
+		resp := req.ResponseKind().(*kmsg.ConsumerGroupDescribeResponse)
+		resp.Groups = got
+		return resp
+	})
 }
 
 // loadedConsumers arms the timers of the consumer groups of a loaded shard

@@ -105,6 +105,15 @@ type Options struct {
 	// Stepped runs the coordinator without goroutines, for the
 	// deterministic simulator (stepped.go).
 	Stepped bool
+	// wrapReplica (tests) is the replica the runtime sees in place of
+	// the broker's partition.
+	wrapReplica func(*broker.Partition) logReplica
+}
+
+// logReplica is a coordinator replica with its log (a *broker.Partition).
+type logReplica interface {
+	coord.Replica
+	Log() *storage.Log
 }
 
 // shardState is the state machine of one offsets partition, run by the
@@ -154,7 +163,8 @@ type Coordinator struct {
 	consumerOn bool            // group.coordinator.rebalance.protocols lists consumer
 	cimg       atomic.Value    // *imageCache: the consumer.Image of the last metadata image
 
-	stepped bool
+	stepped     bool
+	wrapReplica func(*broker.Partition) logReplica // Options.wrapReplica
 
 	scfg      sharegroup.Config               // KIP-932 settings (group.share.*)
 	persister atomic.Pointer[share.Persister] // share-partition state, deleted with a share group
@@ -170,7 +180,7 @@ func New(b *broker.Broker, opts Options) *Coordinator {
 		opts.Logger = b.Logger()
 	}
 	c := &Coordinator{b: b, cfg: opts.Config, clock: opts.Clock, log: opts.Logger.With("component", "group"),
-		ccfg: ConsumerConfig(b.Config()), consumerOn: consumerEnabled(b.Config()), stepped: opts.Stepped,
+		ccfg: ConsumerConfig(b.Config()), consumerOn: consumerEnabled(b.Config()), stepped: opts.Stepped, wrapReplica: opts.wrapReplica,
 		scfg: ShareConfig(b.Config())}
 	c.rt = coord.New(coord.Config[*shardState]{
 		Name: "group", Clock: c.clock, Logger: c.log,
@@ -178,6 +188,9 @@ func New(b *broker.Broker, opts Options) *Coordinator {
 			p, err := c.replica(i)
 			if err != nil {
 				return nil, err
+			}
+			if c.wrapReplica != nil {
+				return c.wrapReplica(p), nil
 			}
 			return p, nil
 		},
@@ -229,6 +242,9 @@ func (c *Coordinator) owns(i int32) bool {
 	p, err := c.replica(i)
 	if err != nil {
 		return false
+	}
+	if c.wrapReplica != nil {
+		return c.rt.Current(i, c.wrapReplica(p))
 	}
 	return c.rt.Current(i, p)
 }
@@ -328,7 +344,7 @@ func loadLog(log *storage.Log, from, end int64, logErr func(msg string, off int6
 
 // load replays offsets partition i into groups (the runtime's Load).
 func (c *Coordinator) load(i int32, r coord.Replica) (*shardState, error) {
-	p := r.(*broker.Partition)
+	p := r.(logReplica)
 	start := c.clock.Now()
 	// A leader's log is authoritative (a new leader never truncates), so
 	// load everything it has, as Kafka's loader reads to the log end.

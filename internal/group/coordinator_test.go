@@ -52,7 +52,7 @@ func fetchOffset(t *testing.T, c *Coordinator, group string) int64 {
 	req.Group = group
 	req.Topics = []kmsg.OffsetFetchRequestTopic{{Topic: "t", Partitions: []int32{0}}}
 	for i := 0; i < 1000; i++ {
-		resp := c.OffsetFetch(req)
+		resp := c.OffsetFetch(req).Get()
 		if resp.ErrorCode == 0 {
 			return resp.Topics[0].Partitions[0].Offset
 		}
@@ -116,7 +116,7 @@ func TestCoordinatorSessionTimer(t *testing.T) {
 		t.Fatalf("join: %+v", r)
 	}
 	describe := func() kmsg.DescribeGroupsResponseGroup {
-		return c.DescribeGroups(&kmsg.DescribeGroupsRequest{Groups: []string{"g"}}).Groups[0]
+		return c.DescribeGroups(&kmsg.DescribeGroupsRequest{Groups: []string{"g"}}).Get().Groups[0]
 	}
 	if d := describe(); d.State != "CompletingRebalance" || len(d.Members) != 1 {
 		t.Fatalf("describe: %+v", d)

@@ -54,11 +54,11 @@ func TestLoadingAnswersLoadInProgress(t *testing.T) {
 	fetch := kmsg.NewPtrOffsetFetchRequest()
 	fetch.Version, fetch.Group = 5, "g"
 	fetch.Topics = []kmsg.OffsetFetchRequestTopic{{Topic: "t", Partitions: []int32{0}}}
-	if code := c.OffsetFetch(fetch).ErrorCode; code != kerr.CoordinatorLoadInProgress.Code {
+	if code := c.OffsetFetch(fetch).Get().ErrorCode; code != kerr.CoordinatorLoadInProgress.Code {
 		t.Fatalf("OffsetFetch while loading: %v, want COORDINATOR_LOAD_IN_PROGRESS", kerr.ErrorForCode(code))
 	}
 	c.Drain()
-	if resp := c.OffsetFetch(fetch); resp.ErrorCode != 0 || resp.Topics[0].Partitions[0].Offset != 42 {
+	if resp := c.OffsetFetch(fetch).Get(); resp.ErrorCode != 0 || resp.Topics[0].Partitions[0].Offset != 42 {
 		t.Fatalf("OffsetFetch once loaded: %+v", resp)
 	}
 }

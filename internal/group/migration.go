@@ -97,7 +97,9 @@ func (c *Coordinator) upgrade(s *shard, g *Group) (recs []record, timers []consu
 // adoptDowngrade turns g, the Empty holder of a consumer group's offsets,
 // into the classic group d describes (Kafka's
 // ClassicGroup.fromConsumerGroup): Stable at d's generation with d's
-// members and assignments, then rebalancing so that they rejoin. It
+// members and assignments, then rebalancing so that they rejoin, unless
+// a joining static member replaced the last consumer-protocol member
+// (d.Joined: the group stays Stable, and the joining member syncs). It
 // returns the GroupMetadataValue record to append and the undo.
 func (g *Group) adoptDowngrade(now time.Time, d *consumer.Downgrade) (record, func()) {
 	for _, dm := range d.Members {
@@ -125,7 +127,9 @@ func (g *Group) adoptDowngrade(now time.Time, d *consumer.Downgrade) (record, fu
 	g.computeSubscribed()
 	g.transition(Stable, now)
 	rec := groupRecord(g, nil)
-	g.prepareRebalance(now)
+	if !d.Joined {
+		g.prepareRebalance(now)
+	}
 	return rec, func() {
 		for _, m := range g.members {
 			if m.joinWait != nil {

@@ -4,19 +4,33 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/sluice-io/sluice/internal/coord"
+	"github.com/sluice-io/sluice/internal/storage"
 )
 
 // appendRecords writes recs as one batch to s's partition (owner) through
 // the runtime: undo runs if the append or its commit fails, done once it
 // is committed or failed (both may be nil). It returns the log offset of
-// the first record.
+// the first record. The state change of recs was applied at the append
+// (deletions, consumer and share groups): reads wait for its commit
+// (coord.Shard.Shows, readCommitted).
 func (c *Coordinator) appendRecords(s *shard, recs []record, undo func(), done func(error)) (first int64, err error) {
+	info, err := c.appendPending(s, recs, undo, done)
+	if err == nil {
+		s.Shows(info.LastOffset + 1)
+	}
+	return info.FirstOffset, err
+}
+
+// appendPending is appendRecords for a write whose change is applied only
+// once committed, in done (offset commits, classic group metadata): reads
+// need not wait for it.
+func (c *Coordinator) appendPending(s *shard, recs []record, undo func(), done func(error)) (storage.AppendInfo, error) {
 	info, err := s.Append(encodeBatch(recs, c.clock.Now()), undo, done)
 	if err != nil {
 		c.log.Error("appending to "+OffsetsTopic, "partition", s.Partition(), "err", err)
-		return 0, err
+		return storage.AppendInfo{}, err
 	}
-	return info.FirstOffset, nil
+	return info, nil
 }
 
 // afterOp runs after every state-machine call on g (owner): it writes the
@@ -42,7 +56,7 @@ func (c *Coordinator) afterOp(s *shard, g *Group) {
 					}
 				}
 			}
-			if _, err := c.appendRecords(s, []record{op.rec}, nil, done); err != nil && op.then != nil {
+			if _, err := c.appendPending(s, []record{op.rec}, nil, done); err != nil && op.then != nil {
 				op.then(c.clock.Now(), err)
 			}
 		}

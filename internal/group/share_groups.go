@@ -175,25 +175,37 @@ func (c *Coordinator) loadedShares(s *shard) {
 }
 
 // ShareGroupDescribe serves ShareGroupDescribe: each group is described on
-// its shard; a group led elsewhere answers NOT_COORDINATOR, one of another
-// type or unknown GROUP_ID_NOT_FOUND.
-func (c *Coordinator) ShareGroupDescribe(req *kmsg.ShareGroupDescribeRequest) *kmsg.ShareGroupDescribeResponse {
-	resp := req.ResponseKind().(*kmsg.ShareGroupDescribeResponse)
+// its shard, from its committed state (readCommitted); a group led
+// elsewhere answers NOT_COORDINATOR, one of another type or unknown
+// GROUP_ID_NOT_FOUND.
+func (c *Coordinator) ShareGroupDescribe(req *kmsg.ShareGroupDescribeRequest) Result[*kmsg.ShareGroupDescribeResponse] {
+	parts := make([]Result[kmsg.ShareGroupDescribeResponseGroup], 0, len(req.GroupIDs))
 	for _, id := range req.GroupIDs {
-		var out kmsg.ShareGroupDescribeResponseGroup
-		if err := c.run(id, func(s *shard) {
-			out = s.State().shares.DescribeGroup(c.consumerImage(), id)
-			if notShareGroup(s.State(), id) || s.State().consumers.Group(id) != nil {
-				msg := "Group " + id + " is not a share group."
-				out.ErrorMessage = &msg
-			}
-		}); err != nil {
-			out = kmsg.NewShareGroupDescribeResponseGroup()
-			out.GroupID, out.ErrorCode = id, err.Code
+		fail := func(code int16) kmsg.ShareGroupDescribeResponseGroup {
+			out := kmsg.NewShareGroupDescribeResponseGroup()
+			out.GroupID, out.ErrorCode = id, code
+			return out
 		}
-		resp.Groups = append(resp.Groups, out)
+		var res Result[kmsg.ShareGroupDescribeResponseGroup]
+		if err := c.run(id, func(s *shard) {
+			res = readCommitted(s, func(s *shard) kmsg.ShareGroupDescribeResponseGroup {
+				out := s.State().shares.DescribeGroup(c.consumerImage(), id)
+				if notShareGroup(s.State(), id) || s.State().consumers.Group(id) != nil {
+					msg := "Group " + id + " is not a share group."
+					out.ErrorMessage = &msg
+				}
+				return out
+			}, fail)
+		}); err != nil {
+			res = ready(fail(err.Code))
+		}
+		parts = append(parts, res)
 	}
-	return resp
+	return gather(parts, func(got []kmsg.ShareGroupDescribeResponseGroup) *kmsg.ShareGroupDescribeResponse {
+		resp := req.ResponseKind().(*kmsg.ShareGroupDescribeResponse)
+		resp.Groups = got
+		return resp
+	})
 }
 
 // deleteShareGroup deletes an empty share group as Kafka's

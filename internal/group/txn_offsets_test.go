@@ -48,7 +48,7 @@ func stableFetch(t *testing.T, c *Coordinator, group string) (int64, int16) {
 	req.Group = group
 	req.RequireStable = true
 	req.Topics = []kmsg.OffsetFetchRequestTopic{{Topic: "t", Partitions: []int32{0}}}
-	resp := c.OffsetFetch(req)
+	resp := c.OffsetFetch(req).Get()
 	if resp.ErrorCode != 0 {
 		t.Fatalf("offset fetch: %v", kerr.ErrorForCode(resp.ErrorCode))
 	}

@@ -6,7 +6,9 @@ package handler
 // Returns each requested partition's committed offset, leader epoch (v5+)
 // and metadata, or offset -1 when none is committed (also for an unknown
 // group). A null topic list (v2+) returns every committed offset of the
-// group. Only durable commits are visible. Group errors
+// group. Only durable commits are visible: the answer waits (in
+// Reply.Await) while the group's partition has records above the high
+// watermark (a coordinator just elected), docs/coordinators.md. Group errors
 // (COORDINATOR_LOAD_IN_PROGRESS while loading, NOT_COORDINATOR,
 // INVALID_GROUP_ID) go in every partition for v0-v1, in the top-level
 // ErrorCode for v2-v7, and per group for v8. Transactional offsets
@@ -22,5 +24,5 @@ import (
 )
 
 func (g *groupAPI) offsetFetch(r *protocol.Request) protocol.Reply {
-	return protocol.Reply{Resp: g.c.OffsetFetch(r.Body.(*kmsg.OffsetFetchRequest))}
+	return reply(g.c.OffsetFetch(r.Body.(*kmsg.OffsetFetchRequest)))
 }

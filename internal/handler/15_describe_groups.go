@@ -7,7 +7,10 @@ package handler
 // group, as in Kafka. An unknown group is reported in state Dead with no
 // error. With an authorizer a group the principal may not DESCRIBE is
 // GROUP_AUTHORIZATION_FAILED (groups_authz.go). v3+ reports each group's
-// authorized operations when asked (KIP-430, authorized_ops.go).
+// authorized operations when asked (KIP-430, authorized_ops.go). Each
+// group is described from its committed state: while its partition has
+// records above the high watermark the answer waits (Reply.Await), as for
+// OffsetFetch (docs/coordinators.md).
 
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -18,9 +21,10 @@ import (
 
 func (g *groupAPI) describeGroups(r *protocol.Request) protocol.Reply {
 	req := r.Body.(*kmsg.DescribeGroupsRequest)
-	resp := g.c.DescribeGroups(req)
-	g.groupAuthorizedOps(r, req, resp)
-	return protocol.Reply{Resp: resp}
+	return replyMap(g.c.DescribeGroups(req), func(resp *kmsg.DescribeGroupsResponse) *kmsg.DescribeGroupsResponse {
+		g.groupAuthorizedOps(r, req, resp)
+		return resp
+	})
 }
 
 // groupAuthorizedOps fills the authorized operations DescribeGroups v3+

@@ -11,6 +11,8 @@ package handler
 // TOPIC_AUTHORIZATION_FAILED, without its members (Kafka 4.0
 // KafkaApis.handleConsumerGroupDescribe, KAFKA-18813). UNSUPPORTED_VERSION
 // while the consumer protocol is off (68_consumer_group_heartbeat.go).
+// Described from the committed state, as DescribeGroups
+// (15_describe_groups.go).
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -41,21 +43,22 @@ func (g *groupAPI) consumerGroupDescribe(r *protocol.Request) protocol.Reply {
 	}
 	sub := *req
 	sub.Groups = kept
-	resp := g.c.ConsumerGroupDescribe(&sub)
-	for i, rg := range resp.Groups {
-		if rg.ErrorCode == 0 && !g.describesTopics(r, rg) {
-			denied := kmsg.NewConsumerGroupDescribeResponseGroup()
-			denied.Group, denied.ErrorCode = rg.Group, kerr.TopicAuthorizationFailed.Code
-			denied.ErrorMessage = kmsg.StringPtr("The group has topics the client is not authorized to describe.")
-			resp.Groups[i] = denied
+	return replyMap(g.c.ConsumerGroupDescribe(&sub), func(resp *kmsg.ConsumerGroupDescribeResponse) *kmsg.ConsumerGroupDescribeResponse {
+		for i, rg := range resp.Groups {
+			if rg.ErrorCode == 0 && !g.describesTopics(r, rg) {
+				denied := kmsg.NewConsumerGroupDescribeResponseGroup()
+				denied.Group, denied.ErrorCode = rg.Group, kerr.TopicAuthorizationFailed.Code
+				denied.ErrorMessage = kmsg.StringPtr("The group has topics the client is not authorized to describe.")
+				resp.Groups[i] = denied
+			}
 		}
-	}
-	for _, id := range refused {
-		rg := kmsg.NewConsumerGroupDescribeResponseGroup()
-		rg.Group, rg.ErrorCode = id, groupDenied
-		resp.Groups = append(resp.Groups, rg)
-	}
-	return protocol.Reply{Resp: resp}
+		for _, id := range refused {
+			rg := kmsg.NewConsumerGroupDescribeResponseGroup()
+			rg.Group, rg.ErrorCode = id, groupDenied
+			resp.Groups = append(resp.Groups, rg)
+		}
+		return resp
+	})
 }
 
 // describesTopics reports whether r's principal may DESCRIBE every topic

@@ -8,7 +8,8 @@ package handler
 // others), and, as Kafka's KafkaApis handleShareGroupDescribe, DESCRIBE
 // on every topic in the members' assignments: a group naming a topic the
 // client may not describe answers TOPIC_AUTHORIZATION_FAILED without its
-// members. UNSUPPORTED_VERSION while share.version is 0.
+// members. UNSUPPORTED_VERSION while share.version is 0. Described from
+// the committed state, as DescribeGroups (15_describe_groups.go).
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -39,29 +40,30 @@ func (g *groupAPI) shareGroupDescribe(r *protocol.Request) protocol.Reply {
 	}
 	sub := *req
 	sub.GroupIDs = kept
-	resp := g.c.ShareGroupDescribe(&sub)
-	for i := range resp.Groups {
-		rg := &resp.Groups[i]
-		if rg.ErrorCode != 0 {
-			continue
+	return replyMap(g.c.ShareGroupDescribe(&sub), func(resp *kmsg.ShareGroupDescribeResponse) *kmsg.ShareGroupDescribeResponse {
+		for i := range resp.Groups {
+			rg := &resp.Groups[i]
+			if rg.ErrorCode != 0 {
+				continue
+			}
+			if !g.topicsDescribable(r, rg) {
+				msg := "The group has described topic(s) that the client is not authorized to describe."
+				id := rg.GroupID
+				*rg = kmsg.NewShareGroupDescribeResponseGroup()
+				rg.GroupID, rg.ErrorCode, rg.ErrorMessage = id, kerr.TopicAuthorizationFailed.Code, &msg
+				continue
+			}
+			if req.IncludeAuthorizedOperations {
+				rg.AuthorizedOperations = g.h.authorizedOps(r, acl.ResourceGroup, rg.GroupID, groupOps)
+			}
 		}
-		if !g.topicsDescribable(r, rg) {
-			msg := "The group has described topic(s) that the client is not authorized to describe."
-			id := rg.GroupID
-			*rg = kmsg.NewShareGroupDescribeResponseGroup()
-			rg.GroupID, rg.ErrorCode, rg.ErrorMessage = id, kerr.TopicAuthorizationFailed.Code, &msg
-			continue
+		for _, id := range refused {
+			rg := kmsg.NewShareGroupDescribeResponseGroup()
+			rg.GroupID, rg.ErrorCode = id, groupDenied
+			resp.Groups = append(resp.Groups, rg)
 		}
-		if req.IncludeAuthorizedOperations {
-			rg.AuthorizedOperations = g.h.authorizedOps(r, acl.ResourceGroup, rg.GroupID, groupOps)
-		}
-	}
-	for _, id := range refused {
-		rg := kmsg.NewShareGroupDescribeResponseGroup()
-		rg.GroupID, rg.ErrorCode = id, groupDenied
-		resp.Groups = append(resp.Groups, rg)
-	}
-	return protocol.Reply{Resp: resp}
+		return resp
+	})
 }
 
 // topicsDescribable reports whether the client may DESCRIBE every topic

@@ -141,29 +141,9 @@ func (g *groupAPI) offsetFetchAuthz(r *protocol.Request) protocol.Reply {
 			all[rg.Group] = rg.Topics == nil
 		}
 		req.Groups = kept
-		resp := g.c.OffsetFetch(req)
-		for i := range resp.Groups {
-			rg := &resp.Groups[i]
-			var topics []kmsg.OffsetFetchResponseGroupTopic
-			for _, t := range rg.Topics {
-				if !topicOK(t.Topic) {
-					if all[rg.Group] {
-						continue
-					}
-					for j := range t.Partitions {
-						t.Partitions[j].Offset, t.Partitions[j].ErrorCode = -1, kerr.TopicAuthorizationFailed.Code
-					}
-				}
-				topics = append(topics, t)
-			}
-			rg.Topics = topics
-		}
-		for _, name := range refused {
-			rg := kmsg.NewOffsetFetchResponseGroup()
-			rg.Group, rg.ErrorCode = name, groupDenied
-			resp.Groups = append(resp.Groups, rg)
-		}
-		return protocol.Reply{Resp: resp}
+		return replyMap(g.c.OffsetFetch(req), func(resp *kmsg.OffsetFetchResponse) *kmsg.OffsetFetchResponse {
+			return filterBatchFetch(resp, all, refused, topicOK)
+		})
 	}
 	if !g.h.allowedGroup(r, req.Group, acl.OpDescribe) {
 		resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
@@ -184,7 +164,15 @@ func (g *groupAPI) offsetFetchAuthz(r *protocol.Request) protocol.Reply {
 		return protocol.Reply{Resp: resp}
 	}
 	all := req.Topics == nil
-	resp := g.c.OffsetFetch(req)
+	return replyMap(g.c.OffsetFetch(req), func(resp *kmsg.OffsetFetchResponse) *kmsg.OffsetFetchResponse {
+		return filterFetch(resp, all, topicOK)
+	})
+}
+
+// filterFetch drops from resp (OffsetFetch v0-v7) the topics the
+// principal may not DESCRIBE when all were asked for, and answers
+// TOPIC_AUTHORIZATION_FAILED for those named.
+func filterFetch(resp *kmsg.OffsetFetchResponse, all bool, topicOK func(string) bool) *kmsg.OffsetFetchResponse {
 	var topics []kmsg.OffsetFetchResponseTopic
 	for _, t := range resp.Topics {
 		if !topicOK(t.Topic) {
@@ -198,7 +186,35 @@ func (g *groupAPI) offsetFetchAuthz(r *protocol.Request) protocol.Reply {
 		topics = append(topics, t)
 	}
 	resp.Topics = topics
-	return protocol.Reply{Resp: resp}
+	return resp
+}
+
+// filterBatchFetch is filterFetch for OffsetFetch v8+ (all says which
+// groups asked for every topic), with the groups the principal may not
+// DESCRIBE (refused) answered GROUP_AUTHORIZATION_FAILED.
+func filterBatchFetch(resp *kmsg.OffsetFetchResponse, all map[string]bool, refused []string, topicOK func(string) bool) *kmsg.OffsetFetchResponse {
+	for i := range resp.Groups {
+		rg := &resp.Groups[i]
+		var topics []kmsg.OffsetFetchResponseGroupTopic
+		for _, t := range rg.Topics {
+			if !topicOK(t.Topic) {
+				if all[rg.Group] {
+					continue
+				}
+				for j := range t.Partitions {
+					t.Partitions[j].Offset, t.Partitions[j].ErrorCode = -1, kerr.TopicAuthorizationFailed.Code
+				}
+			}
+			topics = append(topics, t)
+		}
+		rg.Topics = topics
+	}
+	for _, name := range refused {
+		rg := kmsg.NewOffsetFetchResponseGroup()
+		rg.Group, rg.ErrorCode = name, groupDenied
+		resp.Groups = append(resp.Groups, rg)
+	}
+	return resp
 }
 
 // describeGroupsAuthz describes the groups the principal may DESCRIBE.
@@ -216,17 +232,19 @@ func (g *groupAPI) describeGroupsAuthz(r *protocol.Request) protocol.Reply {
 		}
 	}
 	req.Groups = kept
-	resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
+	res := group.Result[*kmsg.DescribeGroupsResponse]{Resp: req.ResponseKind().(*kmsg.DescribeGroupsResponse)}
 	if len(kept) > 0 {
-		resp = g.c.DescribeGroups(req)
+		res = g.c.DescribeGroups(req)
 	}
-	g.groupAuthorizedOps(r, req, resp)
-	for _, name := range refused {
-		rg := kmsg.NewDescribeGroupsResponseGroup()
-		rg.Group, rg.ErrorCode = name, groupDenied
-		resp.Groups = append(resp.Groups, rg)
-	}
-	return protocol.Reply{Resp: resp}
+	return replyMap(res, func(resp *kmsg.DescribeGroupsResponse) *kmsg.DescribeGroupsResponse {
+		g.groupAuthorizedOps(r, req, resp)
+		for _, name := range refused {
+			rg := kmsg.NewDescribeGroupsResponseGroup()
+			rg.Group, rg.ErrorCode = name, groupDenied
+			resp.Groups = append(resp.Groups, rg)
+		}
+		return resp
+	})
 }
 
 // listGroupsAuthz lists every group with DESCRIBE on the cluster, else

@@ -39,7 +39,7 @@ type migrationMember struct {
 	done   chan struct{}
 }
 
-func (r *migrationRun) start(name string, kip848 bool) *migrationMember {
+func (r *migrationRun) start(name string, kip848 bool, extra ...kgo.Opt) *migrationMember {
 	t := r.t
 	key := func(p int32) string { return fmt.Sprintf("%s/%d", name, p) }
 	opts := []kgo.Opt{kgo.SeedBrokers(r.n.addr), kgo.ClientID(name),
@@ -71,7 +71,7 @@ func (r *migrationRun) start(name string, kip848 bool) *migrationMember {
 	if kip848 {
 		opts = append(opts, kgo.ServerSideBalancer())
 	}
-	cl, err := kgo.NewClient(opts...)
+	cl, err := kgo.NewClient(append(opts, extra...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -118,20 +118,30 @@ func (g *groupAPI) offsetFetchIDs(r *protocol.Request) protocol.Reply {
 		}
 		rg.Topics = kept
 	}
-	rep := g.offsetFetchAuthz(r)
-	resp := rep.Resp.(*kmsg.OffsetFetchResponse)
-	for i := range resp.Groups {
-		rg := &resp.Groups[i]
-		topics := rg.Topics[:0]
-		for _, t := range rg.Topics {
-			id, ok := ids.id(t.Topic)
-			if !ok {
-				continue
+	withIDs := func(resp kmsg.Response) kmsg.Response {
+		fr := resp.(*kmsg.OffsetFetchResponse)
+		for i := range fr.Groups {
+			rg := &fr.Groups[i]
+			topics := rg.Topics[:0]
+			for _, t := range rg.Topics {
+				id, ok := ids.id(t.Topic)
+				if !ok {
+					continue
+				}
+				t.TopicID = id
+				topics = append(topics, t)
 			}
-			t.TopicID = id
-			topics = append(topics, t)
+			rg.Topics = append(topics, unknown[rg.Group]...)
 		}
-		rg.Topics = append(topics, unknown[rg.Group]...)
+		return fr
 	}
+	rep := g.offsetFetchAuthz(r)
+	if rep.Await != nil {
+		// The answer waits for the group's committed state.
+		wait := rep.Await
+		rep.Await = func() kmsg.Response { return withIDs(wait()) }
+		return rep
+	}
+	rep.Resp = withIDs(rep.Resp)
 	return rep
 }

@@ -94,6 +94,15 @@ type Options struct {
 	// Stepped runs the coordinator without goroutines, for the
 	// deterministic simulator (stepped.go).
 	Stepped bool
+	// wrapReplica (tests) is the replica the runtime sees in place of
+	// the broker's partition.
+	wrapReplica func(*broker.Partition) logReplica
+}
+
+// logReplica is a coordinator replica with its log (a *broker.Partition).
+type logReplica interface {
+	coord.Replica
+	Log() *storage.Log
 }
 
 // shard is the runtime's shard of one __share_group_state partition.
@@ -114,6 +123,7 @@ type Coordinator struct {
 	mu            sync.Mutex // guards closed
 	closed        bool
 	waitingLogged atomic.Bool
+	wrapReplica   func(*broker.Partition) logReplica // Options.wrapReplica
 }
 
 // New returns a coordinator for b and elects every __share_group_state
@@ -125,13 +135,17 @@ func New(b *broker.Broker, opts Options) *Coordinator {
 	if opts.Logger == nil {
 		opts.Logger = b.Logger()
 	}
-	c := &Coordinator{b: b, cfg: opts.Config.withDefaults(), clock: opts.Clock, log: opts.Logger.With("component", "sharecoord")}
+	c := &Coordinator{b: b, cfg: opts.Config.withDefaults(), clock: opts.Clock, log: opts.Logger.With("component", "sharecoord"),
+		wrapReplica: opts.wrapReplica}
 	c.rt = coord.New(coord.Config[*State]{
 		Name: "share", Clock: c.clock, Logger: c.log,
 		Replica: func(i int32) (coord.Replica, error) {
 			p, err := b.Partition(Topic, i)
 			if err != nil {
 				return nil, err
+			}
+			if c.wrapReplica != nil {
+				return c.wrapReplica(p), nil
 			}
 			return p, nil
 		},
@@ -180,6 +194,9 @@ func (c *Coordinator) owns(i int32) bool {
 	if err != nil {
 		return false
 	}
+	if c.wrapReplica != nil {
+		return c.rt.Current(i, c.wrapReplica(p))
+	}
 	return c.rt.Current(i, p)
 }
 
@@ -208,7 +225,7 @@ func (c *Coordinator) Close() {
 // load replays partition i (the runtime's Load): the leader's log, from
 // its start to its end.
 func (c *Coordinator) load(i int32, r coord.Replica) (*State, error) {
-	p := r.(*broker.Partition)
+	p := r.(logReplica)
 	st := NewState(c.cfg.SnapshotUpdateRecords)
 	n := replayLog(p.Log(), p.LogStartOffset(), p.LogEndOffset(), st, func(off int64, err error) {
 		c.log.Error("loading share state", "partition", i, "offset", off, "err", err)
@@ -556,16 +573,37 @@ func (c *Coordinator) writeOp(key share.Key, st share.State) func(s *shard, repl
 	}
 }
 
+// readCommitted runs the read op on the owner once what the shard shows is
+// committed (coord.Shard.Readable, Shard.Read): a state a load read above
+// the high watermark, which a coordinator elected next may not have, is
+// never answered (Kafka's CoordinatorRuntime reads at the last committed
+// offset). The writes in flight of the key itself are waited for by op
+// (afterPending).
+func readCommitted(s *shard, op func(s *shard, reply func(error)), reply func(error)) {
+	if s.Readable() {
+		op(s, reply)
+		return
+	}
+	s.Read(func(err error) {
+		if err != nil {
+			reply(appendError(err))
+			return
+		}
+		op(s, reply)
+	})
+}
+
 // Read implements share.Persister for a key coordinated here
 // (UNKNOWN_TOPIC_OR_PARTITION for a partition not in the metadata): it answers
-// the committed state, and records leaderEpoch if it is newer than the
-// key's (an update record, committed before the answer).
+// the committed state (readCommitted), and records leaderEpoch if it is
+// newer than the key's (an update record, committed before the answer).
 func (c *Coordinator) Read(ctx context.Context, key share.Key, leaderEpoch int32) (share.State, error) {
 	if !c.known(key) {
 		return share.State{}, kerr.UnknownTopicOrPartition
 	}
 	var out share.State
-	if err := c.do(ctx, key, c.readOp(key, leaderEpoch, &out)); err != nil {
+	err := c.do(ctx, key, func(s *shard, reply func(error)) { readCommitted(s, c.readOp(key, leaderEpoch, &out), reply) })
+	if err != nil {
 		return share.State{}, err
 	}
 	return out, nil
@@ -610,18 +648,20 @@ func (c *Coordinator) Delete(ctx context.Context, key share.Key) error {
 }
 
 // ReadSummary implements share.Persister for a key coordinated here:
-// the committed state's summary, without fencing.
+// the committed state's summary (readCommitted), without fencing.
 func (c *Coordinator) ReadSummary(ctx context.Context, key share.Key) (share.Summary, error) {
 	var out share.Summary
 	err := c.do(ctx, key, func(s *shard, reply func(error)) {
-		st := s.State()
-		got, ok := st.Get(key)
-		if !ok {
-			got = Uninitialized
-		}
-		out = share.Summary{StateEpoch: got.StateEpoch, LeaderEpoch: got.LeaderEpoch, StartOffset: got.StartOffset,
-			DeliveryCompleteCount: got.DeliveryCompleteCount}
-		afterPending(st, key, reply)
+		readCommitted(s, func(s *shard, reply func(error)) {
+			st := s.State()
+			got, ok := st.Get(key)
+			if !ok {
+				got = Uninitialized
+			}
+			out = share.Summary{StateEpoch: got.StateEpoch, LeaderEpoch: got.LeaderEpoch, StartOffset: got.StartOffset,
+				DeliveryCompleteCount: got.DeliveryCompleteCount}
+			afterPending(st, key, reply)
+		}, reply)
 	})
 	if err != nil {
 		return share.Summary{}, err

@@ -71,7 +71,6 @@ type simTxn struct {
 	inflight int               // produces not answered yet
 	doubtful bool              // a produce failed or went unanswered
 	commit   bool
-	endTries int // EndTxn requests sent for the current transaction
 	// req is the request in flight to a coordinator; retryAt holds the
 	// next one back.
 	req     *coordReq
@@ -307,7 +306,7 @@ func (w *realWorld) txnStep(start bool) {
 			tx.asked[tx.n] = sortedValues(tx.values)
 		}
 		w.tracef("txn %d ends: commit=%v", tx.n, tx.commit)
-		tx.phase, tx.endTries = txnEnding, 0
+		tx.phase = txnEnding
 		w.txnEnd()
 	case txnEnding:
 		w.txnEnd()
@@ -410,15 +409,12 @@ func (w *realWorld) txnEnd() {
 	if tx.tv2 {
 		tv = 2
 	}
-	tx.endTries++
 	w.send(fmt.Sprintf("EndTxn(commit=%v)", tx.commit), func(c *txn.Coordinator) func() bool {
 		return poll(c.EndTxn(realTxnID, tx.pid, tx.epoch, tx.commit, tv), func(r txn.EndResult) {
 			switch {
 			case r.Err == nil:
 				w.tracef("txn %d ended (commit=%v)", tx.n, tx.commit)
-				if tx.endTries == 1 {
-					w.checkEndDurable(tx.req.node, tx.commit)
-				}
+				w.checkEndDurable(tx.req.node, tx.commit)
 				if tx.commit {
 					w.stats.TxnCommitted++
 					for _, v := range tx.values {
@@ -452,9 +448,9 @@ func (w *realWorld) txnEnd() {
 // coordinator: a replay of the coordinator's __transaction_state replica
 // below its HW (what a coordinator elected now loads) has the id prepared
 // or complete in that direction. Kafka answers EndTxn only once
-// PrepareCommit or PrepareAbort is replicated. Checked on a transaction's
-// first EndTxn only: a retry may be answered from the state a new
-// coordinator loaded from records above its HW (docs/coordinators.md).
+// PrepareCommit or PrepareAbort is replicated. A retry too: it is answered
+// from the committed state, never from records a new coordinator loaded
+// above its HW (docs/coordinators.md).
 func (w *realWorld) checkEndDurable(node int32, commit bool) {
 	p, err := w.brokers[node-1].b.PartitionBy(txn.Topic, 0, time.Time{})
 	if !w.brokers[node-1].up || err != nil {
@@ -622,7 +618,7 @@ func (w *realWorld) writeMarkers(from, node int32, req *kmsg.WriteTxnMarkersRequ
 					slot.ErrorCode = kerr.NotLeaderForPartition.Code
 					continue
 				}
-				w.tracef("marker pid %d epoch %d commit=%v coordinator epoch %d to %s-%d on %d (from %d)", m.ProducerID, m.ProducerEpoch, m.Committed, m.CoordinatorEpoch, t.Topic, part, node, from)
+				w.tracef("marker pid %d epoch %d commit=%v coordinator epoch %d tv %d to %s-%d on %d (from %d)", m.ProducerID, m.ProducerEpoch, m.Committed, m.CoordinatorEpoch, m.TransactionVersion, t.Topic, part, node, from)
 				mr.writes = append(mr.writes, markerWrite{slot: slot,
 					ch: p.WriteMarker(data, w.clk.Now().Add(realProduceDeadline), m.TransactionVersion >= 2)})
 			}

@@ -18,6 +18,7 @@ func TestRealTxnBugsAreCaught(t *testing.T) {
 		want  []string // the violation names one of these
 	}{
 		{"EndTxn answered before PrepareCommit is committed", txn.Knobs{AnswerEndTxnEarly: true}, []string{"answered by coordinator", "missing from a read_committed", "torn"}},
+		{"answers read from records loaded above the HW", txn.Knobs{ReadUncommitted: true}, []string{"answered by coordinator", "missing from a read_committed", "torn", "read_committed"}},
 	} {
 		t.Run(b.name, func(t *testing.T) {
 			_, with := runSeeds(uint64(*flagRealSeeds), func(seed uint64) RealOptions {

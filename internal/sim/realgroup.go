@@ -20,12 +20,12 @@ import (
 // them back with OffsetFetch, from the coordinator a FindCoordinator to an
 // up broker names, retrying when it is not there or does not answer.
 //
-// Invariant: an acknowledged commit is never lost: every OffsetFetch
+// Invariants: an acknowledged commit is never lost: every OffsetFetch
 // answered, and the one after settling, returns at least the highest
-// acknowledged offset. (That no OffsetFetch returns less than an earlier
-// one does not hold yet: a coordinator that loads its partition serves the
-// offsets of records above the high watermark, which a later leader may
-// not have; docs/coordinators.md.)
+// acknowledged offset; and no OffsetFetch returns less than an earlier one
+// (a coordinator answers from its committed state, never from records it
+// loaded above the high watermark, which a later leader may not have;
+// docs/coordinators.md).
 
 const realGroupID = "sim-group"
 
@@ -35,13 +35,15 @@ type simGroup struct {
 	coords  map[int32]*group.Coordinator
 	next    int64 // the next offset to commit
 	acked   int64 // the highest acknowledged commit
+	fetched int64 // the highest offset an OffsetFetch returned
+	settled bool  // the OffsetFetch after settling answered
 	req     *coordReq
 	retryAt time.Time
 	commits int
 }
 
 func newSimGroup() *simGroup {
-	return &simGroup{coords: map[int32]*group.Coordinator{}, next: 1, acked: -1}
+	return &simGroup{coords: map[int32]*group.Coordinator{}, next: 1, acked: -1, fetched: -1}
 }
 
 // newGroupCoordinator returns rb's stepped group coordinator.
@@ -146,16 +148,28 @@ func (w *realWorld) groupFetch(node int32, c *group.Coordinator, where string) {
 	t := kmsg.NewOffsetFetchRequestTopic()
 	t.Topic, t.Partitions = "t0", []int32{0}
 	req.Topics = append(req.Topics, t)
-	resp := c.OffsetFetch(req)
-	if resp.ErrorCode != 0 || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 || resp.Topics[0].Partitions[0].ErrorCode != 0 {
-		g.retryAt = w.clk.Now().Add(realTxnRetry)
-		return
+	r := c.OffsetFetch(req)
+	g.req = &coordReq{node: node, poll: poll(txn.Result[*kmsg.OffsetFetchResponse]{Resp: r.Resp, Wait: r.Wait, Poll: r.Poll}, func(resp *kmsg.OffsetFetchResponse) {
+		if resp.ErrorCode != 0 || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+			g.retryAt = w.clk.Now().Add(realTxnRetry)
+			return
+		}
+		off := resp.Topics[0].Partitions[0].Offset
+		if off < g.acked {
+			w.fail("%sOffsetFetch from coordinator %d returned %d for t0-0, below the acknowledged commit %d", where, node, off, g.acked)
+		}
+		if off < g.fetched {
+			w.fail("%sOffsetFetch from coordinator %d returned %d for t0-0, below an earlier fetch's %d", where, node, off, g.fetched)
+		}
+		g.fetched = max(g.fetched, off)
+		if where != "" {
+			g.settled = true
+		}
+		w.tracef("%sgroup fetch from coordinator %d: t0-0 at %d", where, node, off)
+	})}
+	if g.req.poll() {
+		g.req = nil
 	}
-	off := resp.Topics[0].Partitions[0].Offset
-	if off < g.acked {
-		w.fail("%sOffsetFetch from coordinator %d returned %d for t0-0, below the acknowledged commit %d", where, node, off, g.acked)
-	}
-	w.tracef("%sgroup fetch from coordinator %d: t0-0 at %d", where, node, off)
 }
 
 // crashGroup loses the request to a crashed broker's coordinator.
@@ -170,14 +184,19 @@ func (w *realWorld) crashGroup(id int32) {
 func (w *realWorld) checkGroupSettled() {
 	for i := 0; i < 20 && w.failed == ""; i++ {
 		w.groupStep(false)
+		if w.grp.settled {
+			return
+		}
 		if node, c := w.groupCoordinator(); c != nil && w.grp.req == nil {
 			before := w.grp.retryAt
 			w.grp.retryAt = time.Time{}
 			w.groupFetch(node, c, "after settling, ")
-			if w.grp.retryAt.IsZero() {
+			if w.grp.settled {
 				return
 			}
-			w.grp.retryAt = before
+			if w.grp.req == nil {
+				w.grp.retryAt = before
+			}
 		}
 		w.clk.Advance(5 * time.Millisecond)
 	}

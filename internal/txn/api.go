@@ -5,7 +5,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
-	"github.com/sluice-io/sluice/internal/coord"
 	"github.com/sluice-io/sluice/internal/group"
 )
 
@@ -69,19 +68,20 @@ func (c *Coordinator) InitProducerID(id string, timeoutMs int32, pid int64, epoc
 		var res Result[InitResult]
 		alloc := false
 		err := c.run(id, func(s *shard) {
-			m := s.State().txns[id]
-			needPID := m == nil
-			if m != nil && m.pending == nil && EpochExhausted(m.Epoch) && (expected == nil || *expected == m.Epoch) {
-				switch m.State {
-				case Empty, CompleteCommit, CompleteAbort:
-					needPID = true
-				}
-			}
-			if needPID && newPID < 0 {
-				alloc = true
+			dirty := !s.Readable() && !c.knobs.ReadUncommitted
+			if res, alloc = c.initEvent(s, id, timeout, pid, expected, newPID); alloc {
 				return
 			}
-			res = c.initLocked(s, id, m, timeout, pid, expected, newPID)
+			res = fromCommitted(s, dirty, res, func(s *shard) Result[InitResult] {
+				r, alloc := c.initEvent(s, id, timeout, pid, expected, newPID)
+				if alloc {
+					// The committed state needs a new producer id,
+					// which is not allocated on the owner: the
+					// client retries.
+					return initErr(kerr.ConcurrentTransactions)
+				}
+				return r
+			}, initErr)
 		})
 		if err != nil {
 			return initErr(err)
@@ -97,6 +97,23 @@ func (c *Coordinator) InitProducerID(id string, timeoutMs int32, pid int64, epoc
 			return initErr(kerr.CoordinatorNotAvailable)
 		}
 	}
+}
+
+// initEvent is InitProducerID's event on the owner of id's shard: alloc
+// if the id needs a new producer id and newPID is not one yet.
+func (c *Coordinator) initEvent(s *shard, id string, timeout time.Duration, pid int64, expected *int16, newPID int64) (res Result[InitResult], alloc bool) {
+	m := s.State().txns[id]
+	needPID := m == nil
+	if m != nil && m.pending == nil && EpochExhausted(m.Epoch) && (expected == nil || *expected == m.Epoch) {
+		switch m.State {
+		case Empty, CompleteCommit, CompleteAbort:
+			needPID = true
+		}
+	}
+	if needPID && newPID < 0 {
+		return res, true
+	}
+	return c.initLocked(s, id, m, timeout, pid, expected, newPID), false
 }
 
 func (c *Coordinator) initLocked(s *shard, id string, m *Metadata, timeout time.Duration, pid int64, expected *int16, newPID int64) Result[InitResult] {
@@ -163,8 +180,16 @@ func kerrOf(err error) *kerr.Error {
 
 // fenceAndAbort aborts m's ongoing transaction without its producer, at a
 // bumped epoch (owner): the PrepareAbort record, then the markers.
+//
+// The abort is not the client's, so its markers carry the cluster's
+// finalized transaction.version (Kafka's endTransaction with
+// isFromClient=false and txnManager.transactionVersionLevel): under
+// version 2 a partition then refuses a late copy of them once the
+// producer's next transaction is open there, whatever version the
+// transaction's own requests had told the coordinator so far (none, for
+// a producer's first transaction).
 func (c *Coordinator) fenceAndAbort(s *shard, m *Metadata, why string) {
-	t, err := m.PrepareFence(c.clock.Now())
+	t, err := m.PrepareFence(int16(c.b.Config().Int("sluice.transaction.version", 2)), c.clock.Now())
 	if err != nil {
 		c.log.Warn("cannot fence transaction", "id", m.ID, "epoch", m.Epoch, "err", err)
 		return
@@ -209,7 +234,12 @@ func (c *Coordinator) AddPartitions(id string, pid int64, epoch int16, parts []P
 		return ready(err)
 	}
 	var res Result[*kerr.Error]
-	if err := c.run(id, func(s *shard) { res = c.addLocked(s, id, pid, epoch, parts) }); err != nil {
+	if err := c.run(id, func(s *shard) {
+		dirty := !s.Readable() && !c.knobs.ReadUncommitted
+		res = fromCommitted(s, dirty, c.addLocked(s, id, pid, epoch, parts), func(s *shard) Result[*kerr.Error] {
+			return c.addLocked(s, id, pid, epoch, parts)
+		}, ready[*kerr.Error])
+	}); err != nil {
 		return ready(err)
 	}
 	return res
@@ -243,26 +273,14 @@ func (c *Coordinator) addLocked(s *shard, id string, pid int64, epoch int16, par
 			}
 		}
 		if all {
-			// Nothing to write, but the state saying so may not be
-			// committed yet (a load reads up to the log end; a write
-			// may be pending): answer once it is, or a coordinator
-			// elected next may not know the partition is in the
+			// Nothing to write: the answer is the state's, which
+			// AddPartitions answers once committed (fromCommitted).
+			// Answered from a state above the HW (a load reads to
+			// the log end; a write may be pending), a coordinator
+			// elected next might not know the partition is in the
 			// transaction, end it without a marker there and leave
 			// the records the producer writes on this answer open.
-			// The answer is the state's once committed: the transaction
-			// may have ended meanwhile (timed out, fenced).
-			ch := make(chan *kerr.Error, 1)
-			s.Committed(func(err error) {
-				switch {
-				case err == nil:
-					ch <- c.stillAdded(s, id, pid, epoch, parts)
-				case err == coord.ErrNotCoordinator:
-					ch <- kerr.NotCoordinator
-				default:
-					ch <- appendError(err)
-				}
-			})
-			return waitOn(ch)
+			return ready[*kerr.Error](nil)
 		}
 		if n > MaxPartitionsPerTxn {
 			return ready(kerr.InvalidRequest)
@@ -277,25 +295,6 @@ func (c *Coordinator) addLocked(s *shard, id string, pid int64, epoch int16, par
 	ch := make(chan *kerr.Error, 1)
 	c.write(s, m, t, func(err *kerr.Error) { ch <- err })
 	return waitOn(ch)
-}
-
-// stillAdded answers an AddPartitionsToTxn whose partitions were all in
-// the transaction once its state is committed: nil if they still are,
-// else what the request gets now (owner of id's shard).
-func (c *Coordinator) stillAdded(s *shard, id string, pid int64, epoch int16, parts []Partition) *kerr.Error {
-	m := s.State().txns[id]
-	if err := checkProducer(m, pid, epoch); err != nil {
-		return err
-	}
-	if m.State != Ongoing {
-		return kerr.ConcurrentTransactions
-	}
-	for _, p := range parts {
-		if _, ok := m.Partitions[p]; !ok {
-			return kerr.ConcurrentTransactions
-		}
-	}
-	return nil
 }
 
 // concurrentWait bounds how long AddPartitionsToTxn is held while the
@@ -334,50 +333,80 @@ func (c *Coordinator) retryAddPartitions(changed <-chan struct{}, id string, pid
 // error of each partition, INVALID_TXN_STATE for one not in the ongoing
 // transaction. Nothing is added.
 func (c *Coordinator) VerifyPartitions(id string, pid int64, epoch int16, parts []Partition) map[Partition]*kerr.Error {
-	out := make(map[Partition]*kerr.Error, len(parts))
-	all := func(e *kerr.Error) map[Partition]*kerr.Error {
-		for _, p := range parts {
-			out[p] = e
-		}
-		return out
-	}
 	if err := validID(id); err != nil {
-		return all(err)
+		return allParts(parts, err)
 	}
 	var res map[Partition]*kerr.Error
+	ch := make(chan map[Partition]*kerr.Error, 1)
 	if err := c.run(id, func(s *shard) {
-		m := s.State().txns[id]
-		// handleVerifyPartitionsInTransaction, but with the markers of
-		// a prepared transaction first, as for an add (checkProducer). A
-		// transit being written does not stop the verification
-		// (KAFKA-14904): the partitions already in the transaction stay
-		// in it.
-		switch {
-		case m == nil:
-			res = all(kerr.InvalidProducerIDMapping)
-			return
-		case m.MarkersPending():
-			res = all(kerr.ConcurrentTransactions)
-			return
-		case m.ProducerID != pid || m.State == Dead:
-			res = all(kerr.InvalidProducerIDMapping)
-			return
-		case m.Epoch != epoch:
-			res = all(kerr.ProducerFenced)
+		if s.Readable() {
+			res = verifyLocked(s, id, pid, epoch, parts)
 			return
 		}
-		for _, p := range parts {
-			if _, ok := m.Partitions[p]; ok && m.State == Ongoing {
-				out[p] = nil
-			} else {
-				out[p] = kerr.InvalidTxnState
+		// A partition shown in the transaction by a record above the
+		// HW may not be in it for a coordinator elected next: the
+		// producer would write records no marker ends.
+		s.Read(func(err error) {
+			if err != nil {
+				ch <- allParts(parts, commitError(err))
+				return
 			}
-		}
-		res = out
+			ch <- verifyLocked(s, id, pid, epoch, parts)
+		})
 	}); err != nil {
-		return all(err)
+		return allParts(parts, err)
 	}
-	return res
+	if res != nil {
+		return res
+	}
+	if c.stepped {
+		// The stepper cannot wait for the commit: the leader retries.
+		select {
+		case res = <-ch:
+			return res
+		default:
+			return allParts(parts, kerr.ConcurrentTransactions)
+		}
+	}
+	return <-ch
+}
+
+// allParts is an answer of VerifyPartitions with err for every partition.
+func allParts(parts []Partition, err *kerr.Error) map[Partition]*kerr.Error {
+	out := make(map[Partition]*kerr.Error, len(parts))
+	for _, p := range parts {
+		out[p] = err
+	}
+	return out
+}
+
+// verifyLocked is VerifyPartitions on the owner of id's shard.
+func verifyLocked(s *shard, id string, pid int64, epoch int16, parts []Partition) map[Partition]*kerr.Error {
+	m := s.State().txns[id]
+	// handleVerifyPartitionsInTransaction, but with the markers of a
+	// prepared transaction first, as for an add (checkProducer). A
+	// transit being written does not stop the verification
+	// (KAFKA-14904): the partitions already in the transaction stay in
+	// it.
+	switch {
+	case m == nil:
+		return allParts(parts, kerr.InvalidProducerIDMapping)
+	case m.MarkersPending():
+		return allParts(parts, kerr.ConcurrentTransactions)
+	case m.ProducerID != pid || m.State == Dead:
+		return allParts(parts, kerr.InvalidProducerIDMapping)
+	case m.Epoch != epoch:
+		return allParts(parts, kerr.ProducerFenced)
+	}
+	out := make(map[Partition]*kerr.Error, len(parts))
+	for _, p := range parts {
+		if _, ok := m.Partitions[p]; ok && m.State == Ongoing {
+			out[p] = nil
+		} else {
+			out[p] = kerr.InvalidTxnState
+		}
+	}
+	return out
 }
 
 // OffsetsPartition is the __consumer_offsets partition of a group: the
@@ -410,13 +439,20 @@ func (c *Coordinator) EndTxn(id string, pid int64, epoch int16, commit bool, txn
 		var res Result[EndResult]
 		alloc := false
 		err := c.run(id, func(s *shard) {
-			m := s.State().txns[id]
-			if txnVersion >= 2 && m != nil && m.State == Ongoing && m.pending == nil && m.ProducerID == pid &&
-				m.Epoch == epoch && EpochExhausted(m.Epoch) && newPID < 0 {
-				alloc = true
+			dirty := !s.Readable() && !c.knobs.ReadUncommitted
+			if res, alloc = c.endEvent(s, id, pid, epoch, commit, txnVersion, newPID); alloc {
 				return
 			}
-			res = c.endLocked(s, m, pid, epoch, commit, txnVersion, newPID)
+			// A retry answered NONE from a completion above the HW
+			// would report a transaction ended that a coordinator
+			// elected next may still see ongoing, and abort.
+			res = fromCommitted(s, dirty, res, func(s *shard) Result[EndResult] {
+				r, alloc := c.endEvent(s, id, pid, epoch, commit, txnVersion, newPID)
+				if alloc {
+					return endErr(kerr.ConcurrentTransactions) // the client retries
+				}
+				return r
+			}, endErr)
 		})
 		if err != nil {
 			return endErr(err)
@@ -429,6 +465,18 @@ func (c *Coordinator) EndTxn(id string, pid int64, epoch int16, commit bool, txn
 			return endErr(kerr.CoordinatorNotAvailable)
 		}
 	}
+}
+
+// endEvent is EndTxn's event on the owner of id's shard: alloc if the
+// epoch bump of transaction version 2 needs a new producer id and newPID
+// is not one yet.
+func (c *Coordinator) endEvent(s *shard, id string, pid int64, epoch int16, commit bool, txnVersion int16, newPID int64) (res Result[EndResult], alloc bool) {
+	m := s.State().txns[id]
+	if txnVersion >= 2 && m != nil && m.State == Ongoing && m.pending == nil && m.ProducerID == pid &&
+		m.Epoch == epoch && EpochExhausted(m.Epoch) && newPID < 0 {
+		return res, true
+	}
+	return c.endLocked(s, m, pid, epoch, commit, txnVersion, newPID), false
 }
 
 func (c *Coordinator) endLocked(s *shard, m *Metadata, pid int64, epoch int16, commit bool, tv int16, newPID int64) Result[EndResult] {

@@ -67,13 +67,9 @@ func TestAddPartitionsWaitsForCommittedState(t *testing.T) {
 			t.Fatalf("AddPartitionsToTxn: %v", err)
 		}
 	}
-	// The AddPartitions record (the last of the id's partition) is now
-	// shown as not committed.
-	var end int64
-	if err := c.run("a", func(s *shard) { end = s.Replica().LogEndOffset() }); err != nil {
-		t.Fatal(err)
-	}
-	held.Store(end - 1)
+	// A coordinator elected next loads the AddPartitions record (the last
+	// of the id's partition) while it is not committed.
+	reloadHeld(t, c, held, "a")
 
 	r := c.AddPartitions("a", init.ProducerID, init.Epoch, parts)
 	for i := 0; i < 20; i++ {

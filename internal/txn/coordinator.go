@@ -350,12 +350,39 @@ func (c *Coordinator) loaded(s *shard) {
 	for _, m := range st.txns {
 		if m.State == PrepareCommit || m.State == PrepareAbort {
 			prepared++
-			c.startMarkers(s, m)
 		}
 	}
+	if prepared > 0 {
+		c.rollForward(s)
+	}
 	c.armTimers(s)
-	c.log.Info("loaded transactions", "partition", s.Partition(), "ids", len(st.txns), "rolled.forward", prepared,
+	c.log.Info("loaded transactions", "partition", s.Partition(), "ids", len(st.txns), "prepared", prepared,
 		"coordinator.epoch", s.Epoch(), "took", st.loadTook)
+}
+
+// rollForward sends the markers of the loaded prepared transactions once
+// the log the load read is committed (owner): a prepare record above the
+// high watermark may be missing at the coordinator elected next, which
+// would then see the transaction ongoing and could end it the other way
+// than the markers sent. Until then they answer CONCURRENT_TRANSACTIONS,
+// as while their markers are written. A failed wait is tried again after
+// the marker backoff while the shard is loaded.
+func (c *Coordinator) rollForward(s *shard) {
+	s.Read(func(err error) {
+		if s.Gone() {
+			return
+		}
+		if err != nil {
+			c.log.Warn("waiting for the loaded transactions to be committed", "partition", s.Partition(), "err", err)
+			s.Schedule("rollforward", s.Now().Add(c.cfg.MarkerBackoff), c.rollForward)
+			return
+		}
+		for _, m := range s.State().txns {
+			if m.pending == nil && (m.State == PrepareCommit || m.State == PrepareAbort) {
+				c.startMarkers(s, m)
+			}
+		}
+	})
 }
 
 // unloaded drops the shard's ids (the runtime's Unloaded).

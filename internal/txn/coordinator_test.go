@@ -235,6 +235,12 @@ func TestCoordinatorInitFencesOngoing(t *testing.T) {
 	if len(ms) != 1 || ms[0].Committed || ms[0].ProducerEpoch != 1 {
 		t.Fatalf("fence markers: %+v", ms)
 	}
+	// The abort is the coordinator's: its markers carry the cluster's
+	// transaction.version (2), so a partition refuses a late copy of them
+	// once the producer's next transaction is open there.
+	if ms[0].TransactionVersion != 2 {
+		t.Fatalf("fence markers carry transaction version %d, want the cluster's 2", ms[0].TransactionVersion)
+	}
 	// The old instance is fenced.
 	if e := c.EndTxn("tx", pid, 0, true, 0).Get(); e.Err != kerr.ProducerFenced {
 		t.Fatalf("old instance: %+v", e)

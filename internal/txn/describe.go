@@ -32,23 +32,58 @@ func (c *Coordinator) Describe(id string) (m Metadata, ok bool) {
 // DescribeState returns a copy of a transactional id's state, or
 // NOT_COORDINATOR (also when __transaction_state does not exist: nothing
 // is created), COORDINATOR_LOAD_IN_PROGRESS, or TRANSACTIONAL_ID_NOT_FOUND.
+// The state is the committed one: while the id's partition has records
+// above the high watermark, the answer waits until they are committed
+// (a stepped coordinator, which cannot wait, answers
+// COORDINATOR_LOAD_IN_PROGRESS meanwhile).
 func (c *Coordinator) DescribeState(id string) (Metadata, *kerr.Error) {
 	if c.b.Image().Topics[Topic] == nil {
 		return Metadata{}, kerr.NotCoordinator
 	}
-	var out Metadata
-	var found bool
-	if err := c.run(id, func(s *shard) {
+	type described struct {
+		m     Metadata
+		found bool
+		err   *kerr.Error
+	}
+	read := func(s *shard) described {
 		if m := s.State().txns[id]; m != nil && m.State != Dead {
-			out, found = snapshot(m), true
+			return described{m: snapshot(m), found: true}
 		}
+		return described{}
+	}
+	ch := make(chan described, 1)
+	if err := c.run(id, func(s *shard) {
+		if s.Readable() {
+			ch <- read(s)
+			return
+		}
+		s.Read(func(err error) {
+			if err != nil {
+				ch <- described{err: commitError(err)}
+				return
+			}
+			ch <- read(s)
+		})
 	}); err != nil {
 		return Metadata{}, err
 	}
-	if !found {
+	var d described
+	if c.stepped {
+		select {
+		case d = <-ch:
+		default:
+			return Metadata{}, kerr.CoordinatorLoadInProgress
+		}
+	} else {
+		d = <-ch
+	}
+	switch {
+	case d.err != nil:
+		return Metadata{}, d.err
+	case !d.found:
 		return Metadata{}, kerr.TransactionalIDNotFound
 	}
-	return out, nil
+	return d.m, nil
 }
 
 // ListFilter selects transactions for List (ListTransactions' filters):

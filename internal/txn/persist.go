@@ -103,3 +103,77 @@ func appendError(err error) *kerr.Error {
 	}
 	return ke
 }
+
+// commitError maps a failed wait for the committed state (Shard.Read) to
+// the request's answer.
+func commitError(err error) *kerr.Error {
+	if err == coord.ErrNotCoordinator {
+		return kerr.NotCoordinator
+	}
+	return appendError(err)
+}
+
+// fromCommitted answers a request from the committed state (owner). res is
+// what the request's event computed; dirty says whether the state showed
+// records above the high watermark when the event began (those a load
+// read to the log end: the coordinator applies its own writes only once
+// committed, Shard.Readable). An answer that waits for a write is
+// returned as is: a write is answered once committed, after every record
+// before it. So is an answer computed from a committed state. Any other
+// answer read state that a coordinator elected next may not have (Kafka
+// answers from committed metadata, the TransactionMetadata of committed
+// records with a pendingState for the write in flight): the request is
+// answered by again, run on the owner once those records are committed
+// (Shard.Read), or with fail's answer if that commit fails.
+func fromCommitted[T any](s *shard, dirty bool, res Result[T], again func(*shard) Result[T], fail func(*kerr.Error) Result[T]) Result[T] {
+	if !dirty || res.Wait != nil {
+		return res
+	}
+	ch := make(chan Result[T], 1)
+	s.Read(func(err error) {
+		if err != nil {
+			ch <- fail(commitError(err))
+			return
+		}
+		ch <- again(s)
+	})
+	return chain(ch)
+}
+
+// chain is the answer that the Result sent on ch gives, once it is sent.
+func chain[T any](ch <-chan Result[T]) Result[T] {
+	var inner *Result[T]
+	take := func(block bool) bool {
+		if inner != nil {
+			return true
+		}
+		if block {
+			r := <-ch
+			inner = &r
+			return true
+		}
+		select {
+		case r := <-ch:
+			inner = &r
+			return true
+		default:
+			return false
+		}
+	}
+	poll := func() (T, bool) {
+		var zero T
+		switch {
+		case !take(false):
+			return zero, false
+		case inner.Wait == nil:
+			return inner.Resp, true
+		case inner.Poll != nil:
+			return inner.Poll()
+		}
+		return zero, false
+	}
+	return Result[T]{Poll: poll, Wait: func() T {
+		take(true)
+		return inner.Get()
+	}}
+}

@@ -308,8 +308,9 @@ func (m *Metadata) PrepareEnd(commit bool, txnVersion int16, nextPID int64, now 
 // or the transaction timeout (prepareFenceProducerEpoch). Its record is
 // PrepareAbort at the bumped epoch; the producer's next request at the old
 // epoch is fenced. A fence whose write failed is retried at the same
-// epoch.
-func (m *Metadata) PrepareFence(now time.Time) (*Transit, error) {
+// epoch. serverTxnVersion is the cluster's finalized transaction.version,
+// which the abort's record and markers carry.
+func (m *Metadata) PrepareFence(serverTxnVersion int16, now time.Time) (*Transit, error) {
 	if m.State != Ongoing {
 		return nil, ErrIllegalTransition
 	}
@@ -317,7 +318,7 @@ func (m *Metadata) PrepareFence(now time.Time) (*Transit, error) {
 		return nil, ErrIllegalTransition
 	}
 	t := m.transit()
-	t.State, t.LastUpdate, t.fence = PrepareAbort, now, true
+	t.State, t.LastUpdate, t.fence, t.TxnVersion = PrepareAbort, now, true, serverTxnVersion
 	if !m.failedFence {
 		t.LastEpoch, t.Epoch = m.Epoch, m.Epoch+1
 	}

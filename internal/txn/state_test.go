@@ -144,7 +144,7 @@ func TestStateInitEpochs(t *testing.T) {
 func TestStateFence(t *testing.T) {
 	m := newTxn(t)
 	m.Complete(mustPrepare(m.PrepareAddPartitions([]Partition{{"a", 0}}, t0)))
-	tr := mustPrepare(m.PrepareFence(t0))
+	tr := mustPrepare(m.PrepareFence(2, t0))
 	if s, _ := m.PendingState(); s != PrepareEpochFence {
 		t.Fatalf("pending %v", s)
 	}
@@ -156,7 +156,7 @@ func TestStateFence(t *testing.T) {
 	if m.State != Ongoing || m.Epoch != 0 {
 		t.Fatal("abandon applied")
 	}
-	tr = mustPrepare(m.PrepareFence(t0))
+	tr = mustPrepare(m.PrepareFence(2, t0))
 	if tr.Epoch != 0 {
 		// failedFence: the epoch of the retry is the current one,
 		// as Kafka's hasFailedEpochFence.
@@ -164,7 +164,7 @@ func TestStateFence(t *testing.T) {
 	}
 	m.Abandon(tr)
 	m.failedFence = false
-	m.Complete(mustPrepare(m.PrepareFence(t0)))
+	m.Complete(mustPrepare(m.PrepareFence(2, t0)))
 	if m.State != PrepareAbort || m.Epoch != 1 || m.LastEpoch != 0 || len(m.Partitions) != 1 {
 		t.Fatalf("fenced: %+v", m)
 	}
@@ -172,7 +172,7 @@ func TestStateFence(t *testing.T) {
 	if m.State != CompleteAbort || m.Epoch != 1 {
 		t.Fatal(m.State)
 	}
-	if _, err := m.PrepareFence(t0); !errors.Is(err, ErrIllegalTransition) {
+	if _, err := m.PrepareFence(2, t0); !errors.Is(err, ErrIllegalTransition) {
 		t.Fatal("fence outside a transaction")
 	}
 }
@@ -221,7 +221,7 @@ func TestStateTimeoutAndExpiry(t *testing.T) {
 	if !m.TimedOut(clk.Now()) {
 		t.Fatal("not timed out after the timeout")
 	}
-	tr := mustPrepare(m.PrepareFence(clk.Now()))
+	tr := mustPrepare(m.PrepareFence(2, clk.Now()))
 	if m.TimedOut(clk.Now()) {
 		t.Fatal("timed out while a fence is pending")
 	}

@@ -46,6 +46,11 @@ type Knobs struct {
 	// PrepareAbort is appended, before it is committed: a coordinator
 	// failover then loses a decision the producer was told of.
 	AnswerEndTxnEarly bool
+	// ReadUncommitted answers the requests that write nothing from the
+	// state as loaded, records above the high watermark included
+	// (fromCommitted): a retried EndTxn is answered from a completion a
+	// coordinator elected next may not have.
+	ReadUncommitted bool
 }
 
 // stepState is a stepped coordinator's marker work.

@@ -59,6 +59,11 @@ type Downgrade struct {
 	Group      string
 	Generation int32
 	Members    []ClassicMember
+	// Joined: the downgrade comes from a static classic member's
+	// JoinGroup that replaced the last consumer-protocol member; the
+	// classic group stays Stable (no rebalance), as Kafka's
+	// convertToClassicGroup with a joining member.
+	Joined bool
 }
 
 // CanUpgrade reports whether a classic group of this protocol type and
@@ -176,6 +181,13 @@ func classicError(e *kerr.Error, format string, args ...any) *Error { return err
 // go through the heartbeat's steps and it is answered at once with its
 // member epoch as the generation, the first of its protocols as the
 // group's, and no leader (the assignment comes from the coordinator).
+// Its join timer is cancelled and its sync timer armed: it must send its
+// SyncGroup within the request's rebalance timeout or be fenced. A static
+// member taking the instance id of the last consumer-protocol member
+// (or rejoining, in a group of classic members only) downgrades the group
+// to a classic group when the policy allows (Kafka's
+// validateOnlineDowngradeWithReplacedMemberId): the result then carries
+// the Downgrade, with the joining member in the old one's place.
 func (mgr *Manager) ClassicJoin(now time.Time, img *Image, client Client, req *kmsg.JoinGroupRequest) (*kmsg.JoinGroupResponse, Result) {
 	resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
 	fail := func(e *Error) (*kmsg.JoinGroupResponse, Result) {
@@ -223,6 +235,14 @@ func (mgr *Manager) ClassicJoin(now time.Time, img *Image, client Client, req *k
 	if req.Version == 0 {
 		rebalance = req.SessionTimeoutMillis
 	}
+	// Checked before the join changes the group, as Kafka's (its records
+	// are replayed after the check).
+	downgrade := false
+	if req.InstanceID != nil {
+		if old := g.staticMember(*req.InstanceID); old != nil {
+			downgrade = mgr.downgradeOnReplace(g, old.ID)
+		}
+	}
 	topics := sub.Topics
 	if topics == nil {
 		topics = []string{}
@@ -240,7 +260,24 @@ func (mgr *Manager) ClassicJoin(now time.Time, img *Image, client Client, req *k
 	resp.Generation = m.Epoch
 	pt, name := ConsumerProtocolType, req.Protocols[0].Name
 	resp.ProtocolType, resp.Protocol = &pt, &name
+	if downgrade && mgr.groups[req.Group] != nil {
+		d := mgr.downgrade(mgr.groups[req.Group], nil, img)
+		d.Downgrade.Joined = true
+		res.Records = append(res.Records, d.Records...)
+		res.Timers, res.Downgrade = d.Timers, d.Downgrade
+		return resp, res
+	}
+	res.Timers = append(res.Timers,
+		Timer{Kind: JoinTimer, Group: req.Group, Member: m.ID, Cancel: true},
+		Timer{Kind: SyncTimer, Group: req.Group, Member: m.ID, At: now.Add(time.Duration(rebalance) * time.Millisecond)})
 	return resp, res
+}
+
+// joinTimer is the join timer of a classic member told to rejoin, armed
+// unless it is (Kafka's scheduleConsumerGroupJoinTimeoutIfAbsent).
+func joinTimer(now time.Time, g *Group, m *Member) Timer {
+	return Timer{Kind: JoinTimer, Group: g.ID, Member: m.ID, IfAbsent: true,
+		At: now.Add(time.Duration(m.RebalanceTimeoutMs) * time.Millisecond)}
 }
 
 // classicMember finds a classic member for SyncGroup, Heartbeat and
@@ -279,7 +316,8 @@ func (m *Member) protocolName() string {
 // assignment, unless its generation is not its member epoch
 // (ILLEGAL_GENERATION), the protocol differs (INCONSISTENT_GROUP_PROTOCOL)
 // or the group moved on and it must rejoin first (REBALANCE_IN_PROGRESS).
-// The timers (the member's session) are to be scheduled.
+// The timers (the member's session, its sync timer cancelled; its join
+// timer when it must rejoin) are to be scheduled.
 func (mgr *Manager) ClassicSync(now time.Time, img *Image, req *kmsg.SyncGroupRequest) (*kmsg.SyncGroupResponse, []Timer) {
 	resp := req.ResponseKind().(*kmsg.SyncGroupResponse)
 	g := mgr.groups[req.Group]
@@ -297,6 +335,8 @@ func (mgr *Manager) ClassicSync(now time.Time, img *Image, req *kmsg.SyncGroupRe
 		e = classicError(kerr.InconsistentGroupProtocol, "The protocol of member %s does not match the one returned in the join response.", m.ID)
 	case g.Epoch > m.Epoch && m.State != MemberUnrevokedPartitions:
 		e = classicError(kerr.RebalanceInProgress, "A new rebalance is triggered in group %s and member %s should rejoin to catch up.", g.ID, m.ID)
+		resp.ErrorCode = e.Code
+		return resp, []Timer{joinTimer(now, g, m)}
 	}
 	if e != nil {
 		resp.ErrorCode = e.Code
@@ -304,14 +344,16 @@ func (mgr *Manager) ClassicSync(now time.Time, img *Image, req *kmsg.SyncGroupRe
 	}
 	resp.ProtocolType, resp.Protocol = req.ProtocolType, req.Protocol
 	resp.MemberAssignment = assignmentBytes(img, m.Assigned, protocolVersion(m.Classic.SupportedProtocols[0].Metadata))
-	return resp, []Timer{{Kind: SessionTimer, Group: g.ID, Member: m.ID, At: now.Add(mgr.sessionOf(g.ID, m))}}
+	return resp, []Timer{{Kind: SyncTimer, Group: g.ID, Member: m.ID, Cancel: true},
+		{Kind: SessionTimer, Group: g.ID, Member: m.ID, At: now.Add(mgr.sessionOf(g.ID, m))}}
 }
 
 // ClassicHeartbeat serves a classic member's Heartbeat on a consumer group
 // (Kafka's classicGroupHeartbeatToConsumerGroup): it resets the member's
 // session and answers REBALANCE_IN_PROGRESS when the member must rejoin:
 // the group epoch moved past it, it has partitions to revoke, or
-// partitions it waits for were released.
+// partitions it waits for were released; its join timer is then armed
+// if it is not already.
 func (mgr *Manager) ClassicHeartbeat(now time.Time, req *kmsg.HeartbeatRequest) (int16, []Timer) {
 	g := mgr.groups[req.Group]
 	if g == nil {
@@ -327,7 +369,7 @@ func (mgr *Manager) ClassicHeartbeat(now time.Time, req *kmsg.HeartbeatRequest) 
 	timers := []Timer{{Kind: SessionTimer, Group: g.ID, Member: m.ID, At: now.Add(mgr.sessionOf(g.ID, m))}}
 	if m.Epoch < g.Epoch || m.State == MemberUnrevokedPartitions ||
 		m.State == MemberUnreleasedPartitions && !g.waitingOnUnreleased(m) {
-		return kerr.RebalanceInProgress.Code, timers
+		return kerr.RebalanceInProgress.Code, append(timers, joinTimer(now, g, m))
 	}
 	return 0, timers
 }
@@ -377,8 +419,30 @@ func (mgr *Manager) downgradeOnFence(g *Group, m *Member) bool {
 	return true
 }
 
+// downgradeOnReplace reports whether a static classic member joining in
+// place of member replaced (its instance id's member, itself when it
+// rejoins) downgrades g (Kafka's
+// validateOnlineDowngradeWithReplacedMemberId): every other member uses
+// the classic protocol, the policy allows downgrades and g is within the
+// classic group's maximum size.
+func (mgr *Manager) downgradeOnReplace(g *Group, replaced string) bool {
+	if !mgr.cfg.Migration.DowngradeEnabled() {
+		return false
+	}
+	if max := mgr.cfg.ClassicMaxSize; max > 0 && len(g.Members) > max {
+		return false
+	}
+	for _, o := range g.Members {
+		if o.ID != replaced && o.Classic == nil {
+			return false
+		}
+	}
+	return true
+}
+
 // downgrade deletes consumer group g, whose member gone was its last
-// consumer-protocol member, and returns the classic group to create
+// consumer-protocol member (nil: a joining static member replaced it, and
+// every member of g stays), and returns the classic group to create
 // (Kafka's convertToClassicGroup): the records are the group's tombstones
 // (createGroupTombstoneRecords), applied; each remaining member gets its
 // target assignment.
@@ -387,10 +451,9 @@ func (mgr *Manager) downgrade(g *Group, gone *Member, img *Image) Result {
 	d := &Downgrade{Group: g.ID, Generation: g.Epoch}
 	var timers []Timer
 	for _, id := range ids {
-		timers = append(timers, Timer{Kind: SessionTimer, Group: g.ID, Member: id, Cancel: true},
-			Timer{Kind: RebalanceTimer, Group: g.ID, Member: id, Cancel: true})
+		timers = append(timers, cancelTimers(g.ID, id)...)
 		m := g.Members[id]
-		if id == gone.ID {
+		if gone != nil && id == gone.ID {
 			continue
 		}
 		var inst *string

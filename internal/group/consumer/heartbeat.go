@@ -381,9 +381,7 @@ func (mgr *Manager) heartbeat(now time.Time, img *Image, client Client, req *kms
 		updated = next
 	}
 	if replaced != nil && replaced.ID != updated.ID {
-		timers = append(timers,
-			Timer{Kind: SessionTimer, Group: g.ID, Member: replaced.ID, Cancel: true},
-			Timer{Kind: RebalanceTimer, Group: g.ID, Member: replaced.ID, Cancel: true})
+		timers = append(timers, cancelTimers(g.ID, replaced.ID)...)
 	}
 	timers = append(timers, Timer{Kind: SessionTimer, Group: g.ID, Member: updated.ID, At: now.Add(mgr.sessionOf(g.ID, updated))})
 	if unresolved || updated.SubscribedTopicRegex != "" && !hasRegex(regexes, updated.SubscribedTopicRegex) {

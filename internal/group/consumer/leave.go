@@ -78,17 +78,16 @@ func (mgr *Manager) fence(g *Group, m *Member, img *Image) Result {
 	if ng := mgr.groups[g.ID]; ng != nil {
 		ng.imageVersion = img.Version
 	}
-	return Result{Records: records, Timers: []Timer{
-		{Kind: SessionTimer, Group: g.ID, Member: m.ID, Cancel: true},
-		{Kind: RebalanceTimer, Group: g.ID, Member: m.ID, Cancel: true},
-	}}
+	return Result{Records: records, Timers: cancelTimers(g.ID, m.ID)}
 }
 
-// Expire applies a timer that fired (Kafka's session and rebalance timeout
-// operations): the member is fenced if the timer still applies. A
-// rebalance timer applies only while the member is still at the timer's
-// epoch with partitions to revoke. A regex timer resolves the group's
-// regular expressions (refreshRegexes).
+// Expire applies a timer that fired (Kafka's session, rebalance, join and
+// sync timeout operations): the member is fenced if the timer still
+// applies. A rebalance timer applies only while the member is still at
+// the timer's epoch with partitions to revoke; a join or sync timer
+// whenever the member is still there (it is cancelled when the member
+// joins or syncs). A regex timer resolves the group's regular
+// expressions (refreshRegexes).
 func (mgr *Manager) Expire(now time.Time, img *Image, t Timer) Result {
 	g := mgr.groups[t.Group]
 	if g == nil {

@@ -195,8 +195,7 @@ func (mgr *Manager) assignor(name string) Assignor {
 	return nil
 }
 
-// TimerKind tells the session timer from the rebalance timer and the
-// regex refresh.
+// TimerKind tells a member's timers apart.
 type TimerKind int8
 
 // Timer kinds.
@@ -217,18 +216,29 @@ const (
 	// ones (librdkafka's test 0045 do_test_resubscribe_with_regex
 	// expects that order).
 	RegexTimer
+	// JoinTimer fires when a classic-protocol member told to rejoin
+	// (REBALANCE_IN_PROGRESS) has not sent its JoinGroup within its
+	// rebalance timeout; the member is fenced (Kafka's
+	// scheduleConsumerGroupJoinTimeoutIfAbsent).
+	JoinTimer
+	// SyncTimer fires when a classic-protocol member has not sent its
+	// SyncGroup within the rebalance timeout of its JoinGroup; the member
+	// is fenced (Kafka's scheduleConsumerGroupSyncTimeout).
+	SyncTimer
 )
 
 // Timer is a timer to schedule (or, with Cancel, to cancel). The caller
-// keeps at most one timer per Key: scheduling one replaces the previous.
+// keeps at most one timer per Key: scheduling one replaces the previous,
+// unless IfAbsent is set (then an armed timer stays as it is).
 type Timer struct {
 	Kind   TimerKind
 	Group  string
 	Member string
 	// Epoch is the member epoch a rebalance timer was set for.
-	Epoch  int32
-	At     time.Time
-	Cancel bool
+	Epoch    int32
+	At       time.Time
+	Cancel   bool
+	IfAbsent bool
 	// CanDescribe, for a regex refresh, filters the topics a regex
 	// matches with the ACLs of the member whose heartbeat asked for it
 	// (nil: all), as Kafka does (KAFKA-18813).
@@ -236,16 +246,34 @@ type Timer struct {
 }
 
 // Key identifies the timer a schedule or cancel applies to (Kafka's
-// "session-timeout-" / "rebalance-timeout-" keys, with a separator no
-// group or member id can forge).
+// "session-timeout-", "rebalance-timeout-", "join-timeout-" and
+// "sync-timeout-" keys, with a separator no group or member id can
+// forge).
 func (t Timer) Key() string {
+	var kind string
 	switch t.Kind {
 	case SessionTimer:
-		return "session-timeout\x00" + t.Group + "\x00" + t.Member
+		kind = "session-timeout"
+	case RebalanceTimer:
+		kind = "rebalance-timeout"
+	case JoinTimer:
+		kind = "join-timeout"
 	case RegexTimer:
 		return "regex-refresh\x00" + t.Group
+	default:
+		kind = "sync-timeout"
 	}
-	return "rebalance-timeout\x00" + t.Group + "\x00" + t.Member
+	return kind + "\x00" + t.Group + "\x00" + t.Member
+}
+
+// cancelTimers cancels every timer of member id (Kafka's cancelTimers).
+func cancelTimers(group, id string) []Timer {
+	return []Timer{
+		{Kind: SessionTimer, Group: group, Member: id, Cancel: true},
+		{Kind: RebalanceTimer, Group: group, Member: id, Cancel: true},
+		{Kind: JoinTimer, Group: group, Member: id, Cancel: true},
+		{Kind: SyncTimer, Group: group, Member: id, Cancel: true},
+	}
 }
 
 // Result is what a call produced: the records to append (in order), then

@@ -146,9 +146,9 @@ func (e *env) fmtResult(res Result) string {
 		fmt.Fprintf(&b, "record %s\n", e.fmtRecord(r))
 	}
 	for _, t := range res.Timers {
-		kind := "session"
-		if t.Kind == RebalanceTimer {
-			kind = "rebalance"
+		kind := [...]string{SessionTimer: "session", RebalanceTimer: "rebalance", JoinTimer: "join", SyncTimer: "sync"}[t.Kind]
+		if t.IfAbsent {
+			kind += " if-absent"
 		}
 		if t.Kind == RegexTimer {
 			fmt.Fprintf(&b, "timer regex at=+%dms\n", t.At.Sub(e.now).Milliseconds())
