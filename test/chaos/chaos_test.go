@@ -121,11 +121,12 @@ func TestChaosShort(t *testing.T) {
 }
 
 // queueFaults are the kinds TestChaosShort runs: every kind but
-// delay-txn, which TestChaosTxnShort runs against transactions.
+// delay-txn, which TestChaosTxnShort runs against transactions, and
+// objstore, which needs a tiered run (TestChaosTieredShort).
 func queueFaults() []string {
 	var out []string
 	for _, k := range chaos.AllFaults {
-		if k != chaos.FaultDelayTxn {
+		if k != chaos.FaultDelayTxn && k != chaos.FaultObjStore {
 			out = append(out, k)
 		}
 	}
