@@ -519,12 +519,23 @@ func (f *fetcher) backoffPartition(tp TP) {
 // listOffsets asks the leader for its latest and earliest offsets, as a
 // replica (ReplicaID set: latest is the LEO).
 func (f *fetcher) listOffsets(ctx context.Context, tp TP, leaderEpoch int32) (leo, start int64, err error) {
+	ps, err := f.replicaListOffsets(ctx, tp, leaderEpoch, 4, -1, -2)
+	if err != nil {
+		return 0, 0, err
+	}
+	return ps[0].Offset, ps[1].Offset, nil
+}
+
+// replicaListOffsets sends ListOffsets at version for tp's timestamps to
+// the leader, as a replica, and returns one answer per timestamp, in
+// order, or the first partition error.
+func (f *fetcher) replicaListOffsets(ctx context.Context, tp TP, leaderEpoch int32, version int16, timestamps ...int64) ([]kmsg.ListOffsetsResponseTopicPartition, error) {
 	req := kmsg.NewPtrListOffsetsRequest()
-	req.SetVersion(4)
+	req.SetVersion(version)
 	req.ReplicaID = f.b.cfg.NodeID
 	t := kmsg.NewListOffsetsRequestTopic()
 	t.Topic = tp.Topic
-	for _, ts := range []int64{-1, -2} {
+	for _, ts := range timestamps {
 		p := kmsg.NewListOffsetsRequestTopicPartition()
 		p.Partition = tp.Partition
 		p.CurrentLeaderEpoch = leaderEpoch
@@ -534,19 +545,19 @@ func (f *fetcher) listOffsets(ctx context.Context, tp TP, leaderEpoch int32) (le
 	req.Topics = append(req.Topics, t)
 	kresp, err := f.cl.Request(ctx, req)
 	if err != nil {
-		return 0, 0, err
+		return nil, err
 	}
 	resp := kresp.(*kmsg.ListOffsetsResponse)
-	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 2 {
-		return 0, 0, errors.New("malformed ListOffsets response")
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != len(timestamps) {
+		return nil, errors.New("malformed ListOffsets response")
 	}
 	ps := resp.Topics[0].Partitions
 	for _, p := range ps {
 		if p.ErrorCode != 0 {
-			return 0, 0, kerr.ErrorForCode(p.ErrorCode)
+			return nil, kerr.ErrorForCode(p.ErrorCode)
 		}
 	}
-	return ps[0].Offset, ps[1].Offset, nil
+	return ps, nil
 }
 
 // FetcherStats describes one follower fetcher (one per leader this node

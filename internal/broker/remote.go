@@ -5,7 +5,6 @@ import (
 	"errors"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-io/sluice/internal/remote"
 	"github.com/sluice-io/sluice/internal/replica"
@@ -166,32 +165,9 @@ func (f *fetcher) rebuildFromRemote(ctx context.Context, p *Partition, req repli
 // earliestLocal asks the leader for its local log start with its leader
 // epoch (ListOffsets -4, v8) and its log start (-2), as a replica.
 func (f *fetcher) earliestLocal(ctx context.Context, tp TP, leaderEpoch int32) (localStart int64, localEpoch int32, logStart int64, err error) {
-	req := kmsg.NewPtrListOffsetsRequest()
-	req.SetVersion(8)
-	req.ReplicaID = f.b.cfg.NodeID
-	t := kmsg.NewListOffsetsRequestTopic()
-	t.Topic = tp.Topic
-	for _, ts := range []int64{-4, -2} {
-		p := kmsg.NewListOffsetsRequestTopicPartition()
-		p.Partition = tp.Partition
-		p.CurrentLeaderEpoch = leaderEpoch
-		p.Timestamp = ts
-		t.Partitions = append(t.Partitions, p)
-	}
-	req.Topics = append(req.Topics, t)
-	kresp, err := f.cl.Request(ctx, req)
+	ps, err := f.replicaListOffsets(ctx, tp, leaderEpoch, 8, -4, -2)
 	if err != nil {
 		return 0, 0, 0, err
-	}
-	resp := kresp.(*kmsg.ListOffsetsResponse)
-	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 2 {
-		return 0, 0, 0, errors.New("malformed ListOffsets response")
-	}
-	ps := resp.Topics[0].Partitions
-	for _, p := range ps {
-		if p.ErrorCode != 0 {
-			return 0, 0, 0, kerr.ErrorForCode(p.ErrorCode)
-		}
 	}
 	return ps[0].Offset, ps[0].LeaderEpoch, ps[1].Offset, nil
 }
