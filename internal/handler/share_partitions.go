@@ -94,12 +94,30 @@ func (h *Handlers) shareConfig(group string) shareGroupConfig {
 	}
 }
 
-// resetOffset is where a share partition without state starts
+// shareResetSyncTimeout bounds the metadata read barrier before a share
+// partition without state picks its start offset.
+const shareResetSyncTimeout = 5 * time.Second
+
+// resetOffset is where group's share partition without state starts
 // (share.auto.offset.reset): latest is the high watermark, earliest the
 // log start, by_duration:<ISO-8601 duration> the first offset whose
 // timestamp is at most that long ago (KIP-1106), else the high watermark.
-func (h *Handlers) resetOffset(p *broker.Partition, reset string) func() (int64, error) {
+// The group config is read after a metadata read barrier: a client that
+// sets share.auto.offset.reset through one node and then fetches from
+// another must not find the partition started where the old value said
+// (at latest, the records already produced would never be delivered).
+// Kafka's group coordinator initializes a share partition's state before
+// assigning it, which leaves time for the config to reach the leader;
+// the barrier makes it certain.
+func (h *Handlers) resetOffset(ctx context.Context, p *broker.Partition, group string) func() (int64, error) {
 	return func() (int64, error) {
+		sctx, cancel := context.WithTimeout(ctx, shareResetSyncTimeout)
+		err := h.b.SyncMetadata(sctx)
+		cancel()
+		if err != nil {
+			h.b.Logger().Warn("share partition starts without a metadata read barrier", "group", group, "topic", p.Topic, "partition", p.TP.Partition, "err", err)
+		}
+		reset := h.shareConfig(group).reset
 		switch {
 		case reset == "earliest":
 			return p.LogStartOffset(), nil
@@ -222,7 +240,7 @@ func (h *Handlers) sharePartition(group string, part sharePart, cfg shareGroupCo
 	key := share.Key{Group: group, TopicID: part.tp.TopicID, Partition: part.tp.Partition}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return h.share.mgr.Get(ctx, key, part.p.LeaderEpoch(), cfg.part, h.resetOffset(part.p, cfg.reset))
+	return h.share.mgr.Get(ctx, key, part.p.LeaderEpoch(), cfg.part, h.resetOffset(ctx, part.p, group))
 }
 
 // shareAck applies member's acknowledgements on one partition and

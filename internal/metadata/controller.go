@@ -185,3 +185,13 @@ func applyListOp(cur string, op ConfigOp) string {
 func splitList(s string) []string {
 	return slices.DeleteFunc(strings.Split(s, ","), func(x string) bool { return x == "" })
 }
+
+// Syncer is a Controller whose node may apply committed metadata later
+// than the active controller commits it (the Raft controller). Local
+// applies at commit and needs none.
+type Syncer interface {
+	// SyncMetadata returns once this node's image holds every change the
+	// active controller had committed when it was asked: a read barrier
+	// before acting on metadata another node may have just changed.
+	SyncMetadata(ctx context.Context) error
+}
