@@ -550,26 +550,30 @@ func (sp *Partition) State() State {
 }
 
 // state builds the persisted form: runs of equal (state, delivery count)
-// other than Available never delivered; Acquired is written as Available.
+// other than Available never delivered. Acquired is written as Available
+// with the delivery count before its acquisition: an acquisition is not
+// persisted (Kafka's SharePartition.acquire writes nothing, and its writes
+// carry only the records leaving Acquired), so a new leader delivers the
+// record with the same count again, never past share.delivery.count.limit.
 func (sp *Partition) state() State {
 	st := State{StateEpoch: sp.stateEpoch, LeaderEpoch: sp.leaderEpoch, StartOffset: sp.start}
 	for i, r := range sp.recs {
-		s := int8(r.state)
+		s, count := int8(r.state), r.count
 		if r.state == Acquired {
-			s = StateAvailable
+			s, count = StateAvailable, count-1
 		}
 		if r.state == Acknowledged || r.state == Archived {
 			st.DeliveryCompleteCount++
 		}
-		if s == StateAvailable && r.count == 0 {
+		if s == StateAvailable && count == 0 {
 			continue
 		}
 		o := sp.start + int64(i)
-		if k := len(st.Batches) - 1; k >= 0 && st.Batches[k].LastOffset == o-1 && st.Batches[k].DeliveryState == s && st.Batches[k].DeliveryCount == r.count {
+		if k := len(st.Batches) - 1; k >= 0 && st.Batches[k].LastOffset == o-1 && st.Batches[k].DeliveryState == s && st.Batches[k].DeliveryCount == count {
 			st.Batches[k].LastOffset = o
 			continue
 		}
-		st.Batches = append(st.Batches, StateBatch{FirstOffset: o, LastOffset: o, DeliveryState: s, DeliveryCount: r.count})
+		st.Batches = append(st.Batches, StateBatch{FirstOffset: o, LastOffset: o, DeliveryState: s, DeliveryCount: count})
 	}
 	return st
 }
