@@ -115,9 +115,9 @@ type AckBatch struct {
 type rec struct {
 	state    RecordState
 	count    int16
+	unsynced bool
 	member   string
 	deadline time.Time
-	unsynced bool
 }
 
 // Partition is one share partition on its partition leader: Kafka's
@@ -139,10 +139,13 @@ type Partition struct {
 	// avail is closed when records become Available again (released),
 	// waking the long polls waiting on Changed.
 	avail chan struct{}
-	// dirty is set while a release or archive of an expired lock is not
-	// durable yet (expiry.go).
-	dirty bool
 	knobs Knobs
+
+	// dirty is set while a release or archive of an expired lock is not
+	// durable yet; earliest is at most the earliest lock deadline (zero:
+	// no lock taken since it was last computed; expiry.go).
+	dirty    bool
+	earliest time.Time
 }
 
 // Knobs re-introduce bugs in the share partitions, for the simulator's
@@ -358,6 +361,9 @@ func (sp *Partition) Acquire(member string, now time.Time, from int64, batches [
 	defer sp.mu.Unlock()
 	sp.expire(now)
 	deadline := now.Add(sp.cfg.LockDuration)
+	if sp.earliest.IsZero() || deadline.Before(sp.earliest) {
+		sp.earliest = deadline
+	}
 	var out []AcquiredRange
 	n := 0
 	add := func(o int64, count int16) {
