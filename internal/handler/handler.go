@@ -81,6 +81,10 @@ type Options struct {
 	// connection and the release to run once it closed (the simulator
 	// runs it itself, deterministically).
 	WatchShareConn func(c *protocol.Conn, release func())
+	// StepShareExpiry leaves the persisting of expired share locks to
+	// the caller's ExpireShareLocks (the simulator, on its clock) instead
+	// of a goroutine.
+	StepShareExpiry bool
 }
 
 // OptionsFromConfig reads the handler settings from the broker's
@@ -96,6 +100,7 @@ func (h *Handlers) FetchSessions() fetchsession.Stats { return h.sessions.Stats(
 // coordinators' timers and marker senders); call it before closing the
 // broker.
 func (h *Handlers) Close() {
+	h.stopShareSweep()
 	if h.txns != nil {
 		h.txns.Close()
 	}
@@ -191,6 +196,9 @@ func RegisterWith(reg *protocol.Registry, b *broker.Broker, opts Options) *Handl
 	}
 	h.registerShareAPIs(reg, opts.SharePersister)
 	h.share.watch = opts.WatchShareConn
+	if !opts.StepShareExpiry {
+		h.sweepShareExpiry()
+	}
 	// The share group coordinator deletes share-partition state through
 	// the share coordinator, which asks it whether a group is empty.
 	h.groups.SetSharePersister(opts.SharePersister)

@@ -19,6 +19,7 @@ import (
 	"github.com/sluice-io/sluice/internal/acl"
 	"github.com/sluice-io/sluice/internal/batch"
 	"github.com/sluice-io/sluice/internal/broker"
+	"github.com/sluice-io/sluice/internal/clock"
 	"github.com/sluice-io/sluice/internal/metadata"
 	"github.com/sluice-io/sluice/internal/protocol"
 	"github.com/sluice-io/sluice/internal/replica"
@@ -31,6 +32,8 @@ type sharePartState struct {
 	sessions *share.Sessions
 	// watch replaces watchShareConn's goroutine (Options.WatchShareConn).
 	watch func(c *protocol.Conn, release func())
+	// stopSweep ends the expiry sweep's goroutine (sweepShareExpiry).
+	stopSweep chan struct{}
 }
 
 // registerShareAPIs installs ShareFetch and ShareAcknowledge with the
@@ -272,9 +275,51 @@ func (h *Handlers) shareAck(group, member string, part sharePart, cfg shareGroup
 // DeleteShareGroupOffsets reinitialized its state, FENCED_LEADER_EPOCH
 // after a newer leader read it): the next request loads the state again,
 // as Kafka's SharePartitionManager removes a fenced SharePartition.
-func (h *Handlers) dropIfFenced(sp *share.Partition, err error) {
+func (h *Handlers) dropIfFenced(sp *share.Partition, err error) bool {
 	if errors.Is(err, kerr.FencedStateEpoch) || errors.Is(err, kerr.FencedLeaderEpoch) || errors.Is(err, share.ErrFenced) {
 		h.share.mgr.Drop(sp.Key())
+		return true
+	}
+	return false
+}
+
+// ExpireShareLocks persists the acquisition locks that passed on the share
+// partitions this node holds (share.Manager.PersistExpired), as Kafka's
+// acquisition lock timer tasks do when no fetch comes; a fenced partition
+// is dropped. The handlers run it every share.ExpirySweepInterval unless
+// Options.StepShareExpiry (the simulator runs it on its clock).
+func (h *Handlers) ExpireShareLocks() {
+	for sp, err := range h.share.mgr.PersistExpired(h.b.Now(), shareWriteTimeout) {
+		h.dropIfFenced(sp, err)
+	}
+}
+
+// shareWriteTimeout bounds one write of a share partition's state, as
+// the share partitions' other Persister calls.
+const shareWriteTimeout = 30 * time.Second
+
+// sweepShareExpiry runs ExpireShareLocks every share.ExpirySweepInterval
+// on the broker's clock until Close.
+func (h *Handlers) sweepShareExpiry() {
+	stop := make(chan struct{})
+	h.share.stopSweep = stop
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-clock.After(h.b.Clock(), share.ExpirySweepInterval):
+				h.ExpireShareLocks()
+			}
+		}
+	}()
+}
+
+// stopShareSweep ends sweepShareExpiry's goroutine.
+func (h *Handlers) stopShareSweep() {
+	if h.share.stopSweep != nil {
+		close(h.share.stopSweep)
+		h.share.stopSweep = nil
 	}
 }
 
@@ -286,7 +331,7 @@ func (h *Handlers) releaseShareMember(group, member string, parts []share.TopicP
 	for _, tp := range parts {
 		if sp := h.share.mgr.Held(share.Key{Group: group, TopicID: tp.TopicID, Partition: tp.Partition}); sp != nil {
 			if err := sp.ReleaseMember(ctx, member, h.b.Now()); err != nil {
-				h.dropIfFenced(sp, err) // otherwise the locks expire
+				h.dropIfFenced(sp, err) // otherwise the sweep writes the release
 			}
 		}
 	}
@@ -334,6 +379,19 @@ type shareRead struct {
 // The records returned are the batches that hold acquired offsets.
 func (h *Handlers) acquireShare(sp *share.Partition, p *broker.Partition, member string, readCommitted bool, maxBytes int64, maxRecords int, strict bool) shareRead {
 	now := h.b.Now()
+	if sp.ExpiryDue(now) {
+		// Locks passed: their releases are written before their records
+		// are acquired again (share/expiry.go). A fenced write is
+		// NOT_LEADER_OR_FOLLOWER, as Kafka's SharePartition maps a
+		// fenced persister error (fetchPersisterError); any other leaves
+		// the released records out until a write succeeds.
+		ctx, cancel := context.WithTimeout(context.Background(), shareWriteTimeout)
+		err := sp.PersistExpired(ctx, now)
+		cancel()
+		if err != nil && h.dropIfFenced(sp, err) {
+			return shareRead{err: kerr.NotLeaderForPartition.Code}
+		}
+	}
 	sp.AdvanceTo(p.LogStartOffset())
 	from, ok := sp.NextFetchOffset(now)
 	if !ok {

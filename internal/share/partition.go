@@ -108,10 +108,14 @@ type AckBatch struct {
 	Types []int8
 }
 
-// rec is the state of one offset of the in-flight window.
+// rec is the state of one offset of the in-flight window. unsynced marks
+// a record released from Acquired (its lock passed, or its member's
+// session closed) whose release is not yet durable: it is not acquired
+// again until a write of the window succeeds (expiry.go).
 type rec struct {
 	state    RecordState
 	count    int16
+	unsynced bool
 	member   string
 	deadline time.Time
 }
@@ -136,6 +140,12 @@ type Partition struct {
 	// waking the long polls waiting on Changed.
 	avail chan struct{}
 	knobs Knobs
+
+	// dirty is set while a release or archive of an expired lock is not
+	// durable yet; earliest is at most the earliest lock deadline (zero:
+	// no lock taken since it was last computed; expiry.go).
+	dirty    bool
+	earliest time.Time
 }
 
 // Knobs re-introduce bugs in the share partitions, for the simulator's
@@ -150,6 +160,11 @@ type Knobs struct {
 	// KeepExpiredLocks never releases a lock whose deadline passed: a
 	// stalled or crashed member's records stay acquired.
 	KeepExpiredLocks bool
+	// SkipExpiryPersist releases expired locks in memory only, never
+	// writing the new delivery state: after a leader failover a record's
+	// delivery count goes back to its last persisted value, and a record
+	// archived at the delivery limit comes back.
+	SkipExpiryPersist bool
 }
 
 // Changed returns a channel closed the next time records are released
@@ -237,12 +252,19 @@ func (sp *Partition) Offsets() (start, end int64) {
 	return sp.start, sp.end()
 }
 
-// expire returns the records whose lock passed before now.
+// expire returns the records whose lock passed before now, as Kafka's
+// SharePartition.releaseAcquisitionLockOnTimeout: Available, or Archived
+// at the delivery limit. The change is in memory; it is marked for the
+// next write (PersistExpired, or any acknowledgement), and the records
+// released are not acquired again until that write succeeded.
 func (sp *Partition) expire(now time.Time) {
 	for i := range sp.recs {
 		r := &sp.recs[i]
 		if r.state == Acquired && !now.Before(r.deadline) && !sp.knobs.KeepExpiredLocks {
 			sp.makeAvailable(r)
+			if !sp.knobs.SkipExpiryPersist {
+				sp.markUnsynced(r)
+			}
 		}
 	}
 	sp.advance()
@@ -304,7 +326,7 @@ func (sp *Partition) NextFetchOffset(now time.Time) (offset int64, ok bool) {
 	defer sp.mu.Unlock()
 	sp.expire(now)
 	for i := range sp.recs {
-		if sp.recs[i].state == Available {
+		if sp.recs[i].state == Available && !sp.recs[i].unsynced {
 			return sp.start + int64(i), true
 		}
 	}
@@ -339,6 +361,9 @@ func (sp *Partition) Acquire(member string, now time.Time, from int64, batches [
 	defer sp.mu.Unlock()
 	sp.expire(now)
 	deadline := now.Add(sp.cfg.LockDuration)
+	if sp.earliest.IsZero() || deadline.Before(sp.earliest) {
+		sp.earliest = deadline
+	}
 	var out []AcquiredRange
 	n := 0
 	add := func(o int64, count int16) {
@@ -387,7 +412,7 @@ func (sp *Partition) Acquire(member string, now time.Time, from int64, batches [
 				break
 			}
 			cursor = o + 1
-			if r.state != Available {
+			if r.state != Available || r.unsynced {
 				continue
 			}
 			if b.Skip {
@@ -493,6 +518,7 @@ func (sp *Partition) Acknowledge(ctx context.Context, member string, now time.Ti
 		sp.recs, sp.start = saved, savedStart
 		return err
 	}
+	sp.synced()
 	sp.released()
 	return nil
 }
@@ -500,7 +526,9 @@ func (sp *Partition) Acknowledge(ctx context.Context, member string, now time.Ti
 // ReleaseMember makes every record member holds Available again (or
 // archives it at the delivery limit), and persists the state if anything
 // changed: a share session closed, or its connection went away (Kafka's
-// SharePartition.releaseAcquiredRecords).
+// SharePartition.releaseAcquiredRecords). If the write fails the records
+// stay released, but are not acquired again until a later write of the
+// window succeeds (PersistExpired retries it).
 func (sp *Partition) ReleaseMember(ctx context.Context, member string, now time.Time) error {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
@@ -509,6 +537,7 @@ func (sp *Partition) ReleaseMember(ctx context.Context, member string, now time.
 	for i := range sp.recs {
 		if r := &sp.recs[i]; r.state == Acquired && r.member == member {
 			sp.makeAvailable(r)
+			sp.markUnsynced(r)
 			changed = true
 		}
 	}
@@ -516,8 +545,7 @@ func (sp *Partition) ReleaseMember(ctx context.Context, member string, now time.
 		return nil
 	}
 	sp.advance()
-	sp.released()
-	return sp.persister.Write(ctx, sp.key, sp.state())
+	return sp.persist(ctx)
 }
 
 // State returns the window as a persister state.
@@ -528,26 +556,30 @@ func (sp *Partition) State() State {
 }
 
 // state builds the persisted form: runs of equal (state, delivery count)
-// other than Available never delivered; Acquired is written as Available.
+// other than Available never delivered. Acquired is written as Available
+// with the delivery count before its acquisition: an acquisition is not
+// persisted (Kafka's SharePartition.acquire writes nothing, and its writes
+// carry only the records leaving Acquired), so a new leader delivers the
+// record with the same count again, never past share.delivery.count.limit.
 func (sp *Partition) state() State {
 	st := State{StateEpoch: sp.stateEpoch, LeaderEpoch: sp.leaderEpoch, StartOffset: sp.start}
 	for i, r := range sp.recs {
-		s := int8(r.state)
+		s, count := int8(r.state), r.count
 		if r.state == Acquired {
-			s = StateAvailable
+			s, count = StateAvailable, count-1
 		}
 		if r.state == Acknowledged || r.state == Archived {
 			st.DeliveryCompleteCount++
 		}
-		if s == StateAvailable && r.count == 0 {
+		if s == StateAvailable && count == 0 {
 			continue
 		}
 		o := sp.start + int64(i)
-		if k := len(st.Batches) - 1; k >= 0 && st.Batches[k].LastOffset == o-1 && st.Batches[k].DeliveryState == s && st.Batches[k].DeliveryCount == r.count {
+		if k := len(st.Batches) - 1; k >= 0 && st.Batches[k].LastOffset == o-1 && st.Batches[k].DeliveryState == s && st.Batches[k].DeliveryCount == count {
 			st.Batches[k].LastOffset = o
 			continue
 		}
-		st.Batches = append(st.Batches, StateBatch{FirstOffset: o, LastOffset: o, DeliveryState: s, DeliveryCount: r.count})
+		st.Batches = append(st.Batches, StateBatch{FirstOffset: o, LastOffset: o, DeliveryState: s, DeliveryCount: count})
 	}
 	return st
 }

@@ -33,7 +33,10 @@ func one(first int64, n int) []LogBatch {
 	return bs
 }
 
+// fetch acquires from log for member as the handlers do: the expired
+// locks are persisted first.
 func fetch(sp *Partition, member string, now time.Time, log []LogBatch, maxRecords int) []AcquiredRange {
+	_ = sp.PersistExpired(context.Background(), now)
 	from, ok := sp.NextFetchOffset(now)
 	if !ok {
 		return nil

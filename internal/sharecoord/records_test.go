@@ -106,3 +106,78 @@ func FuzzDecode(f *testing.F) {
 		st.Apply(rec)
 	})
 }
+
+// kafkaSnapshotValue builds a ShareSnapshotValue v0 as Kafka 4.2's
+// generated serializer lays it out (share-coordinator
+// ShareSnapshotValue.json: SnapshotEpoch, StateEpoch, LeaderEpoch int32;
+// StartOffset, CreateTimestamp, WriteTimestamp int64; StateBatches a
+// compact array of FirstOffset, LastOffset int64, DeliveryState int8,
+// DeliveryCount int16 and their tagged fields; then the tagged fields,
+// DeliveryCompleteCount as tag 0). extra adds tagged fields a newer
+// writer could add (tag 9 in the first batch, tag 5 at the end).
+func kafkaSnapshotValue(extra bool) []byte {
+	be := func(b []byte, v uint64, n int) []byte {
+		for i := n - 1; i >= 0; i-- {
+			b = append(b, byte(v>>(8*i)))
+		}
+		return b
+	}
+	b := be(nil, 0, 2) // value version
+	b = be(b, 9, 4)    // SnapshotEpoch
+	b = be(b, 2, 4)    // StateEpoch
+	b = be(b, 11, 4)   // LeaderEpoch
+	b = be(b, 100, 8)  // StartOffset
+	b = be(b, 1700, 8) // CreateTimestamp
+	b = be(b, 1800, 8) // WriteTimestamp
+	b = append(b, 2+1) // two batches
+	b = be(b, 100, 8)  // FirstOffset
+	b = be(b, 104, 8)  // LastOffset
+	b = append(b, 4)   // DeliveryState Archived
+	b = be(b, 300, 2)  // DeliveryCount
+	if extra {
+		b = append(b, 1, 9, 1, 0xee) // one unknown tagged field
+	} else {
+		b = append(b, 0)
+	}
+	b = be(b, 105, 8)
+	b = be(b, 105, 8)
+	b = append(b, 0) // Available
+	b = be(b, 2, 2)
+	b = append(b, 0) // no tagged fields
+	if !extra {
+		b = append(b, 1, 0, 4) // one tagged field: DeliveryCompleteCount
+		return be(b, 5, 4)
+	}
+	b = append(b, 2, 0, 4) // two: DeliveryCompleteCount
+	b = be(b, 5, 4)
+	return append(b, 5, 2, 1, 2) // and an unknown one
+}
+
+// TestSnapshotValueKafkaLayout: a ShareSnapshotKey and value built per
+// Kafka's schemas decode to the record, unknown tagged fields skipped, and
+// the record encodes back to Kafka's bytes.
+func TestSnapshotValueKafkaLayout(t *testing.T) {
+	id := testKey(0).TopicID
+	key := append([]byte{0, 0, 0, 2, 'g', '1'}, id[:]...)
+	key = append(key, 0, 0, 0, 7)
+	want := Record{Type: TypeSnapshot, Key: share.Key{Group: "g1", TopicID: id, Partition: 7},
+		SnapshotEpoch: 9, StateEpoch: 2, LeaderEpoch: 11, StartOffset: 100, CreateTimestamp: 1700, WriteTimestamp: 1800,
+		DeliveryCompleteCount: 5, Batches: []share.StateBatch{
+			{FirstOffset: 100, LastOffset: 104, DeliveryState: share.StateArchived, DeliveryCount: 300},
+			{FirstOffset: 105, LastOffset: 105, DeliveryState: share.StateAvailable, DeliveryCount: 2}}}
+	for _, extra := range []bool{false, true} {
+		got, err := DecodeRecord(key, kafkaSnapshotValue(extra))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("decoded (extra tags %v)\n %+v\nwant\n %+v", extra, got, want)
+		}
+	}
+	if k := want.EncodeKey(); !reflect.DeepEqual(k, key) {
+		t.Fatalf("key = %x, want %x", k, key)
+	}
+	if v := want.EncodeValue(); !reflect.DeepEqual(v, kafkaSnapshotValue(false)) {
+		t.Fatalf("value =\n %x\nwant\n %x", v, kafkaSnapshotValue(false))
+	}
+}

@@ -167,6 +167,7 @@ func (w *realWorld) registerHandlers(rb *realBroker) *handler.Handlers {
 	opts := handler.OptionsFromConfig(rb.b.Config())
 	opts.Txn = c
 	opts.Groups = w.newGroupCoordinator(rb)
+	opts.StepShareExpiry = true // shareExpiry, on the simulator's clock
 	if !w.shr.on {
 		return handler.RegisterWith(rb.reg, rb.b, opts)
 	}

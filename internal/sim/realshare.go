@@ -41,8 +41,11 @@ import (
 // is acquired by at most one member at a time in one share partition (a
 // leader's, in one leader epoch); (b) an offset whose accept or reject
 // was answered without error is never delivered again; (d) a delivery
-// count never exceeds share.delivery.count.limit and grows from one
-// delivery to the next within a share partition. After settling: (c) the
+// count never exceeds share.delivery.count.limit, grows from one
+// delivery to the next within a share partition, and never goes back
+// across share partitions (leader failovers: a new leader loads the
+// durable state, which holds each lock's expiry) but for one of an older
+// leader epoch that serves on. After settling: (c) the
 // members drain the partition, then every offset below the high
 // watermark is acknowledged or archived in the durable state, each with
 // a reason (an accept or reject sent, or the delivery limit reached).
@@ -79,6 +82,10 @@ type simShare struct {
 	members []*shareMember
 	nextID  int
 	recs    map[int64]*shareRec
+	// draining is set while checkShareSettled drains the partition;
+	// crashLeader is the leader it crashes once (realsharecheck.go).
+	draining    bool
+	crashLeader int32
 
 	// Stats.
 	fetches, acquired, accepted, rejected, released, memberCrashes, stalls, expired int
@@ -184,6 +191,7 @@ func (w *realWorld) shareStep(nemesis bool) {
 	w.drainShareCoords()
 	w.shareCalls()
 	w.shareReleases()
+	w.shareExpiry()
 	if !w.shareInit() {
 		return
 	}
@@ -222,6 +230,25 @@ func (w *realWorld) shareStep(nemesis bool) {
 		w.shareAcknowledge(m, false)
 	default:
 		w.shareFetch(m, false)
+	}
+}
+
+// shareExpiry runs the expiry sweep (handler.Handlers.ExpireShareLocks,
+// which a broker's goroutine runs every share.ExpirySweepInterval) on each
+// up broker that runs no share request and whose share partition has a
+// passed lock to persist, as Kafka's timer task fires at the lock's
+// deadline.
+func (w *realWorld) shareExpiry() {
+	now := w.clk.Now()
+	for _, rb := range w.upBrokers() {
+		if w.shareBusy(rb.id) {
+			continue
+		}
+		if sp := rb.h.SharePartitions().Held(w.shareKey()); sp == nil || !sp.ExpiryDue(now) {
+			continue
+		}
+		w.tracef("broker %d persists its share partition's expired locks", rb.id)
+		w.shareRun(&shareReq{broker: rb.id, proc: rb.b}, rb.h.ExpireShareLocks)
 	}
 }
 

@@ -19,6 +19,7 @@ func TestRealShareBugsAreCaught(t *testing.T) {
 	}{
 		{"acknowledgements answered before their state is durable", share.Knobs{AckBeforeDurable: true}, []string{"(b)", "(c)"}},
 		{"expired locks kept", share.Knobs{KeepExpiredLocks: true}, []string{"(c)"}},
+		{"expired locks released in memory only", share.Knobs{SkipExpiryPersist: true}, []string{"(d)"}},
 	} {
 		t.Run(b.name, func(t *testing.T) {
 			_, with := runSeeds(uint64(*flagRealSeeds), func(seed uint64) RealOptions {

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"math"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -23,10 +24,12 @@ type shareRec struct {
 	inst   *share.Partition
 	until  time.Time
 	// count is its last delivery count in countInst; maxCount the
-	// highest delivery count seen.
+	// highest delivery count seen, first given by a share partition of
+	// leader epoch maxEpoch.
 	count     int16
 	countInst *share.Partition
 	maxCount  int16
+	maxEpoch  int32
 	// confirmed is the acknowledgement (accept or reject) answered
 	// without error; accepted and rejected say one was sent.
 	confirmed          int8
@@ -95,6 +98,9 @@ func (w *realWorld) shareAnswer(m *shareMember, r *shareReq, mc *memberConn, req
 				for _, ar := range p.AcquiredRecords {
 					for o := ar.FirstOffset; o <= ar.LastOffset; o++ {
 						w.shareAcquired(m, r, inst, o, ar.DeliveryCount)
+					}
+					if sh := w.shr; sh.draining && sh.crashLeader == 0 && len(types) == 0 && ar.DeliveryCount >= 2 {
+						sh.crashLeader = r.broker
 					}
 				}
 			}
@@ -170,8 +176,17 @@ func (w *realWorld) shareAcquired(m *shareMember, r *shareReq, inst *share.Parti
 		w.fail("(d) %s, below 1", where())
 	case inst != nil && rec.countInst == inst && n <= rec.count:
 		w.fail("(d) %s; its previous delivery by the same share partition had count %d", where(), rec.count)
+	case inst != nil && n < rec.maxCount && inst.LeaderEpoch() >= rec.maxEpoch:
+		w.fail("(d) %s in leader epoch %d; it was delivered with count %d in leader epoch %d: its delivery count went back",
+			where(), inst.LeaderEpoch(), rec.maxCount, rec.maxEpoch)
 	case inst != nil && rec.held && rec.inst == inst && now.Before(rec.until):
 		w.fail("(a) %s while member %s holds it until at least %d", where(), w.shareName(rec.holder), rec.until.Sub(w.start).Milliseconds())
+	}
+	if n > rec.maxCount {
+		rec.maxEpoch = math.MaxInt32 // no share partition: compared with no later delivery
+		if inst != nil {
+			rec.maxEpoch = inst.LeaderEpoch()
+		}
 	}
 	rec.count, rec.countInst, rec.maxCount = n, inst, max(rec.maxCount, n)
 	rec.held, rec.holder, rec.inst, rec.until = inst != nil, m.id, inst, r.start.Add(realShareLockMs*time.Millisecond)
@@ -232,7 +247,11 @@ func itoa(n int64) string {
 // record below it must be acknowledged or archived in the durable state
 // (markers need not be: archiving them is written with the next
 // acknowledgement), each with a reason: an accept or reject sent for it,
-// or a delivery count that reached the limit.
+// or a delivery count that reached the limit. The leader crashes once,
+// right after it gave a record again (delivery count 2 or more) in a
+// ShareFetch without acknowledgements (none of whose writes would carry
+// the expiry), and comes back 200 ms later: the next leader must go on
+// from the delivery counts given, (d).
 func (w *realWorld) checkShareSettled() {
 	if !w.shr.on || w.failed != "" {
 		return
@@ -241,7 +260,20 @@ func (w *realWorld) checkShareSettled() {
 	drained, hung := false, false
 	var hw int64
 	var epoch int32
+	w.shr.draining = true
+	var crashed *realBroker
+	restartAt := -1
 	for i := 0; i < 4000 && w.failed == "" && !drained; i++ {
+		if id := w.shr.crashLeader; id > 0 && crashed == nil {
+			if rb := w.brokers[id-1]; rb.up && !w.shareBusy(id) {
+				w.tracef("share leader %d crashes right after giving a record again", id)
+				w.crash(rb)
+				crashed, restartAt = rb, i+40
+			}
+		}
+		if i == restartAt {
+			w.startBroker(crashed)
+		}
 		w.control(0)
 		w.clk.Advance(5 * time.Millisecond)
 		for _, rb := range w.upBrokers() {
@@ -259,6 +291,7 @@ func (w *realWorld) checkShareSettled() {
 		w.drainShareCoords()
 		w.shareCalls()
 		w.shareReleases()
+		w.shareExpiry()
 		for _, m := range append([]*shareMember(nil), w.shr.members...) {
 			w.shareHeartbeat(m)
 			if !hung && !m.busy && len(m.held) > 0 {

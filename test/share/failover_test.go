@@ -17,7 +17,9 @@ import (
 // leader are never delivered again after the leader is SIGKILLed (their
 // state is durable in __share_group_state before the acknowledgement is
 // answered), and the records that were acquired but not acknowledged are
-// delivered by the new leader with their next delivery count.
+// delivered by the new leader with the same delivery count again: an
+// acquisition is not persisted (Kafka's SharePartition.acquire writes
+// nothing, and its writes carry only the records leaving Acquired).
 func TestShareLeaderFailover(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{Nodes: 3, StartTimeout: 30 * time.Second,
 		Props: map[string]string{"default.replication.factor": "3", "offsets.topic.replication.factor": "3",
@@ -113,8 +115,8 @@ func TestShareLeaderFailover(t *testing.T) {
 		return len(seen) == 40, fmt.Sprintf("%d seen", len(seen))
 	})
 	for o, n := range seen {
-		if n != 2 {
-			t.Fatalf("offset %d redelivered with count %d, want 2", o, n)
+		if n != 1 {
+			t.Fatalf("offset %d redelivered with count %d, want 1", o, n)
 		}
 	}
 	t.Logf("old leader %d, new leader %d: 60 acknowledged records not redelivered, 40 redelivered", leader, newLeader)
