@@ -32,6 +32,7 @@ import (
 	"github.com/sluice-io/sluice/internal/batch"
 	"github.com/sluice-io/sluice/internal/config"
 	"github.com/sluice-io/sluice/internal/metadata"
+	"github.com/sluice-io/sluice/internal/metrics"
 	"github.com/sluice-io/sluice/internal/replica"
 	"github.com/sluice-io/sluice/internal/share"
 )
@@ -115,6 +116,7 @@ func (w *deadLetterWriter) Enqueue(dl share.DeadLetter) bool {
 	default:
 	}
 	w.dropped.Add(dl.Last - dl.First + 1)
+	metrics.ShareDLQRecords.WithLabelValues("dropped").Add(float64(dl.Last - dl.First + 1))
 	w.h.b.Logger().Warn("share dead-letter queue full: records archived without a copy",
 		"group", dl.Key.Group, "partition", dl.Key.Partition, "first", dl.First, "last", dl.Last)
 	return false
@@ -152,6 +154,7 @@ func (w *deadLetterWriter) run() {
 		case dl := <-w.queue:
 			if err := w.write(dl); err != nil {
 				w.failed.Add(dl.Last - dl.First + 1)
+				metrics.ShareDLQRecords.WithLabelValues("failed").Add(float64(dl.Last - dl.First + 1))
 				w.h.b.Logger().Warn("share dead-letter copy failed: records archived without a copy",
 					"group", dl.Key.Group, "partition", dl.Key.Partition, "first", dl.First, "last", dl.Last, "err", err)
 			}
@@ -288,8 +291,10 @@ func (w *deadLetterWriter) writeOnce(dl share.DeadLetter) error {
 			return err
 		}
 		w.produces.Add(1)
+		metrics.ShareDLQProduces.Inc()
 	}
 	w.records.Add(int64(len(recs)))
+	metrics.ShareDLQRecords.WithLabelValues("written").Add(float64(len(recs)))
 	return nil
 }
 

@@ -6,10 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-io/sluice/internal/handler"
+	"github.com/sluice-io/sluice/internal/metrics"
 	"github.com/sluice-io/sluice/internal/share"
 )
 
@@ -75,6 +77,7 @@ func TestShareDLQRejectAndDeliveryLimit(t *testing.T) {
 		}
 	}
 
+	written := testutil.ToFloat64(metrics.ShareDLQRecords.WithLabelValues("written"))
 	cons := n.client(kgo.ShareGroup(group), kgo.ConsumeTopics(topic))
 	deliveries := map[string]int{}
 	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -133,6 +136,9 @@ func TestShareDLQRejectAndDeliveryLimit(t *testing.T) {
 	}, "SPSO past the dead-lettered records")
 	if st := n.h.ShareDeadLetters(); st.Records != 2 || st.Failed != 0 || st.Dropped != 0 {
 		t.Fatalf("writer stats %+v", st)
+	}
+	if d := testutil.ToFloat64(metrics.ShareDLQRecords.WithLabelValues("written")) - written; d != 2 {
+		t.Fatalf("sluice_share_dlq_records_total{outcome=written} grew by %v, want 2", d)
 	}
 }
 
