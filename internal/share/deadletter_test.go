@@ -2,6 +2,7 @@ package share
 
 import (
 	"context"
+	"math/rand"
 	"reflect"
 	"testing"
 	"time"
@@ -134,5 +135,105 @@ func TestDeadLetterRestoredOnLoad(t *testing.T) {
 	}
 	if start, _ := sp.Offsets(); start != 8 {
 		t.Fatalf("SPSO %d, want 8", start)
+	}
+}
+
+// TestDeadLetterPropertyRandom drives a share partition with a dead-letter
+// sink through random fetches, acknowledgements, lock expiries, copies
+// finished in random order and a sink that sometimes refuses. Each offset
+// is handed to the sink at most once, with the cause of its archive; it
+// stays Archiving (and SPSO below it) until its copy is finished; a
+// refused run is archived at once.
+func TestDeadLetterPropertyRandom(t *testing.T) {
+	causes := map[DLQCause]int{}
+	refused := 0
+	for seed := int64(0); seed < 200; seed++ {
+		rng := rand.New(rand.NewSource(seed))
+		clk := clock.NewManual(time.Unix(1000, 0))
+		sink := &sinkRec{room: 1 << 30}
+		const limit = 3
+		sp, _ := newTestPartition(t, Config{LockDuration: 10 * time.Second, DeliveryLimit: limit, MaxInFlight: 30, DeadLetters: sink}, 0)
+		log := one(0, 40)
+		handed := map[int64]bool{}
+		rejected := map[int64]bool{}
+		var pending []DeadLetter
+		finished := map[int64]bool{}
+		seen := 0
+		for step := 0; step < 300; step++ {
+			m := []string{"a", "b"}[rng.Intn(2)]
+			sink.room = len(sink.got) + rng.Intn(3) // sometimes full
+			switch rng.Intn(5) {
+			case 0:
+				fetch(sp, m, clk.Now(), log, rng.Intn(5))
+			case 1:
+				var acks []AckBatch
+				for _, r := range sp.Window(clk.Now()) {
+					if r.State == Acquired && r.Member == m && rng.Intn(2) == 0 {
+						acks = append(acks, AckBatch{r.Offset, r.Offset, []int8{int8(rng.Intn(3) + 1)}})
+					}
+				}
+				if len(acks) > 0 {
+					if err := sp.Acknowledge(context.Background(), m, clk.Now(), acks, false); err != nil {
+						t.Fatal(err)
+					}
+					for _, a := range acks {
+						if a.Types[0] == AckReject {
+							rejected[a.First] = true
+						}
+					}
+				}
+			case 2:
+				clk.Advance(time.Duration(rng.Intn(12)) * time.Second)
+			case 3:
+				if len(pending) > 0 {
+					i := rng.Intn(len(pending))
+					dl := pending[i]
+					pending = append(pending[:i], pending[i+1:]...)
+					if err := sp.FinishArchiving(context.Background(), dl.First, dl.Last); err != nil {
+						t.Fatal(err)
+					}
+					for o := dl.First; o <= dl.Last; o++ {
+						finished[o] = true
+					}
+				}
+			}
+			sp.Window(clk.Now())
+			// The runs handed over since the last step.
+			for _, dl := range sink.got[seen:] {
+				for o := dl.First; o <= dl.Last; o++ {
+					if handed[o] {
+						t.Fatalf("seed %d: offset %d handed twice", seed, o)
+					}
+					handed[o] = true
+					causes[dl.Cause]++
+					switch {
+					case dl.Cause == CauseRejected && !rejected[o]:
+						t.Fatalf("seed %d: offset %d handed as rejected", seed, o)
+					case dl.Cause == CauseDeliveryLimit && dl.DeliveryCount < limit:
+						t.Fatalf("seed %d: offset %d handed at delivery count %d", seed, o, dl.DeliveryCount)
+					}
+				}
+				pending = append(pending, dl)
+			}
+			seen = len(sink.got)
+			start, _ := sp.Offsets()
+			for _, r := range sp.Window(clk.Now()) {
+				inFlight := handed[r.Offset] && !finished[r.Offset]
+				if r.State == Archived && !handed[r.Offset] {
+					refused++
+				}
+				if (r.State == Archiving) != inFlight {
+					t.Fatalf("seed %d: offset %d %v, handed %v finished %v", seed, r.Offset, r.State, handed[r.Offset], finished[r.Offset])
+				}
+			}
+			for o := range handed {
+				if o < start && !finished[o] {
+					t.Fatalf("seed %d: SPSO %d past offset %d whose copy is not finished", seed, start, o)
+				}
+			}
+		}
+	}
+	if causes[CauseRejected] == 0 || causes[CauseDeliveryLimit] == 0 || refused == 0 {
+		t.Fatalf("the runs did not reach every path: causes %v, refused %d", causes, refused)
 	}
 }
