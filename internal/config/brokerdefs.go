@@ -26,7 +26,7 @@ import (
 // min.insync.replicas, ...) are not listed here: BrokerDef derives them
 // from TopicDefs so that a broker default is validated by the same rule
 // as the topic config it defaults.
-var BrokerDefs = slices.Concat(coreBrokerDefs, securityDefs, kafka42Defs, remoteStorageDefs)
+var BrokerDefs = slices.Concat(coreBrokerDefs, securityDefs, kafka42Defs, remoteStorageDefs, deadLetterDefs)
 
 // ReplicaSelectorRackAware is Kafka's rack-aware replica selector class
 // (replica.selector.class, KIP-392).

@@ -64,6 +64,7 @@ var kafkaClusterWide = []string{
 	"max.connections.per.ip", "max.connections.per.ip.overrides",
 	"producer.id.expiration.ms", "transaction.partition.verification.enable",
 	"leader.replication.throttled.rate", "follower.replication.throttled.rate",
+	DLQAutoCreateConfig, DLQTopicPrefixConfig,
 }
 
 // kafkaPerBroker are Kafka's per-broker dynamic settings that sluice
@@ -100,6 +101,7 @@ var liveDynamic = []string{
 	"max.connections", "max.connection.creation.rate", "max.connections.per.ip", "max.connections.per.ip.overrides",
 	"transaction.partition.verification.enable",
 	"leader.replication.throttled.rate", "follower.replication.throttled.rate",
+	DLQAutoCreateConfig, DLQTopicPrefixConfig,
 }
 
 // kafkaModes holds Kafka's update mode of every dynamic setting sluice

@@ -100,6 +100,7 @@ var TopicDefs = []Def{
 	{Name: "cleanup.policy", Type: TypeList, Default: "delete", BrokerName: "log.cleanup.policy", Enum: []string{"delete", "compact"}, Doc: "delete: segments expire by retention.ms and retention.bytes; compact: the log cleaner keeps the latest record of each key (docs/compaction.md); compact,delete: both."},
 	{Name: "compression.type", Type: TypeString, Default: "producer", BrokerName: "compression.type", Enum: []string{"producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"}, Doc: "Codec batches are stored with: the leader rebuilds a batch in another codec; producer keeps the producer's."},
 	{Name: "delete.retention.ms", Type: TypeLong, Default: "86400000", BrokerName: "log.cleaner.delete.retention.ms", Min: 0, Max: math.MaxInt64},
+	{Name: DLQGroupEnableConfig, Type: TypeBoolean, Default: "false", Doc: "Whether share groups may use this topic as their dead-letter topic (errors.deadletterqueue.topic.name, KIP-1191)."},
 	{Name: "file.delete.delay.ms", Type: TypeLong, Default: "60000", BrokerName: "log.segment.delete.delay.ms", Min: 0, Max: math.MaxInt64},
 	{Name: "flush.messages", Type: TypeLong, Default: maxLong, BrokerName: "log.flush.interval.messages", Min: 1, Max: math.MaxInt64, Status: StatusIgnored},
 	{Name: "flush.ms", Type: TypeLong, Default: maxLong, BrokerName: "log.flush.interval.ms", Min: 0, Max: math.MaxInt64, Status: StatusIgnored},

@@ -9,7 +9,7 @@ package handler
 // partition: FENCED_LEADER_EPOCH (an older leader epoch than the state's),
 // FENCED_STATE_EPOCH (an older state epoch), INVALID_REQUEST (a batch
 // whose last offset is before its first, a delivery state other than 0,
-// 2 or 4, a negative delivery count), UNKNOWN_TOPIC_OR_PARTITION (a topic
+// 2, 3 (Archiving, KIP-1191) or 4, a negative delivery count), UNKNOWN_TOPIC_OR_PARTITION (a topic
 // partition not in the metadata), and the coordinator errors of
 // InitializeShareGroupState.
 
@@ -67,7 +67,7 @@ func (s *shareStateAPI) writeShareGroupState(r *protocol.Request) protocol.Reply
 					break
 				}
 				if b.LastOffset < b.FirstOffset || b.FirstOffset < 0 || b.DeliveryCount < 0 ||
-					(b.DeliveryState != share.StateAvailable && b.DeliveryState != share.StateAcknowledged && b.DeliveryState != share.StateArchived) {
+					(b.DeliveryState != share.StateAvailable && b.DeliveryState != share.StateAcknowledged && b.DeliveryState != share.StateArchiving && b.DeliveryState != share.StateArchived) {
 					err = kerr.InvalidRequest
 					break
 				}

@@ -110,6 +110,9 @@ func (h *Handlers) Close() {
 	if h.groups != nil {
 		h.groups.Close()
 	}
+	if h.share.dlq != nil {
+		h.share.dlq.close()
+	}
 }
 
 // Transactions returns the transaction coordinator.

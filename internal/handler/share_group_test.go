@@ -81,7 +81,7 @@ func TestShareGroupFranzGoMembers(t *testing.T) {
 			sv = f.MaxVersionLevel
 		}
 	}
-	if !slices.Equal(keys, []int16{76, 77}) || sv != 1 {
+	if !slices.Equal(keys, []int16{76, 77}) || sv != 2 {
 		t.Fatalf("ApiVersions: share APIs %v, share.version %d", keys, sv)
 	}
 
@@ -396,7 +396,7 @@ func TestShareGroupSessionExpiryAndReload(t *testing.T) {
 	}
 }
 
-// TestShareVersionGate: a new Raft cluster finalizes share.version 1 and
+// TestShareVersionGate: a new Raft cluster finalizes share.version 2 and
 // advertises ShareGroupHeartbeat and ShareGroupDescribe; downgraded to 0
 // (UpdateFeatures) they leave ApiVersions and answer UNSUPPORTED_VERSION;
 // at 1 again they are served.
@@ -431,7 +431,7 @@ func TestShareVersionGate(t *testing.T) {
 			t.Fatalf("share.version %d: %v", level, kerr.ErrorForCode(r.ErrorCode))
 		}
 	}
-	if keys, level := state(); !slices.Equal(keys, []int16{76, 77}) || level != 1 {
+	if keys, level := state(); !slices.Equal(keys, []int16{76, 77}) || level != 2 {
 		t.Fatalf("new cluster: share APIs %v, share.version %d", keys, level)
 	}
 	set(0)

@@ -20,6 +20,7 @@ import (
 	"github.com/sluice-io/sluice/internal/batch"
 	"github.com/sluice-io/sluice/internal/broker"
 	"github.com/sluice-io/sluice/internal/clock"
+	"github.com/sluice-io/sluice/internal/config"
 	"github.com/sluice-io/sluice/internal/metadata"
 	"github.com/sluice-io/sluice/internal/protocol"
 	"github.com/sluice-io/sluice/internal/replica"
@@ -34,6 +35,9 @@ type sharePartState struct {
 	watch func(c *protocol.Conn, release func())
 	// stopSweep ends the expiry sweep's goroutine (sweepShareExpiry).
 	stopSweep chan struct{}
+	// dlq copies records to the groups' dead-letter topics (KIP-1191,
+	// share_deadletter.go).
+	dlq *deadLetterWriter
 }
 
 // registerShareAPIs installs ShareFetch and ShareAcknowledge with the
@@ -43,10 +47,15 @@ func (h *Handlers) registerShareAPIs(reg *protocol.Registry, p share.Persister) 
 		p = share.NewMemPersister()
 	}
 	h.share = sharePartState{mgr: share.NewManager(p),
-		sessions: share.NewSessions(int(h.b.Config().Int("group.share.max.share.sessions", share.DefaultMaxSessions)))}
+		sessions: share.NewSessions(int(h.b.Config().Int("group.share.max.share.sessions", share.DefaultMaxSessions))),
+		dlq:      newDeadLetterWriter(h)}
 	reg.Register(protocol.Handler{Key: 78, MinVersion: 1, MaxVersion: 2, Serve: h.shareFetch})
 	reg.Register(protocol.Handler{Key: 79, MinVersion: 1, MaxVersion: 2, Serve: h.shareAcknowledge})
 }
+
+// ShareDeadLetters returns the counters of the share groups' dead-letter
+// writer (KIP-1191).
+func (h *Handlers) ShareDeadLetters() DeadLetterStats { return h.share.dlq.stats() }
 
 // ShareSessions returns the number of open share sessions.
 func (h *Handlers) ShareSessions() int { return h.share.sessions.Len() }
@@ -89,9 +98,14 @@ func (h *Handlers) shareConfig(group string) shareGroupConfig {
 	lock = max(lock, cfg.Int("group.share.min.record.lock.duration.ms", 15000))
 	lock = min(lock, cfg.Int("group.share.max.record.lock.duration.ms", 60000))
 	limit := num("share.delivery.count.limit", "group.share.delivery.count.limit", share.DefaultDeliveryLimit)
+	// A dead-letter topic (KIP-1191) takes effect from share.version 2.
+	var dlq share.DeadLetterSink
+	if strings.TrimSpace(set[config.DLQTopicNameConfig]) != "" && h.b.Image().ShareVersion() >= metadata.ShareVersionDLQ && h.share.dlq != nil {
+		dlq = h.share.dlq
+	}
 	return shareGroupConfig{
 		part: share.Config{LockDuration: time.Duration(lock) * time.Millisecond, DeliveryLimit: int16(min(max(limit, 1), 1<<15-1)),
-			MaxInFlight: int(cfg.Int("group.share.partition.max.record.locks", share.DefaultMaxInFlight))},
+			MaxInFlight: int(cfg.Int("group.share.partition.max.record.locks", share.DefaultMaxInFlight)), DeadLetters: dlq},
 		readCommitted: get("share.isolation.level", "", "read_uncommitted") == "read_committed",
 		reset:         get("share.auto.offset.reset", "", "latest"),
 	}

@@ -26,7 +26,8 @@ const FeatureGroupVersion = "group.version"
 
 // FeatureShareVersion is Kafka's share.version (KIP-932): 1 serves share
 // groups (ShareGroupHeartbeat, ShareGroupDescribe and the other share
-// APIs); 0 does not. Kafka 4.2 finalizes 1 on a new cluster.
+// APIs); 0 does not; 2 adds their dead-letter queues (KIP-1191,
+// ShareVersionDLQ).
 const FeatureShareVersion = "share.version"
 
 // FeatureRange is the levels a broker supports.
@@ -37,7 +38,7 @@ type FeatureRange struct {
 
 // SupportedFeatures are the feature levels this binary supports.
 func SupportedFeatures() map[string]FeatureRange {
-	return map[string]FeatureRange{FeatureKRaftVersion: {Min: 0, Max: 1}, FeatureELRVersion: {Min: 0, Max: 1}, FeatureGroupVersion: {Min: 0, Max: 1}, FeatureShareVersion: {Min: 0, Max: 1}}
+	return map[string]FeatureRange{FeatureKRaftVersion: {Min: 0, Max: 1}, FeatureELRVersion: {Min: 0, Max: 1}, FeatureGroupVersion: {Min: 0, Max: 1}, FeatureShareVersion: {Min: 0, Max: 2}}
 }
 
 // FeatureLevel returns the cluster's finalized level of name (0 if none).

@@ -176,6 +176,9 @@ func PlanResourceConfigs(im *Image, cfg *config.Broker, r ConfigResource, ops []
 		err = config.CheckDynamicBrokerConfigs(next, r.Name != "")
 	} else {
 		err = config.CheckGroupConfigs(next, cfg)
+		if err == nil {
+			err = checkDLQGroupConfig(im, cfg, r.Name, im.ResourceConfigs(r), next)
+		}
 	}
 	if err != nil {
 		return nil, err

@@ -54,6 +54,10 @@ type Config struct {
 	// MaxInFlight is group.share.partition.max.record.locks: the most
 	// offsets in the in-flight window (SPEO - SPSO).
 	MaxInFlight int
+	// DeadLetters, when set, takes the records rejected or archived at
+	// the delivery limit, to copy to the group's dead-letter topic
+	// (KIP-1191, deadletter.go); nil archives them at once.
+	DeadLetters DeadLetterSink
 }
 
 // Kafka's defaults (GroupCoordinatorConfig / ShareGroupConfig).
@@ -118,6 +122,9 @@ type rec struct {
 	unsynced bool
 	member   string
 	deadline time.Time
+	// dlq is the cause of an Archiving record not yet handed to the
+	// dead-letter sink (0 once handed).
+	dlq DLQCause
 }
 
 // Partition is one share partition on its partition leader: Kafka's
@@ -146,6 +153,8 @@ type Partition struct {
 	// no lock taken since it was last computed; expiry.go).
 	dirty    bool
 	earliest time.Time
+	// dlqPending: some Archiving record waits for flushDeadLetters.
+	dlqPending bool
 }
 
 // Knobs re-introduce bugs in the share partitions, for the simulator's
@@ -214,7 +223,7 @@ func Load(ctx context.Context, p Persister, key Key, leaderEpoch int32, cfg Conf
 		}
 		for o := first; o <= b.LastOffset; o++ {
 			r := rec{state: RecordState(b.DeliveryState), count: b.DeliveryCount}
-			if r.state != Acknowledged && r.state != Archived {
+			if r.state != Acknowledged && r.state != Archived && r.state != Archiving {
 				r.state = Available
 			}
 			if i := o - sp.start; i < int64(len(sp.recs)) {
@@ -225,6 +234,7 @@ func Load(ctx context.Context, p Persister, key Key, leaderEpoch int32, cfg Conf
 		}
 	}
 	sp.advance()
+	sp.restoreDeadLetters()
 	return sp, nil
 }
 
@@ -267,15 +277,17 @@ func (sp *Partition) expire(now time.Time) {
 			}
 		}
 	}
+	sp.flushDeadLetters()
 	sp.advance()
 }
 
-// makeAvailable releases r: Available, or Archived once its delivery
-// count reached the limit (Kafka's SharePartition, share.delivery.count.limit).
+// makeAvailable releases r: Available, or archived once its delivery
+// count reached the limit (Kafka's SharePartition, share.delivery.count.limit;
+// Archiving with a dead-letter topic).
 func (sp *Partition) makeAvailable(r *rec) {
 	r.member, r.deadline = "", time.Time{}
 	if r.count >= sp.cfg.DeliveryLimit {
-		r.state = Archived
+		sp.archive(r, CauseDeliveryLimit)
 	} else {
 		r.state = Available
 	}
@@ -497,7 +509,9 @@ func (sp *Partition) Acknowledge(ctx context.Context, member string, now time.Ti
 				r.state, r.member, r.deadline = Acknowledged, "", time.Time{}
 			case AckRelease:
 				sp.makeAvailable(r)
-			case AckReject, AckGap:
+			case AckReject:
+				sp.archive(r, CauseRejected)
+			case AckGap:
 				r.state, r.member, r.deadline = Archived, "", time.Time{}
 			case AckRenew:
 				r.deadline = now.Add(sp.cfg.LockDuration)
@@ -511,14 +525,16 @@ func (sp *Partition) Acknowledge(ctx context.Context, member string, now time.Ti
 	}
 	sp.advance()
 	if sp.knobs.AckBeforeDurable {
+		sp.flushDeadLetters()
 		sp.released()
 		return nil
 	}
 	if err := sp.persister.Write(ctx, sp.key, sp.state()); err != nil {
-		sp.recs, sp.start = saved, savedStart
+		sp.recs, sp.start, sp.dlqPending = saved, savedStart, false
 		return err
 	}
 	sp.synced()
+	sp.flushDeadLetters()
 	sp.released()
 	return nil
 }
@@ -545,7 +561,9 @@ func (sp *Partition) ReleaseMember(ctx context.Context, member string, now time.
 		return nil
 	}
 	sp.advance()
-	return sp.persist(ctx)
+	err := sp.persist(ctx)
+	sp.flushDeadLetters()
+	return err
 }
 
 // State returns the window as a persister state.
