@@ -14,9 +14,11 @@ package broker
 //     below the high watermark and the last stable offset that holds
 //     offsets above the highest offset already copied in this leader's
 //     epoch lineage (COPY_SEGMENT_STARTED, the objects, then
-//     COPY_SEGMENT_FINISHED); and it expires remote segments by
+//     COPY_SEGMENT_FINISHED; several at once, finished in order; none
+//     with remote.log.copy.disable); and it expires remote segments by
 //     retention.ms / retention.bytes over the whole log and below the log
-//     start (RLMExpirationTask), raising the log start first;
+//     start (RLMExpirationTask), raising the log start first, and the
+//     segments off its epoch lineage;
 //   - on each follower replica, lets local retention delete what the
 //     leader has copied (Kafka's followers do too).
 //
@@ -41,9 +43,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluice-io/sluice/internal/clock"
 	"github.com/sluice-io/sluice/internal/epoch"
-	"github.com/sluice-io/sluice/internal/metadata"
 	"github.com/sluice-io/sluice/internal/metrics"
 	"github.com/sluice-io/sluice/internal/objstore"
 	"github.com/sluice-io/sluice/internal/remote"
@@ -829,87 +829,4 @@ func (qr *quotaReader) Read(b []byte) (int, error) {
 		}
 	}
 	return n, err
-}
-
-// deleteRemoteLog deletes the remote log of p, a tiered partition this
-// broker led, if its topic is gone from im (deleted, or recreated under
-// the same name): in the background, RemotePartitionDeleteMetadata
-// DELETE_PARTITION_MARKED and STARTED, every object under the partition's
-// prefix, then DELETE_PARTITION_FINISHED (Kafka's
-// RemoteLogManager.deleteRemoteLogPartition on the leader when a topic is
-// deleted). A partition moved to other brokers keeps its remote log.
-func (b *Broker) deleteRemoteLog(im *metadata.Image, p *Partition) {
-	if b.rlm == nil || !p.log.Config().RemoteStorage {
-		return
-	}
-	if t := im.Topics[p.Topic]; t != nil && t.ID == p.topicID {
-		return
-	}
-	rp := remotePartition(p)
-	tp := p.TP
-	b.goBackground(func() {
-		r := b.rlm
-		// The partition's task, if running, ends at its next check of
-		// the leadership (the replica is closed): wait for it, or a copy
-		// it finishes would leave objects behind.
-		for deadline := b.now().Add(r.opTime); r.taskRunning(tp) && b.now().Before(deadline); {
-			select {
-			case <-clock.After(b.clock, 10*time.Millisecond):
-			case <-b.closing:
-				return
-			}
-		}
-		backoff := r.backoff
-		for attempt := 0; ; attempt++ {
-			err := r.deletePartition(rp)
-			if err == nil {
-				b.log.Info("remote log of a deleted partition deleted", "topic", rp.Topic, "partition", rp.Partition)
-				return
-			}
-			if attempt >= 5 || b.ctx.Err() != nil {
-				b.log.Warn("deleting the remote log of a deleted partition: giving up, its objects stay", "topic", rp.Topic, "partition", rp.Partition, "err", err)
-				return
-			}
-			select {
-			case <-clock.After(b.clock, backoff):
-			case <-b.closing:
-				return
-			}
-			backoff = min(2*backoff, r.maxBack)
-		}
-	})
-}
-
-// taskRunning reports whether tp's task is running.
-func (r *rlm) taskRunning(tp TP) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	st := r.parts[tp]
-	return st != nil && st.running
-}
-
-// deletePartition is one attempt at deleting rp's remote log.
-func (r *rlm) deletePartition(rp remote.Partition) error {
-	ctx, cancel := context.WithTimeout(r.b.ctx, 5*r.opTime)
-	defer cancel()
-	for _, st := range []remote.PartitionDeleteState{remote.PartitionDeleteMarked, remote.PartitionDeleteStarted} {
-		d := remote.PartitionDelete{Partition: rp, BrokerID: r.b.cfg.NodeID, EventTimestamp: r.b.now().UnixMilli(), State: st}
-		if err := r.publish(ctx, rp, remote.EncodePartitionDelete(&d)); err != nil {
-			return err
-		}
-	}
-	keys, err := r.store.List(ctx, remote.PartitionPrefix(r.prefix, rp))
-	if err != nil {
-		return err
-	}
-	for _, k := range keys {
-		if err := r.store.Delete(ctx, k); err != nil && !errors.Is(err, objstore.ErrNotFound) {
-			return err
-		}
-	}
-	d := remote.PartitionDelete{Partition: rp, BrokerID: r.b.cfg.NodeID, EventTimestamp: r.b.now().UnixMilli(), State: remote.PartitionDeleteFinished}
-	if err := r.publish(ctx, rp, remote.EncodePartitionDelete(&d)); err != nil {
-		return err
-	}
-	return r.sync(ctx, rp)
 }

@@ -2,6 +2,7 @@ package broker_test
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"io"
 	"strings"
@@ -10,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-io/sluice/internal/epoch"
 	"github.com/sluice-io/sluice/internal/metadata"
@@ -267,5 +270,130 @@ func TestTieredRetentionLineage(t *testing.T) {
 		if !left[s.ID] {
 			t.Fatalf("segment %d-%d of the lineage expired", s.StartOffset, s.EndOffset)
 		}
+	}
+}
+
+// TestTieredTopicDeletedWhileLeaderDown: a tiered topic with one replica
+// is deleted while that replica's broker is down, so no leader deletes
+// its remote log then; when the broker comes back, it finds the
+// partition's directory of a topic id the metadata no longer has, sets it
+// aside and deletes the remote log (Kafka's RemoteLogManager.stopPartitions
+// with deleteRemoteLog, DELETE_PARTITION_*): every object goes, and the
+// metadata forgets the partition.
+func TestTieredTopicDeletedWhileLeaderDown(t *testing.T) {
+	store := &faultyStore{}
+	q := newFakeQuorum()
+	props := tieredProps()
+	ms := []*member{startTiered(t, q, 1, t.TempDir(), store, props), startTiered(t, q, 2, t.TempDir(), store, props)}
+	if err := ms[0].b.CreateTopic("away", 1, 1, map[string]string{
+		"remote.storage.enable": "true", "segment.bytes": "2048", "local.retention.bytes": "4096",
+	}, false); err != nil {
+		t.Fatal(err)
+	}
+	leader := ms[partitionMeta(q, "away", 0).Leader-1]
+	other := ms[2-leader.id]
+	produceN(t, seeds(ms), "away", 200, 100)
+	rp := remoteOf(t, leader.b, "away", 0)
+	waitFor(t, "copies", 20*time.Second, func() bool { return len(leader.b.RemoteMetadata().Segments(rp)) >= 3 })
+	leader.stop()
+	q.fence(leader.id)
+	if err := other.b.DeleteTopic("away"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if keys, _ := store.List(context.Background(), remote.PartitionPrefix("", rp)); len(keys) == 0 {
+		t.Fatal("the remote log went with its only replica's broker down")
+	}
+	back := startTiered(t, q, leader.id, leader.dir, store, props)
+	q.unfence(leader.id)
+	waitFor(t, "the remote log deleted by the broker back", 20*time.Second, func() bool {
+		keys, err := store.List(context.Background(), remote.PartitionPrefix("", rp))
+		return err == nil && len(keys) == 0 && len(back.b.RemoteMetadata().(*remote.Cache).All(rp)) == 0
+	})
+}
+
+// listOffsetAt sends one ListOffsets v9 for partition 0 of topic at
+// timestamp ts (-3 max timestamp) and returns the offset and timestamp.
+func listOffsetAt(t *testing.T, addr, topic string, ts int64) (offset, timestamp int64) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.SetVersion(9)
+	req.ReplicaID = -1
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewListOffsetsRequestTopicPartition()
+	rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = 0, ts, -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := resp.Topics[0].Partitions[0]
+	if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+		t.Fatalf("ListOffsets %d: %v", ts, err)
+	}
+	return p.Offset, p.Timestamp
+}
+
+// TestTieredListOffsetsMaxTimestamp: ListOffsets -3 (MAX_TIMESTAMP, v7)
+// on a tiered partition whose largest timestamp is only in the remote
+// log answers the largest timestamp of the local log, as Kafka does
+// (UnifiedLog.fetchOffsetByTimestamp looks at logSegments, the local
+// segments, for MAX_TIMESTAMP, and asks the remote log only for a
+// timestamp lookup); a lookup of that timestamp finds its offset in the
+// remote log (RemoteLogManager.findOffsetByTimestamp).
+func TestTieredListOffsetsMaxTimestamp(t *testing.T) {
+	q := newFakeQuorum()
+	m := startTiered(t, q, 1, t.TempDir(), &faultyStore{}, tieredProps())
+	if err := m.b.CreateTopic("maxts", 1, 1, map[string]string{
+		"remote.storage.enable": "true", "segment.bytes": "2048", "local.retention.bytes": "4096",
+	}, false); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(m.addr), kgo.DefaultProduceTopic("maxts"), kgo.ProducerLinger(0), kgo.RequiredAcks(kgo.AllISRAcks()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	base := time.Now().Add(-time.Hour).UnixMilli()
+	const n, peak = 300, 5
+	peakTs := base + 30*60*1000 // newer than every other record
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i := 0; i < n; i += 10 {
+		var recs []*kgo.Record
+		for j := i; j < i+10; j++ {
+			ts := base + int64(j)
+			if j == peak {
+				ts = peakTs
+			}
+			val := make([]byte, 100)
+			rand.Read(val) // incompressible
+			recs = append(recs, &kgo.Record{Value: val, Timestamp: time.UnixMilli(ts)})
+		}
+		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := m.b.Partition("maxts", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the record with the largest timestamp only in the remote log", 20*time.Second, func() bool {
+		return p.Log().LocalLogStartOffset() > peak+50
+	})
+	if off, ts := listOffsetAt(t, m.addr, "maxts", -3); off != n-1 || ts != base+n-1 {
+		t.Fatalf("max timestamp: offset %d timestamp %d, want %d at %d (the local log's largest)", off, ts, n-1, base+n-1)
+	}
+	if off, ts := listOffsetAt(t, m.addr, "maxts", peakTs); off != peak || ts != peakTs {
+		t.Fatalf("timestamp %d: offset %d timestamp %d, want offset %d (remote)", peakTs, off, ts, peak)
 	}
 }
