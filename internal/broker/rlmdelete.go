@@ -97,11 +97,10 @@ func (b *Broker) deleteRemoteLogAsync(rp remote.Partition, tp *TP, ifAny bool) {
 // noRemoteLog reports whether rp has neither remote log metadata nor
 // objects.
 func (r *rlm) noRemoteLog(rp remote.Partition) (bool, error) {
-	if err := r.meta.ensureTopic(); err != nil {
-		return false, err
-	}
 	ctx, cancel := context.WithTimeout(r.b.ctx, r.opTime)
 	defer cancel()
+	// Without __remote_log_metadata no segment was ever recorded (sync
+	// reads nothing then).
 	if err := r.meta.sync(ctx, rp); err != nil {
 		return false, err
 	}
