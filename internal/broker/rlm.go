@@ -371,7 +371,12 @@ func (r *rlm) copyAll(ctx context.Context, p *Partition, rp remote.Partition, ep
 		if err := r.copyPipelined(ctx, p, rp, ep, segs); err != nil {
 			return err
 		}
-		copied = r.copiedEnd(p.TP)
+		before := copied
+		if copied = r.copiedEnd(p.TP); copied <= before {
+			// Nothing more counts as copied in the lineage: the next
+			// pass looks again rather than copying the same again.
+			return nil
+		}
 	}
 }
 
