@@ -472,6 +472,7 @@ func (b *Broker) storageConfig(t *metadata.Topic) storage.Config {
 	// Tiered storage (KIP-405): local.retention.* of -2 follow retention.*
 	// (Kafka's LogConfig.localRetentionMs / localRetentionBytes).
 	c.RemoteStorage = tc.Bool("remote.storage.enable")
+	c.RemoteCopyDisable = tc.Bool("remote.log.copy.disable")
 	c.LocalRetentionMs, c.LocalRetentionBytes = tc.Int64("local.retention.ms"), tc.Int64("local.retention.bytes")
 	if c.LocalRetentionMs == -2 {
 		c.LocalRetentionMs = c.RetentionMs

@@ -78,7 +78,7 @@ func (p *Partition) retain(now time.Time) {
 			if p.b.rlm != nil {
 				copied = p.b.rlm.copiedEnd(p.TP)
 			}
-			_, err = p.log.ApplyLocalRetention(now, copied)
+			_, err = p.log.ApplyLocalRetention(now, p.localRetentionBound(copied))
 			return
 		}
 		n, err = p.log.ApplyRetention(now, p.r.HW())

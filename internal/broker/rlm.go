@@ -14,9 +14,11 @@ package broker
 //     below the high watermark and the last stable offset that holds
 //     offsets above the highest offset already copied in this leader's
 //     epoch lineage (COPY_SEGMENT_STARTED, the objects, then
-//     COPY_SEGMENT_FINISHED); and it expires remote segments by
+//     COPY_SEGMENT_FINISHED; several at once, finished in order; none
+//     with remote.log.copy.disable); and it expires remote segments by
 //     retention.ms / retention.bytes over the whole log and below the log
-//     start (RLMExpirationTask), raising the log start first;
+//     start (RLMExpirationTask), raising the log start first, and the
+//     segments off its epoch lineage;
 //   - on each follower replica, lets local retention delete what the
 //     leader has copied (Kafka's followers do too).
 //
@@ -41,9 +43,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluice-io/sluice/internal/clock"
 	"github.com/sluice-io/sluice/internal/epoch"
-	"github.com/sluice-io/sluice/internal/metadata"
 	"github.com/sluice-io/sluice/internal/metrics"
 	"github.com/sluice-io/sluice/internal/objstore"
 	"github.com/sluice-io/sluice/internal/remote"
@@ -336,67 +336,121 @@ func highestCopied(c *remote.Cache, rp remote.Partition, es []epoch.Entry, leo i
 	return -1
 }
 
-// copyAll copies p's eligible segments in order, each followed by the
-// owner's local retention.
+// copyAll copies p's eligible segments, each rolled segment wholly below
+// the high watermark and the last stable offset (Kafka copies up to the
+// LSO, so no open transaction is in the remote log) that holds offsets
+// above the highest offset copied, until none is left.
+//
+// Kafka's RLMCopyTask copies one segment after the other. Here the copies
+// of one partition overlap, up to remote.log.manager.copier.thread.pool.size
+// at a time (within the broker-wide copier pool), so that uploads keep up
+// with a fast producer and un-copied data does not pile up on the local
+// disk: each copy writes COPY_SEGMENT_STARTED and its objects as soon as
+// it starts, but COPY_SEGMENT_FINISHED only after the copy of the segment
+// before it finished, so the remote log never has a gap below a finished
+// segment. A copy that fails stops the ones after it (left STARTED, they
+// are cleaned up as dangling copies). After each FINISHED the owner's
+// local retention runs at once with the new copied offset.
 func (r *rlm) copyAll(ctx context.Context, p *Partition, rp remote.Partition, ep int32) error {
+	copied := r.highestCopied(rp, p)
+	r.setCopied(p.TP, copied)
+	p.applyLocalRetention(r.b.now(), copied)
+	// remote.log.copy.disable (KIP-950): no more copies (Kafka's
+	// RLMCopyTask skips the partition); reads and expiration go on.
+	if p.log.Config().RemoteCopyDisable {
+		return nil
+	}
 	for {
 		if !p.IsLeader() || p.LeaderEpoch() != ep {
 			return errNotLeader
 		}
-		copied := r.highestCopied(rp, p)
-		r.setCopied(p.TP, copied)
-		p.applyLocalRetention(r.b.now(), copied)
-		// Wholly below the HW and the last stable offset (Kafka copies
-		// up to the LSO, so no open transaction is in the remote log).
-		limit := min(p.HighWatermark(), p.LastStableOffset())
-		logStart := p.LogStartOffset()
-		var next *storage.SegmentInfo
-		for _, s := range p.log.LocalSegments() {
-			if s.Active || s.Next > limit {
-				break
-			}
-			if s.Size > 0 && s.Next-1 > copied && s.Next > logStart {
-				next = &s
-				break
-			}
-		}
-		if next == nil {
+		segs := r.eligible(p, copied)
+		if len(segs) == 0 {
 			return nil
 		}
-		if err := r.copySegment(ctx, p, rp, ep, *next); err != nil {
+		if err := r.copyPipelined(ctx, p, rp, ep, segs); err != nil {
 			return err
 		}
-		if err := r.sync(ctx, rp); err != nil {
-			return err
+		before := copied
+		if copied = r.copiedEnd(p.TP); copied <= before {
+			// Nothing more counts as copied in the lineage: the next
+			// pass looks again rather than copying the same again.
+			return nil
 		}
 	}
 }
 
-// copySegment copies one segment: COPY_SEGMENT_STARTED, its objects,
-// COPY_SEGMENT_FINISHED.
-func (r *rlm) copySegment(ctx context.Context, p *Partition, rp remote.Partition, ep int32, si storage.SegmentInfo) error {
-	sc, err := p.log.SegmentCopy(si.Base)
+// eligible returns p's rolled segments wholly below the high watermark and
+// the last stable offset holding offsets above copied, in offset order.
+func (r *rlm) eligible(p *Partition, copied int64) []storage.SegmentInfo {
+	limit := min(p.HighWatermark(), p.LastStableOffset())
+	logStart := p.LogStartOffset()
+	var out []storage.SegmentInfo
+	for _, s := range p.log.LocalSegments() {
+		if s.Active || s.Next > limit {
+			break
+		}
+		if s.Size > 0 && s.Next-1 > copied && s.Next > logStart {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// copyPipelined copies segs (in offset order) with up to the copier pool
+// size of them in flight, each one's COPY_SEGMENT_FINISHED after its
+// predecessor's (see copyAll). The first copy runs alone: a failing
+// object store sees one attempt per task, not a window of them. It
+// returns the first error.
+func (r *rlm) copyPipelined(ctx context.Context, p *Partition, rp remote.Partition, ep int32, segs []storage.SegmentInfo) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	window := make(chan struct{}, cap(r.copiers))
+	prev := make(chan error, 1)
+	prev <- nil
+	for i, si := range segs {
+		select {
+		case window <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		done := make(chan error, 1)
+		go func(prev <-chan error) {
+			defer func() { <-window }()
+			err := r.copySegment(ctx, p, rp, ep, si, prev)
+			if err != nil {
+				cancel()
+			}
+			done <- err
+		}(prev)
+		prev = done
+		if i == 0 {
+			if err := <-done; err != nil {
+				return err
+			}
+			prev = make(chan error, 1)
+			prev <- nil
+		}
+	}
+	// Each copy passes on the error of the one before it: the last
+	// started has the first error, and ends after all the others.
+	return <-prev
+}
+
+// copySegment copies one segment: COPY_SEGMENT_STARTED and its objects;
+// then, once the copy before it (prev) has ended without an error,
+// COPY_SEGMENT_FINISHED, the metadata read again and the owner's local
+// retention with the new copied offset. An error of the copy before it
+// is passed on.
+func (r *rlm) copySegment(ctx context.Context, p *Partition, rp remote.Partition, ep int32, si storage.SegmentInfo, prev <-chan error) error {
+	seg, size, err := r.copyObjects(ctx, p, rp, si)
+	if before := <-prev; before != nil {
+		return before
+	}
 	if err != nil {
 		return err
-	}
-	seg := remote.Segment{Partition: rp, StartOffset: sc.Base, EndOffset: sc.Next - 1, MaxTimestamp: sc.MaxTimestamp,
-		BrokerID: r.b.cfg.NodeID, EventTimestamp: r.b.now().UnixMilli(), LeaderEpochs: sc.SegmentEpochs,
-		SizeBytes: sc.LogSize, TxnIndexEmpty: len(sc.TxnIndex) == 0, State: remote.CopyStarted}
-	if _, err := rand.Read(seg.ID[:]); err != nil {
-		return err
-	}
-	if err := r.publish(ctx, rp, remote.EncodeSegment(&seg)); err != nil {
-		return fmt.Errorf("COPY_SEGMENT_STARTED of %d: %w", seg.StartOffset, err)
-	}
-	select {
-	case r.copiers <- struct{}{}:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	err = r.upload(ctx, &seg, sc)
-	<-r.copiers
-	if err != nil {
-		return fmt.Errorf("copying segment %d: %w", seg.StartOffset, err)
 	}
 	// A replica that stopped leading leaves the segment STARTED: the new
 	// leader deletes it.
@@ -407,12 +461,49 @@ func (r *rlm) copySegment(ctx context.Context, p *Partition, rp remote.Partition
 	if err := r.publish(ctx, rp, remote.EncodeUpdate(&u)); err != nil {
 		return fmt.Errorf("COPY_SEGMENT_FINISHED of %d: %w", seg.StartOffset, err)
 	}
-	metrics.RemoteCopyBytes.Add(float64(sc.LogSize))
-	r.b.log.Debug("segment copied to the remote log", "topic", p.Topic, "partition", p.Partition, "start", seg.StartOffset, "end", seg.EndOffset, "bytes", sc.LogSize)
+	metrics.RemoteCopyBytes.Add(float64(size))
+	r.b.log.Debug("segment copied to the remote log", "topic", p.Topic, "partition", p.Partition, "start", seg.StartOffset, "end", seg.EndOffset, "bytes", size)
+	if err := r.sync(ctx, rp); err != nil {
+		return err
+	}
+	copied := r.highestCopied(rp, p)
+	r.setCopied(p.TP, copied)
+	p.applyLocalRetention(r.b.now(), copied)
 	return nil
 }
 
-// upload puts the objects of one segment (remote.FileKind).
+// copyObjects starts the copy of one segment: COPY_SEGMENT_STARTED, then
+// its objects (within the broker's copier pool). It returns the segment's
+// metadata and log size.
+func (r *rlm) copyObjects(ctx context.Context, p *Partition, rp remote.Partition, si storage.SegmentInfo) (remote.Segment, int64, error) {
+	sc, err := p.log.SegmentCopy(si.Base)
+	if err != nil {
+		return remote.Segment{}, 0, err
+	}
+	seg := remote.Segment{Partition: rp, StartOffset: sc.Base, EndOffset: sc.Next - 1, MaxTimestamp: sc.MaxTimestamp,
+		BrokerID: r.b.cfg.NodeID, EventTimestamp: r.b.now().UnixMilli(), LeaderEpochs: sc.SegmentEpochs,
+		SizeBytes: sc.LogSize, TxnIndexEmpty: len(sc.TxnIndex) == 0, State: remote.CopyStarted}
+	if _, err := rand.Read(seg.ID[:]); err != nil {
+		return seg, 0, err
+	}
+	if err := r.publish(ctx, rp, remote.EncodeSegment(&seg)); err != nil {
+		return seg, 0, fmt.Errorf("COPY_SEGMENT_STARTED of %d: %w", seg.StartOffset, err)
+	}
+	select {
+	case r.copiers <- struct{}{}:
+	case <-ctx.Done():
+		return seg, 0, ctx.Err()
+	}
+	err = r.upload(ctx, &seg, sc)
+	<-r.copiers
+	if err != nil {
+		return seg, 0, fmt.Errorf("copying segment %d: %w", seg.StartOffset, err)
+	}
+	return seg, sc.LogSize, nil
+}
+
+// upload puts the objects of one segment (remote.FileKind): the log
+// object, then the small ones at once.
 func (r *rlm) upload(ctx context.Context, seg *remote.Segment, sc *storage.SegmentCopy) error {
 	put := func(k remote.FileKind, body io.Reader, size int64) error {
 		octx, cancel := context.WithTimeout(ctx, r.opTime)
@@ -421,9 +512,6 @@ func (r *rlm) upload(ctx context.Context, seg *remote.Segment, sc *storage.Segme
 			return fmt.Errorf("put %s: %w", k.Suffix(), err)
 		}
 		return nil
-	}
-	if err := put(remote.FileLog, io.NewSectionReader(sc.Log, 0, sc.LogSize), sc.LogSize); err != nil {
-		return err
 	}
 	small := []struct {
 		k remote.FileKind
@@ -435,15 +523,23 @@ func (r *rlm) upload(ctx context.Context, seg *remote.Segment, sc *storage.Segme
 		{remote.FileProducerSnapshot, sc.ProducerSnapshot},
 		{remote.FileLeaderEpochs, epoch.New(sc.LeaderEpochs).Encode()},
 	}
-	for _, o := range small {
+	if err := put(remote.FileLog, io.NewSectionReader(sc.Log, 0, sc.LogSize), sc.LogSize); err != nil {
+		return err
+	}
+	errs := make([]error, len(small))
+	var wg sync.WaitGroup
+	for i, o := range small {
 		if o.k == remote.FileTxnIndex && len(o.b) == 0 {
 			continue
 		}
-		if err := put(o.k, bytes.NewReader(o.b), int64(len(o.b))); err != nil {
-			return err
-		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = put(o.k, bytes.NewReader(o.b), int64(len(o.b)))
+		}()
 	}
-	return nil
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // deleteSegment deletes a remote segment: DELETE_SEGMENT_STARTED (unless
@@ -474,17 +570,33 @@ func (r *rlm) deleteSegment(ctx context.Context, p *Partition, s remote.Segment)
 
 // expire is RLMExpirationTask: the oldest remote segments wholly below the
 // log start, or past retention.ms, or beyond retention.bytes over the
-// whole log (remote segments plus the local segments not copied), are
-// deleted; the log start is raised past them first, so no reader is sent
-// to a segment being deleted.
+// whole log (the remote segments of the replica's epoch lineage plus the
+// local segments not copied), are deleted; the log start is raised past
+// them first, so no reader is sent to a segment being deleted. Segments
+// off the lineage (a deposed leader's copy of a range its successor's log
+// does not hold, Kafka's RemoteLogManager.isRemoteSegmentWithinLeaderEpochs
+// false) are not counted and are deleted too, without moving the log
+// start: no reader is sent to them (remote.Reader follows the lineage).
+// With remote.log.copy.disable, once no remote segment holds offsets at or
+// above the log start, the log start follows the local log start, below
+// which retention.* deleted the local segments that were never copied.
 func (r *rlm) expire(ctx context.Context, p *Partition, rp remote.Partition, ep int32) error {
 	cfg := p.log.Config()
-	segs := r.meta.cache.Segments(rp)
-	if len(segs) == 0 {
-		return nil
+	logStart := p.LogStartOffset()
+	lineage := p.log.EpochEntries()
+	leo := p.LogEndOffset()
+	var segs, diverged []remote.Segment
+	for _, s := range r.meta.cache.Segments(rp) {
+		switch {
+		case s.EndOffset < logStart || withinLineage(&s, lineage, logStart, leo):
+			segs = append(segs, s)
+		case segmentMaxEpoch(&s) <= ep:
+			diverged = append(diverged, s)
+		}
+		// A segment of an epoch above the replica's is a successor's:
+		// this replica no longer leads and leaves it alone.
 	}
 	nowMs := r.b.now().UnixMilli()
-	logStart := p.LogStartOffset()
 	copied := r.highestCopied(rp, p)
 	var total int64
 	for _, s := range segs {
@@ -515,8 +627,8 @@ func (r *rlm) expire(ctx context.Context, p *Partition, rp remote.Partition, ep 
 		dead = append(dead, s)
 	}
 done:
-	if len(dead) == 0 {
-		return nil
+	if cfg.RemoteCopyDisable && len(dead) == len(segs) {
+		newStart = max(newStart, p.log.LocalLogStartOffset())
 	}
 	if newStart > logStart {
 		if p.LeaderEpoch() != ep {
@@ -526,7 +638,10 @@ done:
 			return fmt.Errorf("raising the log start to %d: %w", newStart, err)
 		}
 	}
-	for _, s := range dead {
+	for _, s := range append(dead, diverged...) {
+		if p.LeaderEpoch() != ep {
+			return errNotLeader
+		}
 		if err := r.deleteSegment(ctx, p, s); err != nil {
 			return err
 		}
@@ -534,12 +649,68 @@ done:
 	return nil
 }
 
+// withinLineage reports whether remote segment s is on the epoch lineage
+// of a replica whose leader-epoch cache is lineage and whose log ends at
+// leo (Kafka's RemoteLogManager.isRemoteSegmentWithinLeaderEpochs): it
+// ends below leo, and from the log start (or its start, or the first
+// lineage entry, whichever is highest) to its end each offset has the
+// same epoch in the segment as in the lineage. An empty lineage judges
+// nothing (true).
+func withinLineage(s *remote.Segment, lineage []epoch.Entry, logStart, leo int64) bool {
+	if len(lineage) == 0 {
+		return true
+	}
+	if s.EndOffset >= leo {
+		return false
+	}
+	lo := max(s.StartOffset, logStart, lineage[0].StartOffset)
+	if lo > s.EndOffset {
+		return true
+	}
+	// Both are step functions of the offset: they agree on [lo, end]
+	// when they agree at lo and at every step of either inside it.
+	agree := func(off int64) bool { return epochAt(s.LeaderEpochs, off) == epochAt(lineage, off) }
+	if !agree(lo) {
+		return false
+	}
+	for _, es := range [][]epoch.Entry{s.LeaderEpochs, lineage} {
+		for _, e := range es {
+			if e.StartOffset > lo && e.StartOffset <= s.EndOffset && !agree(e.StartOffset) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// epochAt is the epoch of offset in es (entries in offset order), -1
+// below the first.
+func epochAt(es []epoch.Entry, offset int64) int32 {
+	e := int32(-1)
+	for _, en := range es {
+		if en.StartOffset > offset {
+			break
+		}
+		e = en.Epoch
+	}
+	return e
+}
+
+// segmentMaxEpoch is the highest leader epoch of s's records.
+func segmentMaxEpoch(s *remote.Segment) int32 {
+	m := int32(-1)
+	for _, e := range s.LeaderEpochs {
+		m = max(m, e.Epoch)
+	}
+	return m
+}
+
 // alarm sets the copy-lag gauges and, when copies failed since the last
 // pass, logs one WARN naming the bytes that stay local until copied.
 func (r *rlm) alarm(parts []*Partition) {
 	var lagBytes, lagSegs int64
 	for _, p := range parts {
-		if !p.IsLeader() {
+		if !p.IsLeader() || p.log.Config().RemoteCopyDisable {
 			continue
 		}
 		copied := r.copiedEnd(p.TP)
@@ -572,7 +743,7 @@ func (p *Partition) applyLocalRetention(now time.Time, copied int64) {
 		if p.closed {
 			return
 		}
-		n, err = p.log.ApplyLocalRetention(now, copied)
+		n, err = p.log.ApplyLocalRetention(now, p.localRetentionBound(copied))
 	})
 	if err != nil {
 		if !p.ioFailed("local retention", err) {
@@ -583,6 +754,18 @@ func (p *Partition) applyLocalRetention(now time.Time, copied int64) {
 	if n > 0 {
 		p.wake()
 	}
+}
+
+// localRetentionBound is the highest offset local retention may delete
+// (storage.Log.ApplyLocalRetention): the highest offset copied, or with
+// remote.log.copy.disable the high watermark minus one, since nothing
+// more is copied and retention.* then applies to the local log (KIP-950)
+// (p's owner).
+func (p *Partition) localRetentionBound(copied int64) int64 {
+	if p.log.Config().RemoteCopyDisable {
+		return p.r.HW() - 1
+	}
+	return copied
 }
 
 // byteRate bounds a byte rate (remote.log.manager.copy.max.bytes.per.second,
@@ -651,87 +834,4 @@ func (qr *quotaReader) Read(b []byte) (int, error) {
 		}
 	}
 	return n, err
-}
-
-// deleteRemoteLog deletes the remote log of p, a tiered partition this
-// broker led, if its topic is gone from im (deleted, or recreated under
-// the same name): in the background, RemotePartitionDeleteMetadata
-// DELETE_PARTITION_MARKED and STARTED, every object under the partition's
-// prefix, then DELETE_PARTITION_FINISHED (Kafka's
-// RemoteLogManager.deleteRemoteLogPartition on the leader when a topic is
-// deleted). A partition moved to other brokers keeps its remote log.
-func (b *Broker) deleteRemoteLog(im *metadata.Image, p *Partition) {
-	if b.rlm == nil || !p.log.Config().RemoteStorage {
-		return
-	}
-	if t := im.Topics[p.Topic]; t != nil && t.ID == p.topicID {
-		return
-	}
-	rp := remotePartition(p)
-	tp := p.TP
-	b.goBackground(func() {
-		r := b.rlm
-		// The partition's task, if running, ends at its next check of
-		// the leadership (the replica is closed): wait for it, or a copy
-		// it finishes would leave objects behind.
-		for deadline := b.now().Add(r.opTime); r.taskRunning(tp) && b.now().Before(deadline); {
-			select {
-			case <-clock.After(b.clock, 10*time.Millisecond):
-			case <-b.closing:
-				return
-			}
-		}
-		backoff := r.backoff
-		for attempt := 0; ; attempt++ {
-			err := r.deletePartition(rp)
-			if err == nil {
-				b.log.Info("remote log of a deleted partition deleted", "topic", rp.Topic, "partition", rp.Partition)
-				return
-			}
-			if attempt >= 5 || b.ctx.Err() != nil {
-				b.log.Warn("deleting the remote log of a deleted partition: giving up, its objects stay", "topic", rp.Topic, "partition", rp.Partition, "err", err)
-				return
-			}
-			select {
-			case <-clock.After(b.clock, backoff):
-			case <-b.closing:
-				return
-			}
-			backoff = min(2*backoff, r.maxBack)
-		}
-	})
-}
-
-// taskRunning reports whether tp's task is running.
-func (r *rlm) taskRunning(tp TP) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	st := r.parts[tp]
-	return st != nil && st.running
-}
-
-// deletePartition is one attempt at deleting rp's remote log.
-func (r *rlm) deletePartition(rp remote.Partition) error {
-	ctx, cancel := context.WithTimeout(r.b.ctx, 5*r.opTime)
-	defer cancel()
-	for _, st := range []remote.PartitionDeleteState{remote.PartitionDeleteMarked, remote.PartitionDeleteStarted} {
-		d := remote.PartitionDelete{Partition: rp, BrokerID: r.b.cfg.NodeID, EventTimestamp: r.b.now().UnixMilli(), State: st}
-		if err := r.publish(ctx, rp, remote.EncodePartitionDelete(&d)); err != nil {
-			return err
-		}
-	}
-	keys, err := r.store.List(ctx, remote.PartitionPrefix(r.prefix, rp))
-	if err != nil {
-		return err
-	}
-	for _, k := range keys {
-		if err := r.store.Delete(ctx, k); err != nil && !errors.Is(err, objstore.ErrNotFound) {
-			return err
-		}
-	}
-	d := remote.PartitionDelete{Partition: rp, BrokerID: r.b.cfg.NodeID, EventTimestamp: r.b.now().UnixMilli(), State: remote.PartitionDeleteFinished}
-	if err := r.publish(ctx, rp, remote.EncodePartitionDelete(&d)); err != nil {
-		return err
-	}
-	return r.sync(ctx, rp)
 }

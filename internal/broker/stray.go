@@ -85,8 +85,15 @@ func (b *Broker) setAsideStrays(im *metadata.Image) error {
 		if t != nil {
 			why = fmt.Sprintf("the metadata does not assign the partition to node %d", b.cfg.NodeID)
 		}
+		id, idOK := b.dirTopicID(dir)
 		if err := b.setAside(dir, why, "metadata_offset", im.Offset); err != nil {
 			return err
+		}
+		// A topic deleted while this node was down: its remote log, if
+		// it has one, goes too (the image includes this node's
+		// registration, so a topic id missing from it is deleted).
+		if idOK && !hasTopicID(im, id) {
+			b.deleteStrayRemoteLog(topic, id, int32(part))
 		}
 	}
 	return nil
@@ -160,3 +167,13 @@ func RemoveStray(fsys vfs.FS, dataDir, name string) error {
 
 // Strays lists this node's stray partition directories (ListStrays).
 func (b *Broker) Strays() ([]Stray, error) { return ListStrays(b.fs, b.cfg.DataDir) }
+
+// hasTopicID reports whether im has a topic with id.
+func hasTopicID(im *metadata.Image, id metadata.UUID) bool {
+	for _, t := range im.Topics {
+		if t.ID == id {
+			return true
+		}
+	}
+	return false
+}

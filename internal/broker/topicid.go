@@ -68,6 +68,10 @@ func (b *Broker) checkTopicID(dir string, id metadata.UUID) (write bool, err err
 	if err := b.setAside(dir, "it belongs to another topic of the same name", "its_topic_id", got.String(), "topic_id", id.String()); err != nil {
 		return false, err
 	}
+	if im := b.Image(); im != nil && !hasTopicID(im, got) {
+		topic, part := splitPartitionDir(path.Base(dir))
+		b.deleteStrayRemoteLog(topic, got, int32(part))
+	}
 	return true, b.fs.MkdirAll(dir, 0o755)
 }
 
@@ -101,4 +105,14 @@ func (b *Broker) replaced(im *metadata.Image) []*Partition {
 		}
 	}
 	return out
+}
+
+// dirTopicID is the topic id in dir's partition.metadata, if it has a
+// readable one.
+func (b *Broker) dirTopicID(dir string) (metadata.UUID, bool) {
+	data, err := vfs.ReadFile(b.fs, path.Join(dir, partitionMetadataName), 1024)
+	if err != nil {
+		return metadata.UUID{}, false
+	}
+	return decodePartitionMetadata(data)
 }

@@ -127,6 +127,7 @@ var TopicDefs = []Def{
 	{Name: "min.compaction.lag.ms", Type: TypeLong, Default: "0", BrokerName: "log.cleaner.min.compaction.lag.ms", Min: 0, Max: math.MaxInt64},
 	{Name: "min.insync.replicas", Type: TypeInt, Default: "1", BrokerName: "min.insync.replicas", Min: 1, Max: math.MaxInt32},
 	{Name: "preallocate", Type: TypeBoolean, Default: "false", BrokerName: "log.preallocate", Status: StatusIgnored},
+	{Name: "remote.log.copy.disable", Type: TypeBoolean, Default: "false", Doc: "KIP-950: with remote.storage.enable, the leader stops copying segments to the remote log; the remote log stays readable and still expires by retention.*, and the local log follows retention.* instead of local.retention.*, un-copied segments included (docs/tiered-storage.md)."},
 	{Name: "remote.storage.enable", Type: TypeBoolean, Default: "false", Doc: "Tiered storage (KIP-405): the partition leader copies rolled segments to the object store and local.retention.* then bound the local log, while retention.* apply to the whole log. Refused on compacted topics; once on, it cannot be turned off (docs/tiered-storage.md)."},
 	{Name: "retention.bytes", Type: TypeLong, Default: "-1", BrokerName: "log.retention.bytes", Min: -1, Max: math.MaxInt64},
 	{Name: "retention.ms", Type: TypeLong, Default: "604800000", BrokerName: "log.retention.ms", Min: -1, Max: math.MaxInt64},

@@ -35,6 +35,12 @@ type Config struct {
 	// log start may stay below the first local segment (DeleteLocalBelow,
 	// and recovery keeps the persisted log start).
 	RemoteStorage bool
+	// RemoteCopyDisable is remote.log.copy.disable (KIP-950, default
+	// false): with RemoteStorage, nothing more is copied to the remote log,
+	// and local retention follows RetentionMs and RetentionBytes instead
+	// of the local.retention.* values, deleting local segments whether
+	// copied or not (ApplyLocalRetention).
+	RemoteCopyDisable bool
 	// LocalRetentionMs and LocalRetentionBytes are local.retention.ms and
 	// local.retention.bytes, already resolved (-2 replaced by RetentionMs
 	// and RetentionBytes; -1 unlimited): with RemoteStorage, how long and

@@ -222,6 +222,15 @@ func segmentEpochs(es []epoch.Entry, base int64) []epoch.Entry {
 // leaves the log start where it is (remote retention moves it). It
 // returns how many segments went; like ApplyRetention it also closes the
 // files of segments deleted more than file.delete.delay.ms ago.
+//
+// With Config.RemoteCopyDisable (KIP-950), nothing more is copied: the
+// segments go by retention.ms and retention.bytes instead, copied or not,
+// and copiedEnd is then the highest offset that may go (the caller passes
+// the high watermark minus one), as Kafka's UnifiedLog.deleteOldSegments
+// does when remoteLogEnabledAndRemoteCopyEnabled() is false
+// (localRetentionMs / localRetentionSize fall back to retention.*, and
+// isSegmentEligibleForDeletion no longer asks for a copy). The log start
+// still stays (Kafka raises only the local log start).
 func (l *Log) ApplyLocalRetention(now time.Time, copiedEnd int64) (int, error) {
 	l.checkWriter("ApplyLocalRetention")
 	l.appendMu.Lock()
@@ -235,6 +244,10 @@ func (l *Log) ApplyLocalRetention(now time.Time, copiedEnd int64) (int, error) {
 	l.observe(now)
 	nowMs := now.UnixMilli()
 	cfg := l.cfg
+	retMs, retBytes := cfg.LocalRetentionMs, cfg.LocalRetentionBytes
+	if cfg.RemoteCopyDisable {
+		retMs, retBytes = cfg.RetentionMs, cfg.RetentionBytes
+	}
 	var total int64
 	for _, s := range l.segs {
 		total += s.size
@@ -248,8 +261,8 @@ func (l *Log) ApplyLocalRetention(now time.Time, copiedEnd int64) (int, error) {
 		// active segment alone it would forget the transactions open at
 		// its base.
 		if !del && s.next-1 <= copiedEnd && i+1 < len(l.segs)-1 {
-			del = cfg.LocalRetentionMs >= 0 && nowMs-s.largestTimestamp() > cfg.LocalRetentionMs
-			del = del || (cfg.LocalRetentionBytes >= 0 && total-s.size >= cfg.LocalRetentionBytes)
+			del = retMs >= 0 && nowMs-s.largestTimestamp() > retMs
+			del = del || (retBytes >= 0 && total-s.size >= retBytes)
 		}
 		if !del {
 			break

@@ -333,6 +333,8 @@ func TestTieredEndToEnd(t *testing.T) {
 	}
 	produceTiered := float64(6*m*e2eRecLen) / (1 << 20) / tTiered.Seconds()
 	producePlain := float64(6*m*e2eRecLen) / (1 << 20) / tPlain.Seconds()
+	e.logDisk("while producing, before the leader kill (peak)", disk.Stop())
+	disk = sampleDisk(e.partDirs())
 
 	// The last quarter, during which the leader is SIGKILLed while a copy
 	// is under way; the idempotent producer carries on with the new
@@ -348,7 +350,7 @@ func TestTieredEndToEnd(t *testing.T) {
 	e.c.Node(old).Restart()
 	e.c.WaitTopicReady(e2eTopic, 1, 2*time.Minute)
 	local := e.waitTiered(int64(len(e.written))/2, 3*time.Minute)
-	e.logDisk("while producing (peak)", disk.Stop())
+	e.logDisk("around the leader kill, until copies caught up (peak)", disk.Stop())
 	e.waitDisk("once copied")
 	remoteMBs, localMBs, read := e.readBack("from offset 0", e.c.Addrs(true), local)
 	e.checkTimestamps("from offset 0", read, local)
