@@ -327,8 +327,8 @@ func (p *Partition) tick(nowMs int64) {
 
 // processReady executes the machine's Ready in order (replica.Ready's
 // contract): truncate, persist epochs, append (with the aborted-transaction
-// index entries the machine decided), snapshot the machine's producer
-// state after a segment roll, persist the log start, publish the HW,
+// index entries the machine decided; a segment roll snapshots the log's
+// producer state at the new base), persist the log start, publish the HW,
 // complete produce requests, propose ISR changes. Run by the owner after
 // each step (owner.go).
 func (p *Partition) processReady() {
@@ -344,7 +344,7 @@ func (p *Partition) processReady() {
 					// The producer state from the remote snapshot is the
 					// log's from now on (Kafka writes the snapshot file
 					// at the new log end).
-					err = p.snapshotProducers(true)
+					err = p.snapshotProducers()
 				}
 			case t.Fully:
 				err = p.log.TruncateFullyAndStartAt(t.Offset)
@@ -370,7 +370,6 @@ func (p *Partition) processReady() {
 				p.b.log.Error("epoch checkpoint", "topic", p.Topic, "partition", p.Partition, "err", err)
 			}
 		}
-		appended := false
 		for i := range rd.Append {
 			if resync >= 0 {
 				break
@@ -386,12 +385,6 @@ func (p *Partition) processReady() {
 			}
 			if err != nil && !p.ioFailed("append", err) {
 				p.b.log.Error("append", "topic", p.Topic, "partition", p.Partition, "offset", bt.BaseOffset, "err", err)
-			}
-			appended = true
-		}
-		if appended {
-			if err := p.snapshotProducers(false); err != nil && !p.ioFailed("producer snapshot", err) {
-				p.b.log.Error("producer snapshot", "topic", p.Topic, "partition", p.Partition, "err", err)
 			}
 		}
 		if rd.LogStartSet && rd.LogStart > p.log.LogStartOffset() {
@@ -448,11 +441,11 @@ func (p *Partition) processReady() {
 }
 
 // snapshotProducers writes the machine's producer state as the log's
-// snapshot at its end, once the log holds everything the machine applied:
-// when a segment rolled since the last one, or always (a clean close). By
-// the owner; a failed log refuses it.
-func (p *Partition) snapshotProducers(always bool) error {
-	if (!always && !p.log.SnapshotDue()) || p.log.LogEndOffset() != p.r.LEO() {
+// snapshot at its end, once the log holds everything the machine applied
+// (a clean close, a log rebuilt from a remote snapshot); segment rolls
+// snapshot the log's own state. By the owner; a failed log refuses it.
+func (p *Partition) snapshotProducers() error {
+	if p.log.LogEndOffset() != p.r.LEO() {
 		return nil
 	}
 	return p.log.WriteProducerSnapshot(p.r.Producers().Encode())
@@ -815,7 +808,7 @@ func (p *Partition) close(remove bool) error {
 		if !remove {
 			// What a clean close leaves at the log end; a failed log
 			// refuses it, and recovery replays instead.
-			p.snapshotProducers(true)
+			p.snapshotProducers()
 		}
 		for id, ch := range p.waiters {
 			delete(p.waiters, id)

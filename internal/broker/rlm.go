@@ -32,6 +32,8 @@ package broker
 // remote.log.manager.task.retry.backoff.max.ms); while copies fail,
 // nothing un-copied is deleted locally, and one WARN per interval names
 // the bytes waiting (also the sluice_remote_copy_lag_bytes gauge).
+// Leadership errors (a cluster starting, a leader moving) are retried
+// quietly, at DEBUG, for rlmSettleTime before they count as failures.
 
 import (
 	"bytes"
@@ -42,6 +44,8 @@ import (
 	"io"
 	"sync"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/sluice-io/sluice/internal/epoch"
 	"github.com/sluice-io/sluice/internal/metrics"
@@ -68,6 +72,29 @@ type rlm struct {
 	// errs counts failures since the last pass; lastErr is the latest.
 	errs    int
 	lastErr error
+	// settling is when the current run of leadership errors (settling)
+	// began, zero when the last metadata sync succeeded.
+	settling time.Time
+}
+
+// rlmSettleTime is how long leadership errors (settling) are retried
+// quietly, logged at DEBUG, before they count as failures in the WARN of
+// alarm: on a cluster's start the partitions of __remote_log_metadata and
+// of the tiered topics get their leaders over the first seconds.
+const rlmSettleTime = 30 * time.Second
+
+// settlingErr reports whether err is one that leadership moving or
+// still being elected gives (NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE,
+// a fenced or unknown leader epoch, a partition or peer not known yet,
+// a task stopped as its replica stopped leading).
+func settlingErr(err error) bool {
+	for _, e := range []error{kerr.NotLeaderForPartition, kerr.LeaderNotAvailable, kerr.FencedLeaderEpoch,
+		kerr.UnknownLeaderEpoch, kerr.UnknownTopicOrPartition, kerr.BrokerNotAvailable, errNotLeader} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // rlmPart is the manager's state of one partition (rlm.mu).
@@ -190,6 +217,9 @@ func (r *rlm) schedule(parts []*Partition) {
 		r.failed(nil, err)
 		return
 	}
+	r.mu.Lock()
+	r.settling = time.Time{}
+	r.mu.Unlock()
 	now := r.b.now()
 	for i, p := range parts {
 		if !p.IsLeader() {
@@ -243,9 +273,21 @@ func (r *rlm) copiedEnd(tp TP) int64 {
 func (r *rlm) failed(tp *TP, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.errs++
-	r.lastErr = err
-	metrics.RemoteCopyErrors.Inc()
+	now := r.b.now()
+	quiet := false
+	if settlingErr(err) {
+		if r.settling.IsZero() {
+			r.settling = now
+		}
+		quiet = now.Sub(r.settling) < rlmSettleTime
+	}
+	if quiet {
+		r.b.log.Debug("remote log manager: leadership settling, retrying", "err", err)
+	} else {
+		r.errs++
+		r.lastErr = err
+		metrics.RemoteCopyErrors.Inc()
+	}
 	if tp == nil {
 		return
 	}

@@ -2,9 +2,15 @@ package broker
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"log/slog"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/sluice-io/sluice/internal/clock"
 	"github.com/sluice-io/sluice/internal/epoch"
 	"github.com/sluice-io/sluice/internal/remote"
 )
@@ -78,5 +84,40 @@ func TestCopyQuota(t *testing.T) {
 	before := c.slept
 	if err := unl.wait(ctx, 1<<30); err != nil || c.slept != before {
 		t.Fatalf("unlimited rate waited %v: %v", c.slept-before, err)
+	}
+}
+
+// TestRLMSettlingQuiet: leadership errors of the remote log metadata
+// (NOT_LEADER_OR_FOLLOWER while a cluster starts) are retried quietly —
+// no failure counted for alarm's WARN — until they have lasted
+// rlmSettleTime; a successful sync starts the grace afresh; other errors
+// count at once.
+func TestRLMSettlingQuiet(t *testing.T) {
+	c := clock.NewManual(time.Unix(1000, 0))
+	r := &rlm{b: &Broker{clock: c, log: slog.New(slog.DiscardHandler)}, parts: map[TP]*rlmPart{}}
+	notLeader := fmt.Errorf("reading %s-0: %w", remote.MetadataTopic, kerr.NotLeaderForPartition)
+	tp := TP{"t", 0}
+	r.failed(nil, notLeader)
+	c.Advance(rlmSettleTime / 2)
+	r.failed(&tp, notLeader)
+	if r.errs != 0 {
+		t.Fatalf("%d failures counted while leadership settles", r.errs)
+	}
+	if st := r.parts[tp]; st == nil || st.retryAt.IsZero() {
+		t.Fatal("a quiet failure set no retry backoff")
+	}
+	c.Advance(rlmSettleTime / 2)
+	r.failed(nil, notLeader)
+	if r.errs != 1 || !errors.Is(r.lastErr, kerr.NotLeaderForPartition) {
+		t.Fatalf("after the settle time: %d failures, last %v", r.errs, r.lastErr)
+	}
+	r.errs, r.settling = 0, time.Time{} // a sync succeeded
+	r.failed(nil, notLeader)
+	if r.errs != 0 {
+		t.Fatal("the grace did not start afresh after a successful sync")
+	}
+	r.failed(nil, errors.New("bucket unreachable"))
+	if r.errs != 1 {
+		t.Fatal("another error was not counted at once")
 	}
 }

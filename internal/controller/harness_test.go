@@ -24,6 +24,8 @@ type cluster struct {
 	nodes  map[int32]*Node
 	props  map[string]string
 	snap   uint64
+	// raftTimeout is every node's Config.RaftTimeout.
+	raftTimeout time.Duration
 	// lns stand in for each running node's Kafka listener (the address
 	// it registers), accepting and closing connections, so the active
 	// controller's probes (liveness.go) find a running node alive; stop
@@ -61,18 +63,29 @@ func testLogger() *slog.Logger {
 // are registered and unfenced.
 func newCluster(t *testing.T, nv, nb int, props map[string]string) *cluster {
 	t.Helper()
-	return newClusterOpts(t, nv, nb, props, 0)
+	return newClusterOpts(t, nv, nb, props, 0, 0)
+}
+
+// newClusterRaft is newCluster with raft timeout rt (newCluster's is
+// 400 ms): for tests that count raft entries, which a leader change on a
+// loaded machine would split between controllers.
+func newClusterRaft(t *testing.T, nv, nb int, props map[string]string, rt time.Duration) *cluster {
+	t.Helper()
+	return newClusterOpts(t, nv, nb, props, 0, rt)
 }
 
 // newClusterSnap is a 3-voter cluster with a small snapshot threshold.
 func newClusterSnap(t *testing.T, threshold uint64) *cluster {
 	t.Helper()
-	return newClusterOpts(t, 3, 0, nil, threshold)
+	return newClusterOpts(t, 3, 0, nil, threshold, 0)
 }
 
-func newClusterOpts(t *testing.T, nv, nb int, props map[string]string, snap uint64) *cluster {
+func newClusterOpts(t *testing.T, nv, nb int, props map[string]string, snap uint64, rt time.Duration) *cluster {
 	t.Helper()
-	c := &cluster{t: t, dirs: map[int32]string{}, nodes: map[int32]*Node{}, lns: map[int32]net.Listener{}, ports: map[int32]int{}, props: map[string]string{
+	if rt == 0 {
+		rt = 400 * time.Millisecond
+	}
+	c := &cluster{raftTimeout: rt, t: t, dirs: map[int32]string{}, nodes: map[int32]*Node{}, lns: map[int32]net.Listener{}, ports: map[int32]int{}, props: map[string]string{
 		"broker.session.timeout.ms":    "1500",
 		"broker.heartbeat.interval.ms": "250",
 	}, snap: snap}
@@ -125,7 +138,7 @@ func (c *cluster) start(id int32) *Node {
 		NodeID: id, Voters: c.voters, ControllerListen: listen, DataDir: c.dirs[id],
 		Self:   metadata.Broker{Host: "127.0.0.1", Port: int32(c.ports[id])},
 		Broker: bc, Logger: testLogger().With("test", c.t.Name()),
-		RaftTimeout: 400 * time.Millisecond, SnapshotThreshold: c.snap,
+		RaftTimeout: c.raftTimeout, SnapshotThreshold: c.snap,
 	})
 	if err != nil {
 		c.t.Fatalf("start node %d: %v", id, err)

@@ -318,9 +318,12 @@ func TestShareAuthorization(t *testing.T) {
 // TestShareFencedStateReloads: after AlterShareGroupOffsets gives a share
 // partition a new state epoch, the leader's next write is fenced
 // (FENCED_STATE_EPOCH) and the share partition is loaded again, at the new
-// start offset.
+// start offset. The records stay acquired for the whole test (a lock of
+// a minute): an acknowledgement of a record whose lock expired fails
+// INVALID_RECORD_STATE before any write could be fenced, which a loaded
+// machine reached with the one-second lock of sharePartProps.
 func TestShareFencedStateReloads(t *testing.T) {
-	n := startNode(t, "", sharePartProps)
+	n := startNode(t, "", map[string]string{"group.share.record.lock.duration.ms": "60000"})
 	sharePartTopic(t, n, "q", 10)
 	setGroupConfig(t, n, "sg", "share.auto.offset.reset", "earliest")
 	a := newShareMember(t, n, "sg", "q")

@@ -37,6 +37,44 @@ import (
 // anyway (a node with thousands of partitions opens them in that time).
 const standaloneCatchUp = 2 * time.Minute
 
+// catchUpWait bounds how long a node holds client requests (all but
+// ApiVersions) after it starts, waiting to apply the metadata image that
+// holds its own registration, before it serves them anyway (Kafka's
+// broker waits for its initial catch-up, bounded by
+// server.max.startup.time.ms, whose default is unbounded).
+const catchUpWait = 2 * time.Minute
+
+// holdUntilCaughtUp closes ready, which releases the client requests the
+// Kafka listeners hold (protocol.Server.HoldRequests), once the broker
+// has applied an image holding its registration — the controller's log
+// as of the registration, Kafka's BrokerLifecycleManager
+// initialCatchUpFuture — so that a restarted node never answers from the
+// metadata it is still replaying (UNKNOWN_TOPIC_ID for a topic that
+// exists), or after catchUpWait, or not at all once stop is closed. The
+// controller member of a combined node serves the quorum meanwhile: it
+// has its own listener.
+func holdUntilCaughtUp(b *broker.Broker, ready chan<- struct{}, logger *slog.Logger, stop <-chan struct{}) {
+	start := time.Now()
+	select {
+	case <-b.Applied():
+		close(ready)
+		return
+	default:
+	}
+	logger.Info("holding client requests until this node has caught up with the metadata log", "max_wait", catchUpWait)
+	t := time.NewTimer(catchUpWait)
+	defer t.Stop()
+	select {
+	case <-b.Applied():
+		logger.Info("caught up with the metadata log: serving client requests", "waited", time.Since(start).Round(time.Millisecond))
+	case <-t.C:
+		logger.Warn("serving client requests before this node caught up with the metadata log", "waited", catchUpWait)
+	case <-stop:
+		return
+	}
+	close(ready)
+}
+
 // Options is what a node takes besides its configuration.
 type Options struct {
 	// Logger receives every line the node writes; nil is slog.Default().
@@ -241,6 +279,10 @@ func Start(cfg *config.Broker, o Options) (*Node, error) {
 		return nil, err
 	}
 	n.bls = bls
+	// Requests but ApiVersions wait for the metadata catch-up
+	// (holdUntilCaughtUp, started below).
+	ready := make(chan struct{})
+	srv.HoldRequests(ready)
 	n.errc = make(chan error, 2+len(bls))
 	for _, bl := range bls {
 		go func() { n.errc <- srv.ServeListener(bl.ln, bl.pl) }()
@@ -272,6 +314,7 @@ func Start(cfg *config.Broker, o Options) (*Node, error) {
 	}
 	logger.Info("sluice serving", "node", cfg.NodeID, "kafka", describeListeners(bls), "http", cfg.HTTP, "data", cfg.DataDir)
 	n.stopWatch = make(chan struct{})
+	go holdUntilCaughtUp(b, ready, logger, n.stopWatch)
 	go watchQuorum(ctrl, cfg, logger, n.stopWatch)
 	go bootstrapScram(cfg, b, logger, n.stopWatch)
 	if remoteS3 != nil {

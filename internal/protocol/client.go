@@ -11,6 +11,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -21,7 +22,8 @@ import (
 // Client is a minimal Kafka-protocol client for broker-to-broker calls
 // (follower fetches, ListOffsets): one connection, one request in flight,
 // fixed versions chosen by the caller. It reconnects on the next call after
-// an error.
+// an error, and a read-only request whose reused connection turns out
+// closed by the peer (a restart) is sent again at once on a new one.
 type Client struct {
 	addr     string
 	clientID string
@@ -102,6 +104,40 @@ func (c *Client) RequestReusing(ctx context.Context, req kmsg.Request) (kmsg.Res
 func (c *Client) request(ctx context.Context, req kmsg.Request, reuse bool) (kmsg.Response, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	reused := c.nc != nil
+	resp, err := c.exchange(ctx, req, reuse)
+	if err != nil && reused && ctx.Err() == nil && staleConn(err) && readOnly(req.Key()) {
+		// The connection was opened before the peer restarted (or an
+		// idle timeout closed it at the peer): its first use fails with
+		// EOF or a reset. A read is sent again, once, on a new one.
+		resp, err = c.exchange(ctx, req, reuse)
+	}
+	return resp, err
+}
+
+// staleConn reports whether err is how a connection the peer closed
+// (a restart, an idle timeout) fails its next exchange: EOF, a reset,
+// a broken pipe.
+func staleConn(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
+
+// readOnly reports whether a request of api key k only reads, so that
+// sending it twice is harmless: Fetch, ListOffsets, Metadata,
+// ApiVersions, OffsetForLeaderEpoch, DescribeConfigs.
+func readOnly(k int16) bool {
+	switch k {
+	case 1, 2, 3, apiVersionsKey, 23, 32:
+		return true
+	}
+	return false
+}
+
+// exchange sends req and reads its response on c's connection, dialling
+// one first if there is none (mu held). A failed exchange closes the
+// connection.
+func (c *Client) exchange(ctx context.Context, req kmsg.Request, reuse bool) (kmsg.Response, error) {
 	if c.nc == nil {
 		d := net.Dialer{Timeout: 5 * time.Second}
 		nc, err := d.DialContext(ctx, "tcp", c.addr)

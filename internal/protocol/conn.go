@@ -211,6 +211,10 @@ func (c *Conn) readLoop() (err error) {
 			c.srv.inflight.release(int64(size))
 			return net.ErrClosed
 		}
+		if !raw && !c.waitReady(frame) {
+			c.srv.inflight.release(int64(size))
+			return net.ErrClosed
+		}
 		var p pending
 		if raw {
 			p = c.rawToken(frame)
@@ -231,6 +235,24 @@ func (c *Conn) readLoop() (err error) {
 		if p.reply.Close {
 			return errClose{"handler asked to close"}
 		}
+	}
+}
+
+// waitReady holds the request in frame until the server's ready channel
+// (HoldRequests) is closed; ApiVersions goes at once. It reports false if
+// the server or the connection closed meanwhile.
+func (c *Conn) waitReady(frame []byte) bool {
+	r := c.srv.ready.Load()
+	if r == nil || int16(binary.BigEndian.Uint16(frame)) == apiVersionsKey {
+		return true
+	}
+	select {
+	case <-*r:
+		return true
+	case <-c.srv.done:
+		return false
+	case <-c.writeFailed:
+		return false
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"math"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-io/sluice/internal/metrics"
@@ -87,6 +88,9 @@ type Server struct {
 	quotas   *connQuotas
 	// done is closed by Close (ends acceptor and throttle waits).
 	done chan struct{}
+	// ready, once set (HoldRequests), holds every request but
+	// ApiVersions until it is closed.
+	ready atomic.Pointer[<-chan struct{}]
 
 	mu     sync.Mutex
 	lns    map[net.Listener]struct{}
@@ -102,8 +106,16 @@ func NewServer(cfg Config, reg *Registry) *Server {
 		done: make(chan struct{}), conns: make(map[*Conn]struct{}), lns: make(map[net.Listener]struct{})}
 }
 
-// Serve accepts connections on ln, an unnamed PLAINTEXT listener, until
-// Close. It returns nil after Close.
+// HoldRequests makes every connection hold its requests, ApiVersions
+// excepted, until ready is closed (or the server closes): a broker takes
+// connections as soon as it starts but serves them only once it has caught
+// up with the metadata log, as Kafka's BrokerServer enables request
+// processing only after the initial metadata catch-up. ApiVersions is
+// answered at once (it needs no metadata), so a client or a readiness
+// probe sees the broker up while requests that would read a stale image
+// wait. Call it before serving.
+func (s *Server) HoldRequests(ready <-chan struct{}) { s.ready.Store(&ready) }
+
 // SetConnectionLimits changes max.connections, max.connections.per.ip,
 // its overrides and max.connection.creation.rate at run time (dynamic
 // broker configs, Kafka's SocketServer.reconfigure): new connections are
@@ -123,6 +135,8 @@ func (s *Server) SetConnectionLimits(maxConns, maxPerIP int, overrides map[strin
 	s.quotas.setRate(rate)
 }
 
+// Serve accepts connections on ln, an unnamed PLAINTEXT listener, until
+// Close. It returns nil after Close.
 func (s *Server) Serve(ln net.Listener) error { return s.ServeListener(ln, Listener{}) }
 
 // ServeListener accepts connections on ln as the listener l until Close;

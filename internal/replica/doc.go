@@ -42,8 +42,10 @@
 // owner of the partition's leader-epoch cache and idempotent-producer
 // state (sequence checks, open transactions, the aborted-transaction
 // entries of its ABORT markers, Batch.Abort): the driver's log persists
-// them as Ready says (storage.Log.HandOver), and after a truncation the
-// driver hands back the producer state the disk holds (ResetProducers).
+// them as Ready says (storage.Log.HandOver; the log snapshots producer
+// state at each segment roll from a copy it keeps in step with its
+// appends), and after a truncation the driver hands back the producer
+// state the disk holds (ResetProducers).
 //
 // # Durability (docs/architecture.md, "Durability")
 //

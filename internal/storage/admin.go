@@ -14,9 +14,10 @@ import (
 // TruncateTo removes every batch holding an offset >= offset (follower
 // truncation). As in Kafka, a batch that straddles offset is removed whole,
 // so the log end becomes the start of that batch (<= offset). Unless the
-// log was handed over (its owner truncates its own and persists them), the
-// epoch cache is truncated (even when no data is removed) and producer
-// state is rebuilt from the newest snapshot at or below the new end. The
+// log was handed over (its owner truncates its own and persists it), the
+// epoch cache is truncated (even when no data is removed). The log's
+// producer state is rebuilt from the newest snapshot at or below the new
+// end. The
 // result is fsynced before returning, so no truncated batch can reappear
 // after a crash. An offset below the log start truncates fully (see
 // TruncateFullyAndStartAt).
@@ -100,10 +101,10 @@ func (l *Log) TruncateTo(offset int64) error {
 	}
 	l.scheduleDelete(removed)
 	l.removeOldSnapshots()
+	if err := l.rebuildProducers(); err != nil {
+		return l.fail(err)
+	}
 	if !l.owned() {
-		if err := l.rebuildProducers(); err != nil {
-			return l.fail(err)
-		}
 		if err := l.persistEpochs(); err != nil {
 			return err
 		}
@@ -233,13 +234,12 @@ func (l *Log) truncateFully(offset int64) error {
 		l.epochs = &epoch.Cache{}
 	}
 	l.mu.Unlock()
+	l.producers = producer.NewState()
 	if !owned {
-		l.producers = producer.NewState()
 		if err := l.persistEpochs(); err != nil {
 			return err
 		}
 	}
-	l.snapDue.Store(false)
 	return l.syncAll()
 }
 
@@ -352,10 +352,8 @@ func (l *Log) ApplyRetention(now time.Time, hw int64) (deletedSegments int, err 
 	if err := l.deleteOldest(n, false); err != nil {
 		return 0, err
 	}
-	if !l.owned() {
-		// An owner expires its own (replica.Config.ProducerIDExpirationMs).
-		l.producers.ExpireBefore(nowMs - cfg.ProducerIDExpirationMs)
-	}
+	// An owner expires its own as well (replica.Config.ProducerIDExpirationMs).
+	l.producers.ExpireBefore(nowMs - cfg.ProducerIDExpirationMs)
 	l.processDeletes(nowMs)
 	return n, nil
 }
@@ -516,11 +514,10 @@ func (l *Log) closeClean() error {
 	// state changes only with appends (expiry only drops entries, which
 	// loading drops again).
 	// It is not fsynced either: a snapshot torn by a crash fails its CRC,
-	// and recovery replays from an older one. An owned log's snapshot is
-	// the owner's (WriteProducerSnapshot, before Close); without it,
-	// loading replays from an older one.
+	// and recovery replays from an older one. An owner writes its own
+	// first (WriteProducerSnapshot, before Close).
 	snap := fileName(l.dir, l.leo, snapshotSuffix)
-	if ok, err := vfs.Exists(l.fs, snap); !l.owned() && (err != nil || !ok) {
+	if ok, err := vfs.Exists(l.fs, snap); err != nil || !ok {
 		if err := vfs.WriteFileAtomic(l.fs, snap, l.producers.Encode(), false); err != nil {
 			return l.fail(err)
 		}

@@ -77,12 +77,14 @@ type Log struct {
 	fs  vfs.FS
 	dir string
 
-	appendMu  sync.Mutex
-	producers *producer.State // (appendMu) the log's own; nil once handed over
+	appendMu sync.Mutex
+	// producers is the log's own producer state, kept in step with every
+	// append, before and after HandOver, as Kafka's UnifiedLog updates
+	// its ProducerStateManager on append: what a roll snapshots (appendMu).
+	producers *producer.State
 	// owner returns a copy of the owner's producer state once the log was
 	// handed over (HandOver; owner.go), nil before.
 	owner     func() *producer.State
-	snapDue   atomic.Bool     // rolled since the owner's last snapshot (set and cleared under appendMu)
 	lastNowMs int64           // (appendMu) latest time passed in
 	deletes   []pendingDelete // (appendMu)
 	rpBase    int64           // segment base last written to the recovery point (by the round that publishes itself, ApplyFlush, or syncAll: the writer)
@@ -292,8 +294,8 @@ func (l *Log) observe(now time.Time) {
 
 // appendBatch writes one batch whose header h already carries its final
 // base offset and epoch, rolling first if needed, then publishes it to
-// readers and updates indexes and, unless the log was handed over, the
-// epoch cache and producer state (appendMu held).
+// readers and updates indexes, the producer state and, unless the log was
+// handed over, the epoch cache and aborted index (appendMu held).
 func (l *Log) appendBatch(b []byte, h *batch.Header) error {
 	seg := l.active()
 	if l.shouldRoll(seg, h, len(b)) {
@@ -320,6 +322,8 @@ func (l *Log) appendBatch(b []byte, h *batch.Header) error {
 	l.leo = seg.next
 	if l.owned() {
 		l.mu.Unlock()
+		// The owner hands in the aborted-index entries (Append).
+		applyProducer(l.producers, h, b)
 		return nil
 	}
 	epochChanged := l.epochs.Assign(h.LeaderEpoch, h.BaseOffset)
@@ -357,9 +361,12 @@ func (l *Log) shouldRoll(seg *segment, h *batch.Header, size int) bool {
 }
 
 // roll seals the active segment and starts a new one at the log end, taking
-// a producer-state snapshot named after it, or, once the log was handed
-// over, marking one due from the owner (appendMu held). Nothing is
-// fsynced here: the next Sync covers the new names and the snapshot.
+// a producer-state snapshot named after it: the state after every batch
+// below the new segment's base, as Kafka's UnifiedLog.roll has
+// producerStateManager.takeSnapshot() at the new base offset. Retention
+// deletes snapshots below the first segment's base only, so the first
+// segment always keeps its own (appendMu held). Nothing is fsynced here:
+// the next Sync covers the new names and the snapshot.
 func (l *Log) roll() (*segment, error) {
 	old := l.active()
 	l.mu.Lock()
@@ -376,9 +383,7 @@ func (l *Log) roll() (*segment, error) {
 		return nil, l.fail(err)
 	}
 	seg.createdMs = l.lastNowMs
-	if l.owned() {
-		l.snapDue.Store(true)
-	} else if err := l.writeSnapshot(l.leo, l.producers.Encode()); err != nil {
+	if err := l.writeSnapshot(l.leo, l.producers.Encode()); err != nil {
 		seg.close()
 		return nil, err
 	}
@@ -519,11 +524,10 @@ func (l *Log) ProducerEntry(pid int64) *producer.Entry {
 	return &c
 }
 
-// ProducerState returns the idempotent-producer state at the log end: a
-// copy of the log's own before HandOver; after it, the state rebuilt from
-// the disk (the newest snapshot and the batches after it, the aborted
-// index rebuilt with it), which is what the owner starts again from after
-// a truncation.
+// ProducerState returns a copy of the log's own idempotent-producer state
+// at the log end, which is what the owner starts again from after a
+// truncation: TruncateTo rebuilt it from the disk (the newest snapshot and
+// the batches after it, the aborted index rebuilt with it).
 func (l *Log) ProducerState() (*producer.State, error) {
 	l.checkWriter("ProducerState")
 	l.appendMu.Lock()
@@ -531,7 +535,7 @@ func (l *Log) ProducerState() (*producer.State, error) {
 	if err := l.writable(); err != nil && l.owned() {
 		return nil, err
 	}
-	return l.diskProducers(true)
+	return l.producers.Clone(), nil
 }
 
 // OpenTxns returns the ongoing transactions as the disk holds them

@@ -13,20 +13,21 @@ import (
 // The leader-epoch cache and the idempotent-producer state are derived
 // from the log's batches. A log opened by Open derives them itself (from
 // its checkpoint, its snapshots and a replay of the batches after them)
-// and, until it is handed over, keeps them up to date on every append:
+// and, until it is handed over, keeps both up to date on every append:
 // the mode of tests, tools and benchmarks that write a log without a
 // replica machine (AppendAssigning).
 //
 // The broker hands each partition's log over to its replica machine
-// (HandOver), which from then on is the one owner of both: the machine
-// applies every batch it assigns or fetches, and the log only persists
-// what the machine's Ready says — the epoch checkpoint (SetEpochs), the
-// aborted-transaction index entries of the markers it appends (Append's
-// aborted argument) and a producer-state snapshot after a segment roll
-// (SnapshotDue, WriteProducerSnapshot). Recovery and truncation still
-// rebuild producer state from the disk (ProducerState), which is where
-// the machine takes it from after a truncation. docs/storage.md, "Owned
-// logs".
+// (HandOver), which from then on owns the epoch cache and the producer
+// state the partition serves from: the machine applies every batch it
+// assigns or fetches, and the log persists what the machine's Ready says
+// — the epoch checkpoint (SetEpochs) and the aborted-transaction index
+// entries of the markers it appends (Append's aborted argument). The log
+// still keeps its own producer state in step with its appends (no
+// sequence checks), as Kafka's UnifiedLog does, so that a segment roll
+// snapshots the state exactly at the new segment's base. Truncation
+// rebuilds it from the disk, and the owner takes it from there
+// (ProducerState). docs/storage.md, "Owned logs".
 
 var (
 	// errNotOwned is returned by the owner's calls on a log not handed
@@ -37,15 +38,15 @@ var (
 )
 
 // HandOver makes the caller the owner of the log's epoch cache and
-// producer state and returns them as recovered from the disk. current
-// returns a copy of the owner's producer state at the moment of the call;
-// the cleaner asks it for each producer's last batch (which compaction
-// keeps). From now on appends no longer update either.
+// producer state and returns them as recovered from the disk (the
+// producer state a copy: the log keeps its own for its roll snapshots).
+// current returns a copy of the owner's producer state at the moment of
+// the call; the cleaner asks it for each producer's last batch (which
+// compaction keeps). From now on appends no longer update the epoch cache.
 func (l *Log) HandOver(current func() *producer.State) ([]epoch.Entry, *producer.State) {
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
-	ps := l.producers
-	l.producers = nil
+	ps := l.producers.Clone()
 	l.owner = current
 	l.mu.RLock()
 	defer l.mu.RUnlock()
@@ -85,20 +86,20 @@ func (l *Log) SetEpochs(entries []epoch.Entry) error {
 	return l.persistEpochs()
 }
 
-// SnapshotDue reports whether a segment rolled since the owner's last
-// producer-state snapshot (WriteProducerSnapshot).
-func (l *Log) SnapshotDue() bool { return l.snapDue.Load() }
-
 // WriteProducerSnapshot writes the owner's producer state, encoded with
-// producer.State.Encode, as the snapshot at the log end: the state after
-// every batch below it. The owner calls it once its appends reached the
-// log (its state and the log end agree), after a roll (SnapshotDue) and
-// before a clean close. Recovery replays from the newest snapshot at or
-// below the first segment it scans, so a snapshot taken a few batches
-// after a roll costs at most one more segment of replay. The file is
-// synced by the next Sync.
+// producer.State.Encode, as the snapshot at the log end, and makes it the
+// log's own: the state after every batch below the log end. The owner
+// calls it when its state replaces what the disk holds (a log rebuilt
+// from a remote snapshot) and before a clean close, once its appends
+// reached the log (its state and the log end agree). Segment rolls
+// snapshot the log's own state themselves. The file is synced by the next
+// Sync.
 func (l *Log) WriteProducerSnapshot(data []byte) error {
 	l.checkWriter("WriteProducerSnapshot")
+	ps, err := producer.Decode(data)
+	if err != nil {
+		return err
+	}
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
 	if err := l.ownerWritable(); err != nil {
@@ -107,7 +108,7 @@ func (l *Log) WriteProducerSnapshot(data []byte) error {
 	if err := l.writeSnapshot(l.leo, data); err != nil {
 		return err
 	}
-	l.snapDue.Store(false)
+	l.producers = ps
 	l.removeOldSnapshots()
 	return nil
 }
@@ -132,9 +133,10 @@ func (l *Log) writeSnapshot(off int64, data []byte) error {
 
 // diskProducers returns the producer state at the log end as the disk
 // holds it: the log's own (a copy) before HandOver, and after it a state
-// rebuilt from the newest snapshot and a replay of the batches after it,
-// with rebuild also rewriting the aborted-transaction index entries of
-// the segments replayed, as recovery does (appendMu held).
+// rebuilt from the newest snapshot and a replay of the batches after it
+// (which OpenTxns offers to check the owner against), with rebuild also
+// rewriting the aborted-transaction index entries of the segments
+// replayed, as recovery does (appendMu held).
 func (l *Log) diskProducers(rebuild bool) (*producer.State, error) {
 	if !l.owned() {
 		return l.producers.Clone(), nil

@@ -34,8 +34,7 @@ func handOver(l *Log) *testOwner {
 }
 
 // append writes b (offsets and epoch set) as the broker's processReady
-// does: epochs first, then the batch with its aborted-index entry, then a
-// snapshot if a segment rolled.
+// does: epochs first, then the batch with its aborted-index entry.
 func (o *testOwner) append(t *testing.T, b []byte) {
 	t.Helper()
 	h, err := batch.ParseHeader(b)
@@ -53,11 +52,6 @@ func (o *testOwner) append(t *testing.T, b []byte) {
 	}
 	if err := o.l.Append(b, aborted...); err != nil {
 		t.Fatal(err)
-	}
-	if o.l.SnapshotDue() {
-		if err := o.l.WriteProducerSnapshot(o.ps.Encode()); err != nil {
-			t.Fatal(err)
-		}
 	}
 }
 

@@ -16,9 +16,6 @@ import (
 	"github.com/sluice-io/sluice/internal/vfs"
 )
 
-// keepSnapshots is how many producer snapshots are kept.
-const keepSnapshots = 3
-
 // Open opens the partition log in dir, creating it if missing and
 // recovering it if it was not closed cleanly (see docs/storage.md,
 // "Recovery"). Corrupt or torn data is truncated, never a panic. now is the
@@ -505,9 +502,10 @@ func (l *Log) readProducers(snaps []int64, clean bool, scanFrom int, index bool)
 		// No snapshot from the first segment's base to limit: rather than
 		// an empty state at that base (which forgets the transactions open
 		// there, so their ABORT markers later would get no aborted-index
-		// entry), take the first segment's own snapshot, which the owner
-		// writes a few batches after the roll. That segment is sealed: its
-		// aborted-index entries below the snapshot are in its index file.
+		// entry), take a snapshot inside the first segment: a log written
+		// before rolls snapshotted at the new base holds one a few batches
+		// after it. That segment is sealed: its aborted-index entries
+		// below the snapshot are in its index file.
 		if ps1, from1 := l.snapshotAtOrBelow(snaps, l.segs[1].base); from1 > from {
 			ps, from = ps1, from1
 		}
@@ -619,28 +617,27 @@ func (l *Log) setAborted(i int, aborted []AbortedTxn) error {
 	return nil
 }
 
-// removeOldSnapshots keeps the newest keepSnapshots snapshots at or below
-// the log end and removes the rest (appendMu held or during recovery).
+// removeOldSnapshots removes the producer snapshots outside the log's
+// segments: those above the log end and those below the first segment's
+// base. Every segment keeps the snapshot taken when it was rolled in, as
+// Kafka keeps one per segment and deletes it with its segment
+// (UnifiedLog.deleteSegmentFiles), so recovery from any segment and
+// retention never leave the log without its first segment's snapshot
+// (appendMu held or during recovery).
 func (l *Log) removeOldSnapshots() {
 	names, err := l.fs.List(l.dir)
 	if err != nil {
 		return
 	}
-	var keep []int64
+	first := l.leo
+	if len(l.segs) > 0 {
+		first = l.segs[0].base
+	}
 	for _, n := range names {
 		off, ok := parseFileName(n, snapshotSuffix)
-		if !ok {
-			continue
-		}
-		if off > l.leo {
+		if ok && (off > l.leo || off < first) {
 			l.fs.Remove(filepath.Join(l.dir, n))
-			continue
 		}
-		keep = append(keep, off)
-	}
-	for len(keep) > keepSnapshots {
-		l.fs.Remove(fileName(l.dir, keep[0], snapshotSuffix))
-		keep = keep[1:]
 	}
 }
 

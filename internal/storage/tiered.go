@@ -255,11 +255,9 @@ func (l *Log) ApplyLocalRetention(now time.Time, copiedEnd int64) (int, error) {
 	n := 0
 	for i, s := range l.segs[:len(l.segs)-1] {
 		del := l.segs[i+1].base <= l.logStart
-		// The newest sealed segment stays: crash recovery starts from the
-		// producer snapshot the owner wrote in it a few batches after its
-		// roll (readProducers), with its aborted index on disk; from the
-		// active segment alone it would forget the transactions open at
-		// its base.
+		// The newest sealed segment stays, with its aborted index on disk
+		// (logs written before rolls snapshotted at the new base hold
+		// their usable producer snapshot inside it: readProducers).
 		if !del && s.next-1 <= copiedEnd && i+1 < len(l.segs)-1 {
 			del = retMs >= 0 && nowMs-s.largestTimestamp() > retMs
 			del = del || (retBytes >= 0 && total-s.size >= retBytes)
