@@ -4,7 +4,8 @@
 # 3-node cluster of A and of B (alternating which goes first), runs
 # sluice-bench once against each and prints produce and consume throughput
 # and the B/A ratio, and the CPU seconds (user+system) the three nodes
-# used in all, from their start to the end of the run.
+# used in all during the sluice-bench run (topic creation, warm-up and
+# topic deletion included; the nodes' start left out).
 #
 #   scripts/bench-ab3.sh ROUNDS "A-BINARY A-BENCH-ARGS" "B-BINARY B-BENCH-ARGS"
 #
@@ -56,6 +57,9 @@ run() { # "binary bench-args" -> "produce_rec/s consume_rec/s"
 		kill "${pids[@]}" 2>/dev/null || true
 		wait "${pids[@]}" 2>/dev/null || true
 	done
+	# The nodes' CPU counts from here: their start is left out.
+	local cpu0
+	cpu0=$(nodes_cpu "${pids[@]}")
 	# A listening broker may not have registered yet: creating an RF 3
 	# topic then fails with INVALID_REPLICATION_FACTOR, as in Kafka, so
 	# the run is retried, for up to about 20 s (a loaded machine).
@@ -68,7 +72,7 @@ run() { # "binary bench-args" -> "produce_rec/s consume_rec/s"
 		[ "$try" -lt 20 ] && sleep 1
 	done
 	local cpu
-	cpu=$(nodes_cpu "${pids[@]}")
+	cpu=$(awk -v a="$cpu0" -v b="$(nodes_cpu "${pids[@]}")" 'BEGIN { printf "%.2f", b - a }')
 	# Every node that is still up (a node that died must not leave the
 	# others running).
 	kill "${pids[@]}" 2>/dev/null || true

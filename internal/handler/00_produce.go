@@ -270,9 +270,13 @@ func (h *Handlers) produce(r *protocol.Request) protocol.Reply {
 		resp.Topics = append(resp.Topics, st)
 	}
 	if req.Acks == 0 {
+		// The batches are written after this returns (their results come
+		// at the append, before the write): the frame is not given back.
 		return protocol.Reply{NoResponse: true, Close: failed}
 	}
 	if len(commits) == 0 {
+		// Nothing was handed to a partition.
+		r.ReleaseFrame()
 		return protocol.Reply{Resp: resp}
 	}
 	// Point at the response slots only after the slices stop growing.
@@ -282,9 +286,21 @@ func (h *Handlers) produce(r *protocol.Request) protocol.Reply {
 	return protocol.Reply{Await: func() kmsg.Response {
 		timer := h.b.Clock().NewTimer(clock.Until(h.b.Clock(), deadline) + time.Second)
 		defer timer.Stop()
+		// A partition answers an acks=1 or acks=all batch once it is in
+		// the log (after the write, Partition.processReady) or refused:
+		// with every answer in, nothing reads the request's records any
+		// more and its frame is given back. A timed-out batch may still
+		// be queued for its partition: its frame is left to the GC.
+		answered := 0
+		defer func() {
+			if answered == len(commits) {
+				r.ReleaseFrame()
+			}
+		}()
 		for _, c := range commits {
 			select {
 			case res := <-c.result:
+				answered++
 				c.slot.ErrorCode = res.Error
 				if res.Error != 0 {
 					c.slot.LogStartOffset = failedLogStartOffset(c.p, res.Error)

@@ -200,7 +200,7 @@ func (c *Conn) readLoop() (err error) {
 			return errClose{fmt.Sprintf("request size %d out of bounds", size)}
 		}
 		c.srv.inflight.acquire(int64(size))
-		frame := make([]byte, size)
+		frame, pooled := getFrame(int(size))
 		if _, err := io.ReadFull(br, frame); err != nil {
 			c.srv.inflight.release(int64(size))
 			return err
@@ -219,7 +219,7 @@ func (c *Conn) readLoop() (err error) {
 		if raw {
 			p = c.rawToken(frame)
 		} else {
-			p, err = c.handle(frame)
+			p, err = c.handle(frame, pooled)
 		}
 		if err != nil {
 			c.srv.inflight.release(int64(size))
@@ -257,7 +257,9 @@ func (c *Conn) waitReady(frame []byte) bool {
 }
 
 // handle decodes one frame and runs its handler.
-func (c *Conn) handle(frame []byte) (p pending, err error) {
+// A pooled frame (getFrame) goes with the request, for its handler to give
+// back (Request.ReleaseFrame).
+func (c *Conn) handle(frame []byte, pooled bool) (p pending, err error) {
 	key := int16(binary.BigEndian.Uint16(frame))
 	version := int16(binary.BigEndian.Uint16(frame[2:]))
 	corrID := int32(binary.BigEndian.Uint32(frame[4:]))
@@ -314,6 +316,9 @@ func (c *Conn) handle(frame []byte) (p pending, err error) {
 		return p, errClose{fmt.Sprintf("malformed %s v%d: %v", kmsg.NameForKey(key), version, err)}
 	}
 	req := &Request{Key: key, Version: version, CorrelationID: corrID, ClientID: clientID, Size: len(frame), Body: body, Conn: c}
+	if pooled {
+		req.frame.Store(&frame)
+	}
 	if (c.saslPending() && key != apiVersionsKey) || c.saslReauth(key) {
 		p.reply = c.serveSASL(req)
 		return p, nil

@@ -7,6 +7,7 @@ package protocol
 
 import (
 	"sort"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -60,6 +61,21 @@ type Request struct {
 	// (HandlerTime), set once it returned.
 	start  time.Time
 	served time.Duration
+	// frame is the pooled buffer the request was read into, until
+	// ReleaseFrame gives it back (nil: not pooled, or given back).
+	frame atomic.Pointer[[]byte]
+}
+
+// ReleaseFrame tells the connection that nothing reads the request's bytes
+// any more (Body's byte fields point into them: a produce request's
+// records): its buffer may hold a later request. A handler calls it once
+// everything it started with those bytes is done (a produce request's
+// batches written to the log, or refused), or never; calls after the first
+// do nothing. Nothing may read Body's byte fields after it.
+func (r *Request) ReleaseFrame() {
+	if b := r.frame.Swap(nil); b != nil {
+		putFrame(*b)
+	}
 }
 
 // HandlerTime is the time the request's handler spent on it: the time

@@ -205,7 +205,7 @@ func FuzzSASLRequest(f *testing.F) {
 					return
 				}
 				var err error
-				if p, err = c.handle(fr); err != nil {
+				if p, err = c.handle(fr, false); err != nil {
 					return
 				}
 			}

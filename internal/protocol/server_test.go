@@ -45,7 +45,7 @@ func frame(req kmsg.Request, version int16, corrID int32) []byte {
 
 // readResponse reads one response frame, returning its correlation id and
 // body (after the header).
-func readResponse(t *testing.T, r io.Reader) (int32, []byte) {
+func readResponse(t testing.TB, r io.Reader) (int32, []byte) {
 	t.Helper()
 	var size [4]byte
 	if _, err := io.ReadFull(r, size[:]); err != nil {
@@ -238,7 +238,7 @@ func FuzzRequest(f *testing.F) {
 		if len(b) < 8 {
 			return
 		}
-		p, err := conn.handle(b)
+		p, err := conn.handle(b, false)
 		if err != nil {
 			return
 		}
