@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"path"
 	"sync/atomic"
 	"time"
 
@@ -56,10 +57,15 @@ func (b *Broker) startRemote(opts Options) {
 		reader: remote.NewReader(opts.RemoteStore, md, remote.ReaderConfig{
 			Prefix:          prefix,
 			IndexCacheBytes: b.cfg.Int("remote.log.index.file.cache.total.size.bytes", 1<<30),
+			IndexCacheDir:   path.Join(b.cfg.DataDir, remote.IndexCacheDirName),
+			FS:              b.fs,
 		}),
 		tasks: make(chan func(context.Context), b.cfg.Int("remote.log.reader.max.pending.tasks", 100)),
 	}
 	b.remote = rr
+	if err := rr.reader.IndexCacheErr(); err != nil {
+		b.log.Warn("remote index cache on disk unavailable: remote indexes are cached in memory only", "dir", path.Join(b.cfg.DataDir, remote.IndexCacheDirName), "err", err)
+	}
 	if rate := b.cfg.Int("remote.log.manager.fetch.max.bytes.per.second", 1<<63-1); rate < unlimited {
 		rr.quota = newSampledRate(b.clock, float64(rate), int(b.cfg.Int("remote.log.manager.fetch.quota.window.num", 11)),
 			time.Duration(b.cfg.Int("remote.log.manager.fetch.quota.window.size.seconds", 1))*time.Second)
