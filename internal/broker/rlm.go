@@ -487,6 +487,9 @@ func (r *rlm) deleteSegmentOnce(ctx context.Context, p *Partition, s remote.Segm
 	if err := r.publish(ctx, s.Partition, remote.EncodeUpdate(&u)); err != nil {
 		return fmt.Errorf("DELETE_SEGMENT_FINISHED of %d: %w", s.StartOffset, err)
 	}
+	if rr := r.b.RemoteReader(); rr != nil {
+		rr.Forget(s.ID) // its cached indexes and chunks
+	}
 	r.b.log.Debug("remote segment deleted", "topic", p.Topic, "partition", p.Partition, "start", s.StartOffset, "end", s.EndOffset, "state", s.State)
 	return r.sync(ctx, s.Partition)
 }

@@ -2,6 +2,7 @@ package remote_test
 
 import (
 	"context"
+	"encoding/hex"
 	"io"
 	"os"
 	"path/filepath"
@@ -121,6 +122,25 @@ func TestIndexCacheOnDisk(t *testing.T) {
 	}
 	if _, _, reads, _ := rd2.DiskCacheStats(); reads == 0 {
 		t.Fatal("no index read from the disk cache after the restart")
+	}
+
+	// A deleted segment's files go (Kafka's RemoteIndexCache.remove).
+	id := hex.EncodeToString(tl.segs[0].ID[:])
+	has := func() bool {
+		_, names := dirSize(t, dir)
+		for _, n := range names {
+			if strings.Contains(n, id) {
+				return true
+			}
+		}
+		return false
+	}
+	if !has() {
+		t.Fatalf("no index file of segment %s", id)
+	}
+	rd2.Forget(tl.segs[0].ID)
+	if has() {
+		t.Fatalf("index files of the forgotten segment %s remain", id)
 	}
 
 	// A bound of a few files: the directory stays within it, at start

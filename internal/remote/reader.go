@@ -99,6 +99,19 @@ func NewReader(store objstore.Store, meta Metadata, cfg ReaderConfig) *Reader {
 	return r
 }
 
+// Forget drops what the caches hold of the remote segment id, its index
+// files on disk included: the segment was deleted (Kafka's
+// RemoteIndexCache.remove when RLMExpirationTask deletes a segment).
+func (r *Reader) Forget(id [16]byte) {
+	r.index.removeIf(func(k indexKey) bool { return k.id == id })
+	r.chunks.removeIf(func(k chunkKey) bool { return k.id == id })
+	if r.disk != nil {
+		for _, kind := range []FileKind{FileOffsetIndex, FileTimeIndex, FileTxnIndex} {
+			r.disk.drop(indexKey{id: id, kind: kind})
+		}
+	}
+}
+
 // IndexCacheErr is why the on-disk index cache could not be opened (the
 // reader then caches indexes in memory only), nil if it was or none was
 // asked for.
