@@ -3,7 +3,9 @@ package firsthour
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -194,9 +196,50 @@ func TestDevS3(t *testing.T) {
 		}
 	}
 	readAll()
+	// The broker's /metrics (its status listener, base-port+200) has the
+	// tiered storage metrics of the topic (Kafka's RemoteStorageMetrics).
+	metricsURL := "http://127.0.0.1:" + strconv.Itoa(base+200) + "/metrics"
+	// (The gauges are those of the remote log manager's last pass.)
+	for _, name := range []string{"sluice_remote_copy_bytes_total", "sluice_remote_copy_requests_total", "sluice_remote_fetch_bytes_total",
+		"sluice_remote_fetch_requests_total", "sluice_remote_log_size_bytes", "sluice_remote_log_metadata_count"} {
+		v := -1.0
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			if v = promValue(t, metricsURL, name+`{topic="`+topic+`"}`); v > 0 {
+				break
+			}
+		}
+		if v <= 0 {
+			t.Errorf("%s{topic=%q} = %v on %s", name, topic, v, metricsURL)
+		}
+	}
+	if v := promValue(t, metricsURL, "sluice_remote_log_reader_avg_idle_ratio"); v < 0 || v > 1 {
+		t.Errorf("sluice_remote_log_reader_avg_idle_ratio = %v", v)
+	}
 
 	d.stop()
 	d = startDevS3(t, base, dataDir, config)
 	readAll()
 	d.stop()
+}
+
+// promValue returns the value of the series named exactly series (name
+// and labels as exposed) at url, -1 if it is not there.
+func promValue(t *testing.T, url, series string) float64 {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				t.Fatalf("%s: %q", series, line)
+			}
+			return f
+		}
+	}
+	return -1
 }
