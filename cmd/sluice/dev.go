@@ -26,12 +26,17 @@ import (
 )
 
 // devUsage heads `sluice dev --help`.
-const devUsage = `usage: sluice dev [--brokers N] [--base-port 9092] [--data-dir DIR] [--config FILE]
+const devUsage = `usage: sluice dev [--brokers N] [--base-port 9092] [--data-dir DIR] [--config FILE] [--s3]
 
 Runs a local cluster: one 'sluice serve' process per broker. Broker i serves
 Kafka on base-port+i-1, its controller (brokers 1-3 are the quorum's voters)
 on base-port+100+i-1 and its status page on base-port+200+i-1. Topics
 default to replication factor min(3,N) and min.insync.replicas min(2,N).
+
+With --s3, dev also serves an S3-compatible object store on base-port+300
+(objects kept in DIR/s3) and turns tiered storage on with it: a topic
+created with remote.storage.enable=true keeps its older segments there
+(docs/tiered-storage.md).
 
 A broker that dies does not stop the others: dev prints the command that
 restarts it. Commands on standard input:
@@ -96,6 +101,7 @@ func dev(args []string) error {
 	basePort := fs.Int("base-port", 9092, "Kafka port of broker 1; broker i listens on base-port+i-1")
 	dataDir := fs.String("data-dir", "./sluice-dev", "parent folder of every broker's data")
 	cfgFile := fs.String("config", "", "server.properties passed to every broker (over dev's defaults)")
+	withS3 := fs.Bool("s3", false, "serve an S3-compatible object store on base-port+300 and turn tiered storage on with it")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), devUsage)
 		fs.PrintDefaults()
@@ -109,8 +115,8 @@ func dev(args []string) error {
 	if *n < 1 || *n > 9 {
 		return fmt.Errorf("invalid value %d for --brokers: expected 1 to 9", *n)
 	}
-	if *basePort < 1 || *basePort+200+*n-1 > 65535 {
-		return fmt.Errorf("invalid value %d for --base-port: expected a port such that base-port+%d <= 65535", *basePort, 200+*n-1)
+	if *basePort < 1 || *basePort+200+*n-1 > 65535 || *withS3 && *basePort+300 > 65535 {
+		return fmt.Errorf("invalid value %d for --base-port: expected a port such that base-port+%d <= 65535", *basePort, max(200+*n-1, 300))
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -138,6 +144,11 @@ func dev(args []string) error {
 			}
 		}
 	}
+	if *withS3 {
+		if err := portFree(*basePort + 300); err != nil {
+			return fmt.Errorf("the S3 server cannot start: port %d is in use: %v (choose another --base-port)", *basePort+300, err)
+		}
+	}
 	if err := os.MkdirAll(*dataDir, 0o755); err != nil {
 		return err
 	}
@@ -146,7 +157,17 @@ func dev(args []string) error {
 	if abs, err := filepath.Abs(*dataDir); err == nil {
 		*dataDir = abs
 	}
-	props, err := devProperties(*n, *cfgFile)
+	var extra string
+	var s3 *devS3
+	if *withS3 {
+		var err error
+		if s3, err = startDevS3(*dataDir, *basePort+300); err != nil {
+			return err
+		}
+		defer s3.close() // after every broker stopped
+		extra = s3.properties()
+	}
+	props, err := devProperties(*n, *cfgFile, extra)
 	if err != nil {
 		return err
 	}
@@ -187,6 +208,10 @@ func dev(args []string) error {
 		return err
 	}
 	c.printf("sluice dev: %d brokers\nbootstrap: %s\nstatus: http://127.0.0.1:%d/status\n", *n, strings.Join(bootstrap, ","), http(1))
+	if s3 != nil {
+		c.printf("s3: %s bucket %s (objects in %s); tiered storage is on: create topics with remote.storage.enable=true\n",
+			s3.Endpoint, devS3Bucket, filepath.Join(*dataDir, "s3"))
+	}
 	for _, b := range c.brokers {
 		c.printf("broker %d: pid %d, kafka %s\n", b.id, b.pid(), b.kafka)
 	}
@@ -222,9 +247,10 @@ func dev(args []string) error {
 }
 
 // devProperties returns the server.properties every dev broker reads:
-// replication defaults sized to the cluster, then the user's --config
-// file (validated here so that its errors name it), whose keys win.
-func devProperties(n int, userFile string) (string, error) {
+// replication defaults sized to the cluster, then extra (the --s3
+// settings), then the user's --config file (validated here so that its
+// errors name it), whose keys win.
+func devProperties(n int, userFile, extra string) (string, error) {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "# Written by sluice dev: defaults for a %d-broker cluster", n)
 	if userFile != "" {
@@ -232,6 +258,9 @@ func devProperties(n int, userFile string) (string, error) {
 	}
 	sb.WriteString(".\n")
 	fmt.Fprintf(&sb, "default.replication.factor=%d\nmin.insync.replicas=%d\noffsets.topic.replication.factor=%d\n", min(3, n), min(2, n), min(3, n))
+	if extra != "" {
+		fmt.Fprintf(&sb, "\n# --s3: tiered storage on dev's S3 server\n%s", extra)
+	}
 	if userFile != "" {
 		if err := config.Defaults().LoadFile(userFile); err != nil {
 			return "", err

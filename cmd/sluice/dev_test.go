@@ -1,12 +1,17 @@
 package main
 
 import (
+	"context"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluice-io/sluice/internal/config"
+	"github.com/sluice-io/sluice/internal/objstore"
 )
 
 // TestDevProperties: dev's defaults are sized to the cluster, a --config
@@ -25,7 +30,7 @@ func TestDevProperties(t *testing.T) {
 		return b
 	}
 	for _, c := range []struct{ n, rf, isr int }{{1, 1, 1}, {2, 2, 2}, {3, 3, 2}, {5, 3, 2}} {
-		text, err := devProperties(c.n, "")
+		text, err := devProperties(c.n, "", "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -36,7 +41,7 @@ func TestDevProperties(t *testing.T) {
 	}
 	user := filepath.Join(t.TempDir(), "user.properties")
 	os.WriteFile(user, []byte("min.insync.replicas=1\nnum.partitions=6\n"), 0o644)
-	text, err := devProperties(3, user)
+	text, err := devProperties(3, user, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +50,7 @@ func TestDevProperties(t *testing.T) {
 		t.Errorf("with %s: %v", user, b.Props)
 	}
 	os.WriteFile(user, []byte("num.partitions=six\n"), 0o644)
-	if _, err := devProperties(3, user); err == nil || !strings.Contains(err.Error(), user) || !strings.Contains(err.Error(), "num.partitions") {
+	if _, err := devProperties(3, user, ""); err == nil || !strings.Contains(err.Error(), user) || !strings.Contains(err.Error(), "num.partitions") {
 		t.Errorf("bad --config: %v", err)
 	}
 }
@@ -62,5 +67,71 @@ func TestBuildVersion(t *testing.T) {
 	version = ""
 	if got := buildVersion(); got == "" || got == "dev" {
 		t.Errorf("from build info: %q", got)
+	}
+}
+
+// TestDevS3Server: dev's S3 server takes objects and keeps them in its
+// data directory across a restart; the settings it gives the brokers
+// turn tiered storage on with it (a --config file still wins), and reach
+// it through objstore.FromConfig as a broker does.
+func TestDevS3Server(t *testing.T) {
+	dir := t.TempDir()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	s3, err := startDevS3(dir, port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	user := filepath.Join(t.TempDir(), "user.properties")
+	os.WriteFile(user, []byte("sluice.remote.storage.prefix=mine\n"), 0o644)
+	text, err := devProperties(1, user, s3.properties())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "dev.properties")
+	os.WriteFile(p, []byte(text), 0o644)
+	cfg := config.Defaults()
+	if err := cfg.LoadFile(p); err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.Bool("remote.log.storage.system.enable", false) || cfg.Props["sluice.remote.storage.prefix"] != "mine" {
+		t.Fatalf("dev properties with --s3: %v", cfg.Props)
+	}
+	open := func() *objstore.S3 {
+		t.Helper()
+		st, err := objstore.FromConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := st.Check(ctx); err != nil {
+			t.Fatalf("the bucket: %v", err)
+		}
+		return st
+	}
+	ctx := context.Background()
+	st := open()
+	if err := st.Put(ctx, "a/b.log", strings.NewReader("hello tiered"), 12); err != nil {
+		t.Fatal(err)
+	}
+	s3.close()
+	if s3, err = startDevS3(dir, port); err != nil {
+		t.Fatal(err)
+	}
+	defer s3.close()
+	st = open()
+	rc, err := st.Get(ctx, "a/b.log", 6, 6)
+	if err != nil {
+		t.Fatalf("after a restart: %v", err)
+	}
+	b, _ := io.ReadAll(rc)
+	rc.Close()
+	if string(b) != "tiered" {
+		t.Fatalf("after a restart: %q", b)
 	}
 }

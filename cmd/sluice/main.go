@@ -3,7 +3,7 @@
 //	sluice serve [--node-id N] [--listen HOST:PORT] [--controller-listen HOST:PORT]
 //	             [--voters ID@HOST:PORT,...] [--data-dir DIR] [--http HOST:PORT]
 //	             [--config server.properties]
-//	sluice dev --brokers N [--base-port 9092] [--data-dir DIR] [--config FILE]
+//	sluice dev --brokers N [--base-port 9092] [--data-dir DIR] [--config FILE] [--s3]
 //	sluice storage format --cluster-id ID (--standalone | --initial-controllers ...) [--config FILE]
 //	sluice storage random-uuid
 //	sluice topic|group|config|cluster|produce|consume|elect|reassign|acl|user|quota ...
@@ -115,7 +115,7 @@ func usage() {
   sluice serve [--node-id N] [--listen HOST:PORT] [--controller-listen HOST:PORT]
                [--voters ID@HOST:PORT,...] [--data-dir DIR] [--http HOST:PORT]
                [--config server.properties]
-  sluice dev --brokers N [--base-port 9092] [--data-dir DIR] [--config FILE]
+  sluice dev --brokers N [--base-port 9092] [--data-dir DIR] [--config FILE] [--s3]
   sluice dump-log --files SEGMENT.log[,...] [--print-data-log] [--offsets FROM-TO]
   sluice strays [--data-dir DIR] [--remove NAME | --remove-all]
   sluice storage format --cluster-id ID (--standalone | --initial-controllers ID@HOST:PORT:DIRID,...)

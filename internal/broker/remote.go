@@ -3,9 +3,13 @@ package broker
 import (
 	"context"
 	"errors"
+	"path"
+	"sync/atomic"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/sluice-io/sluice/internal/metrics"
 	"github.com/sluice-io/sluice/internal/remote"
 	"github.com/sluice-io/sluice/internal/replica"
 	"github.com/sluice-io/sluice/internal/storage"
@@ -29,8 +33,13 @@ var ErrNoRemoteStorage = errors.New("broker: remote storage is not configured")
 
 // remoteReads is the remote reader and its pool.
 type remoteReads struct {
-	reader *remote.Reader
-	tasks  chan func(context.Context)
+	reader  *remote.Reader
+	tasks   chan func(context.Context)
+	threads int
+	busy    atomic.Int64 // goroutines running a read
+	// quota is remote.log.manager.fetch.max.bytes.per.second (nil:
+	// unlimited).
+	quota *sampledRate
 }
 
 // startRemote makes the remote reader from the options and starts its
@@ -48,12 +57,22 @@ func (b *Broker) startRemote(opts Options) {
 		reader: remote.NewReader(opts.RemoteStore, md, remote.ReaderConfig{
 			Prefix:          prefix,
 			IndexCacheBytes: b.cfg.Int("remote.log.index.file.cache.total.size.bytes", 1<<30),
+			IndexCacheDir:   path.Join(b.cfg.DataDir, remote.IndexCacheDirName),
+			FS:              b.fs,
 		}),
 		tasks: make(chan func(context.Context), b.cfg.Int("remote.log.reader.max.pending.tasks", 100)),
 	}
 	b.remote = rr
+	if err := rr.reader.IndexCacheErr(); err != nil {
+		b.log.Warn("remote index cache on disk unavailable: remote indexes are cached in memory only", "dir", path.Join(b.cfg.DataDir, remote.IndexCacheDirName), "err", err)
+	}
+	if rate := b.cfg.Int("remote.log.manager.fetch.max.bytes.per.second", 1<<63-1); rate < unlimited {
+		rr.quota = newSampledRate(b.clock, float64(rate), int(b.cfg.Int("remote.log.manager.fetch.quota.window.num", 11)),
+			time.Duration(b.cfg.Int("remote.log.manager.fetch.quota.window.size.seconds", 1))*time.Second)
+	}
 	threads := int(b.cfg.Int("remote.log.reader.threads", 10))
-	b.wg.Add(threads)
+	rr.threads = threads
+	b.wg.Add(threads + 1)
 	for range threads {
 		go func() {
 			defer b.wg.Done()
@@ -62,10 +81,57 @@ func (b *Broker) startRemote(opts Options) {
 				case <-b.ctx.Done():
 					return
 				case fn := <-rr.tasks:
+					rr.busy.Add(1)
 					fn(b.ctx)
+					rr.busy.Add(-1)
 				}
 			}
 		}()
+	}
+	var topics func() map[string]metrics.RemoteTopicGauges
+	if b.rlm != nil {
+		topics = b.rlm.topicGauges
+	}
+	remove := metrics.AddRemoteGauges(topics, func() metrics.RemoteReaderPool {
+		return metrics.RemoteReaderPool{Queued: len(rr.tasks), Busy: int(rr.busy.Load()), Threads: rr.threads}
+	})
+	go func() {
+		defer b.wg.Done()
+		<-b.ctx.Done()
+		remove()
+	}()
+}
+
+// RemoteFetchThrottled reports whether remote reads are over
+// remote.log.manager.fetch.max.bytes.per.second (Kafka's
+// RemoteLogManager.getFetchThrottleTimeMs() > 0, KIP-956): a consumer
+// fetch then gets no remote data for its partitions below the local log
+// start this time (no error, no throttle time: it fetches again), and the
+// rest of the fetch is answered as usual (ReplicaManager's
+// handleOffsetOutOfRangeError). It counts one throttled partition of
+// topic in sluice_remote_fetch_throttled_total when it answers true.
+func (b *Broker) RemoteFetchThrottled(topic string) bool {
+	if b.remote == nil || b.remote.quota == nil || !b.remote.quota.exceeded() {
+		return false
+	}
+	metrics.RemoteFetchThrottled.WithLabelValues(topic).Inc()
+	return true
+}
+
+// RemoteReadDone records one read of the remote log of topic that
+// returned n bytes or failed with err: the metrics (RemoteFetchRequestsPerSec,
+// RemoteFetchBytesPerSec, RemoteFetchErrorsPerSec) and the bytes against
+// the remote fetch quota (as Kafka's RemoteLogReader records them once
+// read).
+func (b *Broker) RemoteReadDone(topic string, n int, err error) {
+	metrics.RemoteFetchRequests.WithLabelValues(topic).Inc()
+	if err != nil {
+		metrics.RemoteFetchErrors.WithLabelValues(topic).Inc()
+		return
+	}
+	metrics.RemoteFetchBytes.WithLabelValues(topic).Add(float64(n))
+	if b.remote != nil && b.remote.quota != nil {
+		b.remote.quota.record(int64(n))
 	}
 }
 

@@ -31,7 +31,8 @@ package broker
 // (remote.log.manager.task.retry.backoff.ms doubling up to
 // remote.log.manager.task.retry.backoff.max.ms); while copies fail,
 // nothing un-copied is deleted locally, and one WARN per interval names
-// the bytes waiting (also the sluice_remote_copy_lag_bytes gauge).
+// the bytes waiting (also the sluice_remote_copy_lag_bytes gauge; the
+// other tiered storage metrics are in internal/metrics/remote_rlm.go).
 // Leadership errors (a cluster starting, a leader moving) are retried
 // quietly, at DEBUG, for rlmSettleTime before they count as failures.
 
@@ -75,6 +76,9 @@ type rlm struct {
 	// settling is when the current run of leadership errors (settling)
 	// began, zero when the last metadata sync succeeded.
 	settling time.Time
+	// gauges are the per-topic gauges as of the last pass
+	// (metrics.RemoteTopicGauges).
+	gauges map[string]metrics.RemoteTopicGauges
 }
 
 // rlmSettleTime is how long leadership errors (settling) are retried
@@ -105,6 +109,10 @@ type rlmPart struct {
 	// copied is the highest offset copied to the remote log in the
 	// replica's epoch lineage, as last computed (-1: none).
 	copied int64
+	// delLagBytes and delLagSegs are the remote segments the running
+	// expiration found past retention and has not deleted yet
+	// (RemoteDeleteLagBytes, RemoteDeleteLagSegments).
+	delLagBytes, delLagSegs int64
 }
 
 func newRLM(b *Broker, store objstore.Store) *rlm {
@@ -286,11 +294,12 @@ func (r *rlm) failed(tp *TP, err error) {
 	} else {
 		r.errs++
 		r.lastErr = err
-		metrics.RemoteCopyErrors.Inc()
 	}
 	if tp == nil {
+		metrics.RemoteCopyErrors.WithLabelValues("").Inc()
 		return
 	}
+	metrics.RemoteCopyErrors.WithLabelValues(tp.Topic).Inc()
 	st := r.part(*tp)
 	st.failures++
 	d := r.backoff << min(st.failures-1, 20)
@@ -503,7 +512,7 @@ func (r *rlm) copySegment(ctx context.Context, p *Partition, rp remote.Partition
 	if err := r.publish(ctx, rp, remote.EncodeUpdate(&u)); err != nil {
 		return fmt.Errorf("COPY_SEGMENT_FINISHED of %d: %w", seg.StartOffset, err)
 	}
-	metrics.RemoteCopyBytes.Add(float64(size))
+	metrics.RemoteCopyBytes.WithLabelValues(p.Topic).Add(float64(size))
 	r.b.log.Debug("segment copied to the remote log", "topic", p.Topic, "partition", p.Partition, "start", seg.StartOffset, "end", seg.EndOffset, "bytes", size)
 	if err := r.sync(ctx, rp); err != nil {
 		return err
@@ -528,6 +537,7 @@ func (r *rlm) copyObjects(ctx context.Context, p *Partition, rp remote.Partition
 	if _, err := rand.Read(seg.ID[:]); err != nil {
 		return seg, 0, err
 	}
+	metrics.RemoteCopyRequests.WithLabelValues(p.Topic).Inc()
 	if err := r.publish(ctx, rp, remote.EncodeSegment(&seg)); err != nil {
 		return seg, 0, fmt.Errorf("COPY_SEGMENT_STARTED of %d: %w", seg.StartOffset, err)
 	}
@@ -587,6 +597,15 @@ func (r *rlm) upload(ctx context.Context, seg *remote.Segment, sc *storage.Segme
 // deleteSegment deletes a remote segment: DELETE_SEGMENT_STARTED (unless
 // it is already), its objects, DELETE_SEGMENT_FINISHED.
 func (r *rlm) deleteSegment(ctx context.Context, p *Partition, s remote.Segment) error {
+	metrics.RemoteDeleteRequests.WithLabelValues(p.Topic).Inc()
+	err := r.deleteSegmentOnce(ctx, p, s)
+	if err != nil {
+		metrics.RemoteDeleteErrors.WithLabelValues(p.Topic).Inc()
+	}
+	return err
+}
+
+func (r *rlm) deleteSegmentOnce(ctx context.Context, p *Partition, s remote.Segment) error {
 	u := remote.Update{Partition: s.Partition, ID: s.ID, BrokerID: r.b.cfg.NodeID}
 	if s.State != remote.DeleteStarted {
 		u.State, u.EventTimestamp = remote.DeleteStarted, r.b.now().UnixMilli()
@@ -605,6 +624,9 @@ func (r *rlm) deleteSegment(ctx context.Context, p *Partition, s remote.Segment)
 	u.State, u.EventTimestamp = remote.DeleteFinished, r.b.now().UnixMilli()
 	if err := r.publish(ctx, s.Partition, remote.EncodeUpdate(&u)); err != nil {
 		return fmt.Errorf("DELETE_SEGMENT_FINISHED of %d: %w", s.StartOffset, err)
+	}
+	if rr := r.b.RemoteReader(); rr != nil {
+		rr.Forget(s.ID) // its cached indexes and chunks
 	}
 	r.b.log.Debug("remote segment deleted", "topic", p.Topic, "partition", p.Partition, "start", s.StartOffset, "end", s.EndOffset, "state", s.State)
 	return r.sync(ctx, s.Partition)
@@ -669,6 +691,11 @@ func (r *rlm) expire(ctx context.Context, p *Partition, rp remote.Partition, ep 
 		dead = append(dead, s)
 	}
 done:
+	var deadBytes int64
+	for _, s := range dead {
+		deadBytes += s.SizeBytes
+	}
+	r.setDeleteLag(p.TP, deadBytes, int64(len(dead)))
 	if cfg.RemoteCopyDisable && len(dead) == len(segs) {
 		newStart = max(newStart, p.log.LocalLogStartOffset())
 	}
@@ -680,14 +707,19 @@ done:
 			return fmt.Errorf("raising the log start to %d: %w", newStart, err)
 		}
 	}
-	for _, s := range append(dead, diverged...) {
+	for i, s := range append(dead, diverged...) {
 		if p.LeaderEpoch() != ep {
 			return errNotLeader
 		}
 		if err := r.deleteSegment(ctx, p, s); err != nil {
 			return err
 		}
+		if i < len(dead) {
+			deadBytes -= s.SizeBytes
+			r.setDeleteLag(p.TP, deadBytes, int64(len(dead)-i-1))
+		}
 	}
+	r.setDeleteLag(p.TP, 0, 0)
 	return nil
 }
 
@@ -747,25 +779,52 @@ func segmentMaxEpoch(s *remote.Segment) int32 {
 	return m
 }
 
-// alarm sets the copy-lag gauges and, when copies failed since the last
-// pass, logs one WARN naming the bytes that stay local until copied.
+// setDeleteLag records the remote segments of tp past retention and not
+// yet deleted.
+func (r *rlm) setDeleteLag(tp TP, bytes, segs int64) {
+	r.mu.Lock()
+	st := r.part(tp)
+	st.delLagBytes, st.delLagSegs = bytes, segs
+	r.mu.Unlock()
+}
+
+// alarm computes the per-topic gauges (metrics.RemoteTopicGauges) of the
+// partitions led here and, when copies failed since the last pass, logs
+// one WARN naming the bytes that stay local until copied.
 func (r *rlm) alarm(parts []*Partition) {
 	var lagBytes, lagSegs int64
+	gauges := map[string]metrics.RemoteTopicGauges{}
 	for _, p := range parts {
 		if !p.IsLeader() || p.log.Config().RemoteCopyDisable {
 			continue
 		}
+		g := gauges[p.Topic]
 		copied := r.copiedEnd(p.TP)
 		for _, s := range p.log.LocalSegments() {
 			if !s.Active && s.Next-1 > copied {
-				lagBytes += s.Size
-				lagSegs++
+				g.CopyLagBytes += s.Size
+				g.CopyLagSegments++
 			}
 		}
+		lagBytes += g.CopyLagBytes - gauges[p.Topic].CopyLagBytes
+		lagSegs += g.CopyLagSegments - gauges[p.Topic].CopyLagSegments
+		rp := remotePartition(p)
+		for _, s := range r.meta.cache.All(rp) {
+			g.MetadataCount++
+			if s.State == remote.CopyFinished {
+				g.SizeBytes += s.SizeBytes
+			}
+		}
+		r.mu.Lock()
+		if st := r.parts[p.TP]; st != nil {
+			g.DeleteLagBytes += st.delLagBytes
+			g.DeleteLagSegments += st.delLagSegs
+		}
+		r.mu.Unlock()
+		gauges[p.Topic] = g
 	}
-	metrics.RemoteCopyLagBytes.Set(float64(lagBytes))
-	metrics.RemoteCopyLagSegments.Set(float64(lagSegs))
 	r.mu.Lock()
+	r.gauges = gauges
 	errs, last := r.errs, r.lastErr
 	r.errs, r.lastErr = 0, nil
 	r.mu.Unlock()
@@ -773,6 +832,13 @@ func (r *rlm) alarm(parts []*Partition) {
 		r.b.log.Warn("remote log copies failing: segments not copied stay on the local disk, whatever local.retention.* says",
 			"failures", errs, "uncopied_bytes", lagBytes, "uncopied_segments", lagSegs, "err", last)
 	}
+}
+
+// topicGauges returns the per-topic gauges as of the last pass.
+func (r *rlm) topicGauges() map[string]metrics.RemoteTopicGauges {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.gauges
 }
 
 // applyLocalRetention lets p's owner delete the local segments copied to

@@ -17,7 +17,11 @@ package handler
 // RemoteStorageException, and a full queue's RejectedExecutionException,
 // through Errors.forException), and an offset no remote segment holds
 // OFFSET_OUT_OF_RANGE. The other partitions of the request answer as
-// usual.
+// usual. While the broker's remote reads are over
+// remote.log.manager.fetch.max.bytes.per.second (KIP-956,
+// Broker.RemoteFetchThrottled) a partition to read remotely is answered
+// with no records and no error, without a read, as Kafka's ReplicaManager
+// does when RemoteLogManager.getFetchThrottleTimeMs is positive.
 
 import (
 	"context"
@@ -67,6 +71,9 @@ func (h *Handlers) readRemote(r *protocol.Request, rd *fetchRead) {
 	out := make(chan remoteResult, len(rd.remote))
 	pending := 0
 	for k, rf := range rd.remote {
+		if h.b.RemoteFetchThrottled(rf.p.Topic) {
+			continue // KIP-956: no remote data this time, no error
+		}
 		err := h.b.SubmitRemoteRead(func(bctx context.Context) {
 			res := remoteResult{k: k}
 			if ctx.Err() != nil {
@@ -76,10 +83,12 @@ func (h *Handlers) readRemote(r *protocol.Request, rd *fetchRead) {
 				stop := context.AfterFunc(bctx, cancel)
 				res.data, res.aborted, res.err = readRemotePartition(ctx, h.b.RemoteReader(), rf)
 				stop()
+				h.b.RemoteReadDone(rf.p.Topic, len(res.data), res.err)
 			}
 			out <- res
 		})
 		if err != nil {
+			h.b.RemoteReadDone(rf.p.Topic, 0, err)
 			out <- remoteResult{k: k, err: err}
 		}
 		pending++

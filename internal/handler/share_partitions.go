@@ -25,6 +25,7 @@ import (
 	"github.com/sluice-io/sluice/internal/protocol"
 	"github.com/sluice-io/sluice/internal/replica"
 	"github.com/sluice-io/sluice/internal/share"
+	"github.com/sluice-io/sluice/internal/storage"
 )
 
 // sharePartState is the share-partition side of the handlers.
@@ -413,27 +414,35 @@ func (h *Handlers) acquireShare(sp *share.Partition, p *broker.Partition, member
 	}
 	res, slice, err := p.Fetch(replica.FetchRequest{ReplicaID: -1, BrokerEpoch: -1, CurrentLeaderEpoch: -1,
 		FetchOffset: from, LastFetchedEpoch: -1, LogStartOffset: -1, ReadCommitted: readCommitted}, int(max(maxBytes, 0)), true)
-	if err != nil {
-		return shareRead{err: kerr.KafkaStorageError.Code}
-	}
-	if res.Error != 0 {
-		if res.Error == kerr.OffsetOutOfRange.Code {
-			return shareRead{} // the log moved under the read; next time
+	var data []byte
+	var txns []storage.AbortedTxn
+	switch {
+	case errors.Is(err, storage.ErrOffsetTiered):
+		// Below the local log start of a tiered topic: the remote log
+		// (share_remote.go).
+		var code int16
+		if data, txns, code = h.readShareRemote(p, from, res.To, maxBytes, readCommitted); code != 0 || len(data) == 0 {
+			return shareRead{err: code}
 		}
-		return shareRead{err: res.Error}
-	}
-	if slice.Size == 0 {
-		return shareRead{}
-	}
-	data, err := slice.AppendTo(nil)
-	if err != nil {
+	case err != nil:
 		return shareRead{err: kerr.KafkaStorageError.Code}
+	case res.Error == kerr.OffsetOutOfRange.Code:
+		return shareRead{} // the log moved under the read; next time
+	case res.Error != 0:
+		return shareRead{err: res.Error}
+	case slice.Size == 0:
+		return shareRead{}
+	default:
+		if data, err = slice.AppendTo(nil); err != nil {
+			return shareRead{err: kerr.KafkaStorageError.Code}
+		}
+		if readCommitted {
+			txns = p.Log().AbortedTxns(from, slice.NextOffset)
+		}
 	}
 	var aborted []abortedRange
-	if readCommitted {
-		for _, a := range p.Log().AbortedTxns(from, slice.NextOffset) {
-			aborted = append(aborted, abortedRange{pid: a.ProducerID, first: a.FirstOffset, last: a.LastOffset})
-		}
+	for _, a := range txns {
+		aborted = append(aborted, abortedRange{pid: a.ProducerID, first: a.FirstOffset, last: a.LastOffset})
 	}
 	type span struct{ start, end int }
 	var batches []share.LogBatch

@@ -72,3 +72,16 @@ func (c *lru[K, V]) stats() (n int, size, evictions int64) {
 	defer c.mu.Unlock()
 	return len(c.m), c.size, c.evictions
 }
+
+// removeIf drops the values whose key matches.
+func (c *lru[K, V]) removeIf(match func(K) bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, el := range c.m {
+		if match(k) {
+			c.size -= el.Value.(*lruEntry[K, V]).size
+			c.ll.Remove(el)
+			delete(c.m, k)
+		}
+	}
+}

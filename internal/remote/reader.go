@@ -10,6 +10,7 @@ import (
 	"github.com/sluice-io/sluice/internal/epoch"
 	"github.com/sluice-io/sluice/internal/objstore"
 	"github.com/sluice-io/sluice/internal/storage"
+	"github.com/sluice-io/sluice/internal/vfs"
 )
 
 // ErrNoSegment is returned for an offset no readable remote segment of the
@@ -28,9 +29,15 @@ type ReaderConfig struct {
 	// Prefix is the object key prefix (sluice.remote.storage.prefix).
 	Prefix string
 	// IndexCacheBytes bounds the parsed offset, time and transaction
-	// indexes held (remote.log.index.file.cache.total.size.bytes, Kafka's
+	// indexes held in memory, and their files in IndexCacheDir
+	// (remote.log.index.file.cache.total.size.bytes, Kafka's
 	// RemoteIndexCache). Default 1 GiB.
 	IndexCacheBytes int64
+	// IndexCacheDir, if set, is the directory the index objects are
+	// cached in on disk (IndexCacheDirName in the log directory), kept
+	// across restarts, through FS (default vfs.Default).
+	IndexCacheDir string
+	FS            vfs.FS
 	// ChunkBytes is the size of the ranges of log objects fetched and
 	// cached; ChunkCacheBytes bounds the chunks held. Defaults 1 MiB and
 	// 64 MiB.
@@ -63,6 +70,10 @@ type Reader struct {
 	cfg    ReaderConfig
 	index  *lru[indexKey, any]
 	chunks *lru[chunkKey, []byte]
+	// disk is the on-disk index cache (nil without IndexCacheDir, or if
+	// it could not be opened: diskErr).
+	disk    *diskIndexCache
+	diskErr error
 }
 
 // NewReader returns a reader of the segments meta lists, whose objects
@@ -77,8 +88,42 @@ func NewReader(store objstore.Store, meta Metadata, cfg ReaderConfig) *Reader {
 	if cfg.ChunkCacheBytes <= 0 {
 		cfg.ChunkCacheBytes = 64 << 20
 	}
-	return &Reader{store: store, meta: meta, cfg: cfg,
+	if cfg.FS == nil {
+		cfg.FS = vfs.Default
+	}
+	r := &Reader{store: store, meta: meta, cfg: cfg,
 		index: newLRU[indexKey, any](cfg.IndexCacheBytes), chunks: newLRU[chunkKey, []byte](cfg.ChunkCacheBytes)}
+	if cfg.IndexCacheDir != "" {
+		r.disk, r.diskErr = openDiskIndexCache(cfg.FS, cfg.IndexCacheDir, cfg.IndexCacheBytes)
+	}
+	return r
+}
+
+// Forget drops what the caches hold of the remote segment id, its index
+// files on disk included: the segment was deleted (Kafka's
+// RemoteIndexCache.remove when RLMExpirationTask deletes a segment).
+func (r *Reader) Forget(id [16]byte) {
+	r.index.removeIf(func(k indexKey) bool { return k.id == id })
+	r.chunks.removeIf(func(k chunkKey) bool { return k.id == id })
+	if r.disk != nil {
+		for _, kind := range []FileKind{FileOffsetIndex, FileTimeIndex, FileTxnIndex} {
+			r.disk.drop(indexKey{id: id, kind: kind})
+		}
+	}
+}
+
+// IndexCacheErr is why the on-disk index cache could not be opened (the
+// reader then caches indexes in memory only), nil if it was or none was
+// asked for.
+func (r *Reader) IndexCacheErr() error { return r.diskErr }
+
+// DiskCacheStats reports the index files in the on-disk cache, their
+// total size, and how many were read from and written to it.
+func (r *Reader) DiskCacheStats() (files int, bytes, reads, writes int64) {
+	if r.disk == nil {
+		return 0, 0, 0, 0
+	}
+	return r.disk.stats()
 }
 
 // Metadata is the remote log metadata the reader looks segments up in.
@@ -354,6 +399,36 @@ func (r *Reader) object(ctx context.Context, seg *Segment, kind FileKind, limit 
 // maxIndexObject bounds an index object read whole.
 const maxIndexObject = 256 << 20
 
+// indexObject reads seg's index object of kind, from the on-disk cache if
+// it holds it, else from the store (then caching it on disk). A missing
+// offset or time index is cached as an empty file (it reads as empty); a
+// missing transaction index is not cached (it is an error to its
+// readers).
+func (r *Reader) indexObject(ctx context.Context, seg *Segment, kind FileKind) ([]byte, bool, error) {
+	key := indexKey{id: seg.ID, kind: kind}
+	if r.disk != nil {
+		if b, ok := r.disk.get(key); ok {
+			return b, true, nil
+		}
+	}
+	b, ok, err := r.object(ctx, seg, kind, maxIndexObject)
+	if err != nil {
+		return nil, false, err
+	}
+	if r.disk != nil && (ok || kind != FileTxnIndex) {
+		r.disk.put(seg.StartOffset, key, b)
+	}
+	return b, ok, nil
+}
+
+// badIndex forgets an index file that did not parse, so that the next
+// read takes the object again.
+func (r *Reader) badIndex(seg *Segment, kind FileKind) {
+	if r.disk != nil {
+		r.disk.drop(indexKey{id: seg.ID, kind: kind})
+	}
+}
+
 // offsetIndex returns seg's parsed offset index (cached). A missing index
 // object reads as empty (a segment that never had an entry): the read
 // scans from the segment's start.
@@ -362,7 +437,7 @@ func (r *Reader) offsetIndex(ctx context.Context, seg *Segment) (storage.OffsetI
 	if v, ok := r.index.get(key); ok {
 		return v.(storage.OffsetIndex), nil
 	}
-	b, _, err := r.object(ctx, seg, FileOffsetIndex, maxIndexObject)
+	b, _, err := r.indexObject(ctx, seg, FileOffsetIndex)
 	if err != nil {
 		return storage.OffsetIndex{}, err
 	}
@@ -372,6 +447,7 @@ func (r *Reader) offsetIndex(ctx context.Context, seg *Segment) (storage.OffsetI
 	}
 	ix, err := storage.ParseOffsetIndex(b, size)
 	if err != nil {
+		r.badIndex(seg, FileOffsetIndex)
 		return storage.OffsetIndex{}, fmt.Errorf("%w: %s: %v", ErrStorage, ObjectKey(r.cfg.Prefix, seg, FileOffsetIndex), err)
 	}
 	r.index.add(key, ix, int64(len(b))+64)
@@ -385,12 +461,13 @@ func (r *Reader) timeIndex(ctx context.Context, seg *Segment) (storage.TimeIndex
 	if v, ok := r.index.get(key); ok {
 		return v.(storage.TimeIndex), nil
 	}
-	b, _, err := r.object(ctx, seg, FileTimeIndex, maxIndexObject)
+	b, _, err := r.indexObject(ctx, seg, FileTimeIndex)
 	if err != nil {
 		return storage.TimeIndex{}, err
 	}
 	ix, err := storage.ParseTimeIndex(b, seg.EndOffset+1-seg.StartOffset)
 	if err != nil {
+		r.badIndex(seg, FileTimeIndex)
 		return storage.TimeIndex{}, fmt.Errorf("%w: %s: %v", ErrStorage, ObjectKey(r.cfg.Prefix, seg, FileTimeIndex), err)
 	}
 	r.index.add(key, ix, int64(len(b))+64)
@@ -408,7 +485,7 @@ func (r *Reader) txnIndex(ctx context.Context, seg *Segment) ([]storage.AbortedT
 	if v, ok := r.index.get(key); ok {
 		return v.([]storage.AbortedTxn), nil
 	}
-	b, ok, err := r.object(ctx, seg, FileTxnIndex, maxIndexObject)
+	b, ok, err := r.indexObject(ctx, seg, FileTxnIndex)
 	if err != nil {
 		return nil, err
 	}
