@@ -114,6 +114,11 @@ type rec struct {
 	count    int16
 	member   string
 	deadline time.Time
+	// pending: the record's last transition (an acknowledgement, a
+	// release) waits for its write; until the write returns the record
+	// is neither acquired nor acknowledged again, and SPSO does not pass
+	// it (a failed write restores its previous state).
+	pending bool
 }
 
 // Partition is one share partition on its partition leader: Kafka's
@@ -122,7 +127,9 @@ type rec struct {
 // one by one; everything below SPSO is acknowledged or archived, and
 // everything from SPEO on was never acquired. Locks expire lazily: every
 // operation first returns the records whose lock passed to Available (or
-// archives them at the delivery limit). Safe for concurrent use.
+// archives them at the delivery limit). The lock is never held across a
+// Persister call: transitions waiting for their write are pending
+// (write.go). Safe for concurrent use.
 type Partition struct {
 	mu        sync.Mutex
 	key       Key
@@ -136,6 +143,12 @@ type Partition struct {
 	// waking the long polls waiting on Changed.
 	avail chan struct{}
 	knobs Knobs
+	// next collects the transitions applied since the write in flight
+	// started; writing is set while a write is in flight, and idle is
+	// closed (and replaced) when it returns (write.go).
+	next    *pendingWrite
+	writing bool
+	idle    chan struct{}
 }
 
 // Knobs re-introduce bugs in the share partitions, for the simulator's
@@ -176,7 +189,8 @@ func Load(ctx context.Context, p Persister, key Key, leaderEpoch int32, cfg Conf
 	if err != nil {
 		return nil, err
 	}
-	sp := &Partition{key: key, cfg: cfg.withDefaults(), persister: p, stateEpoch: st.StateEpoch, leaderEpoch: leaderEpoch, avail: make(chan struct{})}
+	sp := &Partition{key: key, cfg: cfg.withDefaults(), persister: p, stateEpoch: st.StateEpoch, leaderEpoch: leaderEpoch,
+		avail: make(chan struct{}), idle: make(chan struct{})}
 	if st.StartOffset < 0 {
 		off, err := resetOffset()
 		if err != nil {
@@ -260,10 +274,10 @@ func (sp *Partition) makeAvailable(r *rec) {
 }
 
 // advance moves SPSO over the acknowledged and archived records at the
-// head of the window.
+// head of the window whose write returned.
 func (sp *Partition) advance() {
 	n := 0
-	for n < len(sp.recs) && (sp.recs[n].state == Acknowledged || sp.recs[n].state == Archived) {
+	for n < len(sp.recs) && (sp.recs[n].state == Acknowledged || sp.recs[n].state == Archived) && !sp.recs[n].pending {
 		n++
 	}
 	if n == 0 {
@@ -304,7 +318,7 @@ func (sp *Partition) NextFetchOffset(now time.Time) (offset int64, ok bool) {
 	defer sp.mu.Unlock()
 	sp.expire(now)
 	for i := range sp.recs {
-		if sp.recs[i].state == Available {
+		if sp.recs[i].state == Available && !sp.recs[i].pending {
 			return sp.start + int64(i), true
 		}
 	}
@@ -371,7 +385,7 @@ func (sp *Partition) Acquire(member string, now time.Time, from int64, batches [
 			if r == nil {
 				break
 			}
-			if r.state == Available {
+			if r.state == Available && !r.pending {
 				r.state = Archived
 			}
 		}
@@ -387,7 +401,7 @@ func (sp *Partition) Acquire(member string, now time.Time, from int64, batches [
 				break
 			}
 			cursor = o + 1
-			if r.state != Available {
+			if r.state != Available || r.pending {
 				continue
 			}
 			if b.Skip {
@@ -433,33 +447,45 @@ func CheckAcks(acks []AckBatch, renew bool) error {
 	return nil
 }
 
-// Acknowledge applies member's acknowledgements: accept acknowledges,
+// Acknowledge applies member's acknowledgements (Ack) and waits until
+// they are durable (Pending.Wait). A nil error means the acknowledgement
+// is durable; on a failed write its transitions are undone and the
+// write's error returned.
+func (sp *Partition) Acknowledge(ctx context.Context, member string, now time.Time, acks []AckBatch, renew bool) error {
+	p, err := sp.Ack(member, now, acks, renew)
+	if err != nil {
+		return err
+	}
+	return p.Wait(ctx)
+}
+
+// Ack applies member's acknowledgements in memory: accept acknowledges,
 // release makes Available again (or archives at the delivery limit),
 // reject and gap archive, renew extends the lock. Every offset must be
 // acquired by member with its lock not yet expired, else nothing changes
-// and the error is INVALID_RECORD_STATE. The new state is written to the
-// persister before Acknowledge returns; if the write fails, the window is
-// restored and its error returned. A nil error means the acknowledgement
-// is durable.
-func (sp *Partition) Acknowledge(ctx context.Context, member string, now time.Time, acks []AckBatch, renew bool) error {
+// and the error is INVALID_RECORD_STATE. The records changed are pending
+// until the write that carries them returns (Pending.Wait): they are not
+// acquired again meanwhile, as Kafka's SharePartition holds a record
+// under an ongoing state transition, and a failed write restores them.
+func (sp *Partition) Ack(member string, now time.Time, acks []AckBatch, renew bool) (*Pending, error) {
 	if err := CheckAcks(acks, renew); err != nil {
-		return err
+		return nil, err
 	}
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
 	sp.expire(now)
 	for _, a := range acks {
 		if a.First < sp.start || a.Last >= sp.end() {
-			return fmt.Errorf("%w: offsets %d-%d outside the in-flight window %d-%d", kerr.InvalidRecordState, a.First, a.Last, sp.start, sp.end())
+			return nil, fmt.Errorf("%w: offsets %d-%d outside the in-flight window %d-%d", kerr.InvalidRecordState, a.First, a.Last, sp.start, sp.end())
 		}
 		for o := a.First; o <= a.Last; o++ {
 			if r := sp.recs[o-sp.start]; r.state != Acquired || r.member != member {
-				return fmt.Errorf("%w: offset %d is not acquired by this member", kerr.InvalidRecordState, o)
+				return nil, fmt.Errorf("%w: offset %d is not acquired by this member", kerr.InvalidRecordState, o)
 			}
 		}
 	}
-	saved, savedStart := append([]rec(nil), sp.recs...), sp.start
-	changed := false
+	var w *pendingWrite
+	durable := true
 	for _, a := range acks {
 		for o := a.First; o <= a.Last; o++ {
 			t := a.Types[0]
@@ -467,6 +493,18 @@ func (sp *Partition) Acknowledge(ctx context.Context, member string, now time.Ti
 				t = a.Types[o-a.First]
 			}
 			r := &sp.recs[o-sp.start]
+			if t == AckRenew {
+				r.deadline = now.Add(sp.cfg.LockDuration)
+				continue
+			}
+			if sp.knobs.AckBeforeDurable {
+				durable = false
+			} else {
+				if w == nil {
+					w = sp.pend()
+				}
+				w.save(o, r)
+			}
 			switch t {
 			case AckAccept:
 				r.state, r.member, r.deadline = Acknowledged, "", time.Time{}
@@ -474,50 +512,39 @@ func (sp *Partition) Acknowledge(ctx context.Context, member string, now time.Ti
 				sp.makeAvailable(r)
 			case AckReject, AckGap:
 				r.state, r.member, r.deadline = Archived, "", time.Time{}
-			case AckRenew:
-				r.deadline = now.Add(sp.cfg.LockDuration)
-				continue
 			}
-			changed = true
 		}
 	}
-	if !changed {
-		return nil
-	}
-	sp.advance()
-	if sp.knobs.AckBeforeDurable {
+	if !durable {
+		// Knobs.AckBeforeDurable: answered without a write.
+		sp.advance()
 		sp.released()
-		return nil
 	}
-	if err := sp.persister.Write(ctx, sp.key, sp.state()); err != nil {
-		sp.recs, sp.start = saved, savedStart
-		return err
-	}
-	sp.released()
-	return nil
+	return &Pending{sp: sp, w: w}, nil
 }
 
 // ReleaseMember makes every record member holds Available again (or
 // archives it at the delivery limit), and persists the state if anything
 // changed: a share session closed, or its connection went away (Kafka's
-// SharePartition.releaseAcquiredRecords).
+// SharePartition.releaseAcquiredRecords). The records are pending until
+// the write returns; a failed write leaves them acquired until their
+// locks expire.
 func (sp *Partition) ReleaseMember(ctx context.Context, member string, now time.Time) error {
 	sp.mu.Lock()
-	defer sp.mu.Unlock()
 	sp.expire(now)
-	changed := false
+	var w *pendingWrite
 	for i := range sp.recs {
 		if r := &sp.recs[i]; r.state == Acquired && r.member == member {
+			if w == nil {
+				w = sp.pend()
+			}
+			w.save(sp.start+int64(i), r)
 			sp.makeAvailable(r)
-			changed = true
 		}
 	}
-	if !changed {
-		return nil
-	}
-	sp.advance()
-	sp.released()
-	return sp.persister.Write(ctx, sp.key, sp.state())
+	p := &Pending{sp: sp, w: w}
+	sp.mu.Unlock()
+	return p.Wait(ctx)
 }
 
 // State returns the window as a persister state.
@@ -529,9 +556,16 @@ func (sp *Partition) State() State {
 
 // state builds the persisted form: runs of equal (state, delivery count)
 // other than Available never delivered; Acquired is written as Available.
+// Pending transitions are written as done (the write being built carries
+// them), so the start offset passes pending acknowledged and archived
+// records at the head of the window.
 func (sp *Partition) state() State {
-	st := State{StateEpoch: sp.stateEpoch, LeaderEpoch: sp.leaderEpoch, StartOffset: sp.start}
-	for i, r := range sp.recs {
+	head := 0
+	for head < len(sp.recs) && (sp.recs[head].state == Acknowledged || sp.recs[head].state == Archived) {
+		head++
+	}
+	st := State{StateEpoch: sp.stateEpoch, LeaderEpoch: sp.leaderEpoch, StartOffset: sp.start + int64(head)}
+	for i, r := range sp.recs[head:] {
 		s := int8(r.state)
 		if r.state == Acquired {
 			s = StateAvailable
@@ -542,7 +576,7 @@ func (sp *Partition) state() State {
 		if s == StateAvailable && r.count == 0 {
 			continue
 		}
-		o := sp.start + int64(i)
+		o := st.StartOffset + int64(i)
 		if k := len(st.Batches) - 1; k >= 0 && st.Batches[k].LastOffset == o-1 && st.Batches[k].DeliveryState == s && st.Batches[k].DeliveryCount == r.count {
 			st.Batches[k].LastOffset = o
 			continue
