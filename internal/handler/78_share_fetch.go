@@ -35,8 +35,9 @@ package handler
 // up to the high watermark (the last stable offset under the group's
 // share.isolation.level=read_committed, whose aborted transactional
 // batches, like control batches, are archived, never delivered), at most
-// MaxBytes in all (the first batch always whole; MaxBytes 0 acquires
-// nothing) and MaxRecords records
+// MaxBytes in all, split evenly over the partitions (Kafka's
+// PartitionMaxBytesStrategy UNIFORM; each partition's first batch always
+// whole; MaxBytes 0 acquires nothing) and MaxRecords records
 // (batch_optimized: the batch reaching it is taken whole; record_limit:
 // exactly), AcquiredRecords runs cut at BatchSize. With fewer than
 // MinBytes acquired, the request long-polls up to MaxWaitMs, woken by new
@@ -217,11 +218,15 @@ func (sf *shareFetchRun) fetch(parts []share.TopicPartition, full bool, lookup t
 			wake = append(wake, t.part.p.Changed(), t.sp.Changed())
 		}
 		failed := false
+		shares := uniformMaxBytes(budget-bytes, len(ts))
 		for i := range ts {
 			t := &ts[i]
-			room := budget - bytes
-			if room <= 0 && (records > 0 || noBytes) || maxRecords > 0 && records >= maxRecords {
+			room := shares[i]
+			if noBytes || maxRecords > 0 && records >= maxRecords {
 				break
+			}
+			if room <= 0 {
+				continue
 			}
 			if !t.part.p.IsLeader() {
 				rp := sf.part(t.part.tp)
@@ -234,7 +239,7 @@ func (sf *shareFetchRun) fetch(parts []share.TopicPartition, full bool, lookup t
 			if maxRecords > 0 {
 				left = maxRecords - records
 			}
-			rd := h.acquireShare(t.sp, t.part.p, sf.member, sf.cfg.readCommitted, room, left, strict)
+			rd := h.acquireShare(t.sp, t.part.p, sf.member, sf.cfg.readCommitted, sf.cfg.part.MaxInFlight, room, left, strict)
 			if rd.err != 0 {
 				sf.part(t.part.tp).ErrorCode = rd.err
 				failed = true
@@ -277,6 +282,30 @@ func (sf *shareFetchRun) fetch(parts []share.TopicPartition, full bool, lookup t
 		}
 		h.releaseShareMember(sf.group, sf.member, held)
 	}
+}
+
+// uniformMaxBytes splits a ShareFetch's MaxBytes left over its n
+// partitions as Kafka's PartitionMaxBytesStrategy UNIFORM does: evenly,
+// the remainder to one partition (the first here; Kafka picks one at
+// random), and with fewer bytes than partitions one byte to as many
+// partitions as there are bytes (again the first ones), the rest none.
+// Each partition's read returns its first batch whole.
+func uniformMaxBytes(left int64, n int) []int64 {
+	out := make([]int64, n)
+	if n == 0 || left <= 0 {
+		return out
+	}
+	if left < int64(n) {
+		for i := range left {
+			out[i] = 1
+		}
+		return out
+	}
+	for i := range out {
+		out[i] = left / int64(n)
+	}
+	out[0] += left % int64(n)
+	return out
 }
 
 // waitAny waits until one of chans is closed (true), d passes or gone is

@@ -9,7 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	sharegroup "github.com/sluice-io/sluice/internal/group/share"
+	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -19,10 +19,12 @@ import (
 	"github.com/sluice-io/sluice/internal/acl"
 	"github.com/sluice-io/sluice/internal/batch"
 	"github.com/sluice-io/sluice/internal/broker"
+	sharegroup "github.com/sluice-io/sluice/internal/group/share"
 	"github.com/sluice-io/sluice/internal/metadata"
 	"github.com/sluice-io/sluice/internal/protocol"
 	"github.com/sluice-io/sluice/internal/replica"
 	"github.com/sluice-io/sluice/internal/share"
+	"github.com/sluice-io/sluice/internal/storage"
 )
 
 // sharePartState is the share-partition side of the handlers.
@@ -311,10 +313,13 @@ type shareRead struct {
 // acquireShare reads sp's partition p from the share partition's next
 // fetch offset, at most maxBytes (the first batch always whole), up to the
 // high watermark (the last stable offset under read_committed), and
-// acquires for member what it read, at most maxRecords. Control batches
-// and, under read_committed, aborted transactional batches are archived.
-// The records returned are the batches that hold acquired offsets.
-func (h *Handlers) acquireShare(sp *share.Partition, p *broker.Partition, member string, readCommitted bool, maxBytes int64, maxRecords int, strict bool) shareRead {
+// acquires for member what it read, at most maxRecords. Only the batch
+// headers are read up to the end of the window (maxInFlight offsets from
+// SPSO), and then only the batches that hold acquired offsets. Control
+// batches and, under read_committed, aborted transactional batches are
+// archived. The records returned are the batches that hold acquired
+// offsets.
+func (h *Handlers) acquireShare(sp *share.Partition, p *broker.Partition, member string, readCommitted bool, maxInFlight int, maxBytes int64, maxRecords int, strict bool) shareRead {
 	now := h.b.Now()
 	sp.AdvanceTo(p.LogStartOffset())
 	from, ok := sp.NextFetchOffset(now)
@@ -335,47 +340,116 @@ func (h *Handlers) acquireShare(sp *share.Partition, p *broker.Partition, member
 	if slice.Size == 0 {
 		return shareRead{}
 	}
-	data, err := slice.AppendTo(nil)
+	// Only the headers are read first, up to the batch that reaches the
+	// end of the window the acquisition may grow to; the batches holding
+	// acquired offsets are read afterwards.
+	if maxInFlight <= 0 {
+		maxInFlight = share.DefaultMaxInFlight
+	}
+	start, _ := sp.Offsets()
+	hds, err := sliceBatches(slice, start+int64(maxInFlight)-1)
 	if err != nil {
 		return shareRead{err: kerr.KafkaStorageError.Code}
 	}
+	if len(hds) == 0 {
+		return shareRead{}
+	}
 	var aborted []abortedRange
 	if readCommitted {
-		for _, a := range p.Log().AbortedTxns(from, slice.NextOffset) {
+		for _, a := range p.Log().AbortedTxns(from, hds[len(hds)-1].hd.NextOffset()) {
 			aborted = append(aborted, abortedRange{pid: a.ProducerID, first: a.FirstOffset, last: a.LastOffset})
 		}
 	}
-	type span struct{ start, end int }
-	var batches []share.LogBatch
-	var spans []span
-	for pos, rest := 0, data; len(rest) > 0; {
-		hd, b, next, err := batch.Next(rest)
-		if err != nil {
-			break
-		}
-		lb := share.LogBatch{First: hd.BaseOffset, Last: hd.BaseOffset + int64(hd.LastOffsetDelta)}
-		lb.Skip = hd.IsControl() || readCommitted && hd.IsTransactional() && isAborted(aborted, hd.ProducerID, hd.BaseOffset)
-		batches = append(batches, lb)
-		spans = append(spans, span{pos, pos + len(b)})
-		pos += len(b)
-		rest = next
+	batches := make([]share.LogBatch, len(hds))
+	for i, sb := range hds {
+		hd := sb.hd
+		batches[i] = share.LogBatch{First: hd.BaseOffset, Last: hd.LastOffset(),
+			Skip: hd.IsControl() || readCommitted && hd.IsTransactional() && isAborted(aborted, hd.ProducerID, hd.BaseOffset)}
 	}
 	acq := sp.Acquire(member, now, from, batches, maxRecords, strict)
 	if len(acq) == 0 {
 		return shareRead{}
 	}
 	// Send the batches that hold acquired offsets.
-	out := make([]byte, 0, len(data))
+	var send []sliceBatch
 	k := 0
 	for i, lb := range batches {
 		for k < len(acq) && acq[k].Last < lb.First {
 			k++
 		}
 		if k < len(acq) && acq[k].First <= lb.Last && !lb.Skip {
-			out = append(out, data[spans[i].start:spans[i].end]...)
+			send = append(send, hds[i])
 		}
 	}
-	return shareRead{data: out, acquired: acq}
+	data, err := readBatches(slice, send)
+	if err != nil {
+		// The records are acquired but cannot be sent: their locks
+		// expire and they are delivered again.
+		return shareRead{err: kerr.KafkaStorageError.Code}
+	}
+	return shareRead{data: data, acquired: acq}
+}
+
+// sliceBatch is one batch of a storage.Slice: its header, and where it is.
+type sliceBatch struct {
+	hd       batch.Header
+	chunk    int
+	pos, len int64
+}
+
+// sliceBatches reads the headers of s's batches in order, without their
+// records, up to the first batch whose last offset reaches stop.
+func sliceBatches(s storage.Slice, stop int64) ([]sliceBatch, error) {
+	var out []sliceBatch
+	var buf [batch.HeaderSize]byte
+	for ci, c := range s.Chunks {
+		for pos := c.Pos; pos+batch.HeaderSize <= c.Pos+c.Len; {
+			if _, err := c.File.ReadAt(buf[:], pos); err != nil {
+				return nil, err
+			}
+			hd, err := batch.ParseHeader(buf[:])
+			if err != nil {
+				return nil, err
+			}
+			n := int64(hd.Size())
+			if pos+n > c.Pos+c.Len {
+				break
+			}
+			out = append(out, sliceBatch{hd: hd, chunk: ci, pos: pos, len: n})
+			if hd.LastOffset() >= stop {
+				return out, nil
+			}
+			pos += n
+		}
+	}
+	return out, nil
+}
+
+// readBatches reads the bytes of bs (batches of s, in order), joining
+// the reads of adjacent ones.
+func readBatches(s storage.Slice, bs []sliceBatch) ([]byte, error) {
+	total := int64(0)
+	for _, b := range bs {
+		total += b.len
+	}
+	out := make([]byte, 0, total)
+	for i := 0; i < len(bs); {
+		j, end := i+1, bs[i].pos+bs[i].len
+		for j < len(bs) && bs[j].chunk == bs[i].chunk && bs[j].pos == end {
+			end += bs[j].len
+			j++
+		}
+		n := len(out)
+		out = out[:n+int(end-bs[i].pos)]
+		if m, err := s.Chunks[bs[i].chunk].File.ReadAt(out[n:], bs[i].pos); m < len(out)-n {
+			if err == nil || errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+		i = j
+	}
+	return out, nil
 }
 
 // abortedRange is an aborted transaction of the read range.
