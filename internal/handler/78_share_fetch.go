@@ -25,7 +25,8 @@ package handler
 //
 // Acknowledgements ride on the request (AcknowledgementBatches: accept,
 // release, reject, gap, and renew when IsRenewAck) and are applied before
-// records are acquired; each partition's outcome is its
+// records are acquired, their writes running while records are acquired
+// (the answer waits for both); each partition's outcome is its
 // AcknowledgeErrorCode (INVALID_RECORD_STATE for records the member does
 // not hold, INVALID_REQUEST for malformed batches), and an outcome of 0
 // means the state is durable in the persister. A renewing request
@@ -120,20 +121,37 @@ func (h *Handlers) shareFetch(r *protocol.Request) protocol.Reply {
 		sf := &shareFetchRun{h: h, r: r, req: req, resp: resp, group: group, member: member, cfg: cfg,
 			allowed: map[string]bool{}, idx: map[share.TopicPartition]*kmsg.ShareFetchResponseTopicPartition{}}
 		lookup := h.b.LookupDeadline()
-		for _, tp := range ackOrder {
+		acking := make([]shareAcking, len(ackOrder))
+		for i, tp := range ackOrder {
 			part := h.resolveShare(r, tp, lookup, sf.allowed)
-			rp := sf.part(tp)
-			rp.AcknowledgeErrorCode, rp.AcknowledgeErrorMessage = h.shareAck(group, member, part, cfg, acks[tp], req.IsRenewAck)
-			sf.setLeader(rp, part)
+			acking[i] = h.shareAckStart(group, member, part, cfg, acks[tp], req.IsRenewAck)
+			sf.setLeader(sf.part(tp), part)
 		}
-		if res.Closed {
-			h.releaseShareMember(group, member, res.Parts)
+		answer := func(rs []shareAckResult) {
+			for i, tp := range ackOrder {
+				rp := sf.part(tp)
+				rp.AcknowledgeErrorCode, rp.AcknowledgeErrorMessage = rs[i].code, rs[i].msg
+			}
+		}
+		if res.Closed || req.IsRenewAck || h.share.oneGoroutine {
+			answer(h.shareAckWaitAll(acking))
+			if res.Closed {
+				h.releaseShareMember(group, member, res.Parts)
+			}
+			if res.Closed || req.IsRenewAck {
+				return sf.finish()
+			}
+			sf.fetch(res.Parts, res.Full, lookup)
 			return sf.finish()
 		}
-		if req.IsRenewAck {
-			return sf.finish()
-		}
+		// The acknowledgements' writes run while records are acquired
+		// (the records they carry are not acquirable until the writes
+		// return), as Kafka's KafkaApis runs a share fetch's
+		// acknowledge and fetch side by side; the answer waits for both.
+		written := make(chan []shareAckResult, 1)
+		go func() { written <- h.shareAckWaitAll(acking) }()
 		sf.fetch(res.Parts, res.Full, lookup)
+		answer(<-written)
 		return sf.finish()
 	}}
 }

@@ -12,6 +12,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -33,6 +34,11 @@ type sharePartState struct {
 	sessions *share.Sessions
 	// watch replaces watchShareConn's goroutine (Options.WatchShareConn).
 	watch func(c *protocol.Conn, release func())
+	// oneGoroutine: a request's work stays on its goroutine, for the
+	// simulator, which parks it at each Persister call (set with watch):
+	// acknowledgements are made durable before acquiring, one partition
+	// after the other.
+	oneGoroutine bool
 }
 
 // registerShareAPIs installs ShareFetch and ShareAcknowledge with the
@@ -227,28 +233,81 @@ func (h *Handlers) sharePartition(group string, part sharePart, cfg shareGroupCo
 	return h.share.mgr.Get(ctx, key, part.p.LeaderEpoch(), cfg.part, h.resetOffset(part.p, cfg.reset))
 }
 
-// shareAck applies member's acknowledgements on one partition and
-// returns the error code: the partition's, INVALID_REQUEST for malformed
-// batches, INVALID_RECORD_STATE for records member does not hold, or the
-// persister's error (the acknowledgement then did not happen).
-func (h *Handlers) shareAck(group, member string, part sharePart, cfg shareGroupConfig, acks []share.AckBatch, renew bool) (int16, *string) {
+// shareAcking is one partition's acknowledgements applied in memory
+// (shareAckStart), or the error that stopped them.
+type shareAcking struct {
+	sp   *share.Partition
+	p    *share.Pending
+	code int16
+	msg  *string
+}
+
+// shareAckStart applies member's acknowledgements on one partition in
+// memory and returns them to wait for (shareAckWait), or the error code:
+// the partition's, INVALID_REQUEST for malformed batches,
+// INVALID_RECORD_STATE for records member does not hold.
+func (h *Handlers) shareAckStart(group, member string, part sharePart, cfg shareGroupConfig, acks []share.AckBatch, renew bool) shareAcking {
 	if err := share.CheckAcks(acks, renew); err != nil {
-		return code(err), message(err)
+		return shareAcking{code: code(err), msg: message(err)}
 	}
 	if part.err != 0 {
-		return part.err, nil
+		return shareAcking{code: part.err}
 	}
 	sp, err := h.sharePartition(group, part, cfg)
 	if err != nil {
-		return code(err), message(err)
+		return shareAcking{code: code(err), msg: message(err)}
+	}
+	p, err := sp.Ack(member, h.b.Now(), acks, renew)
+	if err != nil {
+		h.dropIfFenced(sp, err)
+		return shareAcking{code: code(err), msg: message(err)}
+	}
+	return shareAcking{sp: sp, p: p}
+}
+
+// shareAckWait waits until a's acknowledgements are durable and returns
+// its error code: 0, a's own, or the persister's (the acknowledgements
+// were then undone).
+func (h *Handlers) shareAckWait(a shareAcking) (int16, *string) {
+	if a.p == nil {
+		return a.code, a.msg
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := sp.Acknowledge(ctx, member, h.b.Now(), acks, renew); err != nil {
-		h.dropIfFenced(sp, err)
+	if err := a.p.Wait(ctx); err != nil {
+		h.dropIfFenced(a.sp, err)
 		return code(err), message(err)
 	}
 	return 0, nil
+}
+
+// shareAckResult is one partition's acknowledgement outcome.
+type shareAckResult struct {
+	code int16
+	msg  *string
+}
+
+// shareAckWaitAll waits for as (shareAckWait), the partitions' writes
+// side by side; in the simulator (one goroutine runs at a time) one after
+// the other.
+func (h *Handlers) shareAckWaitAll(as []shareAcking) []shareAckResult {
+	out := make([]shareAckResult, len(as))
+	if h.share.oneGoroutine || len(as) == 1 {
+		for i, a := range as {
+			out[i].code, out[i].msg = h.shareAckWait(a)
+		}
+		return out
+	}
+	var wg sync.WaitGroup
+	for i, a := range as {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i].code, out[i].msg = h.shareAckWait(a)
+		}()
+	}
+	wg.Wait()
+	return out
 }
 
 // dropIfFenced forgets a share partition whose write was fenced
