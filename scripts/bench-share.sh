@@ -11,7 +11,8 @@
 # BENCH_ARGS are further sluice-bench flags (default: --records 300000
 # --acks all); PORT_BASE=N puts the nodes on ports N+1..N+3 (Kafka) and
 # N+11..N+13 (controller) (default: random in 20000-39999); SERVE_CONFIG
-# is a properties file every node starts with (serve --config).
+# is a properties file every node starts with (serve --config); MEMBERS is
+# the members of each group (default 3).
 set -euo pipefail
 rounds=${1:-3}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -41,7 +42,7 @@ for r in $(seq "$rounds"); do
 	for try in 1 2 3 4 5; do
 		# shellcheck disable=SC2086
 		if out=$("$tmp/sluice-bench" --brokers "$brokers" --partitions 3 --replication-factor 3 \
-			${BENCH_ARGS:---records 300000 --acks all} --share --group-members 3); then
+			${BENCH_ARGS:---records 300000 --acks all} --share --group-members "${MEMBERS:-3}"); then
 			break
 		fi
 		[ "$try" -lt 5 ] && sleep 2
