@@ -56,6 +56,10 @@ type Config struct {
 	MaxInFlight int
 }
 
+// maxWindowFactor bounds the in-flight window to this many times
+// MaxInFlight: a batch taken whole past the limit (Acquire) stops there.
+const maxWindowFactor = 4
+
 // Kafka's defaults (GroupCoordinatorConfig / ShareGroupConfig).
 const (
 	// DefaultLockDuration is group.share.record.lock.duration.ms.
@@ -205,7 +209,7 @@ func Load(ctx context.Context, p Persister, key Key, leaderEpoch int32, cfg Conf
 			continue
 		}
 		first := max(b.FirstOffset, sp.start)
-		if first-sp.start > int64(sp.cfg.MaxInFlight)*4 {
+		if first-sp.start >= int64(sp.cfg.MaxInFlight)*maxWindowFactor {
 			break // a corrupt state: keep the window bounded
 		}
 		for sp.end() < first {
@@ -346,8 +350,9 @@ func (sp *Partition) NextDeadline() (time.Time, bool) {
 // reaches maxRecords is acquired whole; with strict (record_limit)
 // acquisition stops at maxRecords exactly. Offsets from on that no batch
 // holds (compacted away) and the offsets of Skip batches are archived:
-// they are never delivered. The window never grows past MaxInFlight
-// offsets.
+// they are never delivered. The window grows past MaxInFlight offsets
+// only to take whole, without strict, a batch that starts inside it (at
+// most to 4 times MaxInFlight).
 func (sp *Partition) Acquire(member string, now time.Time, from int64, batches []LogBatch, maxRecords int, strict bool) []AcquiredRange {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
@@ -363,11 +368,11 @@ func (sp *Partition) Acquire(member string, now time.Time, from int64, batches [
 		out = append(out, AcquiredRange{First: o, Last: o, DeliveryCount: count})
 	}
 	full := func() bool { return maxRecords > 0 && n >= maxRecords }
-	// at returns offset o's record, growing the window to it; nil when
-	// the window is full.
-	at := func(o int64) *rec {
+	// at returns offset o's record, growing the window to it up to limit
+	// offsets; nil past it.
+	at := func(o int64, limit int) *rec {
 		for sp.end() <= o {
-			if len(sp.recs) >= sp.cfg.MaxInFlight {
+			if len(sp.recs) >= limit {
 				return nil
 			}
 			sp.recs = append(sp.recs, rec{state: Available})
@@ -381,7 +386,7 @@ func (sp *Partition) Acquire(member string, now time.Time, from int64, batches [
 		}
 		// Offsets between the previous batch and this one hold no record.
 		for o := cursor; o < b.First; o++ {
-			r := at(o)
+			r := at(o, sp.cfg.MaxInFlight)
 			if r == nil {
 				break
 			}
@@ -389,13 +394,22 @@ func (sp *Partition) Acquire(member string, now time.Time, from int64, batches [
 				r.state = Archived
 			}
 		}
+		// A batch that starts inside the window is taken whole under
+		// batch_optimized, even past MaxInFlight, as Kafka's
+		// SharePartition acquires the batch that reaches the in-flight
+		// limit whole (the limit is checked before acquiring); at most
+		// to maxWindowFactor times the limit, which Load relies on.
+		limit := sp.cfg.MaxInFlight
+		if first := max(b.First, cursor); !strict && first < sp.start+int64(limit) {
+			limit *= maxWindowFactor
+		}
 		stopped := false
 		for o := max(b.First, cursor); o <= b.Last; o++ {
 			if strict && full() {
 				stopped = true
 				break
 			}
-			r := at(o)
+			r := at(o, limit)
 			if r == nil {
 				stopped = true
 				break
