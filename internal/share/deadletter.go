@@ -69,8 +69,9 @@ type DeadLetter struct {
 }
 
 // DeadLetterSink takes the records to dead-letter: the share partitions
-// hand it each run once its Archiving state is in the window (and, for
-// an acknowledgement, written), under the partition's lock.
+// hand it each run once its Archiving state is durable (the write that
+// carried it succeeded, or the window was loaded with it), under the
+// partition's lock.
 type DeadLetterSink interface {
 	// Enqueue queues dl without blocking. false means it was not taken
 	// (the queue is full): the records are archived without a copy.

@@ -289,9 +289,11 @@ func (sp *Partition) Offsets() (start, end int64) {
 
 // expire returns the records whose lock passed before now, as Kafka's
 // SharePartition.releaseAcquisitionLockOnTimeout: Available, or Archived
-// at the delivery limit. The change is in memory; it is marked for the
-// next write (PersistExpired, or any acknowledgement), and the records
-// released are not acquired again until that write succeeded.
+// (Archiving with a dead-letter topic) at the delivery limit. The change
+// is in memory and unsynced: the next write carries it (PersistExpired,
+// or any acknowledgement; write.go), and the records released are not
+// acquired again, nor the Archiving ones handed to the dead-letter sink,
+// until a write started after the release succeeded.
 func (sp *Partition) expire(now time.Time) {
 	for i := range sp.recs {
 		r := &sp.recs[i]
