@@ -10,7 +10,9 @@
 #
 # BENCH_ARGS are further sluice-bench flags (default: --records 300000
 # --acks all); PORT_BASE=N puts the nodes on ports N+1..N+3 (Kafka) and
-# N+11..N+13 (controller) (default: random in 20000-39999).
+# N+11..N+13 (controller) (default: random in 20000-39999); SERVE_CONFIG
+# is a properties file every node starts with (serve --config); MEMBERS is
+# the members of each group (default 3).
 set -euo pipefail
 rounds=${1:-3}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -29,7 +31,7 @@ voters="1@127.0.0.1:$((base + 11)),2@127.0.0.1:$((base + 12)),3@127.0.0.1:$((bas
 pids=()
 for n in 1 2 3; do
 	"$bin" serve --node-id "$n" --listen "127.0.0.1:$((base + n))" --controller-listen "127.0.0.1:$((base + 10 + n))" \
-		--voters "$voters" --data-dir "$tmp/data/$n" >"$tmp/serve-$n.log" 2>&1 &
+		--voters "$voters" --data-dir "$tmp/data/$n" ${SERVE_CONFIG:+--config "$SERVE_CONFIG"} >"$tmp/serve-$n.log" 2>&1 &
 	pids+=($!)
 done
 for n in 1 2 3; do wait_port $((base + n)); done
@@ -40,7 +42,7 @@ for r in $(seq "$rounds"); do
 	for try in 1 2 3 4 5; do
 		# shellcheck disable=SC2086
 		if out=$("$tmp/sluice-bench" --brokers "$brokers" --partitions 3 --replication-factor 3 \
-			${BENCH_ARGS:---records 300000 --acks all} --share --group-members 3); then
+			${BENCH_ARGS:---records 300000 --acks all} --share --group-members "${MEMBERS:-3}"); then
 			break
 		fi
 		[ "$try" -lt 5 ] && sleep 2

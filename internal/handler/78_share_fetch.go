@@ -25,7 +25,8 @@ package handler
 //
 // Acknowledgements ride on the request (AcknowledgementBatches: accept,
 // release, reject, gap, and renew when IsRenewAck) and are applied before
-// records are acquired; each partition's outcome is its
+// records are acquired, their writes running while records are acquired
+// (the answer waits for both); each partition's outcome is its
 // AcknowledgeErrorCode (INVALID_RECORD_STATE for records the member does
 // not hold, INVALID_REQUEST for malformed batches), and an outcome of 0
 // means the state is durable in the persister. A renewing request
@@ -35,8 +36,9 @@ package handler
 // up to the high watermark (the last stable offset under the group's
 // share.isolation.level=read_committed, whose aborted transactional
 // batches, like control batches, are archived, never delivered), at most
-// MaxBytes in all (the first batch always whole; MaxBytes 0 acquires
-// nothing) and MaxRecords records
+// MaxBytes in all, split evenly over the partitions (Kafka's
+// PartitionMaxBytesStrategy UNIFORM; each partition's first batch always
+// whole; MaxBytes 0 acquires nothing) and MaxRecords records
 // (batch_optimized: the batch reaching it is taken whole; record_limit:
 // exactly), AcquiredRecords runs cut at BatchSize. With fewer than
 // MinBytes acquired, the request long-polls up to MaxWaitMs, woken by new
@@ -119,20 +121,37 @@ func (h *Handlers) shareFetch(r *protocol.Request) protocol.Reply {
 		sf := &shareFetchRun{h: h, r: r, req: req, resp: resp, group: group, member: member, cfg: cfg,
 			allowed: map[string]bool{}, idx: map[share.TopicPartition]*kmsg.ShareFetchResponseTopicPartition{}}
 		lookup := h.b.LookupDeadline()
-		for _, tp := range ackOrder {
+		acking := make([]shareAcking, len(ackOrder))
+		for i, tp := range ackOrder {
 			part := h.resolveShare(r, tp, lookup, sf.allowed)
-			rp := sf.part(tp)
-			rp.AcknowledgeErrorCode, rp.AcknowledgeErrorMessage = h.shareAck(group, member, part, cfg, acks[tp], req.IsRenewAck)
-			sf.setLeader(rp, part)
+			acking[i] = h.shareAckStart(group, member, part, cfg, acks[tp], req.IsRenewAck)
+			sf.setLeader(sf.part(tp), part)
 		}
-		if res.Closed {
-			h.releaseShareMember(group, member, res.Parts)
+		answer := func(rs []shareAckResult) {
+			for i, tp := range ackOrder {
+				rp := sf.part(tp)
+				rp.AcknowledgeErrorCode, rp.AcknowledgeErrorMessage = rs[i].code, rs[i].msg
+			}
+		}
+		if res.Closed || req.IsRenewAck || h.share.oneGoroutine {
+			answer(h.shareAckWaitAll(acking))
+			if res.Closed {
+				h.releaseShareMember(group, member, res.Parts)
+			}
+			if res.Closed || req.IsRenewAck {
+				return sf.finish()
+			}
+			sf.fetch(res.Parts, res.Full, lookup)
 			return sf.finish()
 		}
-		if req.IsRenewAck {
-			return sf.finish()
-		}
+		// The acknowledgements' writes run while records are acquired
+		// (the records they carry are not acquirable until the writes
+		// return), as Kafka's KafkaApis runs a share fetch's
+		// acknowledge and fetch side by side; the answer waits for both.
+		written := make(chan []shareAckResult, 1)
+		go func() { written <- h.shareAckWaitAll(acking) }()
 		sf.fetch(res.Parts, res.Full, lookup)
+		answer(<-written)
 		return sf.finish()
 	}}
 }
@@ -217,11 +236,15 @@ func (sf *shareFetchRun) fetch(parts []share.TopicPartition, full bool, lookup t
 			wake = append(wake, t.part.p.Changed(), t.sp.Changed())
 		}
 		failed := false
+		shares := uniformMaxBytes(budget-bytes, len(ts))
 		for i := range ts {
 			t := &ts[i]
-			room := budget - bytes
-			if room <= 0 && (records > 0 || noBytes) || maxRecords > 0 && records >= maxRecords {
+			room := shares[i]
+			if noBytes || maxRecords > 0 && records >= maxRecords {
 				break
+			}
+			if room <= 0 {
+				continue
 			}
 			if !t.part.p.IsLeader() {
 				rp := sf.part(t.part.tp)
@@ -234,7 +257,7 @@ func (sf *shareFetchRun) fetch(parts []share.TopicPartition, full bool, lookup t
 			if maxRecords > 0 {
 				left = maxRecords - records
 			}
-			rd := h.acquireShare(t.sp, t.part.p, sf.member, sf.cfg.readCommitted, room, left, strict)
+			rd := h.acquireShare(t.sp, t.part.p, sf.member, sf.cfg.readCommitted, sf.cfg.part.MaxInFlight, room, left, strict)
 			if rd.err != 0 {
 				sf.part(t.part.tp).ErrorCode = rd.err
 				failed = true
@@ -277,6 +300,30 @@ func (sf *shareFetchRun) fetch(parts []share.TopicPartition, full bool, lookup t
 		}
 		h.releaseShareMember(sf.group, sf.member, held)
 	}
+}
+
+// uniformMaxBytes splits a ShareFetch's MaxBytes left over its n
+// partitions as Kafka's PartitionMaxBytesStrategy UNIFORM does: evenly,
+// the remainder to one partition (the first here; Kafka picks one at
+// random), and with fewer bytes than partitions one byte to as many
+// partitions as there are bytes (again the first ones), the rest none.
+// Each partition's read returns its first batch whole.
+func uniformMaxBytes(left int64, n int) []int64 {
+	out := make([]int64, n)
+	if n == 0 || left <= 0 {
+		return out
+	}
+	if left < int64(n) {
+		for i := range left {
+			out[i] = 1
+		}
+		return out
+	}
+	for i := range out {
+		out[i] = left / int64(n)
+	}
+	out[0] += left % int64(n)
+	return out
 }
 
 // waitAny waits until one of chans is closed (true), d passes or gone is

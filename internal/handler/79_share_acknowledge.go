@@ -56,6 +56,7 @@ func (h *Handlers) shareAcknowledge(r *protocol.Request) protocol.Reply {
 		allowed := map[string]bool{}
 		lookup := h.b.LookupDeadline()
 		var leaders []int32
+		var acking []shareAcking
 		for _, t := range req.Topics {
 			rt := kmsg.NewShareAcknowledgeResponseTopic()
 			rt.TopicID = t.TopicID
@@ -69,7 +70,7 @@ func (h *Handlers) shareAcknowledge(r *protocol.Request) protocol.Reply {
 				rp := kmsg.NewShareAcknowledgeResponseTopicPartition()
 				rp.Partition = p.Partition
 				rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = -1, -1
-				rp.ErrorCode, rp.ErrorMessage = h.shareAck(group, member, part, cfg, acks, req.IsRenewAck)
+				acking = append(acking, h.shareAckStart(group, member, part, cfg, acks, req.IsRenewAck))
 				if part.err == kerr.NotLeaderForPartition.Code {
 					rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = part.leader, part.epoch
 					leaders = append(leaders, part.leader)
@@ -77,6 +78,16 @@ func (h *Handlers) shareAcknowledge(r *protocol.Request) protocol.Reply {
 				rt.Partitions = append(rt.Partitions, rp)
 			}
 			resp.Topics = append(resp.Topics, rt)
+		}
+		// The partitions' writes run side by side.
+		res := h.shareAckWaitAll(acking)
+		k := 0
+		for i := range resp.Topics {
+			for j := range resp.Topics[i].Partitions {
+				rp := &resp.Topics[i].Partitions[j]
+				rp.ErrorCode, rp.ErrorMessage = res[k].code, res[k].msg
+				k++
+			}
 		}
 		for _, e := range h.shareEndpoints(r, leaders) {
 			ne := kmsg.NewShareAcknowledgeResponseNodeEndpoint()

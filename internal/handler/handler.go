@@ -79,7 +79,9 @@ type Options struct {
 	// WatchShareConn, when set, replaces the goroutine that waits for a
 	// connection with share sessions to close: it is given the
 	// connection and the release to run once it closed (the simulator
-	// runs it itself, deterministically).
+	// runs it itself, deterministically). Set, a share request also
+	// keeps its work on its own goroutine: its acknowledgements are made
+	// durable before it acquires records, one partition after the other.
 	WatchShareConn func(c *protocol.Conn, release func())
 	// StepShareExpiry leaves the persisting of expired share locks to
 	// the caller's ExpireShareLocks (the simulator, on its clock) instead
@@ -202,6 +204,7 @@ func RegisterWith(reg *protocol.Registry, b *broker.Broker, opts Options) *Handl
 	if !opts.StepShareExpiry {
 		h.sweepShareExpiry()
 	}
+	h.share.oneGoroutine = opts.WatchShareConn != nil
 	// The share group coordinator deletes share-partition state through
 	// the share coordinator, which asks it whether a group is empty.
 	h.groups.SetSharePersister(opts.SharePersister)

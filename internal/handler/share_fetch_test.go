@@ -285,8 +285,13 @@ func TestShareAcknowledgeTypes(t *testing.T) {
 	if c := resp.Topics[0].Partitions[0].AcknowledgeErrorCode; c != 0 {
 		t.Fatalf("ack: %v", kerr.ErrorForCode(c))
 	}
-	// The same fetch acquired the released ones again: a holds 1 and 3.
+	// The released ones are acquired again: by the same fetch if their
+	// write returned before it acquired (the two run side by side, as in
+	// Kafka; a record under a write is not acquirable), else by the next.
 	got := acquiredOf(t, resp)
+	if len(got) == 0 {
+		got = acquiredOf(t, a.fetch(0))
+	}
 	if len(got) != 2 || got[1] != 2 || got[3] != 2 {
 		t.Fatalf("redelivered %v", got)
 	}

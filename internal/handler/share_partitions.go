@@ -9,9 +9,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	sharegroup "github.com/sluice-io/sluice/internal/group/share"
+	"io"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -21,6 +22,7 @@ import (
 	"github.com/sluice-io/sluice/internal/broker"
 	"github.com/sluice-io/sluice/internal/clock"
 	"github.com/sluice-io/sluice/internal/config"
+	sharegroup "github.com/sluice-io/sluice/internal/group/share"
 	"github.com/sluice-io/sluice/internal/metadata"
 	"github.com/sluice-io/sluice/internal/protocol"
 	"github.com/sluice-io/sluice/internal/replica"
@@ -39,6 +41,11 @@ type sharePartState struct {
 	// dlq copies records to the groups' dead-letter topics (KIP-1191,
 	// share_deadletter.go).
 	dlq *deadLetterWriter
+	// oneGoroutine: a request's work stays on its goroutine, for the
+	// simulator, which parks it at each Persister call (set with watch):
+	// acknowledgements are made durable before acquiring, one partition
+	// after the other.
+	oneGoroutine bool
 }
 
 // registerShareAPIs installs ShareFetch and ShareAcknowledge with the
@@ -261,28 +268,81 @@ func (h *Handlers) sharePartition(group string, part sharePart, cfg shareGroupCo
 	return h.share.mgr.Get(ctx, key, part.p.LeaderEpoch(), cfg.part, h.resetOffset(ctx, part.p, group))
 }
 
-// shareAck applies member's acknowledgements on one partition and
-// returns the error code: the partition's, INVALID_REQUEST for malformed
-// batches, INVALID_RECORD_STATE for records member does not hold, or the
-// persister's error (the acknowledgement then did not happen).
-func (h *Handlers) shareAck(group, member string, part sharePart, cfg shareGroupConfig, acks []share.AckBatch, renew bool) (int16, *string) {
+// shareAcking is one partition's acknowledgements applied in memory
+// (shareAckStart), or the error that stopped them.
+type shareAcking struct {
+	sp   *share.Partition
+	p    *share.Pending
+	code int16
+	msg  *string
+}
+
+// shareAckStart applies member's acknowledgements on one partition in
+// memory and returns them to wait for (shareAckWait), or the error code:
+// the partition's, INVALID_REQUEST for malformed batches,
+// INVALID_RECORD_STATE for records member does not hold.
+func (h *Handlers) shareAckStart(group, member string, part sharePart, cfg shareGroupConfig, acks []share.AckBatch, renew bool) shareAcking {
 	if err := share.CheckAcks(acks, renew); err != nil {
-		return code(err), message(err)
+		return shareAcking{code: code(err), msg: message(err)}
 	}
 	if part.err != 0 {
-		return part.err, nil
+		return shareAcking{code: part.err}
 	}
 	sp, err := h.sharePartition(group, part, cfg)
 	if err != nil {
-		return code(err), message(err)
+		return shareAcking{code: code(err), msg: message(err)}
+	}
+	p, err := sp.Ack(member, h.b.Now(), acks, renew)
+	if err != nil {
+		h.dropIfFenced(sp, err)
+		return shareAcking{code: code(err), msg: message(err)}
+	}
+	return shareAcking{sp: sp, p: p}
+}
+
+// shareAckWait waits until a's acknowledgements are durable and returns
+// its error code: 0, a's own, or the persister's (the acknowledgements
+// were then undone).
+func (h *Handlers) shareAckWait(a shareAcking) (int16, *string) {
+	if a.p == nil {
+		return a.code, a.msg
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := sp.Acknowledge(ctx, member, h.b.Now(), acks, renew); err != nil {
-		h.dropIfFenced(sp, err)
+	if err := a.p.Wait(ctx); err != nil {
+		h.dropIfFenced(a.sp, err)
 		return code(err), message(err)
 	}
 	return 0, nil
+}
+
+// shareAckResult is one partition's acknowledgement outcome.
+type shareAckResult struct {
+	code int16
+	msg  *string
+}
+
+// shareAckWaitAll waits for as (shareAckWait), the partitions' writes
+// side by side; in the simulator (one goroutine runs at a time) one after
+// the other.
+func (h *Handlers) shareAckWaitAll(as []shareAcking) []shareAckResult {
+	out := make([]shareAckResult, len(as))
+	if h.share.oneGoroutine || len(as) == 1 {
+		for i, a := range as {
+			out[i].code, out[i].msg = h.shareAckWait(a)
+		}
+		return out
+	}
+	var wg sync.WaitGroup
+	for i, a := range as {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i].code, out[i].msg = h.shareAckWait(a)
+		}()
+	}
+	wg.Wait()
+	return out
 }
 
 // dropIfFenced forgets a share partition whose write was fenced
@@ -389,10 +449,13 @@ type shareRead struct {
 // acquireShare reads sp's partition p from the share partition's next
 // fetch offset, at most maxBytes (the first batch always whole), up to the
 // high watermark (the last stable offset under read_committed), and
-// acquires for member what it read, at most maxRecords. Control batches
-// and, under read_committed, aborted transactional batches are archived.
-// The records returned are the batches that hold acquired offsets.
-func (h *Handlers) acquireShare(sp *share.Partition, p *broker.Partition, member string, readCommitted bool, maxBytes int64, maxRecords int, strict bool) shareRead {
+// acquires for member what it read, at most maxRecords. Only the batch
+// headers are read up to the end of the window (maxInFlight offsets from
+// SPSO), and then only the batches that hold acquired offsets. Control
+// batches and, under read_committed, aborted transactional batches are
+// archived. The records returned are the batches that hold acquired
+// offsets.
+func (h *Handlers) acquireShare(sp *share.Partition, p *broker.Partition, member string, readCommitted bool, maxInFlight int, maxBytes int64, maxRecords int, strict bool) shareRead {
 	now := h.b.Now()
 	if sp.ExpiryDue(now) {
 		// Locks passed: their releases are written before their records
@@ -414,32 +477,82 @@ func (h *Handlers) acquireShare(sp *share.Partition, p *broker.Partition, member
 	}
 	res, slice, err := p.Fetch(replica.FetchRequest{ReplicaID: -1, BrokerEpoch: -1, CurrentLeaderEpoch: -1,
 		FetchOffset: from, LastFetchedEpoch: -1, LogStartOffset: -1, ReadCommitted: readCommitted}, int(max(maxBytes, 0)), true)
-	var data []byte
-	var txns []storage.AbortedTxn
-	switch {
-	case errors.Is(err, storage.ErrOffsetTiered):
+	if errors.Is(err, storage.ErrOffsetTiered) {
 		// Below the local log start of a tiered topic: the remote log
 		// (share_remote.go).
-		var code int16
-		if data, txns, code = h.readShareRemote(p, from, res.To, maxBytes, readCommitted); code != 0 || len(data) == 0 {
+		data, txns, code := h.readShareRemote(p, from, res.To, maxBytes, readCommitted)
+		if code != 0 || len(data) == 0 {
 			return shareRead{err: code}
 		}
-	case err != nil:
+		return acquireShareBytes(sp, member, now, from, data, txns, readCommitted, maxRecords, strict)
+	}
+	if err != nil {
 		return shareRead{err: kerr.KafkaStorageError.Code}
-	case res.Error == kerr.OffsetOutOfRange.Code:
-		return shareRead{} // the log moved under the read; next time
-	case res.Error != 0:
-		return shareRead{err: res.Error}
-	case slice.Size == 0:
-		return shareRead{}
-	default:
-		if data, err = slice.AppendTo(nil); err != nil {
-			return shareRead{err: kerr.KafkaStorageError.Code}
+	}
+	if res.Error != 0 {
+		if res.Error == kerr.OffsetOutOfRange.Code {
+			return shareRead{} // the log moved under the read; next time
 		}
-		if readCommitted {
-			txns = p.Log().AbortedTxns(from, slice.NextOffset)
+		return shareRead{err: res.Error}
+	}
+	if slice.Size == 0 {
+		return shareRead{}
+	}
+	// Only the headers are read first, up to the batch that reaches the
+	// end of the window the acquisition may grow to; the batches holding
+	// acquired offsets are read afterwards.
+	if maxInFlight <= 0 {
+		maxInFlight = share.DefaultMaxInFlight
+	}
+	start, _ := sp.Offsets()
+	hds, err := sliceBatches(slice, start+int64(maxInFlight)-1)
+	if err != nil {
+		return shareRead{err: kerr.KafkaStorageError.Code}
+	}
+	if len(hds) == 0 {
+		return shareRead{}
+	}
+	var aborted []abortedRange
+	if readCommitted {
+		for _, a := range p.Log().AbortedTxns(from, hds[len(hds)-1].hd.NextOffset()) {
+			aborted = append(aborted, abortedRange{pid: a.ProducerID, first: a.FirstOffset, last: a.LastOffset})
 		}
 	}
+	batches := make([]share.LogBatch, len(hds))
+	for i, sb := range hds {
+		hd := sb.hd
+		batches[i] = share.LogBatch{First: hd.BaseOffset, Last: hd.LastOffset(),
+			Skip: hd.IsControl() || readCommitted && hd.IsTransactional() && isAborted(aborted, hd.ProducerID, hd.BaseOffset)}
+	}
+	acq := sp.Acquire(member, now, from, batches, maxRecords, strict)
+	if len(acq) == 0 {
+		return shareRead{}
+	}
+	// Send the batches that hold acquired offsets.
+	var send []sliceBatch
+	k := 0
+	for i, lb := range batches {
+		for k < len(acq) && acq[k].Last < lb.First {
+			k++
+		}
+		if k < len(acq) && acq[k].First <= lb.Last && !lb.Skip {
+			send = append(send, hds[i])
+		}
+	}
+	data, err := readBatches(slice, send)
+	if err != nil {
+		// The records are acquired but cannot be sent: their locks
+		// expire and they are delivered again.
+		return shareRead{err: kerr.KafkaStorageError.Code}
+	}
+	return shareRead{data: data, acquired: acq}
+}
+
+// acquireShareBytes acquires for member from data, batches read whole
+// (the remote log), as acquireShare does from a local slice: control
+// batches and, under read_committed, batches of the aborted transactions
+// txns are archived; the batches holding acquired offsets are returned.
+func acquireShareBytes(sp *share.Partition, member string, now time.Time, from int64, data []byte, txns []storage.AbortedTxn, readCommitted bool, maxRecords int, strict bool) shareRead {
 	var aborted []abortedRange
 	for _, a := range txns {
 		aborted = append(aborted, abortedRange{pid: a.ProducerID, first: a.FirstOffset, last: a.LastOffset})
@@ -463,7 +576,6 @@ func (h *Handlers) acquireShare(sp *share.Partition, p *broker.Partition, member
 	if len(acq) == 0 {
 		return shareRead{}
 	}
-	// Send the batches that hold acquired offsets.
 	out := make([]byte, 0, len(data))
 	k := 0
 	for i, lb := range batches {
@@ -475,6 +587,68 @@ func (h *Handlers) acquireShare(sp *share.Partition, p *broker.Partition, member
 		}
 	}
 	return shareRead{data: out, acquired: acq}
+}
+
+// sliceBatch is one batch of a storage.Slice: its header, and where it is.
+type sliceBatch struct {
+	hd       batch.Header
+	chunk    int
+	pos, len int64
+}
+
+// sliceBatches reads the headers of s's batches in order, without their
+// records, up to the first batch whose last offset reaches stop.
+func sliceBatches(s storage.Slice, stop int64) ([]sliceBatch, error) {
+	var out []sliceBatch
+	var buf [batch.HeaderSize]byte
+	for ci, c := range s.Chunks {
+		for pos := c.Pos; pos+batch.HeaderSize <= c.Pos+c.Len; {
+			if _, err := c.File.ReadAt(buf[:], pos); err != nil {
+				return nil, err
+			}
+			hd, err := batch.ParseHeader(buf[:])
+			if err != nil {
+				return nil, err
+			}
+			n := int64(hd.Size())
+			if pos+n > c.Pos+c.Len {
+				break
+			}
+			out = append(out, sliceBatch{hd: hd, chunk: ci, pos: pos, len: n})
+			if hd.LastOffset() >= stop {
+				return out, nil
+			}
+			pos += n
+		}
+	}
+	return out, nil
+}
+
+// readBatches reads the bytes of bs (batches of s, in order), joining
+// the reads of adjacent ones.
+func readBatches(s storage.Slice, bs []sliceBatch) ([]byte, error) {
+	total := int64(0)
+	for _, b := range bs {
+		total += b.len
+	}
+	out := make([]byte, 0, total)
+	for i := 0; i < len(bs); {
+		j, end := i+1, bs[i].pos+bs[i].len
+		for j < len(bs) && bs[j].chunk == bs[i].chunk && bs[j].pos == end {
+			end += bs[j].len
+			j++
+		}
+		n := len(out)
+		out = out[:n+int(end-bs[i].pos)]
+		if m, err := s.Chunks[bs[i].chunk].File.ReadAt(out[n:], bs[i].pos); m < len(out)-n {
+			if err == nil || errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+		i = j
+	}
+	return out, nil
 }
 
 // abortedRange is an aborted transaction of the read range.

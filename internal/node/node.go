@@ -294,7 +294,7 @@ func Start(cfg *config.Broker, o Options) (*Node, error) {
 			return nil, err
 		}
 		n.httpAddr = hln.Addr()
-		n.st = status.New(status.Options{Broker: b, Groups: n.handlers.Groups().Summaries,
+		n.st = status.New(status.Options{Broker: b, Groups: n.handlers.Groups().Summaries, SharePartitions: n.handlers.SharePartitions().Statuses,
 			Transactions: func() []status.Transaction { return status.OpenTransactions(n.handlers.Transactions()) }, Version: o.Version,
 			Debug: cfg.Bool("sluice.http.debug.enable", false), PeerTLS: httpSec.peerTLS, PeerToken: httpSec.peerToken})
 		// /debug/disk too is behind the credentials.

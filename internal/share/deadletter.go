@@ -69,8 +69,9 @@ type DeadLetter struct {
 }
 
 // DeadLetterSink takes the records to dead-letter: the share partitions
-// hand it each run once its Archiving state is in the window (and, for
-// an acknowledgement, written), under the partition's lock.
+// hand it each run once its Archiving state is durable (the write that
+// carried it succeeded, or the window was loaded with it), under the
+// partition's lock.
 type DeadLetterSink interface {
 	// Enqueue queues dl without blocking. false means it was not taken
 	// (the queue is full): the records are archived without a copy.
@@ -91,23 +92,28 @@ func (sp *Partition) archive(r *rec, cause DLQCause) {
 }
 
 // flushDeadLetters hands the Archiving records not yet handed over to the
-// sink, in runs of one delivery count and cause. A run the sink does not
-// take (or every run, without a sink: the group's dead-letter topic was
-// unset) is archived at once.
+// sink whose Archiving state is durable (neither pending nor unsynced,
+// write.go), in runs of one delivery count and cause. A run the sink does
+// not take (or every run, without a sink: the group's dead-letter topic
+// was unset) is archived at once.
 func (sp *Partition) flushDeadLetters() {
 	if !sp.dlqPending {
 		return
 	}
 	sp.dlqPending = false
 	sink := sp.cfg.DeadLetters
+	due := func(r rec) bool { return r.state == Archiving && r.dlq != 0 && !r.pending && !r.unsynced }
 	for i := 0; i < len(sp.recs); {
 		r := sp.recs[i]
-		if r.state != Archiving || r.dlq == 0 {
+		if !due(r) {
+			if r.state == Archiving && r.dlq != 0 {
+				sp.dlqPending = true // not durable yet: a later flush
+			}
 			i++
 			continue
 		}
 		j := i + 1
-		for j < len(sp.recs) && sp.recs[j].state == Archiving && sp.recs[j].dlq == r.dlq && sp.recs[j].count == r.count {
+		for j < len(sp.recs) && due(sp.recs[j]) && sp.recs[j].dlq == r.dlq && sp.recs[j].count == r.count {
 			j++
 		}
 		dl := DeadLetter{Partition: sp, Key: sp.key, First: sp.start + int64(i), Last: sp.start + int64(j) - 1, DeliveryCount: r.count, Cause: r.dlq}
@@ -126,11 +132,11 @@ func (sp *Partition) flushDeadLetters() {
 // FinishArchiving archives the offsets first..last that are Archiving: the
 // dead-letter writer wrote their copy or gave up on it (Kafka's
 // SharePartition moves ARCHIVING to ARCHIVED either way). SPSO moves past
-// them and the window is persisted; the error is the persister's (the
-// state in memory is kept: the next write carries it).
+// them and the window is persisted by the partition's next write
+// (write.go); the error is the persister's (the state in memory is kept:
+// a later write carries it).
 func (sp *Partition) FinishArchiving(ctx context.Context, first, last int64) error {
 	sp.mu.Lock()
-	defer sp.mu.Unlock()
 	changed := false
 	for o := max(first, sp.start); o <= last && o < sp.end(); o++ {
 		if r := &sp.recs[o-sp.start]; r.state == Archiving && r.dlq == 0 {
@@ -139,11 +145,14 @@ func (sp *Partition) FinishArchiving(ctx context.Context, first, last int64) err
 		}
 	}
 	if !changed {
+		sp.mu.Unlock()
 		return nil
 	}
 	sp.advance()
 	sp.released()
-	return sp.persister.Write(ctx, sp.key, sp.state())
+	p := &Pending{sp: sp, w: sp.pend()}
+	sp.mu.Unlock()
+	return p.Wait(ctx)
 }
 
 // restoreDeadLetters marks the Archiving records of a window just loaded

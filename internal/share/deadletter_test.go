@@ -68,6 +68,12 @@ func TestDeadLetterRejectAndLimit(t *testing.T) {
 	fetch(sp, "m", clk.Now(), log, 0) // 2 again, count 2
 	clk.Advance(2 * time.Second)
 	sp.Window(clk.Now())
+	if n := len(sink.got); n != 2 {
+		t.Fatalf("%d runs handed before the expiry's archiving is durable, want 2", n)
+	}
+	if err := sp.PersistExpired(ctx, clk.Now()); err != nil {
+		t.Fatal(err)
+	}
 	want := []DeadLetter{
 		{Key: testKey, First: 0, Last: 0, DeliveryCount: 1, Cause: CauseRejected},
 		{Key: testKey, First: 1, Last: 1, DeliveryCount: 2, Cause: CauseDeliveryLimit},
@@ -197,7 +203,11 @@ func TestDeadLetterPropertyRandom(t *testing.T) {
 					}
 				}
 			}
-			sp.Window(clk.Now())
+			// The expiry sweep: an expired lock's archiving is handed
+			// over once written.
+			if err := sp.PersistExpired(context.Background(), clk.Now()); err != nil {
+				t.Fatal(err)
+			}
 			// The runs handed over since the last step.
 			for _, dl := range sink.got[seen:] {
 				for o := dl.First; o <= dl.Last; o++ {

@@ -37,34 +37,29 @@ import (
 // deadline instead).
 const ExpirySweepInterval = 100 * time.Millisecond
 
-// markUnsynced marks r, just released from Acquired, as not durable.
+// markUnsynced marks r, just released from Acquired (Available, or
+// Archiving or Archived at the delivery limit), as not durable: the next
+// write started carries it (write.go).
 func (sp *Partition) markUnsynced(r *rec) {
-	if r.state == Available {
+	if r.state == Available || r.state == Archiving {
 		r.unsynced = true
 	}
-	sp.dirty = true
+	sp.dirty, sp.dirtyAfter = true, sp.gen
 }
 
-// synced notes that the window as it is now is durable.
-func (sp *Partition) synced() {
-	if !sp.dirty {
+// synced notes that write number gen succeeded: if it started after the
+// last release marked unsynced, the window's releases are all durable,
+// the records released may be acquired again and the Archiving ones
+// handed to the dead-letter sink. A release marked while gen was in
+// flight stays unsynced for the next write.
+func (sp *Partition) synced(gen uint64) {
+	if !sp.dirty || gen <= sp.dirtyAfter {
 		return
 	}
 	sp.dirty = false
 	for i := range sp.recs {
 		sp.recs[i].unsynced = false
 	}
-}
-
-// persist writes the window; on success it is durable and the records it
-// released may be acquired again, which wakes the long polls.
-func (sp *Partition) persist(ctx context.Context) error {
-	if err := sp.persister.Write(ctx, sp.key, sp.state()); err != nil {
-		return err
-	}
-	sp.synced()
-	sp.released()
-	return nil
 }
 
 // ExpiryDue reports whether PersistExpired may have something to write as
@@ -83,13 +78,14 @@ func (sp *Partition) ExpiryDue(now time.Time) bool {
 	return !sp.earliest.IsZero() && !now.Before(sp.earliest)
 }
 
-// PersistExpired releases the locks that passed before now (expire) and
-// writes the window if a release is not durable yet. A nil error means
-// every release so far is durable. On an error the releases stay in
-// memory, not acquirable, for the next call or the next write to persist.
+// PersistExpired releases the locks that passed before now (expire) and,
+// if a release is not durable yet, waits for a write started after it:
+// the write collecting transitions (write.go), so that it never runs
+// beside another write of the partition. A nil error means every release
+// so far is durable. On an error the releases stay in memory, not
+// acquirable, for the next call or the next write to persist.
 func (sp *Partition) PersistExpired(ctx context.Context, now time.Time) error {
 	sp.mu.Lock()
-	defer sp.mu.Unlock()
 	sp.expire(now)
 	sp.earliest = time.Time{}
 	for i := range sp.recs {
@@ -98,9 +94,12 @@ func (sp *Partition) PersistExpired(ctx context.Context, now time.Time) error {
 		}
 	}
 	if !sp.dirty {
+		sp.mu.Unlock()
 		return nil
 	}
-	return sp.persist(ctx)
+	p := &Pending{sp: sp, w: sp.pend()}
+	sp.mu.Unlock()
+	return p.Wait(ctx)
 }
 
 // keyLess orders keys by group, topic id and partition.

@@ -1,8 +1,11 @@
 package share
 
 import (
+	"bytes"
 	"context"
+	"sort"
 	"sync"
+	"time"
 )
 
 // Manager holds the share partitions this broker leads (Kafka's
@@ -89,4 +92,60 @@ func (m *Manager) Len() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return len(m.parts)
+}
+
+// PartitionStatus is one loaded share partition as the status pages show
+// it.
+type PartitionStatus struct {
+	// Key names the share partition.
+	Key Key
+	// Start and End are SPSO and SPEO.
+	Start, End int64
+	// Acquired counts the records locked for a member (their lock not
+	// passed), Completed the acknowledged and archived records of the
+	// window.
+	Acquired, Completed int
+}
+
+// Statuses returns the loaded share partitions as of now, sorted by
+// group, topic id and partition.
+func (m *Manager) Statuses(now time.Time) []PartitionStatus {
+	m.mu.Lock()
+	parts := make([]*Partition, 0, len(m.parts))
+	for _, sp := range m.parts {
+		parts = append(parts, sp)
+	}
+	m.mu.Unlock()
+	out := make([]PartitionStatus, 0, len(parts))
+	for _, sp := range parts {
+		out = append(out, sp.Status(now))
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i].Key, out[j].Key
+		if a.Group != b.Group {
+			return a.Group < b.Group
+		}
+		if c := bytes.Compare(a.TopicID[:], b.TopicID[:]); c != 0 {
+			return c < 0
+		}
+		return a.Partition < b.Partition
+	})
+	return out
+}
+
+// Status returns the partition's PartitionStatus as of now, without
+// changing it (locks that passed are not counted as acquired).
+func (sp *Partition) Status(now time.Time) PartitionStatus {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	st := PartitionStatus{Key: sp.key, Start: sp.start, End: sp.end()}
+	for _, r := range sp.recs {
+		switch {
+		case r.state == Acquired && now.Before(r.deadline):
+			st.Acquired++
+		case r.state == Acknowledged || r.state == Archived:
+			st.Completed++
+		}
+	}
+	return st
 }

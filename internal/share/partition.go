@@ -60,6 +60,10 @@ type Config struct {
 	DeadLetters DeadLetterSink
 }
 
+// maxWindowFactor bounds the in-flight window to this many times
+// MaxInFlight: a batch taken whole past the limit (Acquire) stops there.
+const maxWindowFactor = 4
+
 // Kafka's defaults (GroupCoordinatorConfig / ShareGroupConfig).
 const (
 	// DefaultLockDuration is group.share.record.lock.duration.ms.
@@ -115,7 +119,8 @@ type AckBatch struct {
 // rec is the state of one offset of the in-flight window. unsynced marks
 // a record released from Acquired (its lock passed, or its member's
 // session closed) whose release is not yet durable: it is not acquired
-// again until a write of the window succeeds (expiry.go).
+// again, nor handed to the dead-letter sink, until a write of the window
+// succeeds (expiry.go).
 type rec struct {
 	state    RecordState
 	count    int16
@@ -125,6 +130,11 @@ type rec struct {
 	// dlq is the cause of an Archiving record not yet handed to the
 	// dead-letter sink (0 once handed).
 	dlq DLQCause
+	// pending: the record's last transition (an acknowledgement, a
+	// release) waits for its write; until the write returns the record
+	// is neither acquired nor acknowledged again, and SPSO does not pass
+	// it (a failed write restores its previous state).
+	pending bool
 }
 
 // Partition is one share partition on its partition leader: Kafka's
@@ -133,7 +143,9 @@ type rec struct {
 // one by one; everything below SPSO is acknowledged or archived, and
 // everything from SPEO on was never acquired. Locks expire lazily: every
 // operation first returns the records whose lock passed to Available (or
-// archives them at the delivery limit). Safe for concurrent use.
+// archives them at the delivery limit). The lock is never held across a
+// Persister call: transitions waiting for their write are pending
+// (write.go). Safe for concurrent use.
 type Partition struct {
 	mu        sync.Mutex
 	key       Key
@@ -148,13 +160,25 @@ type Partition struct {
 	avail chan struct{}
 	knobs Knobs
 
-	// dirty is set while a release or archive of an expired lock is not
-	// durable yet; earliest is at most the earliest lock deadline (zero:
-	// no lock taken since it was last computed; expiry.go).
-	dirty    bool
-	earliest time.Time
+	// dirty is set while a release or archive of an expired lock (or of
+	// a member's records) is not durable yet; dirtyAfter is the number of
+	// writes started before the last such release (gen then), so that
+	// only a write started after it clears dirty. earliest is at most the
+	// earliest lock deadline (zero: no lock taken since it was last
+	// computed; expiry.go).
+	dirty      bool
+	dirtyAfter uint64
+	earliest   time.Time
 	// dlqPending: some Archiving record waits for flushDeadLetters.
 	dlqPending bool
+	// next collects the transitions applied since the write in flight
+	// started; writing is set while a write is in flight, and idle is
+	// closed (and replaced) when it returns; gen counts the writes
+	// started (write.go).
+	next    *pendingWrite
+	writing bool
+	idle    chan struct{}
+	gen     uint64
 }
 
 // Knobs re-introduce bugs in the share partitions, for the simulator's
@@ -200,7 +224,8 @@ func Load(ctx context.Context, p Persister, key Key, leaderEpoch int32, cfg Conf
 	if err != nil {
 		return nil, err
 	}
-	sp := &Partition{key: key, cfg: cfg.withDefaults(), persister: p, stateEpoch: st.StateEpoch, leaderEpoch: leaderEpoch, avail: make(chan struct{})}
+	sp := &Partition{key: key, cfg: cfg.withDefaults(), persister: p, stateEpoch: st.StateEpoch, leaderEpoch: leaderEpoch,
+		avail: make(chan struct{}), idle: make(chan struct{})}
 	if st.StartOffset < 0 {
 		off, err := resetOffset()
 		if err != nil {
@@ -215,7 +240,7 @@ func Load(ctx context.Context, p Persister, key Key, leaderEpoch int32, cfg Conf
 			continue
 		}
 		first := max(b.FirstOffset, sp.start)
-		if first-sp.start > int64(sp.cfg.MaxInFlight)*4 {
+		if first-sp.start >= int64(sp.cfg.MaxInFlight)*maxWindowFactor {
 			break // a corrupt state: keep the window bounded
 		}
 		for sp.end() < first {
@@ -264,9 +289,11 @@ func (sp *Partition) Offsets() (start, end int64) {
 
 // expire returns the records whose lock passed before now, as Kafka's
 // SharePartition.releaseAcquisitionLockOnTimeout: Available, or Archived
-// at the delivery limit. The change is in memory; it is marked for the
-// next write (PersistExpired, or any acknowledgement), and the records
-// released are not acquired again until that write succeeded.
+// (Archiving with a dead-letter topic) at the delivery limit. The change
+// is in memory and unsynced: the next write carries it (PersistExpired,
+// or any acknowledgement; write.go), and the records released are not
+// acquired again, nor the Archiving ones handed to the dead-letter sink,
+// until a write started after the release succeeded.
 func (sp *Partition) expire(now time.Time) {
 	for i := range sp.recs {
 		r := &sp.recs[i]
@@ -294,10 +321,10 @@ func (sp *Partition) makeAvailable(r *rec) {
 }
 
 // advance moves SPSO over the acknowledged and archived records at the
-// head of the window.
+// head of the window whose write returned.
 func (sp *Partition) advance() {
 	n := 0
-	for n < len(sp.recs) && (sp.recs[n].state == Acknowledged || sp.recs[n].state == Archived) {
+	for n < len(sp.recs) && (sp.recs[n].state == Acknowledged || sp.recs[n].state == Archived) && !sp.recs[n].pending {
 		n++
 	}
 	if n == 0 {
@@ -338,7 +365,7 @@ func (sp *Partition) NextFetchOffset(now time.Time) (offset int64, ok bool) {
 	defer sp.mu.Unlock()
 	sp.expire(now)
 	for i := range sp.recs {
-		if sp.recs[i].state == Available && !sp.recs[i].unsynced {
+		if r := sp.recs[i]; r.state == Available && !r.unsynced && !r.pending {
 			return sp.start + int64(i), true
 		}
 	}
@@ -366,8 +393,9 @@ func (sp *Partition) NextDeadline() (time.Time, bool) {
 // reaches maxRecords is acquired whole; with strict (record_limit)
 // acquisition stops at maxRecords exactly. Offsets from on that no batch
 // holds (compacted away) and the offsets of Skip batches are archived:
-// they are never delivered. The window never grows past MaxInFlight
-// offsets.
+// they are never delivered. The window grows past MaxInFlight offsets
+// only to take whole, without strict, a batch that starts inside it (at
+// most to 4 times MaxInFlight).
 func (sp *Partition) Acquire(member string, now time.Time, from int64, batches []LogBatch, maxRecords int, strict bool) []AcquiredRange {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
@@ -386,11 +414,11 @@ func (sp *Partition) Acquire(member string, now time.Time, from int64, batches [
 		out = append(out, AcquiredRange{First: o, Last: o, DeliveryCount: count})
 	}
 	full := func() bool { return maxRecords > 0 && n >= maxRecords }
-	// at returns offset o's record, growing the window to it; nil when
-	// the window is full.
-	at := func(o int64) *rec {
+	// at returns offset o's record, growing the window to it up to limit
+	// offsets; nil past it.
+	at := func(o int64, limit int) *rec {
 		for sp.end() <= o {
-			if len(sp.recs) >= sp.cfg.MaxInFlight {
+			if len(sp.recs) >= limit {
 				return nil
 			}
 			sp.recs = append(sp.recs, rec{state: Available})
@@ -404,13 +432,22 @@ func (sp *Partition) Acquire(member string, now time.Time, from int64, batches [
 		}
 		// Offsets between the previous batch and this one hold no record.
 		for o := cursor; o < b.First; o++ {
-			r := at(o)
+			r := at(o, sp.cfg.MaxInFlight)
 			if r == nil {
 				break
 			}
-			if r.state == Available {
+			if r.state == Available && !r.pending {
 				r.state = Archived
 			}
+		}
+		// A batch that starts inside the window is taken whole under
+		// batch_optimized, even past MaxInFlight, as Kafka's
+		// SharePartition acquires the batch that reaches the in-flight
+		// limit whole (the limit is checked before acquiring); at most
+		// to maxWindowFactor times the limit, which Load relies on.
+		limit := sp.cfg.MaxInFlight
+		if first := max(b.First, cursor); !strict && first < sp.start+int64(limit) {
+			limit *= maxWindowFactor
 		}
 		stopped := false
 		for o := max(b.First, cursor); o <= b.Last; o++ {
@@ -418,13 +455,13 @@ func (sp *Partition) Acquire(member string, now time.Time, from int64, batches [
 				stopped = true
 				break
 			}
-			r := at(o)
+			r := at(o, limit)
 			if r == nil {
 				stopped = true
 				break
 			}
 			cursor = o + 1
-			if r.state != Available || r.unsynced {
+			if r.state != Available || r.unsynced || r.pending {
 				continue
 			}
 			if b.Skip {
@@ -470,33 +507,45 @@ func CheckAcks(acks []AckBatch, renew bool) error {
 	return nil
 }
 
-// Acknowledge applies member's acknowledgements: accept acknowledges,
+// Acknowledge applies member's acknowledgements (Ack) and waits until
+// they are durable (Pending.Wait). A nil error means the acknowledgement
+// is durable; on a failed write its transitions are undone and the
+// write's error returned.
+func (sp *Partition) Acknowledge(ctx context.Context, member string, now time.Time, acks []AckBatch, renew bool) error {
+	p, err := sp.Ack(member, now, acks, renew)
+	if err != nil {
+		return err
+	}
+	return p.Wait(ctx)
+}
+
+// Ack applies member's acknowledgements in memory: accept acknowledges,
 // release makes Available again (or archives at the delivery limit),
 // reject and gap archive, renew extends the lock. Every offset must be
 // acquired by member with its lock not yet expired, else nothing changes
-// and the error is INVALID_RECORD_STATE. The new state is written to the
-// persister before Acknowledge returns; if the write fails, the window is
-// restored and its error returned. A nil error means the acknowledgement
-// is durable.
-func (sp *Partition) Acknowledge(ctx context.Context, member string, now time.Time, acks []AckBatch, renew bool) error {
+// and the error is INVALID_RECORD_STATE. The records changed are pending
+// until the write that carries them returns (Pending.Wait): they are not
+// acquired again meanwhile, as Kafka's SharePartition holds a record
+// under an ongoing state transition, and a failed write restores them.
+func (sp *Partition) Ack(member string, now time.Time, acks []AckBatch, renew bool) (*Pending, error) {
 	if err := CheckAcks(acks, renew); err != nil {
-		return err
+		return nil, err
 	}
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
 	sp.expire(now)
 	for _, a := range acks {
 		if a.First < sp.start || a.Last >= sp.end() {
-			return fmt.Errorf("%w: offsets %d-%d outside the in-flight window %d-%d", kerr.InvalidRecordState, a.First, a.Last, sp.start, sp.end())
+			return nil, fmt.Errorf("%w: offsets %d-%d outside the in-flight window %d-%d", kerr.InvalidRecordState, a.First, a.Last, sp.start, sp.end())
 		}
 		for o := a.First; o <= a.Last; o++ {
 			if r := sp.recs[o-sp.start]; r.state != Acquired || r.member != member {
-				return fmt.Errorf("%w: offset %d is not acquired by this member", kerr.InvalidRecordState, o)
+				return nil, fmt.Errorf("%w: offset %d is not acquired by this member", kerr.InvalidRecordState, o)
 			}
 		}
 	}
-	saved, savedStart := append([]rec(nil), sp.recs...), sp.start
-	changed := false
+	var w *pendingWrite
+	durable := true
 	for _, a := range acks {
 		for o := a.First; o <= a.Last; o++ {
 			t := a.Types[0]
@@ -504,6 +553,18 @@ func (sp *Partition) Acknowledge(ctx context.Context, member string, now time.Ti
 				t = a.Types[o-a.First]
 			}
 			r := &sp.recs[o-sp.start]
+			if t == AckRenew {
+				r.deadline = now.Add(sp.cfg.LockDuration)
+				continue
+			}
+			if sp.knobs.AckBeforeDurable {
+				durable = false
+			} else {
+				if w == nil {
+					w = sp.pend()
+				}
+				w.save(o, r)
+			}
 			switch t {
 			case AckAccept:
 				r.state, r.member, r.deadline = Acknowledged, "", time.Time{}
@@ -513,41 +574,29 @@ func (sp *Partition) Acknowledge(ctx context.Context, member string, now time.Ti
 				sp.archive(r, CauseRejected)
 			case AckGap:
 				r.state, r.member, r.deadline = Archived, "", time.Time{}
-			case AckRenew:
-				r.deadline = now.Add(sp.cfg.LockDuration)
-				continue
 			}
-			changed = true
 		}
 	}
-	if !changed {
-		return nil
-	}
-	sp.advance()
-	if sp.knobs.AckBeforeDurable {
+	if !durable {
+		// Knobs.AckBeforeDurable: answered without a write.
+		sp.advance()
 		sp.flushDeadLetters()
 		sp.released()
-		return nil
 	}
-	if err := sp.persister.Write(ctx, sp.key, sp.state()); err != nil {
-		sp.recs, sp.start, sp.dlqPending = saved, savedStart, false
-		return err
-	}
-	sp.synced()
-	sp.flushDeadLetters()
-	sp.released()
-	return nil
+	return &Pending{sp: sp, w: w}, nil
 }
 
 // ReleaseMember makes every record member holds Available again (or
 // archives it at the delivery limit), and persists the state if anything
 // changed: a share session closed, or its connection went away (Kafka's
-// SharePartition.releaseAcquiredRecords). If the write fails the records
-// stay released, but are not acquired again until a later write of the
-// window succeeds (PersistExpired retries it).
+// SharePartition.releaseAcquiredRecords). The releases are unsynced, as
+// an expired lock's (expiry.go): they go with the partition's next write
+// (write.go), and the records are not acquired again, nor handed to the
+// dead-letter sink, until a write carrying them succeeded. If the write
+// fails the records stay released but unsynced (PersistExpired retries
+// the write).
 func (sp *Partition) ReleaseMember(ctx context.Context, member string, now time.Time) error {
 	sp.mu.Lock()
-	defer sp.mu.Unlock()
 	sp.expire(now)
 	changed := false
 	for i := range sp.recs {
@@ -558,12 +607,13 @@ func (sp *Partition) ReleaseMember(ctx context.Context, member string, now time.
 		}
 	}
 	if !changed {
+		sp.mu.Unlock()
 		return nil
 	}
 	sp.advance()
-	err := sp.persist(ctx)
-	sp.flushDeadLetters()
-	return err
+	p := &Pending{sp: sp, w: sp.pend()}
+	sp.mu.Unlock()
+	return p.Wait(ctx)
 }
 
 // State returns the window as a persister state.
@@ -579,9 +629,17 @@ func (sp *Partition) State() State {
 // persisted (Kafka's SharePartition.acquire writes nothing, and its writes
 // carry only the records leaving Acquired), so a new leader delivers the
 // record with the same count again, never past share.delivery.count.limit.
+// Pending transitions are written as done (the write being built carries
+// them), so the start offset passes pending acknowledged and archived
+// records at the head of the window; an Archiving record stops it (its
+// copy to the dead-letter topic is not done).
 func (sp *Partition) state() State {
-	st := State{StateEpoch: sp.stateEpoch, LeaderEpoch: sp.leaderEpoch, StartOffset: sp.start}
-	for i, r := range sp.recs {
+	head := 0
+	for head < len(sp.recs) && (sp.recs[head].state == Acknowledged || sp.recs[head].state == Archived) {
+		head++
+	}
+	st := State{StateEpoch: sp.stateEpoch, LeaderEpoch: sp.leaderEpoch, StartOffset: sp.start + int64(head)}
+	for i, r := range sp.recs[head:] {
 		s, count := int8(r.state), r.count
 		if r.state == Acquired {
 			s, count = StateAvailable, count-1
@@ -592,7 +650,7 @@ func (sp *Partition) state() State {
 		if s == StateAvailable && count == 0 {
 			continue
 		}
-		o := sp.start + int64(i)
+		o := st.StartOffset + int64(i)
 		if k := len(st.Batches) - 1; k >= 0 && st.Batches[k].LastOffset == o-1 && st.Batches[k].DeliveryState == s && st.Batches[k].DeliveryCount == count {
 			st.Batches[k].LastOffset = o
 			continue

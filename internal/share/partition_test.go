@@ -264,6 +264,29 @@ func TestWindowBounded(t *testing.T) {
 	}
 }
 
+// TestWindowTakesBatchWhole: under batch_optimized the batch that starts
+// inside the window is acquired whole past MaxInFlight, as Kafka's
+// SharePartition does, up to 4 times the limit; record_limit stops at
+// the limit; a window past the limit acquires nothing more.
+func TestWindowTakesBatchWhole(t *testing.T) {
+	now := time.Unix(1, 0)
+	sp, _ := newTestPartition(t, Config{MaxInFlight: 3}, 0)
+	if got := fetch(sp, "a", now, []LogBatch{{0, 9, false}, {10, 12, false}}, 0); count(got) != 10 {
+		t.Fatalf("batch_optimized acquired %v, want the batch 0-9 whole", got)
+	}
+	if _, ok := sp.NextFetchOffset(now); ok {
+		t.Fatal("a window past its limit offers more")
+	}
+	sp, _ = newTestPartition(t, Config{MaxInFlight: 3}, 0)
+	if got := fetch(sp, "a", now, []LogBatch{{0, 99, false}}, 0); count(got) != 12 {
+		t.Fatalf("a huge batch acquired %v, want 12 (4 times the limit)", got)
+	}
+	sp, _ = newTestPartition(t, Config{MaxInFlight: 3}, 0)
+	if got := sp.Acquire("a", now, 0, []LogBatch{{0, 9, false}}, 0, true); count(got) != 3 {
+		t.Fatalf("record_limit acquired %v, want 3", got)
+	}
+}
+
 func TestRecordLimitMode(t *testing.T) {
 	sp, _ := newTestPartition(t, Config{}, 0)
 	now := time.Unix(1, 0)

@@ -115,6 +115,11 @@ type GroupView struct {
 	Coordinator int32 `json:"coordinator"`
 	// Lag is each committed partition's lag: the partition's high
 	// watermark (what a consumer can read) minus the committed offset.
+	// For a share group it is each share partition loaded on its
+	// partition's leader (SharePartition): Committed is the
+	// share-partition start offset, InFlight the records locked for
+	// members, and the lag leaves out the records acknowledged or
+	// archived above the start offset.
 	Lag      []GroupLag `json:"lag"`
 	TotalLag int64      `json:"totalLag"`
 }
@@ -127,6 +132,8 @@ type GroupLag struct {
 	HighWatermark int64  `json:"highWatermark"` // -1 if unknown
 	Lag           int64  `json:"lag"`           // -1 if unknown
 	Owner         string `json:"owner,omitempty"`
+	// InFlight is a share group's records locked for members here.
+	InFlight int `json:"inFlight,omitempty"`
 }
 
 // peer is one broker's answer (or its absence).
@@ -379,6 +386,24 @@ func mergeGroups(peers map[int32]peer, hw map[string]int64) []GroupView {
 			for _, m := range g.Members {
 				for _, tp := range m.Assigned {
 					owner[tpKey(tp.Topic, tp.Partition)] = m.ClientID
+				}
+			}
+			if g.Type == "share" {
+				for _, sid := range sortedIDs(peers) {
+					if peers[sid].view == nil {
+						continue
+					}
+					for _, sp := range peers[sid].view.SharePartitions {
+						if sp.Group != g.ID {
+							continue
+						}
+						l := GroupLag{Topic: sp.Topic, Partition: sp.Partition, Committed: sp.StartOffset, HighWatermark: sp.HighWatermark,
+							Lag: sp.Lag, Owner: owner[tpKey(sp.Topic, sp.Partition)], InFlight: sp.InFlight}
+						if l.Lag > 0 {
+							gv.TotalLag += l.Lag
+						}
+						gv.Lag = append(gv.Lag, l)
+					}
 				}
 			}
 			for _, o := range g.Offsets {

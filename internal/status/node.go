@@ -7,6 +7,8 @@ import (
 
 	"github.com/sluice-io/sluice/internal/broker"
 	"github.com/sluice-io/sluice/internal/group"
+	"github.com/sluice-io/sluice/internal/metadata"
+	"github.com/sluice-io/sluice/internal/share"
 )
 
 // NodeView is one node's own view, served at /api/v1/node: what the
@@ -32,6 +34,9 @@ type NodeView struct {
 	Partitions []Partition `json:"partitions"`
 	// Groups are the consumer groups this node coordinates.
 	Groups []group.Summary `json:"groups"`
+	// SharePartitions are the share partitions loaded here (on the
+	// leaders of their partitions): where each share group is in them.
+	SharePartitions []SharePartition `json:"sharePartitions"`
 	// Transactions are the open transactions this node coordinates.
 	Transactions []Transaction `json:"transactions"`
 	// Topics are the per-topic produce/fetch counters and rates of this
@@ -65,7 +70,7 @@ func (s *Server) nodeView() NodeView {
 	b := s.b
 	v := NodeView{NodeID: b.NodeID(), Version: s.version, NowMs: b.Now().UnixMilli(), StartedMs: s.started.UnixMilli(),
 		MetadataOffset: b.Image().Offset, Controller: b.NodeID(), Voter: true,
-		Partitions: Snapshot(b), Groups: []group.Summary{}, Transactions: []Transaction{}, Topics: s.rates.rates()}
+		Partitions: Snapshot(b), Groups: []group.Summary{}, SharePartitions: []SharePartition{}, Transactions: []Transaction{}, Topics: s.rates.rates()}
 	if li, ok := b.Controller().(leaderInfo); ok {
 		v.Controller, _ = li.Leader()
 		v.Voter = li.IsVoter()
@@ -81,12 +86,64 @@ func (s *Server) nodeView() NodeView {
 			v.Groups = gs
 		}
 	}
+	if s.shares != nil {
+		v.SharePartitions = sharePartitions(b, v.Partitions, s.shares(b.Now()))
+	}
 	if s.txns != nil {
 		if ts := s.txns(); ts != nil {
 			v.Transactions = ts
 		}
 	}
 	return v
+}
+
+// SharePartition is where a share group is in one partition, as the
+// partition's leader holds it: the share-partition start offset (SPSO),
+// the end of the in-flight window (SPEO), the records locked for members
+// and those acknowledged or archived above SPSO.
+type SharePartition struct {
+	Group       string `json:"group"`
+	Topic       string `json:"topic"`
+	Partition   int32  `json:"partition"`
+	StartOffset int64  `json:"startOffset"`
+	EndOffset   int64  `json:"endOffset"`
+	InFlight    int    `json:"inFlight"`
+	Completed   int    `json:"completed"`
+	// HighWatermark is the partition's (-1 if unknown); Lag is the
+	// records from SPSO to it not yet acknowledged or archived, as
+	// DescribeShareGroupOffsets v1 counts it (-1 if unknown).
+	HighWatermark int64 `json:"highWatermark"`
+	Lag           int64 `json:"lag"`
+}
+
+// sharePartitions names the share partitions' topics and adds their
+// partitions' high watermarks (from this node's replicas, parts), leaving
+// out those of partitions this node no longer leads.
+func sharePartitions(b *broker.Broker, parts []Partition, sts []share.PartitionStatus) []SharePartition {
+	hw := map[string]int64{}
+	for _, p := range parts {
+		if p.Role == "leader" {
+			hw[tpKey(p.Topic, p.Partition)] = p.HighWatermark
+		}
+	}
+	out := []SharePartition{}
+	for _, st := range sts {
+		name, ok := b.TopicName(metadata.UUID(st.Key.TopicID))
+		if !ok {
+			continue
+		}
+		h, led := hw[tpKey(name, st.Key.Partition)]
+		if !led {
+			continue // loaded while this node led the partition
+		}
+		sp := SharePartition{Group: st.Key.Group, Topic: name, Partition: st.Key.Partition, StartOffset: st.Start, EndOffset: st.End,
+			InFlight: st.Acquired, Completed: st.Completed, HighWatermark: -1, Lag: -1}
+		if h >= 0 {
+			sp.HighWatermark, sp.Lag = h, max(h-st.Start-int64(st.Completed), 0)
+		}
+		out = append(out, sp)
+	}
+	return out
 }
 
 // rateWindow is how far back the rates look: long enough to smooth

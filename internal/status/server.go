@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-io/sluice/internal/broker"
 	"github.com/sluice-io/sluice/internal/group"
 	"github.com/sluice-io/sluice/internal/metrics"
+	"github.com/sluice-io/sluice/internal/share"
 )
 
 // Options configure a Server.
@@ -24,6 +25,9 @@ type Options struct {
 	Broker *broker.Broker
 	// Groups lists the consumer groups this node coordinates (nil: none).
 	Groups func() []group.Summary
+	// SharePartitions lists the share partitions loaded on this node, the
+	// leader of their partitions (nil: none).
+	SharePartitions func(now time.Time) []share.PartitionStatus
 	// Transactions lists the open transactions this node coordinates
 	// (OpenTransactions; nil: none).
 	Transactions func() []Transaction
@@ -52,6 +56,7 @@ type Server struct {
 	peerToken   func() string
 	b           *broker.Broker
 	groups      func() []group.Summary
+	shares      func(now time.Time) []share.PartitionStatus
 	txns        func() []Transaction
 	version     string
 	started     time.Time
@@ -76,7 +81,7 @@ func New(o Options) *Server {
 	if o.Version == "" {
 		o.Version = "dev"
 	}
-	s := &Server{b: o.Broker, groups: o.Groups, txns: o.Transactions, debug: o.Debug, version: o.Version, started: time.Now(), peerTimeout: o.PeerTimeout,
+	s := &Server{b: o.Broker, groups: o.Groups, shares: o.SharePartitions, txns: o.Transactions, debug: o.Debug, version: o.Version, started: time.Now(), peerTimeout: o.PeerTimeout,
 		peerTLS: o.PeerTLS, peerToken: o.PeerToken,
 		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4, IdleConnTimeout: 30 * time.Second, TLSClientConfig: o.PeerTLS}},
 		rates:  &sampler{b: o.Broker}, stop: make(chan struct{})}
