@@ -30,6 +30,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-io/sluice/internal/batch"
+	"github.com/sluice-io/sluice/internal/clock"
 	"github.com/sluice-io/sluice/internal/config"
 	"github.com/sluice-io/sluice/internal/metadata"
 	"github.com/sluice-io/sluice/internal/metrics"
@@ -189,7 +190,7 @@ func (w *deadLetterWriter) write(dl share.DeadLetter) error {
 		select {
 		case <-w.stop:
 			return err
-		case <-time.After(wait):
+		case <-clock.After(w.h.b.Clock(), wait):
 		}
 		wait = min(2*wait, deadLetterMaxBackoff)
 	}
