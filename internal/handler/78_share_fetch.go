@@ -210,7 +210,7 @@ func (sf *shareFetchRun) fetch(parts []share.TopicPartition, full bool, lookup t
 		if part.err != 0 {
 			continue
 		}
-		sp, err := h.sharePartition(sf.group, part, sf.cfg)
+		sp, err := h.sharePartition(sf.group, part, &sf.cfg)
 		if err != nil {
 			rp := sf.part(tp)
 			rp.ErrorCode, rp.ErrorMessage = code(err), message(err)
@@ -218,6 +218,8 @@ func (sf *shareFetchRun) fetch(parts []share.TopicPartition, full bool, lookup t
 		}
 		ts = append(ts, target{part, sp})
 	}
+	// A load read the group's configs again (sharePartition).
+	sf.resp.AcquisitionLockTimeoutMillis = int32(min(sf.cfg.part.LockDuration/time.Millisecond, 1<<31-1))
 	// MaxBytes 0 (a consumer's fetch.max.bytes=0) acquires nothing, as
 	// Kafka's share fetch, whose partitions then get 0 bytes each: the
 	// request waits MaxWaitMs and answers empty, acknowledgements applied.

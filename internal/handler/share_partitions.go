@@ -119,29 +119,17 @@ func (h *Handlers) shareConfig(group string) shareGroupConfig {
 	}
 }
 
-// shareResetSyncTimeout bounds the metadata read barrier before a share
-// partition without state picks its start offset.
-const shareResetSyncTimeout = 5 * time.Second
+// shareLoadSyncTimeout bounds the metadata read barrier before a share
+// partition is loaded.
+const shareLoadSyncTimeout = 5 * time.Second
 
 // resetOffset is where group's share partition without state starts
 // (share.auto.offset.reset): latest is the high watermark, earliest the
 // log start, by_duration:<ISO-8601 duration> the first offset whose
 // timestamp is at most that long ago (KIP-1106), else the high watermark.
-// The group config is read after a metadata read barrier: a client that
-// sets share.auto.offset.reset through one node and then fetches from
-// another must not find the partition started where the old value said
-// (at latest, the records already produced would never be delivered).
-// Kafka's group coordinator initializes a share partition's state before
-// assigning it, which leaves time for the config to reach the leader;
-// the barrier makes it certain.
-func (h *Handlers) resetOffset(ctx context.Context, p *broker.Partition, group string) func() (int64, error) {
+// It runs within a load, after sharePartition's metadata read barrier.
+func (h *Handlers) resetOffset(p *broker.Partition, group string) func() (int64, error) {
 	return func() (int64, error) {
-		sctx, cancel := context.WithTimeout(ctx, shareResetSyncTimeout)
-		err := h.b.SyncMetadata(sctx)
-		cancel()
-		if err != nil {
-			h.b.Logger().Warn("share partition starts without a metadata read barrier", "group", group, "topic", p.Topic, "partition", p.TP.Partition, "err", err)
-		}
 		reset := h.shareConfig(group).reset
 		switch {
 		case reset == "earliest":
@@ -261,11 +249,30 @@ func (h *Handlers) resolveShare(r *protocol.Request, tp share.TopicPartition, lo
 
 // sharePartition returns the share partition of group on part (which this
 // node leads), loading it from the persister if needed.
-func (h *Handlers) sharePartition(group string, part sharePart, cfg shareGroupConfig) (*share.Partition, error) {
+//
+// A load starts with a metadata read barrier and reads *cfg again after
+// it: a client that sets the group's share.* configs through one node
+// and then fetches from another must not find the partition started
+// where the old share.auto.offset.reset said (at latest, the records
+// already produced would never be delivered), nor its first records
+// locked for the old share.record.lock.duration.ms. Kafka's group
+// coordinator initializes a share partition's state before assigning it,
+// which leaves time for the configs to reach the leader; the barrier
+// makes it certain.
+func (h *Handlers) sharePartition(group string, part sharePart, cfg *shareGroupConfig) (*share.Partition, error) {
 	key := share.Key{Group: group, TopicID: part.tp.TopicID, Partition: part.tp.Partition}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return h.share.mgr.Get(ctx, key, part.p.LeaderEpoch(), cfg.part, h.resetOffset(ctx, part.p, group))
+	if !h.share.mgr.Holds(key, part.p.LeaderEpoch()) {
+		sctx, scancel := context.WithTimeout(ctx, shareLoadSyncTimeout)
+		err := h.b.SyncMetadata(sctx)
+		scancel()
+		if err != nil {
+			h.b.Logger().Warn("share partition loads without a metadata read barrier", "group", group, "topic", part.p.Topic, "partition", part.p.TP.Partition, "err", err)
+		}
+		*cfg = h.shareConfig(group)
+	}
+	return h.share.mgr.Get(ctx, key, part.p.LeaderEpoch(), cfg.part, h.resetOffset(part.p, group))
 }
 
 // shareAcking is one partition's acknowledgements applied in memory
@@ -288,7 +295,7 @@ func (h *Handlers) shareAckStart(group, member string, part sharePart, cfg share
 	if part.err != 0 {
 		return shareAcking{code: part.err}
 	}
-	sp, err := h.sharePartition(group, part, cfg)
+	sp, err := h.sharePartition(group, part, &cfg)
 	if err != nil {
 		return shareAcking{code: code(err), msg: message(err)}
 	}

@@ -6,6 +6,7 @@ import (
 	"path"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sluice-io/sluice/internal/broker"
 	"github.com/sluice-io/sluice/internal/config"
@@ -96,15 +97,28 @@ func TestShareResetReadsConfigAfterBarrier(t *testing.T) {
 	ctl.freeze()
 	// Set it in the store the frozen image hides (setGroupConfig waits
 	// for the broker's image to show it, which a lagging node does not).
-	op := metadata.ConfigOp{Name: "share.auto.offset.reset", Value: "earliest"}
-	if err := l.AlterResourceConfigs(ctx(t), metadata.ConfigResource{Type: metadata.ResourceGroup, Name: "sg"}, []metadata.ConfigOp{op}, false, false); err != nil {
+	// The broker's group.share.record.lock.duration.ms is 1 s
+	// (sharePartProps); the group's, set where the image cannot see it,
+	// is 60 s.
+	ops := []metadata.ConfigOp{{Name: "share.auto.offset.reset", Value: "earliest"}, {Name: "share.record.lock.duration.ms", Value: "60000"}}
+	if err := l.AlterResourceConfigs(ctx(t), metadata.ConfigResource{Type: metadata.ResourceGroup, Name: "sg"}, ops, false, false); err != nil {
 		t.Fatal(err)
 	}
 	if n.b.Image().GroupConfigs["sg"]["share.auto.offset.reset"] == "earliest" {
 		t.Fatal("the lagging image shows the new config")
 	}
 	m := newShareMember(t, n, "sg", "q")
-	if got := len(acquiredOf(t, m.fetch(10))); got != 5 {
+	resp := m.fetch(10)
+	if got := len(acquiredOf(t, resp)); got != 5 {
 		t.Fatalf("first fetch acquired %d records, want the 5 produced before (share.auto.offset.reset=earliest)", got)
+	}
+	if resp.AcquisitionLockTimeoutMillis != 60000 {
+		t.Fatalf("AcquisitionLockTimeoutMillis %d, want the group's 60000", resp.AcquisitionLockTimeoutMillis)
+	}
+	// Locked for the group's 60 s, not the broker's 1 s: past 1 s,
+	// another member still finds nothing to acquire.
+	time.Sleep(1500 * time.Millisecond)
+	if got := len(acquiredOf(t, newShareMember(t, n, "sg", "q").fetch(10))); got != 0 {
+		t.Fatalf("another member acquired %d records 1.5 s later: the first fetch locked them for the broker's 1 s", got)
 	}
 }

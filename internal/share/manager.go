@@ -72,6 +72,15 @@ func (m *Manager) Get(ctx context.Context, key Key, leaderEpoch int32, cfg Confi
 	return sp, nil
 }
 
+// Holds reports whether key's share partition is loaded for the leader of
+// leaderEpoch: Get would not load it.
+func (m *Manager) Holds(key Key, leaderEpoch int32) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	sp := m.parts[key]
+	return sp != nil && sp.leaderEpoch == leaderEpoch
+}
+
 // Held returns key's share partition if it is loaded.
 func (m *Manager) Held(key Key) *Partition {
 	m.mu.Lock()
