@@ -8,8 +8,10 @@ package broker
 
 import (
 	"context"
+	crand "crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"net"
@@ -96,6 +98,10 @@ type Options struct {
 	// Default nil: with RemoteStore, the broker's own
 	// __remote_log_metadata store (rlmstore.go); tests set another.
 	RemoteMetadata remote.Metadata
+	// Rand is the source of the random ids the broker makes (remote log
+	// segment ids, rlm.go). Default crypto/rand; the simulator gives a
+	// seeded one, so that a seed replays exactly.
+	Rand io.Reader
 }
 
 // Broker is one sluice node's data plane.
@@ -174,6 +180,8 @@ type Broker struct {
 	// rlm is the remote log manager, nil without Options.RemoteStore
 	// (rlm.go).
 	rlm *rlm
+	// rand is Options.Rand.
+	rand io.Reader
 	// configHooks are called after the dynamic broker configs changed
 	// (OnDynamicConfig).
 	configHooks []func()
@@ -330,6 +338,10 @@ func Open(opts Options) (*Broker, error) {
 	}
 	if b.transport == nil {
 		b.transport = tcpTransport{inter}
+	}
+	b.rand = opts.Rand
+	if b.rand == nil {
+		b.rand = crand.Reader
 	}
 	if opts.RemoteStore != nil {
 		b.rlm = newRLM(b, opts.RemoteStore)
@@ -1160,6 +1172,7 @@ func (b *Broker) Close() error {
 	}
 	b.cancel()
 	close(b.closing)
+	b.StopRemoteStep()
 	for _, p := range b.Partitions() {
 		p.log.StopCleaning() // the cleaner threads' passes end early
 	}

@@ -71,6 +71,10 @@ func (b *Broker) startRemote(opts Options) {
 			time.Duration(b.cfg.Int("remote.log.manager.fetch.quota.window.size.seconds", 1))*time.Second)
 	}
 	threads := int(b.cfg.Int("remote.log.reader.threads", 10))
+	if b.steps {
+		// Step mode: no pool, SubmitRemoteRead runs each read at once.
+		threads = 0
+	}
 	rr.threads = threads
 	b.wg.Add(threads + 1)
 	for range threads {
@@ -147,10 +151,15 @@ func (b *Broker) RemoteReader() *remote.Reader {
 // SubmitRemoteRead queues fn on the remote reader pool. fn runs with a
 // context cancelled when the broker closes; a read queued when the broker
 // closes does not run. It fails at once with ErrRemoteQueueFull when the
-// queue is full.
+// queue is full. In step mode fn runs before it returns.
 func (b *Broker) SubmitRemoteRead(fn func(ctx context.Context)) error {
 	if b.remote == nil {
 		return ErrNoRemoteStorage
+	}
+	if b.steps {
+		// Step mode: the read runs on the caller's goroutine.
+		fn(b.ctx)
+		return nil
 	}
 	select {
 	case b.remote.tasks <- fn:

@@ -112,8 +112,28 @@ func (m *remoteMeta) publish(ctx context.Context, p remote.Partition, value []by
 		if err != nil {
 			return err
 		}
+		ch := part.Produce(data, h, replica.AcksAll, deadline)
+		if m.b.steps {
+			// Step mode: the pass waits for the followers' fetch steps
+			// (rlmstep.go).
+			var res replica.ProduceResult
+			if !m.b.rlm.stepWait(func() bool {
+				select {
+				case res = <-ch:
+					return true
+				default:
+					return false
+				}
+			}) {
+				return errStepStopped
+			}
+			if res.Error != 0 {
+				return kerr.ErrorForCode(res.Error)
+			}
+			return nil
+		}
 		select {
-		case res := <-part.Produce(data, h, replica.AcksAll, deadline):
+		case res := <-ch:
 			if res.Error != 0 {
 				return kerr.ErrorForCode(res.Error)
 			}

@@ -53,6 +53,15 @@ type Knobs struct {
 	// transaction whose marker is not yet below the HW
 	// (replica.Config.StableUnreplicatedTxns).
 	StableUnreplicatedTxns bool
+	// DeleteLocalBeforeCopyFinished lets local retention delete a segment
+	// being copied to the remote log once its objects are written, before
+	// its COPY_SEGMENT_FINISHED is committed (rlm.go copySegment): a crash
+	// or a lost metadata write then leaves its records in no tier.
+	DeleteLocalBeforeCopyFinished bool
+	// CopyAboveHW lets the remote log manager copy segments that are not
+	// wholly below the high watermark (rlm.go eligible): records a new
+	// leader truncates can be in the remote log.
+	CopyAboveHW bool
 }
 
 // StepTick is one round of the tick loop.
