@@ -31,12 +31,22 @@ var ErrRemoteQueueFull = errors.New("broker: remote log reader queue full")
 // remote store.
 var ErrNoRemoteStorage = errors.New("broker: remote storage is not configured")
 
+// ErrRemoteMetadataNotRead is returned by Partition.RemoteReadable while
+// the broker has not read the partition's remote log metadata since it
+// started: its remote log is not known yet, so a read there must be
+// retried rather than answered OFFSET_OUT_OF_RANGE (Kafka answers
+// REPLICA_NOT_AVAILABLE).
+var ErrRemoteMetadataNotRead = errors.New("broker: remote log metadata not read yet")
+
 // remoteReads is the remote reader and its pool.
 type remoteReads struct {
 	reader  *remote.Reader
 	tasks   chan func(context.Context)
 	threads int
-	busy    atomic.Int64 // goroutines running a read
+	// isRead reports whether the metadata holds a partition's remote log
+	// (remoteMeta.isRead; nil: always, with Options.RemoteMetadata).
+	isRead func(remote.Partition) bool
+	busy   atomic.Int64 // goroutines running a read
 	// quota is remote.log.manager.fetch.max.bytes.per.second (nil:
 	// unlimited).
 	quota *sampledRate
@@ -61,6 +71,9 @@ func (b *Broker) startRemote(opts Options) {
 			FS:              b.fs,
 		}),
 		tasks: make(chan func(context.Context), b.cfg.Int("remote.log.reader.max.pending.tasks", 100)),
+	}
+	if opts.RemoteMetadata == nil {
+		rr.isRead = b.rlm.meta.isRead
 	}
 	b.remote = rr
 	if err := rr.reader.IndexCacheErr(); err != nil {
@@ -176,6 +189,16 @@ func (p *Partition) RemotePartition() remote.Partition {
 	return remote.Partition{TopicID: id, Topic: p.Topic, Partition: p.TP.Partition}
 }
 
+// RemoteReadable returns ErrRemoteMetadataNotRead while the remote log
+// metadata this broker reads p's remote log by has not been read since it
+// started (the remote log manager reads it on each pass), nil otherwise.
+func (p *Partition) RemoteReadable() error {
+	if rr := p.b.remote; rr != nil && rr.isRead != nil && !rr.isRead(p.RemotePartition()) {
+		return ErrRemoteMetadataNotRead
+	}
+	return nil
+}
+
 // RemoteStorage reports whether p's topic has remote.storage.enable.
 func (p *Partition) RemoteStorage() bool { return p.log.Config().RemoteStorage }
 
@@ -219,6 +242,9 @@ func (f *fetcher) rebuildFromRemote(ctx context.Context, p *Partition, req repli
 	}
 	if localStart <= req.FetchOffset {
 		return false, nil // the leader's local log holds it now: fetch again
+	}
+	if err := p.RemoteReadable(); err != nil {
+		return false, err
 	}
 	aux, err := rr.Aux(ctx, p.RemotePartition(), localStart-1, localEpoch)
 	if err != nil {

@@ -16,7 +16,12 @@ import (
 	"context"
 	"errors"
 	"iter"
+	"time"
 )
+
+// stepOpTime bounds a __remote_log_metadata write in step mode, on the
+// broker's clock (opCtx sets no real-time deadline then).
+const stepOpTime = 2 * time.Second
 
 // errStepStopped ends a parked pass whose broker closed or crashed
 // (StopRemoteStep).
