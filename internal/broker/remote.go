@@ -33,9 +33,11 @@ var ErrNoRemoteStorage = errors.New("broker: remote storage is not configured")
 
 // ErrRemoteMetadataNotRead is returned by Partition.RemoteReadable while
 // the broker has not read the partition's remote log metadata since it
-// started: its remote log is not known yet, so a read there must be
-// retried rather than answered OFFSET_OUT_OF_RANGE (Kafka answers
-// REPLICA_NOT_AVAILABLE).
+// started, and by a remote read of an offset between the log start and
+// the local log start that the metadata read so far holds in no segment:
+// the remote log there is not known yet, so the read must be retried
+// rather than answered OFFSET_OUT_OF_RANGE (Kafka answers
+// REPLICA_NOT_AVAILABLE while its metadata cache is not initialized).
 var ErrRemoteMetadataNotRead = errors.New("broker: remote log metadata not read yet")
 
 // remoteReads is the remote reader and its pool.

@@ -86,9 +86,9 @@ func tieredProps() map[string]string {
 }
 
 // startTiered starts an in-process member with an object store.
-func startTiered(t *testing.T, q *fakeQuorum, id int32, dir string, store objstore.Store, props map[string]string) *member {
+func startTiered(t *testing.T, q *fakeQuorum, id int32, dir string, store objstore.Store, props map[string]string, with ...func(*broker.Options)) *member {
 	t.Helper()
-	m := startTieredTB(t, q, id, dir, store, props)
+	m := startTieredTB(t, q, id, dir, store, props, with...)
 	m.t = t
 	return m
 }
@@ -99,7 +99,7 @@ func startTieredB(b *testing.B, q *fakeQuorum, dir string, props map[string]stri
 	return startTieredTB(b, q, 1, dir, &objstore.Memory{}, props)
 }
 
-func startTieredTB(t testing.TB, q *fakeQuorum, id int32, dir string, store objstore.Store, props map[string]string) *member {
+func startTieredTB(t testing.TB, q *fakeQuorum, id int32, dir string, store objstore.Store, props map[string]string, with ...func(*broker.Options)) *member {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -115,7 +115,11 @@ func startTieredTB(t testing.TB, q *fakeQuorum, id int32, dir string, store objs
 	}
 	self, _ := broker.SelfBroker(cfg)
 	ctl := q.node(self)
-	b, err := broker.Open(broker.Options{Config: cfg, Controller: ctl, CheckWriters: true, RemoteStore: store})
+	opts := broker.Options{Config: cfg, Controller: ctl, CheckWriters: true, RemoteStore: store}
+	for _, fn := range with {
+		fn(&opts)
+	}
+	b, err := broker.Open(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -667,4 +671,30 @@ func fetchAt(t *testing.T, m *member, topic string, offset int64) (int16, int) {
 	}
 	fp := resp.Topics[0].Partitions[0]
 	return fp.ErrorCode, len(fp.RecordBatches)
+}
+
+// TestTieredReadMetadataBehind: a consumer fetch between the log start and
+// the local log start that the remote log metadata the broker reads by
+// holds in no segment (here an empty one, as a new leader of
+// __remote_log_metadata whose HW has not caught up answers) gets
+// REPLICA_NOT_AVAILABLE, retriable, not OFFSET_OUT_OF_RANGE: the log
+// start says the records exist.
+func TestTieredReadMetadataBehind(t *testing.T) {
+	store := &faultyStore{}
+	q := newFakeQuorum()
+	m := startTiered(t, q, 1, t.TempDir(), store, tieredProps(), func(o *broker.Options) { o.RemoteMetadata = &remote.MemMetadata{} })
+	if err := m.b.CreateTopic("tiered", 1, 1, map[string]string{
+		"remote.storage.enable": "true", "segment.bytes": "2048", "local.retention.bytes": "4096",
+	}, false); err != nil {
+		t.Fatal(err)
+	}
+	produceN(t, []string{m.addr}, "tiered", 200, 100)
+	p, err := m.b.Partition("tiered", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "segments deleted locally", 20*time.Second, func() bool { return p.Log().LocalLogStartOffset() > 0 })
+	if code, _ := fetchAt(t, m, "tiered", 0); code != kerr.ReplicaNotAvailable.Code {
+		t.Fatalf("fetch at 0, which the reader's metadata does not hold: %v, want REPLICA_NOT_AVAILABLE", kerr.ErrorForCode(code))
+	}
 }

@@ -119,6 +119,12 @@ func readRemotePartition(ctx context.Context, rr *remote.Reader, rf remoteFetch)
 	part := rf.p.RemotePartition()
 	lineage := log.EpochEntries()
 	res, err := rr.Read(ctx, part, lineage, rf.offset, int(rf.limit), rf.maxOffset, rf.first)
+	if errors.Is(err, remote.ErrNoSegment) && rf.offset >= log.LogStartOffset() && rf.offset < log.LocalLogStartOffset() {
+		// The log holds the offset, but the remote log metadata read so
+		// far does not (a new leader of its __remote_log_metadata
+		// partition whose HW has not caught up yet): retriable.
+		return nil, nil, broker.ErrRemoteMetadataNotRead
+	}
 	if err != nil || !rf.readCommitted || len(res.Records) == 0 {
 		return res.Records, nil, err
 	}
