@@ -19,7 +19,12 @@ var (
 	flagRealSeeds = flag.Int("real.seeds", 2000, "number of seeds TestRealSeeds runs")
 	flagRealSteps = flag.Int("real.steps", 3000, "steps per real-broker seed before settling")
 	flagRealShare = flag.Bool("real.share", false, "TestRealSeeds: run the share and classic groups (realshare.go, realclassic.go) in every seed, not only in every fifth")
+	flagRealTier  = flag.Bool("real.tiered", false, "TestRealSeeds: run tiered storage (realtier.go) in every seed, not only in every thirteenth")
 )
+
+// realTiered reports whether seed runs tiered storage: the seeds
+// divisible by realTieredSeeds, or all with -real.tiered.
+func realTiered(seed uint64) bool { return *flagRealTier || seed%realTieredSeeds == 0 }
 
 // realShare reports whether seed runs the share group: every fifth seed
 // (those divisible by 5), or all with -real.share.
@@ -29,7 +34,7 @@ func realShare(seed uint64) bool { return *flagRealShare || seed%5 == 0 }
 // or replays -real.seed=N verbosely.
 func TestRealSeeds(t *testing.T) {
 	if *flagRealSeed != 0 {
-		res := RunReal(RealOptions{Seed: *flagRealSeed, Steps: *flagRealSteps, Verbose: true, Share: realShare(*flagRealSeed)})
+		res := RunReal(RealOptions{Seed: *flagRealSeed, Steps: *flagRealSteps, Verbose: true, Share: realShare(*flagRealSeed), Tiered: realTiered(*flagRealSeed)})
 		for _, l := range res.Trace {
 			t.Log(l)
 		}
@@ -41,7 +46,7 @@ func TestRealSeeds(t *testing.T) {
 	}
 	start := time.Now()
 	total, failed := runSeeds(uint64(*flagRealSeeds), func(seed uint64) RealOptions {
-		return RealOptions{Seed: seed, Steps: *flagRealSteps, Share: realShare(seed)}
+		return RealOptions{Seed: seed, Steps: *flagRealSteps, Share: realShare(seed), Tiered: realTiered(seed)}
 	})
 	if failed != nil {
 		t.Fatal(failed.Report())
@@ -54,7 +59,8 @@ func TestRealSeeds(t *testing.T) {
 			t.Fatalf("regression seed %d: %s", seed, res.Report())
 		}
 	}
-	if total.Crashes == 0 || total.Acked == 0 || total.ISRChanges == 0 || total.ShareAccepted == 0 || total.ShareCrashes == 0 {
+	if total.Crashes == 0 || total.Acked == 0 || total.ISRChanges == 0 || total.ShareAccepted == 0 || total.ShareCrashes == 0 ||
+		total.RemoteSteps == 0 || total.RemoteReads == 0 || total.StoreFaults == 0 {
 		t.Fatalf("the runs exercised too little: %+v", total)
 	}
 }
@@ -135,8 +141,8 @@ func TestRealDeterminism(t *testing.T) {
 }
 
 func checkDeterministic(t *testing.T, seed uint64) {
-	a := RunReal(RealOptions{Seed: seed, Steps: 3000, Verbose: true, Share: realShare(seed)})
-	b := RunReal(RealOptions{Seed: seed, Steps: 3000, Verbose: true, Share: realShare(seed)})
+	a := RunReal(RealOptions{Seed: seed, Steps: 3000, Verbose: true, Share: realShare(seed), Tiered: realTiered(seed)})
+	b := RunReal(RealOptions{Seed: seed, Steps: 3000, Verbose: true, Share: realShare(seed), Tiered: realTiered(seed)})
 	if !slices.Equal(a.Trace, b.Trace) {
 		for i := range min(len(a.Trace), len(b.Trace)) {
 			if a.Trace[i] != b.Trace[i] {
