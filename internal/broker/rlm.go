@@ -352,9 +352,13 @@ func (r *rlm) runLeader(p *Partition) error {
 		return err
 	}
 	// Segments a crash or a failed copy left half done (Kafka deletes
-	// such dangling segments and their objects).
-	for _, s := range r.meta.cache.All(rp) {
-		if s.State == remote.CopyStarted || s.State == remote.DeleteStarted {
+	// such dangling segments and their objects), once no longer needed
+	// (danglingDone).
+	all := r.meta.cache.All(rp)
+	finished := r.meta.cache.Segments(rp)
+	lineage, logStart, leo := p.log.EpochEntries(), p.LogStartOffset(), p.LogEndOffset()
+	for _, s := range all {
+		if s.State == remote.DeleteStarted || s.State == remote.CopyStarted && danglingDone(&s, finished, lineage, logStart, leo) {
 			if err := r.deleteSegment(ctx, p, s); err != nil {
 				return err
 			}
@@ -364,6 +368,33 @@ func (r *rlm) runLeader(p *Partition) error {
 		return err
 	}
 	return r.expire(ctx, p, rp, ep)
+}
+
+// danglingDone reports whether s, a segment left COPY_SEGMENT_STARTED,
+// may be deleted by a leader whose leader-epoch cache is lineage, whose
+// log starts at logStart and ends at leo, and whose remote log metadata
+// holds the COPY_SEGMENT_FINISHED segments finished: it lies below the
+// log start, or off the lineage (withinLineage), or other finished
+// segments of the lineage hold its whole range. A copy STARTED by an
+// earlier leader may still finish (its COPY_SEGMENT_FINISHED written, or
+// waiting to commit, after this leader read the metadata), and its
+// replicas then delete the range locally: deleting it before its range
+// is held elsewhere could leave those records in no tier (the real-broker
+// simulator found it: a deposed leader's copy finished while its
+// successor deleted it as dangling, and the deposed leader, a follower
+// by then, had deleted the segment locally). A copy that truly died is
+// deleted once this leader has copied the range again.
+func danglingDone(s *remote.Segment, finished []remote.Segment, lineage []epoch.Entry, logStart, leo int64) bool {
+	if s.EndOffset < logStart || !withinLineage(s, lineage, logStart, leo) {
+		return true
+	}
+	covered := max(s.StartOffset, logStart)
+	for _, f := range finished { // in StartOffset order
+		if f.ID != s.ID && f.StartOffset <= covered && f.EndOffset >= covered && withinLineage(&f, lineage, logStart, leo) {
+			covered = f.EndOffset + 1
+		}
+	}
+	return covered > s.EndOffset
 }
 
 // sync is meta.sync bounded by opTime.

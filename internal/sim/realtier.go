@@ -475,8 +475,8 @@ func (w *realWorld) checkLocalCopied(all bool) {
 			}
 		}
 		if covered < local {
-			w.fail("broker %d deleted %s-0 below its local log start %d, but the remote log's finished segments hold it only from %d to %d (log start %d)",
-				rb.id, realTieredTopic, local, from, covered, ls)
+			w.fail("broker %d deleted %s-0 below its local log start %d, but the remote log's finished segments hold it only from %d to %d (log start %d)%s",
+				rb.id, realTieredTopic, local, from, covered, ls, w.describeRemote(rb, p))
 			return
 		}
 	}
@@ -530,6 +530,23 @@ func (w *realWorld) describeRemote(rb *realBroker, p *sbroker.Partition) string 
 	fmt.Fprintf(&b, "; epochs %v; broker %d's remote log:", p.Log().EpochEntries(), rb.id)
 	for _, s := range rb.b.RemoteMetadata().Segments(rp) {
 		fmt.Fprintf(&b, " [%d-%d %v]", s.StartOffset, s.EndOffset, s.LeaderEpochs)
+	}
+	b.WriteString("; metadata log:")
+	if leader := w.ctrl.image().Topics[remote.MetadataTopic].Partitions[0].Leader; leader > 0 && w.brokers[leader-1].up {
+		if mp, err := w.brokers[leader-1].b.PartitionBy(remote.MetadataTopic, 0, time.Time{}); err == nil {
+			fmt.Fprintf(&b, " (leader %d HW %d)", leader, mp.HighWatermark())
+			_ = readBatchRecords(mp.Log(), mp.Log().LogEndOffset(), func(off int64, r batch.Record) bool {
+				rec, err := remote.Decode(r.Value)
+				switch {
+				case err != nil:
+				case rec.Segment != nil:
+					fmt.Fprintf(&b, " @%d add %x [%d-%d %v] by %d;", off, rec.Segment.ID[:2], rec.Segment.StartOffset, rec.Segment.EndOffset, rec.Segment.LeaderEpochs, rec.Segment.BrokerID)
+				case rec.Update != nil:
+					fmt.Fprintf(&b, " @%d %x %s by %d;", off, rec.Update.ID[:2], rec.Update.State, rec.Update.BrokerID)
+				}
+				return true
+			})
+		}
 	}
 	b.WriteString("; committed:")
 	if c := w.committedRemoteLog(); c != nil {
