@@ -697,6 +697,7 @@ func (w *realWorld) step(nemesis bool) {
 		}
 		w.storeFaults()
 		w.checkLocalCopied(false)
+		w.checkCopiedBelowHW()
 	}
 	if w.chance(0.3) {
 		// Transactions need several steps each (produce, decide,

@@ -165,20 +165,31 @@ func TestRealOldBugsAreCaught(t *testing.T) {
 		knobs    sbroker.Knobs
 		ctlKnobs controller.Knobs
 		want     []string // the violation names one of these
+		// tiered runs the CI's tiered seeds only (realTiered).
+		tiered bool
 	}{
-		{"ISR proposal made while one is in flight dropped (1cf2b54)", sbroker.Knobs{DropQueuedISR: true}, controller.Knobs{}, []string{"after settling", "unsent"}},
-		{"restarting broker acts on replayed metadata (3369e98)", sbroker.Knobs{ActOnReplayedMetadata: true}, controller.Knobs{}, []string{"both lead", "acknowledged", "a consumer read", "twice", "committed there before", "a read_committed consumer was shown"}},
-		{"machine keeps its producer state after a truncation", sbroker.Knobs{KeepMachineProducers: true}, controller.Knobs{}, []string{"open transactions", "read_committed"}},
-		{"a late transaction version 2 marker is accepted", sbroker.Knobs{AcceptLateMarkers: true}, controller.Knobs{}, []string{"read_committed", "missing from a read_committed"}},
-		{"DeleteRecords answered before the followers raised their log start", sbroker.Knobs{AnswerDeleteRecordsEarly: true}, controller.Knobs{}, []string{"below the answered DeleteRecords"}},
-		{"the LSO passes a transaction whose marker is above the HW", sbroker.Knobs{StableUnreplicatedTxns: true}, controller.Knobs{}, []string{"a read_committed consumer was shown"}},
-		{"controlled shutdown granted before the others applied it (1cf2b54)", sbroker.Knobs{}, controller.Knobs{GrantShutdownEarly: true}, []string{"controlled shutdown completes"}},
-		{"a wiped broker kept in the ELR (KIP-966)", sbroker.Knobs{}, controller.Knobs{KeepELRAfterUncleanRegistration: true}, []string{"below the HW", "without acknowledged record", "where a consumer read", "in the ELR", "below the acknowledged commit"}},
+		{"ISR proposal made while one is in flight dropped (1cf2b54)", sbroker.Knobs{DropQueuedISR: true}, controller.Knobs{}, []string{"after settling", "unsent"}, false},
+		{"restarting broker acts on replayed metadata (3369e98)", sbroker.Knobs{ActOnReplayedMetadata: true}, controller.Knobs{}, []string{"both lead", "acknowledged", "a consumer read", "twice", "committed there before", "a read_committed consumer was shown"}, false},
+		{"machine keeps its producer state after a truncation", sbroker.Knobs{KeepMachineProducers: true}, controller.Knobs{}, []string{"open transactions", "read_committed"}, false},
+		{"a late transaction version 2 marker is accepted", sbroker.Knobs{AcceptLateMarkers: true}, controller.Knobs{}, []string{"read_committed", "missing from a read_committed"}, false},
+		{"DeleteRecords answered before the followers raised their log start", sbroker.Knobs{AnswerDeleteRecordsEarly: true}, controller.Knobs{}, []string{"below the answered DeleteRecords"}, false},
+		{"the LSO passes a transaction whose marker is above the HW", sbroker.Knobs{StableUnreplicatedTxns: true}, controller.Knobs{}, []string{"a read_committed consumer was shown"}, false},
+		{"controlled shutdown granted before the others applied it (1cf2b54)", sbroker.Knobs{}, controller.Knobs{GrantShutdownEarly: true}, []string{"controlled shutdown completes"}, false},
+		{"a wiped broker kept in the ELR (KIP-966)", sbroker.Knobs{}, controller.Knobs{KeepELRAfterUncleanRegistration: true}, []string{"below the HW", "without acknowledged record", "where a consumer read", "in the ELR", "below the acknowledged commit"}, false},
+		{"local retention deletes a segment whose copy is not finished", sbroker.Knobs{DeleteLocalBeforeCopyFinished: true}, controller.Knobs{}, []string{"deleted r0-0 below its local log start", "in any tier"}, true},
+		{"a segment not wholly below the HW copied", sbroker.Knobs{CopyAboveHW: true}, controller.Knobs{}, []string{"the highest HW its leaders had", "in any tier", "reads"}, true},
 	} {
 		t.Run(b.name, func(t *testing.T) {
-			_, with := runSeeds(uint64(*flagRealSeeds), func(seed uint64) RealOptions {
+			n, opts := uint64(*flagRealSeeds), func(seed uint64) RealOptions {
 				return RealOptions{Seed: seed, Steps: *flagRealSteps, knobs: b.knobs, ctlKnobs: b.ctlKnobs}
-			})
+			}
+			if b.tiered {
+				n = n / realTieredSeeds
+				opts = func(i uint64) RealOptions {
+					return RealOptions{Seed: i * realTieredSeeds, Steps: *flagRealSteps, knobs: b.knobs, Tiered: true}
+				}
+			}
+			_, with := runSeeds(n, opts)
 			if with == nil {
 				t.Fatalf("no seed of the %d CI seeds fails with the bug", *flagRealSeeds)
 			}
@@ -186,7 +197,7 @@ func TestRealOldBugsAreCaught(t *testing.T) {
 			if !slices.ContainsFunc(b.want, func(w string) bool { return strings.Contains(with.Violation, w) }) {
 				t.Fatalf("seed %d fails with the bug, but not on %q: %s", seed, b.want, with.Violation)
 			}
-			if without := RunReal(RealOptions{Seed: seed, Steps: *flagRealSteps}); without.Violation != "" {
+			if without := RunReal(RealOptions{Seed: seed, Steps: *flagRealSteps, Tiered: b.tiered}); without.Violation != "" {
 				t.Fatalf("seed %d fails without the bug:\n%s", seed, without.Report())
 			}
 			t.Logf("first failing seed %d: %s", seed, with.Violation)

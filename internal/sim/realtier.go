@@ -105,6 +105,10 @@ type simTier struct {
 	// remoteRead counts records checkTiered read below the leader's
 	// local log start.
 	remoteRead int
+	// maxHW is the highest HW seen on a leader of realTieredTopic;
+	// metaEnd the log end of __remote_log_metadata's leader when
+	// checkCopiedBelowHW last ran.
+	maxHW, metaEnd int64
 }
 
 func newSimTier(on bool, seed uint64) *simTier {
@@ -338,6 +342,9 @@ func (w *realWorld) observeTiered() {
 	for _, rb := range w.upBrokers() {
 		if p, err := rb.b.PartitionBy(realTieredTopic, 0, time.Time{}); err == nil {
 			w.tier.maxLogStart = max(w.tier.maxLogStart, p.LogStartOffset())
+			if p.IsLeader() {
+				w.tier.maxHW = max(w.tier.maxHW, p.HighWatermark())
+			}
 		}
 	}
 }
@@ -407,6 +414,42 @@ func (w *realWorld) checkTiered() {
 	for off, v := range w.consumed[topic] {
 		if g, ok := got[off]; ok && g != v {
 			w.fail("broker %d: %s-0@%d reads %q, where a consumer read %q", rb.id, topic, off, g, v)
+			return
+		}
+	}
+}
+
+// checkCopiedBelowHW: every COPY_SEGMENT_FINISHED segment of
+// realTieredTopic holds only offsets below the highest HW any of its
+// leaders had (a leader copies only segments wholly below its HW: above
+// it, a new leader may truncate what the remote log holds). It runs when
+// the metadata's log end moved.
+func (w *realWorld) checkCopiedBelowHW() {
+	if !w.tier.on || w.failed != "" {
+		return
+	}
+	leader := w.ctrl.image().Topics[remote.MetadataTopic].Partitions[0].Leader
+	if leader < 1 || !w.brokers[leader-1].up {
+		return
+	}
+	mp, err := w.brokers[leader-1].b.PartitionBy(remote.MetadataTopic, 0, time.Time{})
+	if err != nil || mp.LogEndOffset() == w.tier.metaEnd {
+		return
+	}
+	w.tier.metaEnd = mp.LogEndOffset()
+	w.observeTiered()
+	c := w.committedRemoteLog()
+	if c == nil {
+		return
+	}
+	rb, p := w.tieredLeader()
+	if rb == nil {
+		return
+	}
+	for _, s := range c.Segments(p.RemotePartition()) {
+		if s.EndOffset >= w.tier.maxHW {
+			w.fail("a finished remote segment of %s-0 (%d-%d, copied by %d) holds offsets at or above %d, the highest HW its leaders had%s",
+				realTieredTopic, s.StartOffset, s.EndOffset, s.BrokerID, w.tier.maxHW, w.describeRemote(rb, p))
 			return
 		}
 	}
