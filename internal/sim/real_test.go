@@ -83,6 +83,20 @@ func TestRealOneWriter(t *testing.T) {
 	if cleans == 0 || retained == 0 || crashes == 0 {
 		t.Fatalf("the runs exercised too little: %d cleaner passes, %d retention passes, %d crashes", cleans, retained, crashes)
 	}
+	// Tiered storage: the remote log managers' local retention on
+	// leaders and followers, and the follower's rebuild from the remote
+	// log, change logs too.
+	remoteReads := 0
+	for seed := uint64(realTieredSeeds); seed <= 3*realTieredSeeds; seed += realTieredSeeds {
+		res := RunReal(RealOptions{Seed: seed, Steps: 2500, CheckWriters: true, Tiered: true})
+		if res.Violation != "" {
+			t.Fatal(res.Report())
+		}
+		remoteReads += res.Stats.RemoteReads
+	}
+	if remoteReads == 0 {
+		t.Fatal("the tiered runs read nothing from the remote log")
+	}
 }
 
 // realRegressionSeeds are soak seeds (TestRealSoak) that found bugs, run
@@ -135,7 +149,8 @@ func runSeeds(n uint64, opts func(seed uint64) RealOptions) (RealStats, *RealRes
 // TestRealDeterminism: a seed run twice gives the same trace, line for
 // line.
 func TestRealDeterminism(t *testing.T) {
-	for _, seed := range []uint64{7, 11, 12345, 99, 2026, 31337, 35, 60} {
+	// 26 and 65 are tiered (realTiered), 65 with the share group too.
+	for _, seed := range []uint64{7, 11, 12345, 99, 2026, 31337, 35, 60, 26, 65} {
 		checkDeterministic(t, seed)
 	}
 }
