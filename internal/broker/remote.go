@@ -85,11 +85,13 @@ func (b *Broker) startRemote(opts Options) {
 		rr.quota = newSampledRate(b.clock, float64(rate), int(b.cfg.Int("remote.log.manager.fetch.quota.window.num", 11)),
 			time.Duration(b.cfg.Int("remote.log.manager.fetch.quota.window.size.seconds", 1))*time.Second)
 	}
-	threads := int(b.cfg.Int("remote.log.reader.threads", 10))
 	if b.steps {
-		// Step mode: no pool, SubmitRemoteRead runs each read at once.
-		threads = 0
+		// Step mode: no pool (SubmitRemoteRead runs each read at once)
+		// and no gauges, whose removal waits for Close: a simulated
+		// crash drops the broker without one.
+		return
 	}
+	threads := int(b.cfg.Int("remote.log.reader.threads", 10))
 	rr.threads = threads
 	b.wg.Add(threads + 1)
 	for range threads {
