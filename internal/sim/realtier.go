@@ -39,7 +39,14 @@ import (
 //   - checkLocalCopied: whatever a replica holds neither locally nor below
 //     the log start (its local log start above the log start) is in
 //     COPY_SEGMENT_FINISHED segments of the committed remote log
-//     metadata: local segments are deleted only once their copy finished.
+//     metadata: local segments are deleted only once their copy finished;
+//   - checkCopiedBelowHW: a finished segment holds only offsets below the
+//     highest HW its leaders had.
+//
+// The "committed" remote log metadata is read from the log of
+// __remote_log_metadata's leader up to its log end, not its HW: a new
+// leader's HW may lag records committed under the last one, and reading
+// more only makes the checks more lenient.
 
 // realTieredTopic is the tiered topic; realTieredRetentionMs its
 // retention.ms (the remote log manager's expiration deletes whole
@@ -51,11 +58,12 @@ const (
 	// a tiered seed; realStoreErrorP the share of object store
 	// operations that fail before the settle phase.
 	realTierStepP   = 0.08
+	// realStorePartP the share of Puts cut off half way.
 	realStoreErrorP = 0.03
+	realStorePartP  = 0.02
 	// realTierProduceP is the chance of one more produce to
 	// realTieredTopic after a step, so that it rolls many segments.
 	realTierProduceP = 0.15
-	realStorePartP   = 0.02
 	// realTieredSeeds: the seeds divisible by it are tiered in
 	// TestRealSeeds (the others keep their traces).
 	realTieredSeeds = 13
