@@ -57,7 +57,7 @@ const (
 	// realTierStepP is the chance that a broker's step is StepRemote in
 	// a tiered seed; realStoreErrorP the share of object store
 	// operations that fail before the settle phase.
-	realTierStepP   = 0.08
+	realTierStepP = 0.08
 	// realStorePartP the share of Puts cut off half way.
 	realStoreErrorP = 0.03
 	realStorePartP  = 0.02
