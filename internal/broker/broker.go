@@ -49,10 +49,11 @@ type Options struct {
 	Clock clock.Clock
 	// Steps starts no background goroutine: no tick, retention or cleaner
 	// loop, no flush workers, no fetcher goroutines, no ISR-proposal
-	// goroutines. The owner drives the broker on its own goroutine with
-	// StepTick, StepAlter, StepFlush, StepFetch and StepRetention (the
-	// simulator, which owns the clock and the network, does). Default
-	// false.
+	// goroutines, no remote log manager loop or remote reader pool. The
+	// owner drives the broker on its own goroutine with StepTick,
+	// StepAlter, StepFlush, StepFetch, StepRetention, StepClean and
+	// StepRemote (the simulator, which owns the clock and the network,
+	// does). Default false.
 	Steps bool
 	// Knobs re-introduce fixed bugs, for the simulator's tests that it
 	// still finds them. Nil in production.

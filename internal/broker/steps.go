@@ -12,7 +12,8 @@ import (
 // whoever owns it calls these on one goroutine. Each is one round of a
 // background loop of the normal mode (the same code: tickOnce,
 // flusher.drain, fetcher.step, alterPartition, retentionOnce,
-// cleaner.once), so a simulator that owns the clock, the disk and the
+// cleaner.once; StepRemote, the remote log manager's pass, is in
+// rlmstep.go), so a simulator that owns the clock, the disk and the
 // network runs the real driver, deterministically.
 
 // Knobs re-introduce bugs that were fixed, each behind its own switch, so
