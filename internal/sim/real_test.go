@@ -59,6 +59,11 @@ func TestRealSeeds(t *testing.T) {
 			t.Fatalf("regression seed %d: %s", seed, res.Report())
 		}
 	}
+	for _, seed := range realTieredRegressionSeeds {
+		if res := RunReal(RealOptions{Seed: seed, Steps: *flagRealSteps, Tiered: true}); res.Violation != "" {
+			t.Fatalf("tiered regression seed %d: %s", seed, res.Report())
+		}
+	}
 	if total.Crashes == 0 || total.Acked == 0 || total.ISRChanges == 0 || total.ShareAccepted == 0 || total.ShareCrashes == 0 ||
 		total.RemoteSteps == 0 || total.RemoteReads == 0 || total.StoreFaults == 0 {
 		t.Fatalf("the runs exercised too little: %+v", total)
@@ -106,6 +111,13 @@ func TestRealOneWriter(t *testing.T) {
 // earlier incarnation committed below an answered DeleteRecords (the
 // follower's Fetch now carries its broker epoch, KIP-903).
 var realRegressionSeeds = []uint64{1796181980161591760, 1796183001364535630}
+
+// realTieredRegressionSeeds are seeds of -real.tiered that found bugs,
+// run tiered with every TestRealSeeds: 156, a leader back from a crash
+// answered OFFSET_OUT_OF_RANGE below its local log start before reading
+// its remote log metadata; 225, a new leader deleted as dangling a
+// deposed leader's copy that finished meanwhile (docs/replication.md).
+var realTieredRegressionSeeds = []uint64{156, 225}
 
 // runSeeds runs seeds 1..n, one worker per CPU (the worlds share
 // nothing), and returns the totals and the lowest failing seed's result.
