@@ -8,8 +8,10 @@ package broker
 
 import (
 	"context"
+	crand "crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"net"
@@ -47,10 +49,11 @@ type Options struct {
 	Clock clock.Clock
 	// Steps starts no background goroutine: no tick, retention or cleaner
 	// loop, no flush workers, no fetcher goroutines, no ISR-proposal
-	// goroutines. The owner drives the broker on its own goroutine with
-	// StepTick, StepAlter, StepFlush, StepFetch and StepRetention (the
-	// simulator, which owns the clock and the network, does). Default
-	// false.
+	// goroutines, no remote log manager loop or remote reader pool. The
+	// owner drives the broker on its own goroutine with StepTick,
+	// StepAlter, StepFlush, StepFetch, StepRetention, StepClean and
+	// StepRemote (the simulator, which owns the clock and the network,
+	// does). Default false.
 	Steps bool
 	// Knobs re-introduce fixed bugs, for the simulator's tests that it
 	// still finds them. Nil in production.
@@ -96,6 +99,10 @@ type Options struct {
 	// Default nil: with RemoteStore, the broker's own
 	// __remote_log_metadata store (rlmstore.go); tests set another.
 	RemoteMetadata remote.Metadata
+	// Rand is the source of the random ids the broker makes (remote log
+	// segment ids, rlm.go). Default crypto/rand; the simulator gives a
+	// seeded one, so that a seed replays exactly.
+	Rand io.Reader
 }
 
 // Broker is one sluice node's data plane.
@@ -174,6 +181,8 @@ type Broker struct {
 	// rlm is the remote log manager, nil without Options.RemoteStore
 	// (rlm.go).
 	rlm *rlm
+	// rand is Options.Rand.
+	rand io.Reader
 	// configHooks are called after the dynamic broker configs changed
 	// (OnDynamicConfig).
 	configHooks []func()
@@ -330,6 +339,10 @@ func Open(opts Options) (*Broker, error) {
 	}
 	if b.transport == nil {
 		b.transport = tcpTransport{inter}
+	}
+	b.rand = opts.Rand
+	if b.rand == nil {
+		b.rand = crand.Reader
 	}
 	if opts.RemoteStore != nil {
 		b.rlm = newRLM(b, opts.RemoteStore)
@@ -1160,6 +1173,7 @@ func (b *Broker) Close() error {
 	}
 	b.cancel()
 	close(b.closing)
+	b.StopRemoteStep()
 	for _, p := range b.Partitions() {
 		p.log.StopCleaning() // the cleaner threads' passes end early
 	}

@@ -31,12 +31,24 @@ var ErrRemoteQueueFull = errors.New("broker: remote log reader queue full")
 // remote store.
 var ErrNoRemoteStorage = errors.New("broker: remote storage is not configured")
 
+// ErrRemoteMetadataNotRead is returned by Partition.RemoteReadable while
+// the broker has not read the partition's remote log metadata since it
+// started, and by a remote read of an offset between the log start and
+// the local log start that the metadata read so far holds in no segment:
+// the remote log there is not known yet, so the read must be retried
+// rather than answered OFFSET_OUT_OF_RANGE (Kafka answers
+// REPLICA_NOT_AVAILABLE while its metadata cache is not initialized).
+var ErrRemoteMetadataNotRead = errors.New("broker: remote log metadata not read yet")
+
 // remoteReads is the remote reader and its pool.
 type remoteReads struct {
 	reader  *remote.Reader
 	tasks   chan func(context.Context)
 	threads int
-	busy    atomic.Int64 // goroutines running a read
+	// isRead reports whether the metadata holds a partition's remote log
+	// (remoteMeta.isRead; nil: always, with Options.RemoteMetadata).
+	isRead func(remote.Partition) bool
+	busy   atomic.Int64 // goroutines running a read
 	// quota is remote.log.manager.fetch.max.bytes.per.second (nil:
 	// unlimited).
 	quota *sampledRate
@@ -62,6 +74,9 @@ func (b *Broker) startRemote(opts Options) {
 		}),
 		tasks: make(chan func(context.Context), b.cfg.Int("remote.log.reader.max.pending.tasks", 100)),
 	}
+	if opts.RemoteMetadata == nil {
+		rr.isRead = b.rlm.meta.isRead
+	}
 	b.remote = rr
 	if err := rr.reader.IndexCacheErr(); err != nil {
 		b.log.Warn("remote index cache on disk unavailable: remote indexes are cached in memory only", "dir", path.Join(b.cfg.DataDir, remote.IndexCacheDirName), "err", err)
@@ -69,6 +84,12 @@ func (b *Broker) startRemote(opts Options) {
 	if rate := b.cfg.Int("remote.log.manager.fetch.max.bytes.per.second", 1<<63-1); rate < unlimited {
 		rr.quota = newSampledRate(b.clock, float64(rate), int(b.cfg.Int("remote.log.manager.fetch.quota.window.num", 11)),
 			time.Duration(b.cfg.Int("remote.log.manager.fetch.quota.window.size.seconds", 1))*time.Second)
+	}
+	if b.steps {
+		// Step mode: no pool (SubmitRemoteRead runs each read at once)
+		// and no gauges, whose removal waits for Close: a simulated
+		// crash drops the broker without one.
+		return
 	}
 	threads := int(b.cfg.Int("remote.log.reader.threads", 10))
 	rr.threads = threads
@@ -147,10 +168,15 @@ func (b *Broker) RemoteReader() *remote.Reader {
 // SubmitRemoteRead queues fn on the remote reader pool. fn runs with a
 // context cancelled when the broker closes; a read queued when the broker
 // closes does not run. It fails at once with ErrRemoteQueueFull when the
-// queue is full.
+// queue is full. In step mode fn runs before it returns.
 func (b *Broker) SubmitRemoteRead(fn func(ctx context.Context)) error {
 	if b.remote == nil {
 		return ErrNoRemoteStorage
+	}
+	if b.steps {
+		// Step mode: the read runs on the caller's goroutine.
+		fn(b.ctx)
+		return nil
 	}
 	select {
 	case b.remote.tasks <- fn:
@@ -165,6 +191,16 @@ func (b *Broker) SubmitRemoteRead(fn func(ctx context.Context)) error {
 func (p *Partition) RemotePartition() remote.Partition {
 	id, _ := p.b.TopicID(p.Topic)
 	return remote.Partition{TopicID: id, Topic: p.Topic, Partition: p.TP.Partition}
+}
+
+// RemoteReadable returns ErrRemoteMetadataNotRead while the remote log
+// metadata this broker reads p's remote log by has not been read since it
+// started (the remote log manager reads it on each pass), nil otherwise.
+func (p *Partition) RemoteReadable() error {
+	if rr := p.b.remote; rr != nil && rr.isRead != nil && !rr.isRead(p.RemotePartition()) {
+		return ErrRemoteMetadataNotRead
+	}
+	return nil
 }
 
 // RemoteStorage reports whether p's topic has remote.storage.enable.
@@ -210,6 +246,9 @@ func (f *fetcher) rebuildFromRemote(ctx context.Context, p *Partition, req repli
 	}
 	if localStart <= req.FetchOffset {
 		return false, nil // the leader's local log holds it now: fetch again
+	}
+	if err := p.RemoteReadable(); err != nil {
+		return false, err
 	}
 	aux, err := rr.Aux(ctx, p.RemotePartition(), localStart-1, localEpoch)
 	if err != nil {

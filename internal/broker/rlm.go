@@ -39,7 +39,6 @@ package broker
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -79,6 +78,9 @@ type rlm struct {
 	// gauges are the per-topic gauges as of the last pass
 	// (metrics.RemoteTopicGauges).
 	gauges map[string]metrics.RemoteTopicGauges
+
+	// step is the pass in progress in step mode (rlmstep.go).
+	step rlmStepper
 }
 
 // rlmSettleTime is how long leadership errors (settling) are retried
@@ -218,7 +220,7 @@ func (r *rlm) schedule(parts []*Partition) {
 	for i, p := range parts {
 		rps[i] = remotePartition(p)
 	}
-	ctx, cancel := context.WithTimeout(r.b.ctx, r.opTime)
+	ctx, cancel := r.opCtx(r.taskCtx())
 	err := r.meta.sync(ctx, rps...)
 	cancel()
 	if err != nil {
@@ -230,6 +232,9 @@ func (r *rlm) schedule(parts []*Partition) {
 	r.mu.Unlock()
 	now := r.b.now()
 	for i, p := range parts {
+		if r.step.stopped {
+			return
+		}
 		if !p.IsLeader() {
 			copied := r.highestCopied(rps[i], p)
 			r.setCopied(p.TP, copied)
@@ -243,6 +248,14 @@ func (r *rlm) schedule(parts []*Partition) {
 			st.running = true
 		}
 		r.mu.Unlock()
+		if due && r.b.steps {
+			// Step mode: the task runs in the pass (rlmstep.go).
+			if r.step.stopped {
+				return
+			}
+			r.leaderTask(p)
+			continue
+		}
 		if due && !r.b.goBackground(func() { r.leaderTask(p) }) {
 			r.mu.Lock()
 			st.running = false
@@ -310,6 +323,9 @@ func (r *rlm) failed(tp *TP, err error) {
 // RLMExpirationTask), on a background goroutine.
 func (r *rlm) leaderTask(p *Partition) {
 	err := r.runLeader(p)
+	if r.step.stopped {
+		err = errStepStopped
+	}
 	r.mu.Lock()
 	st := r.part(p.TP)
 	st.running = false
@@ -317,7 +333,7 @@ func (r *rlm) leaderTask(p *Partition) {
 		st.failures, st.retryAt = 0, time.Time{}
 	}
 	r.mu.Unlock()
-	if err != nil && r.b.ctx.Err() == nil {
+	if err != nil && r.b.ctx.Err() == nil && !r.step.stopped {
 		r.failed(&p.TP, err)
 		r.b.log.Debug("remote log task", "topic", p.Topic, "partition", p.Partition, "err", err)
 	}
@@ -328,7 +344,7 @@ func (r *rlm) leaderTask(p *Partition) {
 var errNotLeader = errors.New("remote log manager: no longer the leader")
 
 func (r *rlm) runLeader(p *Partition) error {
-	ctx, cancel := context.WithCancel(r.b.ctx)
+	ctx, cancel := context.WithCancel(r.taskCtx())
 	defer cancel()
 	rp := remotePartition(p)
 	ep := p.LeaderEpoch()
@@ -336,9 +352,13 @@ func (r *rlm) runLeader(p *Partition) error {
 		return err
 	}
 	// Segments a crash or a failed copy left half done (Kafka deletes
-	// such dangling segments and their objects).
-	for _, s := range r.meta.cache.All(rp) {
-		if s.State == remote.CopyStarted || s.State == remote.DeleteStarted {
+	// such dangling segments and their objects), once no longer needed
+	// (danglingDone).
+	all := r.meta.cache.All(rp)
+	finished := r.meta.cache.Segments(rp)
+	lineage, logStart, leo := p.log.EpochEntries(), p.LogStartOffset(), p.LogEndOffset()
+	for _, s := range all {
+		if s.State == remote.DeleteStarted || s.State == remote.CopyStarted && danglingDone(&s, finished, lineage, logStart, leo) {
 			if err := r.deleteSegment(ctx, p, s); err != nil {
 				return err
 			}
@@ -350,16 +370,43 @@ func (r *rlm) runLeader(p *Partition) error {
 	return r.expire(ctx, p, rp, ep)
 }
 
+// danglingDone reports whether s, a segment left COPY_SEGMENT_STARTED,
+// may be deleted by a leader whose leader-epoch cache is lineage, whose
+// log starts at logStart and ends at leo, and whose remote log metadata
+// holds the COPY_SEGMENT_FINISHED segments finished: it lies below the
+// log start, or off the lineage (withinLineage), or other finished
+// segments of the lineage hold its whole range. A copy STARTED by an
+// earlier leader may still finish (its COPY_SEGMENT_FINISHED written, or
+// waiting to commit, after this leader read the metadata), and its
+// replicas then delete the range locally: deleting it before its range
+// is held elsewhere could leave those records in no tier (the real-broker
+// simulator found it: a deposed leader's copy finished while its
+// successor deleted it as dangling, and the deposed leader, a follower
+// by then, had deleted the segment locally). A copy that truly died is
+// deleted once this leader has copied the range again.
+func danglingDone(s *remote.Segment, finished []remote.Segment, lineage []epoch.Entry, logStart, leo int64) bool {
+	if s.EndOffset < logStart || !withinLineage(s, lineage, logStart, leo) {
+		return true
+	}
+	covered := max(s.StartOffset, logStart)
+	for _, f := range finished { // in StartOffset order
+		if f.ID != s.ID && f.StartOffset <= covered && f.EndOffset >= covered && withinLineage(&f, lineage, logStart, leo) {
+			covered = f.EndOffset + 1
+		}
+	}
+	return covered > s.EndOffset
+}
+
 // sync is meta.sync bounded by opTime.
 func (r *rlm) sync(ctx context.Context, rp remote.Partition) error {
-	ctx, cancel := context.WithTimeout(ctx, r.opTime)
+	ctx, cancel := r.opCtx(ctx)
 	defer cancel()
 	return r.meta.sync(ctx, rp)
 }
 
 // publish writes one metadata record bounded by opTime.
 func (r *rlm) publish(ctx context.Context, rp remote.Partition, value []byte) error {
-	ctx, cancel := context.WithTimeout(ctx, r.opTime)
+	ctx, cancel := r.opCtx(ctx)
 	defer cancel()
 	return r.meta.publish(ctx, rp, value)
 }
@@ -435,6 +482,9 @@ func (r *rlm) copyAll(ctx context.Context, p *Partition, rp remote.Partition, ep
 // the last stable offset holding offsets above copied, in offset order.
 func (r *rlm) eligible(p *Partition, copied int64) []storage.SegmentInfo {
 	limit := min(p.HighWatermark(), p.LastStableOffset())
+	if r.b.knobs.CopyAboveHW {
+		limit = p.LogEndOffset()
+	}
 	logStart := p.LogStartOffset()
 	var out []storage.SegmentInfo
 	for _, s := range p.log.LocalSegments() {
@@ -454,6 +504,17 @@ func (r *rlm) eligible(p *Partition, copied int64) []storage.SegmentInfo {
 // object store sees one attempt per task, not a window of them. It
 // returns the first error.
 func (r *rlm) copyPipelined(ctx context.Context, p *Partition, rp remote.Partition, ep int32, segs []storage.SegmentInfo) error {
+	if r.b.steps {
+		// Step mode: one copy after the other, on the pass (rlmstep.go).
+		for _, si := range segs {
+			prev := make(chan error, 1)
+			prev <- nil
+			if err := r.copySegment(ctx, p, rp, ep, si, prev); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	window := make(chan struct{}, cap(r.copiers))
@@ -508,6 +569,9 @@ func (r *rlm) copySegment(ctx context.Context, p *Partition, rp remote.Partition
 	if !p.IsLeader() || p.LeaderEpoch() != ep {
 		return errNotLeader
 	}
+	if r.b.knobs.DeleteLocalBeforeCopyFinished {
+		p.applyLocalRetention(r.b.now(), seg.EndOffset)
+	}
 	u := remote.Update{Partition: rp, ID: seg.ID, BrokerID: r.b.cfg.NodeID, EventTimestamp: r.b.now().UnixMilli(), State: remote.CopyFinished}
 	if err := r.publish(ctx, rp, remote.EncodeUpdate(&u)); err != nil {
 		return fmt.Errorf("COPY_SEGMENT_FINISHED of %d: %w", seg.StartOffset, err)
@@ -534,7 +598,7 @@ func (r *rlm) copyObjects(ctx context.Context, p *Partition, rp remote.Partition
 	seg := remote.Segment{Partition: rp, StartOffset: sc.Base, EndOffset: sc.Next - 1, MaxTimestamp: sc.MaxTimestamp,
 		BrokerID: r.b.cfg.NodeID, EventTimestamp: r.b.now().UnixMilli(), LeaderEpochs: sc.SegmentEpochs,
 		SizeBytes: sc.LogSize, TxnIndexEmpty: len(sc.TxnIndex) == 0, State: remote.CopyStarted}
-	if _, err := rand.Read(seg.ID[:]); err != nil {
+	if _, err := io.ReadFull(r.b.rand, seg.ID[:]); err != nil {
 		return seg, 0, err
 	}
 	metrics.RemoteCopyRequests.WithLabelValues(p.Topic).Inc()
@@ -558,7 +622,7 @@ func (r *rlm) copyObjects(ctx context.Context, p *Partition, rp remote.Partition
 // object, then the small ones at once.
 func (r *rlm) upload(ctx context.Context, seg *remote.Segment, sc *storage.SegmentCopy) error {
 	put := func(k remote.FileKind, body io.Reader, size int64) error {
-		octx, cancel := context.WithTimeout(ctx, r.opTime)
+		octx, cancel := r.opCtx(ctx)
 		defer cancel()
 		if err := r.store.Put(octx, remote.ObjectKey(r.prefix, seg, k), &quotaReader{ctx: octx, r: body, q: r.quota}, size); err != nil {
 			return fmt.Errorf("put %s: %w", k.Suffix(), err)
@@ -582,6 +646,11 @@ func (r *rlm) upload(ctx context.Context, seg *remote.Segment, sc *storage.Segme
 	var wg sync.WaitGroup
 	for i, o := range small {
 		if o.k == remote.FileTxnIndex && len(o.b) == 0 {
+			continue
+		}
+		if r.b.steps {
+			// Step mode: one after the other (rlmstep.go).
+			errs[i] = put(o.k, bytes.NewReader(o.b), int64(len(o.b)))
 			continue
 		}
 		wg.Add(1)
@@ -614,7 +683,7 @@ func (r *rlm) deleteSegmentOnce(ctx context.Context, p *Partition, s remote.Segm
 		}
 	}
 	for k := remote.FileLog; k <= remote.FileLeaderEpochs; k++ {
-		octx, cancel := context.WithTimeout(ctx, r.opTime)
+		octx, cancel := r.opCtx(ctx)
 		err := r.store.Delete(octx, remote.ObjectKey(r.prefix, &s, k))
 		cancel()
 		if err != nil && !errors.Is(err, objstore.ErrNotFound) {

@@ -121,3 +121,44 @@ func TestRLMSettlingQuiet(t *testing.T) {
 		t.Fatal("another error was not counted at once")
 	}
 }
+
+// TestDanglingDone: a segment left COPY_SEGMENT_STARTED is deleted by the
+// leader only once it lies below the log start, off the leader's epoch
+// lineage, or within finished segments of the lineage; not while its
+// range is held nowhere else in the remote log, since the copy may still
+// finish (an earlier leader's COPY_SEGMENT_FINISHED on its way).
+func TestDanglingDone(t *testing.T) {
+	rp := remote.Partition{TopicID: [16]byte{1}, Topic: "t"}
+	seg := func(id byte, start, end int64, ep int32) remote.Segment {
+		return remote.Segment{Partition: rp, ID: [16]byte{id}, StartOffset: start, EndOffset: end,
+			LeaderEpochs: []epoch.Entry{{Epoch: ep, StartOffset: start}}, State: remote.CopyStarted}
+	}
+	lineage := []epoch.Entry{{Epoch: 0, StartOffset: 0}, {Epoch: 3, StartOffset: 50}}
+	dangling := seg(1, 0, 6, 0)
+	finished := func(ss ...remote.Segment) []remote.Segment {
+		for i := range ss {
+			ss[i].State = remote.CopyFinished
+		}
+		return ss
+	}
+	for _, c := range []struct {
+		name     string
+		finished []remote.Segment
+		logStart int64
+		want     bool
+	}{
+		{"held nowhere else", nil, 0, false},
+		{"its own id finished (the copy finished meanwhile)", finished(seg(1, 0, 6, 0)), 0, false},
+		{"held in part", finished(seg(2, 0, 3, 0)), 0, false},
+		{"copied again", finished(seg(2, 0, 3, 0), seg(3, 4, 9, 0)), 0, true},
+		{"below the log start", nil, 7, true},
+		{"the rest below the log start held", finished(seg(2, 5, 9, 0)), 5, true},
+	} {
+		if got := danglingDone(&dangling, c.finished, lineage, c.logStart, 100); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+	if off := seg(4, 0, 6, 2); !danglingDone(&off, nil, lineage, 0, 100) {
+		t.Error("a copy off the lineage (epoch 2, which the leader's log does not have) is kept")
+	}
+}

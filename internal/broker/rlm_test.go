@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-io/sluice/internal/batch"
 	"github.com/sluice-io/sluice/internal/broker"
@@ -85,9 +86,9 @@ func tieredProps() map[string]string {
 }
 
 // startTiered starts an in-process member with an object store.
-func startTiered(t *testing.T, q *fakeQuorum, id int32, dir string, store objstore.Store, props map[string]string) *member {
+func startTiered(t *testing.T, q *fakeQuorum, id int32, dir string, store objstore.Store, props map[string]string, with ...func(*broker.Options)) *member {
 	t.Helper()
-	m := startTieredTB(t, q, id, dir, store, props)
+	m := startTieredTB(t, q, id, dir, store, props, with...)
 	m.t = t
 	return m
 }
@@ -98,7 +99,7 @@ func startTieredB(b *testing.B, q *fakeQuorum, dir string, props map[string]stri
 	return startTieredTB(b, q, 1, dir, &objstore.Memory{}, props)
 }
 
-func startTieredTB(t testing.TB, q *fakeQuorum, id int32, dir string, store objstore.Store, props map[string]string) *member {
+func startTieredTB(t testing.TB, q *fakeQuorum, id int32, dir string, store objstore.Store, props map[string]string, with ...func(*broker.Options)) *member {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -114,7 +115,11 @@ func startTieredTB(t testing.TB, q *fakeQuorum, id int32, dir string, store objs
 	}
 	self, _ := broker.SelfBroker(cfg)
 	ctl := q.node(self)
-	b, err := broker.Open(broker.Options{Config: cfg, Controller: ctl, CheckWriters: true, RemoteStore: store})
+	opts := broker.Options{Config: cfg, Controller: ctl, CheckWriters: true, RemoteStore: store}
+	for _, fn := range with {
+		fn(&opts)
+	}
+	b, err := broker.Open(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -590,4 +595,106 @@ func TestTieredTopicDeleted(t *testing.T) {
 		keys, err := store.List(context.Background(), remote.PartitionPrefix("", rp))
 		return err == nil && len(keys) == 0 && len(m.b.RemoteMetadata().(*remote.Cache).All(rp)) == 0
 	})
+}
+
+// TestTieredRestartedBeforeMetadataRead: a broker restarted with a
+// tiered partition whose older segments are only in the remote log
+// answers a consumer fetch there with REPLICA_NOT_AVAILABLE (retriable,
+// Kafka's "Remote log metadata cache is not initialized") until its
+// remote log manager has read __remote_log_metadata, then with the
+// records; never with OFFSET_OUT_OF_RANGE, which would send a consumer's
+// auto.offset.reset past records that exist (the real-broker simulator
+// found it: a leader back from a crash served nothing below its local
+// log start).
+func TestTieredRestartedBeforeMetadataRead(t *testing.T) {
+	store := &faultyStore{}
+	q := newFakeQuorum()
+	dir := t.TempDir()
+	m := startTiered(t, q, 1, dir, store, tieredProps())
+	if err := m.b.CreateTopic("tiered", 1, 1, map[string]string{
+		"remote.storage.enable": "true", "segment.bytes": "2048", "local.retention.bytes": "4096",
+	}, false); err != nil {
+		t.Fatal(err)
+	}
+	produceN(t, []string{m.addr}, "tiered", 200, 100)
+	p, err := m.b.Partition("tiered", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "segments deleted locally", 20*time.Second, func() bool { return p.Log().LocalLogStartOffset() > 0 })
+	m.stop()
+	// No pass of the manager for a while after the restart.
+	props := tieredProps()
+	props["remote.log.manager.task.interval.ms"] = "600000"
+	m = startTiered(t, q, 1, dir, store, props)
+	waitFor(t, "the restarted broker leads", 10*time.Second, func() bool {
+		p, err := m.b.Partition("tiered", 0)
+		return err == nil && p.IsLeader()
+	})
+	if code, _ := fetchAt(t, m, "tiered", 0); code != kerr.ReplicaNotAvailable.Code {
+		t.Fatalf("fetch at 0 before the remote log metadata is read: %v, want REPLICA_NOT_AVAILABLE", kerr.ErrorForCode(code))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := m.b.SyncRemoteMetadata(ctx, remoteOf(t, m.b, "tiered", 0)); err != nil {
+		t.Fatal(err)
+	}
+	if code, n := fetchAt(t, m, "tiered", 0); code != 0 || n == 0 {
+		t.Fatalf("fetch at 0 once the metadata is read: %v, %d bytes", kerr.ErrorForCode(code), n)
+	}
+}
+
+// fetchAt sends one consumer Fetch of partition 0 of topic at offset to
+// m and returns the partition's error code and record bytes.
+func fetchAt(t *testing.T, m *member, topic string, offset int64) (int16, int) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(m.addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrFetchRequest()
+	req.MaxWaitMillis = 100
+	rt := kmsg.NewFetchRequestTopic()
+	id, _ := m.b.TopicID(topic)
+	rt.Topic, rt.TopicID = topic, id
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = 0, offset, 1<<20
+	rp.CurrentLeaderEpoch, rp.LogStartOffset = -1, -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fp := resp.Topics[0].Partitions[0]
+	return fp.ErrorCode, len(fp.RecordBatches)
+}
+
+// TestTieredReadMetadataBehind: a consumer fetch between the log start and
+// the local log start that the remote log metadata the broker reads by
+// holds in no segment (here an empty one, as a new leader of
+// __remote_log_metadata whose HW has not caught up answers) gets
+// REPLICA_NOT_AVAILABLE, retriable, not OFFSET_OUT_OF_RANGE: the log
+// start says the records exist.
+func TestTieredReadMetadataBehind(t *testing.T) {
+	store := &faultyStore{}
+	q := newFakeQuorum()
+	m := startTiered(t, q, 1, t.TempDir(), store, tieredProps(), func(o *broker.Options) { o.RemoteMetadata = &remote.MemMetadata{} })
+	if err := m.b.CreateTopic("tiered", 1, 1, map[string]string{
+		"remote.storage.enable": "true", "segment.bytes": "2048", "local.retention.bytes": "4096",
+	}, false); err != nil {
+		t.Fatal(err)
+	}
+	produceN(t, []string{m.addr}, "tiered", 200, 100)
+	p, err := m.b.Partition("tiered", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "segments deleted locally", 20*time.Second, func() bool { return p.Log().LocalLogStartOffset() > 0 })
+	if code, _ := fetchAt(t, m, "tiered", 0); code != kerr.ReplicaNotAvailable.Code {
+		t.Fatalf("fetch at 0, which the reader's metadata does not hold: %v, want REPLICA_NOT_AVAILABLE", kerr.ErrorForCode(code))
+	}
 }

@@ -40,10 +40,15 @@ type remoteMeta struct {
 	// metadata partition, the offset the next read starts at (syncMu).
 	syncMu sync.Mutex
 	next   map[int32]int64
+	// read holds the metadata partitions read up to their high watermark
+	// at least once since the broker started (readMu): the cache holds
+	// their partitions' remote logs (isRead).
+	readMu sync.Mutex
+	read   map[int32]bool
 }
 
 func newRemoteMeta(b *Broker) *remoteMeta {
-	return &remoteMeta{b: b, next: map[int32]int64{}}
+	return &remoteMeta{b: b, next: map[int32]int64{}, read: map[int32]bool{}}
 }
 
 // numPartitions is the metadata topic's partition count: the topic's if
@@ -100,7 +105,10 @@ func (m *remoteMeta) publish(ctx context.Context, p remote.Partition, value []by
 	}
 	data := batch.Encode([]batch.KV{{Value: value}}, m.b.now().UnixMilli(), batch.NoProducer)
 	deadline, ok := ctx.Deadline()
-	if !ok {
+	switch {
+	case m.b.steps:
+		deadline = m.b.now().Add(stepOpTime)
+	case !ok:
 		deadline = m.b.now().Add(30 * time.Second)
 	}
 	if leader == m.b.cfg.NodeID {
@@ -112,8 +120,28 @@ func (m *remoteMeta) publish(ctx context.Context, p remote.Partition, value []by
 		if err != nil {
 			return err
 		}
+		ch := part.Produce(data, h, replica.AcksAll, deadline)
+		if m.b.steps {
+			// Step mode: the pass waits for the followers' fetch steps
+			// (rlmstep.go).
+			var res replica.ProduceResult
+			if !m.b.rlm.stepWait(func() bool {
+				select {
+				case res = <-ch:
+					return true
+				default:
+					return false
+				}
+			}) {
+				return errStepStopped
+			}
+			if res.Error != 0 {
+				return kerr.ErrorForCode(res.Error)
+			}
+			return nil
+		}
 		select {
-		case res := <-part.Produce(data, h, replica.AcksAll, deadline):
+		case res := <-ch:
 			if res.Error != 0 {
 				return kerr.ErrorForCode(res.Error)
 			}
@@ -195,9 +223,29 @@ func (m *remoteMeta) syncPartition(ctx context.Context, t *metadata.Topic, mp in
 		}
 		m.next[mp] = next
 		if next >= hw || next == from {
+			m.readMu.Lock()
+			m.read[mp] = true
+			m.readMu.Unlock()
 			return nil
 		}
 	}
+}
+
+// isRead reports whether the cache holds p's remote log: the metadata
+// partition of p was read up to its high watermark since the broker
+// started, or there is no metadata topic (nothing was ever copied).
+// Kafka's RemotePartitionMetadataStore answers a read of a partition
+// whose metadata it has not loaded with ReplicaNotAvailableException
+// ("Remote log metadata cache is not initialized").
+func (m *remoteMeta) isRead(p remote.Partition) bool {
+	t := m.b.Image().Topics[remote.MetadataTopic]
+	if t == nil || len(t.Partitions) == 0 {
+		return true
+	}
+	mp := remote.MetadataPartition(p, int32(len(t.Partitions)))
+	m.readMu.Lock()
+	defer m.readMu.Unlock()
+	return m.read[mp]
 }
 
 // readLocal reads the leader's own replica of mp from offset from, below

@@ -12,7 +12,8 @@ import (
 // whoever owns it calls these on one goroutine. Each is one round of a
 // background loop of the normal mode (the same code: tickOnce,
 // flusher.drain, fetcher.step, alterPartition, retentionOnce,
-// cleaner.once), so a simulator that owns the clock, the disk and the
+// cleaner.once; StepRemote, the remote log manager's pass, is in
+// rlmstep.go), so a simulator that owns the clock, the disk and the
 // network runs the real driver, deterministically.
 
 // Knobs re-introduce bugs that were fixed, each behind its own switch, so
@@ -53,6 +54,15 @@ type Knobs struct {
 	// transaction whose marker is not yet below the HW
 	// (replica.Config.StableUnreplicatedTxns).
 	StableUnreplicatedTxns bool
+	// DeleteLocalBeforeCopyFinished lets local retention delete a segment
+	// being copied to the remote log once its objects are written, before
+	// its COPY_SEGMENT_FINISHED is committed (rlm.go copySegment): a crash
+	// or a lost metadata write then leaves its records in no tier.
+	DeleteLocalBeforeCopyFinished bool
+	// CopyAboveHW lets the remote log manager copy segments that are not
+	// wholly below the high watermark (rlm.go eligible): records a new
+	// leader truncates can be in the remote log.
+	CopyAboveHW bool
 }
 
 // StepTick is one round of the tick loop.

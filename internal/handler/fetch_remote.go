@@ -112,10 +112,19 @@ func (h *Handlers) readRemote(r *protocol.Request, rd *fetchRead) {
 // not reach the read's end (Kafka's
 // RemoteLogManager.collectAbortedTransactions).
 func readRemotePartition(ctx context.Context, rr *remote.Reader, rf remoteFetch) ([]byte, []storage.AbortedTxn, error) {
+	if err := rf.p.RemoteReadable(); err != nil {
+		return nil, nil, err
+	}
 	log := rf.p.Log()
 	part := rf.p.RemotePartition()
 	lineage := log.EpochEntries()
 	res, err := rr.Read(ctx, part, lineage, rf.offset, int(rf.limit), rf.maxOffset, rf.first)
+	if errors.Is(err, remote.ErrNoSegment) && rf.offset >= log.LogStartOffset() && rf.offset < log.LocalLogStartOffset() {
+		// The log holds the offset, but the remote log metadata read so
+		// far does not (a new leader of its __remote_log_metadata
+		// partition whose HW has not caught up yet): retriable.
+		return nil, nil, broker.ErrRemoteMetadataNotRead
+	}
 	if err != nil || !rf.readCommitted || len(res.Records) == 0 {
 		return res.Records, nil, err
 	}
@@ -135,6 +144,10 @@ func (h *Handlers) fillRemote(rd *fetchRead, rf remoteFetch, res remoteResult) {
 	switch {
 	case errors.Is(res.err, remote.ErrNoSegment):
 		sp.ErrorCode = kerr.OffsetOutOfRange.Code
+	case errors.Is(res.err, broker.ErrRemoteMetadataNotRead):
+		// Retriable: the broker reads the metadata on its remote log
+		// manager's next pass.
+		sp.ErrorCode = kerr.ReplicaNotAvailable.Code
 	case res.err != nil:
 		h.b.Logger().Warn("remote log read failed", "topic", rf.p.Topic, "partition", rf.p.TP.Partition, "offset", rf.offset, "err", res.err)
 		sp.ErrorCode = kerr.UnknownServerError.Code

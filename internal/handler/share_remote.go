@@ -64,7 +64,8 @@ func (h *Handlers) readShareRemote(p *broker.Partition, offset, maxOffset, maxBy
 	select {
 	case res := <-out:
 		switch {
-		case errors.Is(res.err, remote.ErrNoSegment):
+		case errors.Is(res.err, remote.ErrNoSegment), errors.Is(res.err, broker.ErrRemoteMetadataNotRead):
+			// Nothing to deliver this time: the share fetch comes again.
 			return nil, nil, 0
 		case res.err != nil:
 			h.b.Logger().Warn("remote log read for a share fetch failed", "topic", p.Topic, "partition", p.TP.Partition, "offset", offset, "err", res.err)

@@ -68,6 +68,10 @@ type RealOptions struct {
 	// partition bugs (realshare_test.go).
 	Share      bool
 	shareKnobs share.Knobs
+
+	// Tiered runs tiered storage on realTieredTopic with the brokers'
+	// remote log managers and one shared object store (realtier.go).
+	Tiered bool
 }
 
 // RealStats counts what a run did.
@@ -98,6 +102,10 @@ type RealStats struct {
 	// ClassicSyncs counts the classic group's SyncGroup answers
 	// (realclassic.go).
 	ClassicSyncs int
+	// Tiered storage (realtier.go): remote log manager steps, records
+	// checkTiered read below the leader's local log start, object store
+	// faults injected.
+	RemoteSteps, RemoteReads, StoreFaults int
 }
 
 // add adds o's counts to s.
@@ -131,6 +139,9 @@ func (s *RealStats) add(o RealStats) {
 	s.ShareCrashes += o.ShareCrashes
 	s.ShareStalls += o.ShareStalls
 	s.ClassicSyncs += o.ClassicSyncs
+	s.RemoteSteps += o.RemoteSteps
+	s.RemoteReads += o.RemoteReads
+	s.StoreFaults += o.StoreFaults
 }
 
 // RealResult is the outcome of RunReal.
@@ -140,6 +151,7 @@ type RealResult struct {
 	Trace     []string
 	Stats     RealStats
 	share     bool // the run had the share group
+	tiered    bool // the run had tiered storage
 }
 
 // Report renders a failure for a test log.
@@ -148,6 +160,9 @@ func (r *RealResult) Report() string {
 	flags := ""
 	if r.share && r.Seed%5 != 0 {
 		flags = " -real.share"
+	}
+	if r.tiered && r.Seed%realTieredSeeds != 0 {
+		flags += " -real.tiered"
 	}
 	fmt.Fprintf(&b, "seed %d: %s\nreplay: go test ./internal/sim -run TestRealSeeds -real.seed=%d%s -v\n--- trace (last %d lines) ---\n",
 		r.Seed, r.Violation, r.Seed, flags, len(r.Trace))
@@ -280,6 +295,7 @@ type realWorld struct {
 	txn        *simTxn     // the transactional producer and its coordinator
 	grp        *simGroup   // the offset committer and the group coordinators
 	shr        *simShare   // the share group (realshare.go)
+	tier       *simTier    // tiered storage (realtier.go)
 	cls        *simClassic // the classic group (realclassic.go)
 	txnPending []pendingTxn
 
@@ -306,6 +322,7 @@ func RunReal(opts RealOptions) *RealResult {
 		consumed: map[string]map[int64]string{}, next: map[string]int64{}, nextRC: map[string]int64{}, txn: newSimTxn(), grp: newSimGroup(),
 		deleted: map[string]int64{}, deleteAcked: map[string]int64{}, cmp: newSimCompact(), elr: newELRState(opts.Seed)}
 	w.shr, w.cls = newSimShare(opts.Share), newSimClassic()
+	w.tier = newSimTier(opts.Tiered, opts.Seed)
 	w.ctrl = newRctl(w)
 	w.txn.tv2 = opts.Seed%2 == 0
 	w.setup()
@@ -313,7 +330,10 @@ func RunReal(opts RealOptions) *RealResult {
 		w.shareSetup()
 	}
 	for i := 0; i < opts.Steps && w.failed == ""; i++ {
-		w.step(true)
+		if i > 0 && i%realTierCalm == 0 && !w.nemesisAt(i) {
+			w.calm()
+		}
+		w.step(w.nemesisAt(i))
 		if w.failed == "" && i%realCheckEvery == 0 {
 			w.checkAcked()
 		}
@@ -336,7 +356,11 @@ func RunReal(opts RealOptions) *RealResult {
 	w.stats.ShareFetches, w.stats.ShareAcquired, w.stats.ShareAccepted, w.stats.ShareRejected = sh.fetches, sh.acquired, sh.accepted, sh.rejected
 	w.stats.ShareReleased, w.stats.ShareCrashes, w.stats.ShareStalls = sh.released, sh.memberCrashes, sh.stalls
 	w.stats.ClassicSyncs = w.cls.syncs
-	res := &RealResult{Seed: opts.Seed, Violation: w.failed, Stats: w.stats, share: opts.Share}
+	if w.tier.on {
+		c := w.tier.store.Counts()
+		w.stats.RemoteReads, w.stats.StoreFaults = w.tier.remoteRead, c.Errors+c.Partials+c.Outages
+	}
+	res := &RealResult{Seed: opts.Seed, Violation: w.failed, Stats: w.stats, share: opts.Share, tiered: opts.Tiered}
 	if opts.Verbose || len(w.trace) < opts.TraceTail {
 		res.Trace = w.trace
 	} else {
@@ -403,6 +427,9 @@ func (w *realWorld) setup() {
 			w.fail("create topic %s: %v", name, err)
 		}
 	}
+	if w.tier.on {
+		w.createTieredTopics()
+	}
 	w.createTxnTopic()
 	w.createOffsetsTopic()
 	if w.shr.on {
@@ -424,6 +451,9 @@ func (w *realWorld) brokerConfig(id int32) *config.Broker {
 	cfg.Props["producer.id.expiration.check.interval.ms"] = "500"
 	if w.shr.on {
 		shareBrokerConfig(cfg.Props)
+	}
+	if w.tier.on {
+		tieredBrokerConfig(cfg.Props)
 	}
 	// A third of the seeds make every flush round one syncfs of the
 	// broker's Mem (storage.SyncRound), a third never use syncfs, the rest
@@ -448,9 +478,13 @@ func (w *realWorld) startBroker(rb *realBroker) {
 	}
 	rb.up = true
 	n := w.ctrl.node(rb.id, rb.last)
-	b, err := sbroker.Open(sbroker.Options{Config: cfg, FS: rb.fs, Clock: w.clk, Controller: n, Steps: true, CheckWriters: w.opts.CheckWriters,
+	opts := sbroker.Options{Config: cfg, FS: rb.fs, Clock: w.clk, Controller: n, Steps: true, CheckWriters: w.opts.CheckWriters,
 		Transport: simTransport{w: w, from: rb.id}, Knobs: &w.opts.knobs, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		OnFatal: func(err error) { w.fail("broker %d halted: %v", rb.id, err) }})
+		OnFatal: func(err error) { w.fail("broker %d halted: %v", rb.id, err) }}
+	if w.tier.on {
+		opts.RemoteStore, opts.Rand = w.tier.store, w.brokerRand()
+	}
+	b, err := sbroker.Open(opts)
 	if err != nil {
 		w.fail("open broker %d: %v", rb.id, err)
 		rb.up = false
@@ -505,6 +539,7 @@ func (w *realWorld) checkWriters(rb *realBroker) {
 func (w *realWorld) stop(rb *realBroker) {
 	w.stopShare(rb.id)
 	w.checkWriters(rb)
+	rb.b.StopRemoteStep() // a pass parked in the middle ends there
 	rb.up = false
 	rb.downAt = w.clk.Now()
 	rb.last = rb.b.Image()
@@ -584,6 +619,10 @@ func (w *realWorld) step(nemesis bool) {
 		w.clk.Advance(time.Duration(1+w.rng.IntN(30)) * time.Millisecond)
 	case r < 75 && len(up) > 0:
 		rb := up[w.rng.IntN(len(up))]
+		if w.tier.on && w.chance(realTierStepP) {
+			w.remoteStep(rb)
+			break
+		}
 		// ISR proposals go out on 1 step in 25: each stays in flight
 		// a while, as over a slow link to the controller.
 		switch k := w.rng.IntN(100); {
@@ -652,6 +691,14 @@ func (w *realWorld) step(nemesis bool) {
 	w.collectDeletes()
 	w.shareStep(nemesis)
 	w.classicStep(nemesis)
+	if w.tier.on {
+		if w.chance(realTierProduceP) {
+			w.produceTo(realTieredTopic)
+		}
+		w.storeFaults()
+		w.checkLocalCopied(false)
+		w.checkCopiedBelowHW()
+	}
 	if w.chance(0.3) {
 		// Transactions need several steps each (produce, decide,
 		// markers): they move on most steps, not only on their own.
@@ -675,7 +722,11 @@ func (w *realWorld) control(lag float64) {
 // produce sends one acks=all batch of one record to the partition's
 // current leader (as the image names it).
 func (w *realWorld) produce() {
-	topic := w.topics[w.rng.IntN(len(w.topics))]
+	w.produceTo(w.topics[w.rng.IntN(len(w.topics))])
+}
+
+// produceTo is produce to topic.
+func (w *realWorld) produceTo(topic string) {
 	leader := w.ctrl.image().Topics[topic].Partitions[0].Leader
 	if leader < 1 || !w.brokers[leader-1].up {
 		return
@@ -734,6 +785,7 @@ func (w *realWorld) produce() {
 			value = fmt.Sprintf("%s-a%d", topic, w.seq)
 		}
 	}
+	w.noteSent(topic, value)
 	recs := batchtest.Values(value)
 	if topic == realCompactTopic {
 		recs = w.compactRecords(value)
@@ -777,6 +829,10 @@ func (w *realWorld) idemDone(ip *idemProducer, code int16) {
 // transaction that was not committed.
 func (w *realWorld) consume() {
 	topic := w.topics[w.rng.IntN(len(w.topics))]
+	if topic == realTieredTopic {
+		w.tieredConsume()
+		return
+	}
 	leader := w.ctrl.image().Topics[topic].Partitions[0].Leader
 	if leader < 1 || !w.brokers[leader-1].up {
 		return
@@ -878,149 +934,4 @@ func (w *realWorld) collect() {
 		}
 	}
 	w.pending = kept
-}
-
-// converged reports a quiet cluster: no request or transaction in flight,
-// every broker up and registered, every partition with its whole replica
-// set in the ISR and every replica at the leader's HW and log end.
-func (w *realWorld) converged() bool {
-	if len(w.pending) > 0 || len(w.txnPending) > 0 || len(w.deletes) > 0 || !w.txnQuiet() {
-		return false
-	}
-	for _, rb := range w.brokers {
-		if !rb.up || rb.pendingReg != nil {
-			return false
-		}
-	}
-	im := w.ctrl.image()
-	for _, topic := range w.topics {
-		part := im.Topics[topic].Partitions[0]
-		if len(part.ISR) != realBrokers || part.Leader < 1 {
-			return false
-		}
-		lp, err := w.brokers[part.Leader-1].b.PartitionBy(topic, 0, time.Time{})
-		if err != nil || !lp.IsLeader() {
-			return false
-		}
-		for _, rb := range w.brokers {
-			p, err := rb.b.PartitionBy(topic, 0, time.Time{})
-			if err != nil || p.HighWatermark() != lp.HighWatermark() || p.LogEndOffset() != lp.LogEndOffset() || p.LeaderEpoch() != lp.LeaderEpoch() {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-// settle heals every fault, restarts every broker and runs without faults
-// until the cluster converges, then checks every replica.
-func (w *realWorld) settle() {
-	w.tracef("settle: heal all, restart all")
-	w.cut = map[[2]int32]bool{}
-	w.cutFromController = map[int32]bool{}
-	w.ctrl.downUntil = time.Time{}
-	for _, rb := range w.brokers {
-		if !rb.up {
-			w.startBroker(rb)
-		}
-	}
-	w.settling = true
-	for i := 0; i < realSettleSteps && w.failed == ""; i++ {
-		// A healthy cluster: every broker runs every loop each 5 ms, no
-		// message is lost; the workload stops after realSettleWork rounds.
-		for _, rb := range w.brokers {
-			if !rb.up { // a controlled shutdown asked for before settling
-				w.startBroker(rb)
-			}
-		}
-		w.control(0)
-		w.clk.Advance(5 * time.Millisecond)
-		for _, rb := range w.upBrokers() {
-			rb.b.StepFetch()
-			rb.b.StepFlush()
-			rb.b.StepAlter()
-			rb.b.StepTick()
-		}
-		if i < realSettleWork && i%3 == 0 {
-			w.produce()
-		}
-		if i < realSettleWork && i%20 == 0 {
-			w.deleteRecords()
-		}
-		if i%50 == 25 {
-			for _, rb := range w.upBrokers() {
-				w.retention(rb)
-			}
-		}
-		if i%50 == 40 {
-			for _, rb := range w.upBrokers() {
-				w.clean(rb)
-			}
-		}
-		w.txnStep(i < realSettleWork)
-		w.shareStep(false)
-		w.classicStep(false)
-		w.collect()
-		w.collectTxn()
-		w.collectDeletes()
-		w.checkHW()
-		if i >= realSettleWork+100 && i%25 == 0 && w.converged() {
-			break
-		}
-	}
-	if w.failed != "" {
-		return
-	}
-	for _, rb := range w.brokers {
-		rb.b.StepFlush()
-	}
-	w.checkCompactedAll() // learn every replica's log before checking each
-	w.checkAcked()
-	w.checkTxnsSettled()
-	for _, topic := range w.topics {
-		part := w.ctrl.image().Topics[topic].Partitions[0]
-		if len(part.ISR) != realBrokers {
-			w.fail("after settling, %s-0 has ISR %v; %s", topic, part.ISR, w.describe(topic))
-			return
-		}
-		lp, err := w.brokers[part.Leader-1].b.PartitionBy(topic, 0, time.Time{})
-		if err != nil {
-			w.fail("leader %d of %s-0: %v", part.Leader, topic, err)
-			return
-		}
-		hw := lp.HighWatermark()
-		final := map[int64]string{}
-		if err := readRecords(lp.Log(), hw, func(off int64, value []byte) bool {
-			final[off] = string(value)
-			return true
-		}); err != nil {
-			w.fail("reading %s-0 on its leader: %v", topic, err)
-			return
-		}
-		for off, v := range w.consumed[topic] {
-			// A compacted log may have removed it (checkCompacted says
-			// whether it might).
-			if got, ok := final[off]; (!ok && off >= w.deleted[topic] && topic != realCompactTopic) || (ok && got != v) {
-				w.fail("a consumer read %q at %s-0@%d, the committed log holds %q (present %v)", v, topic, off, got, ok)
-				return
-			}
-		}
-		for _, rb := range w.brokers {
-			p, err := rb.b.PartitionBy(topic, 0, time.Time{})
-			if err != nil {
-				w.fail("broker %d: %s-0: %v", rb.id, topic, err)
-				return
-			}
-			if topic == realCompactTopic {
-				w.checkCompacted(rb.id, p)
-			} else {
-				w.checkLog(rb.id, topic, p.Log(), hw)
-			}
-			if ls := p.LogStartOffset(); ls < w.deleteAcked[topic] {
-				w.fail("after settling, broker %d's %s-0 starts at %d, below the answered DeleteRecords to %d (its leader's starts at %d)",
-					rb.id, topic, ls, w.deleteAcked[topic], lp.LogStartOffset())
-				return
-			}
-		}
-	}
 }

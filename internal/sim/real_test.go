@@ -19,7 +19,12 @@ var (
 	flagRealSeeds = flag.Int("real.seeds", 2000, "number of seeds TestRealSeeds runs")
 	flagRealSteps = flag.Int("real.steps", 3000, "steps per real-broker seed before settling")
 	flagRealShare = flag.Bool("real.share", false, "TestRealSeeds: run the share and classic groups (realshare.go, realclassic.go) in every seed, not only in every fifth")
+	flagRealTier  = flag.Bool("real.tiered", false, "TestRealSeeds: run tiered storage (realtier.go) in every seed, not only in every thirteenth")
 )
+
+// realTiered reports whether seed runs tiered storage: the seeds
+// divisible by realTieredSeeds, or all with -real.tiered.
+func realTiered(seed uint64) bool { return *flagRealTier || seed%realTieredSeeds == 0 }
 
 // realShare reports whether seed runs the share group: every fifth seed
 // (those divisible by 5), or all with -real.share.
@@ -29,7 +34,7 @@ func realShare(seed uint64) bool { return *flagRealShare || seed%5 == 0 }
 // or replays -real.seed=N verbosely.
 func TestRealSeeds(t *testing.T) {
 	if *flagRealSeed != 0 {
-		res := RunReal(RealOptions{Seed: *flagRealSeed, Steps: *flagRealSteps, Verbose: true, Share: realShare(*flagRealSeed)})
+		res := RunReal(RealOptions{Seed: *flagRealSeed, Steps: *flagRealSteps, Verbose: true, Share: realShare(*flagRealSeed), Tiered: realTiered(*flagRealSeed)})
 		for _, l := range res.Trace {
 			t.Log(l)
 		}
@@ -41,7 +46,7 @@ func TestRealSeeds(t *testing.T) {
 	}
 	start := time.Now()
 	total, failed := runSeeds(uint64(*flagRealSeeds), func(seed uint64) RealOptions {
-		return RealOptions{Seed: seed, Steps: *flagRealSteps, Share: realShare(seed)}
+		return RealOptions{Seed: seed, Steps: *flagRealSteps, Share: realShare(seed), Tiered: realTiered(seed)}
 	})
 	if failed != nil {
 		t.Fatal(failed.Report())
@@ -54,7 +59,13 @@ func TestRealSeeds(t *testing.T) {
 			t.Fatalf("regression seed %d: %s", seed, res.Report())
 		}
 	}
-	if total.Crashes == 0 || total.Acked == 0 || total.ISRChanges == 0 || total.ShareAccepted == 0 || total.ShareCrashes == 0 {
+	for _, seed := range realTieredRegressionSeeds {
+		if res := RunReal(RealOptions{Seed: seed, Steps: *flagRealSteps, Tiered: true}); res.Violation != "" {
+			t.Fatalf("tiered regression seed %d: %s", seed, res.Report())
+		}
+	}
+	if total.Crashes == 0 || total.Acked == 0 || total.ISRChanges == 0 || total.ShareAccepted == 0 || total.ShareCrashes == 0 ||
+		total.RemoteSteps == 0 || total.RemoteReads == 0 || total.StoreFaults == 0 {
 		t.Fatalf("the runs exercised too little: %+v", total)
 	}
 }
@@ -77,6 +88,20 @@ func TestRealOneWriter(t *testing.T) {
 	if cleans == 0 || retained == 0 || crashes == 0 {
 		t.Fatalf("the runs exercised too little: %d cleaner passes, %d retention passes, %d crashes", cleans, retained, crashes)
 	}
+	// Tiered storage: the remote log managers' local retention on
+	// leaders and followers, and the follower's rebuild from the remote
+	// log, change logs too.
+	remoteReads := 0
+	for seed := uint64(realTieredSeeds); seed <= 3*realTieredSeeds; seed += realTieredSeeds {
+		res := RunReal(RealOptions{Seed: seed, Steps: 2500, CheckWriters: true, Tiered: true})
+		if res.Violation != "" {
+			t.Fatal(res.Report())
+		}
+		remoteReads += res.Stats.RemoteReads
+	}
+	if remoteReads == 0 {
+		t.Fatal("the tiered runs read nothing from the remote log")
+	}
 }
 
 // realRegressionSeeds are soak seeds (TestRealSoak) that found bugs, run
@@ -86,6 +111,13 @@ func TestRealOneWriter(t *testing.T) {
 // earlier incarnation committed below an answered DeleteRecords (the
 // follower's Fetch now carries its broker epoch, KIP-903).
 var realRegressionSeeds = []uint64{1796181980161591760, 1796183001364535630}
+
+// realTieredRegressionSeeds are seeds of -real.tiered that found bugs,
+// run tiered with every TestRealSeeds: 156, a leader back from a crash
+// answered OFFSET_OUT_OF_RANGE below its local log start before reading
+// its remote log metadata; 225, a new leader deleted as dangling a
+// deposed leader's copy that finished meanwhile (docs/replication.md).
+var realTieredRegressionSeeds = []uint64{156, 225}
 
 // runSeeds runs seeds 1..n, one worker per CPU (the worlds share
 // nothing), and returns the totals and the lowest failing seed's result.
@@ -129,14 +161,15 @@ func runSeeds(n uint64, opts func(seed uint64) RealOptions) (RealStats, *RealRes
 // TestRealDeterminism: a seed run twice gives the same trace, line for
 // line.
 func TestRealDeterminism(t *testing.T) {
-	for _, seed := range []uint64{7, 11, 12345, 99, 2026, 31337, 35, 60} {
+	// 26 and 65 are tiered (realTiered), 65 with the share group too.
+	for _, seed := range []uint64{7, 11, 12345, 99, 2026, 31337, 35, 60, 26, 65} {
 		checkDeterministic(t, seed)
 	}
 }
 
 func checkDeterministic(t *testing.T, seed uint64) {
-	a := RunReal(RealOptions{Seed: seed, Steps: 3000, Verbose: true, Share: realShare(seed)})
-	b := RunReal(RealOptions{Seed: seed, Steps: 3000, Verbose: true, Share: realShare(seed)})
+	a := RunReal(RealOptions{Seed: seed, Steps: 3000, Verbose: true, Share: realShare(seed), Tiered: realTiered(seed)})
+	b := RunReal(RealOptions{Seed: seed, Steps: 3000, Verbose: true, Share: realShare(seed), Tiered: realTiered(seed)})
 	if !slices.Equal(a.Trace, b.Trace) {
 		for i := range min(len(a.Trace), len(b.Trace)) {
 			if a.Trace[i] != b.Trace[i] {
@@ -159,20 +192,31 @@ func TestRealOldBugsAreCaught(t *testing.T) {
 		knobs    sbroker.Knobs
 		ctlKnobs controller.Knobs
 		want     []string // the violation names one of these
+		// tiered runs the CI's tiered seeds only (realTiered).
+		tiered bool
 	}{
-		{"ISR proposal made while one is in flight dropped (1cf2b54)", sbroker.Knobs{DropQueuedISR: true}, controller.Knobs{}, []string{"after settling", "unsent"}},
-		{"restarting broker acts on replayed metadata (3369e98)", sbroker.Knobs{ActOnReplayedMetadata: true}, controller.Knobs{}, []string{"both lead", "acknowledged", "a consumer read", "twice", "committed there before", "a read_committed consumer was shown"}},
-		{"machine keeps its producer state after a truncation", sbroker.Knobs{KeepMachineProducers: true}, controller.Knobs{}, []string{"open transactions", "read_committed"}},
-		{"a late transaction version 2 marker is accepted", sbroker.Knobs{AcceptLateMarkers: true}, controller.Knobs{}, []string{"read_committed", "missing from a read_committed"}},
-		{"DeleteRecords answered before the followers raised their log start", sbroker.Knobs{AnswerDeleteRecordsEarly: true}, controller.Knobs{}, []string{"below the answered DeleteRecords"}},
-		{"the LSO passes a transaction whose marker is above the HW", sbroker.Knobs{StableUnreplicatedTxns: true}, controller.Knobs{}, []string{"a read_committed consumer was shown"}},
-		{"controlled shutdown granted before the others applied it (1cf2b54)", sbroker.Knobs{}, controller.Knobs{GrantShutdownEarly: true}, []string{"controlled shutdown completes"}},
-		{"a wiped broker kept in the ELR (KIP-966)", sbroker.Knobs{}, controller.Knobs{KeepELRAfterUncleanRegistration: true}, []string{"below the HW", "without acknowledged record", "where a consumer read", "in the ELR", "below the acknowledged commit"}},
+		{"ISR proposal made while one is in flight dropped (1cf2b54)", sbroker.Knobs{DropQueuedISR: true}, controller.Knobs{}, []string{"after settling", "unsent"}, false},
+		{"restarting broker acts on replayed metadata (3369e98)", sbroker.Knobs{ActOnReplayedMetadata: true}, controller.Knobs{}, []string{"both lead", "acknowledged", "a consumer read", "twice", "committed there before", "a read_committed consumer was shown"}, false},
+		{"machine keeps its producer state after a truncation", sbroker.Knobs{KeepMachineProducers: true}, controller.Knobs{}, []string{"open transactions", "read_committed"}, false},
+		{"a late transaction version 2 marker is accepted", sbroker.Knobs{AcceptLateMarkers: true}, controller.Knobs{}, []string{"read_committed", "missing from a read_committed"}, false},
+		{"DeleteRecords answered before the followers raised their log start", sbroker.Knobs{AnswerDeleteRecordsEarly: true}, controller.Knobs{}, []string{"below the answered DeleteRecords"}, false},
+		{"the LSO passes a transaction whose marker is above the HW", sbroker.Knobs{StableUnreplicatedTxns: true}, controller.Knobs{}, []string{"a read_committed consumer was shown"}, false},
+		{"controlled shutdown granted before the others applied it (1cf2b54)", sbroker.Knobs{}, controller.Knobs{GrantShutdownEarly: true}, []string{"controlled shutdown completes"}, false},
+		{"a wiped broker kept in the ELR (KIP-966)", sbroker.Knobs{}, controller.Knobs{KeepELRAfterUncleanRegistration: true}, []string{"below the HW", "without acknowledged record", "where a consumer read", "in the ELR", "below the acknowledged commit"}, false},
+		{"local retention deletes a segment whose copy is not finished", sbroker.Knobs{DeleteLocalBeforeCopyFinished: true}, controller.Knobs{}, []string{"deleted r0-0 below its local log start", "in any tier"}, true},
+		{"a segment not wholly below the HW copied", sbroker.Knobs{CopyAboveHW: true}, controller.Knobs{}, []string{"the highest HW its leaders had", "in any tier", "reads"}, true},
 	} {
 		t.Run(b.name, func(t *testing.T) {
-			_, with := runSeeds(uint64(*flagRealSeeds), func(seed uint64) RealOptions {
+			n, opts := uint64(*flagRealSeeds), func(seed uint64) RealOptions {
 				return RealOptions{Seed: seed, Steps: *flagRealSteps, knobs: b.knobs, ctlKnobs: b.ctlKnobs}
-			})
+			}
+			if b.tiered {
+				n = n / realTieredSeeds
+				opts = func(i uint64) RealOptions {
+					return RealOptions{Seed: i * realTieredSeeds, Steps: *flagRealSteps, knobs: b.knobs, Tiered: true}
+				}
+			}
+			_, with := runSeeds(n, opts)
 			if with == nil {
 				t.Fatalf("no seed of the %d CI seeds fails with the bug", *flagRealSeeds)
 			}
@@ -180,7 +224,7 @@ func TestRealOldBugsAreCaught(t *testing.T) {
 			if !slices.ContainsFunc(b.want, func(w string) bool { return strings.Contains(with.Violation, w) }) {
 				t.Fatalf("seed %d fails with the bug, but not on %q: %s", seed, b.want, with.Violation)
 			}
-			if without := RunReal(RealOptions{Seed: seed, Steps: *flagRealSteps}); without.Violation != "" {
+			if without := RunReal(RealOptions{Seed: seed, Steps: *flagRealSteps, Tiered: b.tiered}); without.Violation != "" {
 				t.Fatalf("seed %d fails without the bug:\n%s", seed, without.Report())
 			}
 			t.Logf("first failing seed %d: %s", seed, with.Violation)

@@ -163,6 +163,11 @@ func (w *realWorld) checkAcked() {
 		if topic == realCompactTopic {
 			continue // checkCompactedAll
 		}
+		if topic == realTieredTopic {
+			w.checkTiered()
+			w.checkLocalCopied(true)
+			continue
+		}
 		leader := w.ctrl.image().Topics[topic].Partitions[0].Leader
 		if leader < 1 || !w.brokers[leader-1].up {
 			continue

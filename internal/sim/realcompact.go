@@ -264,7 +264,9 @@ func (w *realWorld) checkCompacted(id int32, p *sbroker.Partition) {
 // readBatchRecords calls fn with every record of l below end, in order,
 // until fn returns false.
 func readBatchRecords(l *storage.Log, end int64, fn func(off int64, r batch.Record) bool) error {
-	for off := l.LogStartOffset(); off < end; {
+	// From the local log start: a tiered log holds no more locally
+	// (realtier.go reads the rest through the Fetch handler).
+	for off := l.LocalLogStartOffset(); off < end; {
 		sl, err := l.Read(off, 1<<20, end)
 		if err != nil {
 			return err

@@ -13,6 +13,7 @@ import (
 	sbroker "github.com/sluice-io/sluice/internal/broker"
 	"github.com/sluice-io/sluice/internal/group"
 	"github.com/sluice-io/sluice/internal/handler"
+	"github.com/sluice-io/sluice/internal/remote"
 	"github.com/sluice-io/sluice/internal/replica"
 	"github.com/sluice-io/sluice/internal/sharecoord"
 	"github.com/sluice-io/sluice/internal/txn"
@@ -191,10 +192,14 @@ func (w *realWorld) createTxnTopic() {
 // coordTopics are the coordinators' internal topics: a disk is wiped
 // only where no committed record of theirs is lost either (maybeWipe).
 func (w *realWorld) coordTopics() []string {
+	ts := []string{txn.Topic, group.OffsetsTopic}
 	if w.shr.on {
-		return []string{txn.Topic, group.OffsetsTopic, sharecoord.Topic}
+		ts = append(ts, sharecoord.Topic)
 	}
-	return []string{txn.Topic, group.OffsetsTopic}
+	if w.tier.on {
+		ts = append(ts, remote.MetadataTopic)
+	}
+	return ts
 }
 
 // allocatePID is the simulated controller's AllocateProducerID.

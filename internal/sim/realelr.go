@@ -161,7 +161,7 @@ func (w *realWorld) checkElected(rb *realBroker, topic string, leo int64, epoch 
 		return
 	}
 	for off, v := range w.consumed[topic] {
-		if off < seen && off >= l.LogStartOffset() && off >= w.deleted[topic] && got[off] != v {
+		if off < seen && off >= l.LocalLogStartOffset() && off >= w.deleted[topic] && got[off] != v {
 			w.fail("broker %d leads %s-0 in epoch %d holding %q at %d, where a consumer read %q below HW %d: %s",
 				rb.id, topic, epoch, got[off], off, v, seen, w.describe(topic))
 			return

@@ -106,7 +106,7 @@ func (w *realWorld) ackedOne(pp pendingProduce, off int64) {
 		w.fail("acks=1 %q acknowledged by %d at %s-0@%d, flushed only below %d", pp.value, pp.broker, pp.topic, off, flushed)
 		return
 	}
-	if off < l.LogStartOffset() {
+	if off < l.LocalLogStartOffset() {
 		return
 	}
 	var got string
