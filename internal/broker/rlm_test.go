@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -39,6 +40,8 @@ type faultyStore struct {
 	refused atomic.Int64
 	mu      sync.Mutex
 	logPuts map[string]int
+	// refusedKeys holds the keys of the Puts failed.
+	refusedKeys map[string]bool
 }
 
 var errStoreDown = errors.New("test: object store unreachable")
@@ -46,6 +49,12 @@ var errStoreDown = errors.New("test: object store unreachable")
 func (f *faultyStore) Put(ctx context.Context, key string, body io.Reader, size int64) error {
 	if f.failing.Load() || f.failIndex.Load() && strings.HasSuffix(key, ".index") {
 		f.refused.Add(1)
+		f.mu.Lock()
+		if f.refusedKeys == nil {
+			f.refusedKeys = map[string]bool{}
+		}
+		f.refusedKeys[key] = true
+		f.mu.Unlock()
 		return errStoreDown
 	}
 	if strings.HasSuffix(key, ".log") {
@@ -57,6 +66,13 @@ func (f *faultyStore) Put(ctx context.Context, key string, body io.Reader, size 
 		f.mu.Unlock()
 	}
 	return f.Memory.Put(ctx, key, body, size)
+}
+
+// wasRefused reports whether a Put of key failed.
+func (f *faultyStore) wasRefused(key string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.refusedKeys[key]
 }
 
 // logPutsByStart counts the uploads of log objects per segment start
@@ -385,7 +401,9 @@ func TestTieredLeaderMoves(t *testing.T) {
 	var dangling remote.Segment
 	waitFor(t, "a dangling copy", 10*time.Second, func() bool {
 		for _, s := range leader.b.RemoteMetadata().(*remote.Cache).All(rp) {
-			if s.State == remote.CopyStarted {
+			// A copy whose index upload failed: one started before
+			// failIndex may be past its index and finish.
+			if s.State == remote.CopyStarted && store.wasRefused(remote.ObjectKey("", &s, remote.FileOffsetIndex)) {
 				dangling = s
 				_, err := store.Get(context.Background(), remote.ObjectKey("", &s, remote.FileLog), 0, -1)
 				return err == nil
@@ -409,14 +427,32 @@ func TestTieredLeaderMoves(t *testing.T) {
 		}
 	}
 	produceN(t, []string{ms[pm.Leader-1].addr}, "moves", 200, 100)
+	var state string
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("dangling %d-%d; remote log metadata of the new leader %d: %s", dangling.StartOffset, dangling.EndOffset, next.id, state)
+		}
+	})
 	waitFor(t, "the new leader copying, the dangling copy cleaned up", 20*time.Second, func() bool {
 		segs := next.b.RemoteMetadata().(*remote.Cache).All(rp)
+		state = ""
+		for _, s := range segs {
+			state += fmt.Sprintf(" [%d-%d %v by %d]", s.StartOffset, s.EndOffset, s.State, s.BrokerID)
+		}
 		newCopies := false
 		for _, s := range segs {
 			if s.State != remote.CopyFinished {
 				return false
 			}
 			newCopies = newCopies || s.BrokerID == next.id
+		}
+		// The new leader may read the dangling COPY_SEGMENT_STARTED only
+		// once its __remote_log_metadata HW passes it: wait for the
+		// cleanup too.
+		for k := remote.FileLog; k <= remote.FileLeaderEpochs; k++ {
+			if _, err := store.Get(context.Background(), remote.ObjectKey("", &dangling, k), 0, -1); !errors.Is(err, objstore.ErrNotFound) {
+				return false
+			}
 		}
 		return newCopies
 	})
