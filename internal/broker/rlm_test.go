@@ -647,17 +647,7 @@ func TestTieredRestartedBeforeMetadataRead(t *testing.T) {
 	q := newFakeQuorum()
 	dir := t.TempDir()
 	m := startTiered(t, q, 1, dir, store, tieredProps())
-	if err := m.b.CreateTopic("tiered", 1, 1, map[string]string{
-		"remote.storage.enable": "true", "segment.bytes": "2048", "local.retention.bytes": "4096",
-	}, false); err != nil {
-		t.Fatal(err)
-	}
-	produceN(t, []string{m.addr}, "tiered", 200, 100)
-	p, err := m.b.Partition("tiered", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "segments deleted locally", 20*time.Second, func() bool { return p.Log().LocalLogStartOffset() > 0 })
+	tieredBelowLocal(t, m)
 	m.stop()
 	// No pass of the manager for a while after the restart.
 	props := tieredProps()
@@ -678,6 +668,24 @@ func TestTieredRestartedBeforeMetadataRead(t *testing.T) {
 	if code, n := fetchAt(t, m, "tiered", 0); code != 0 || n == 0 {
 		t.Fatalf("fetch at 0 once the metadata is read: %v, %d bytes", kerr.ErrorForCode(code), n)
 	}
+}
+
+// tieredBelowLocal creates topic "tiered" (1 partition, RF 1, remote
+// storage on, 2 KiB segments, 4 KiB local) on m and produces until its
+// first segments are deleted locally.
+func tieredBelowLocal(t *testing.T, m *member) {
+	t.Helper()
+	if err := m.b.CreateTopic("tiered", 1, 1, map[string]string{
+		"remote.storage.enable": "true", "segment.bytes": "2048", "local.retention.bytes": "4096",
+	}, false); err != nil {
+		t.Fatal(err)
+	}
+	produceN(t, []string{m.addr}, "tiered", 200, 100)
+	p, err := m.b.Partition("tiered", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "segments deleted locally", 20*time.Second, func() bool { return p.Log().LocalLogStartOffset() > 0 })
 }
 
 // fetchAt sends one consumer Fetch of partition 0 of topic at offset to
@@ -719,17 +727,7 @@ func TestTieredReadMetadataBehind(t *testing.T) {
 	store := &faultyStore{}
 	q := newFakeQuorum()
 	m := startTiered(t, q, 1, t.TempDir(), store, tieredProps(), func(o *broker.Options) { o.RemoteMetadata = &remote.MemMetadata{} })
-	if err := m.b.CreateTopic("tiered", 1, 1, map[string]string{
-		"remote.storage.enable": "true", "segment.bytes": "2048", "local.retention.bytes": "4096",
-	}, false); err != nil {
-		t.Fatal(err)
-	}
-	produceN(t, []string{m.addr}, "tiered", 200, 100)
-	p, err := m.b.Partition("tiered", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "segments deleted locally", 20*time.Second, func() bool { return p.Log().LocalLogStartOffset() > 0 })
+	tieredBelowLocal(t, m)
 	if code, _ := fetchAt(t, m, "tiered", 0); code != kerr.ReplicaNotAvailable.Code {
 		t.Fatalf("fetch at 0, which the reader's metadata does not hold: %v, want REPLICA_NOT_AVAILABLE", kerr.ErrorForCode(code))
 	}
