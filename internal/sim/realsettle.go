@@ -39,6 +39,22 @@ func (w *realWorld) converged() bool {
 	return true
 }
 
+// healthyRound is 5 ms of a healthy cluster: the clock advances, then
+// every up broker runs its fetch, flush, ISR and tick loops once and, if
+// extra is set, extra.
+func (w *realWorld) healthyRound(extra func(*realBroker)) {
+	w.clk.Advance(5 * time.Millisecond)
+	for _, rb := range w.upBrokers() {
+		rb.b.StepFetch()
+		rb.b.StepFlush()
+		rb.b.StepAlter()
+		rb.b.StepTick()
+		if extra != nil {
+			extra(rb)
+		}
+	}
+}
+
 // settle heals every fault, restarts every broker and runs without faults
 // until the cluster converges, then checks every replica.
 func (w *realWorld) settle() {
@@ -61,16 +77,11 @@ func (w *realWorld) settle() {
 			}
 		}
 		w.control(0)
-		w.clk.Advance(5 * time.Millisecond)
-		for _, rb := range w.upBrokers() {
-			rb.b.StepFetch()
-			rb.b.StepFlush()
-			rb.b.StepAlter()
-			rb.b.StepTick()
-			if w.tier.on {
-				w.remoteStep(rb)
-			}
+		var remote func(*realBroker)
+		if w.tier.on {
+			remote = w.remoteStep
 		}
+		w.healthyRound(remote)
 		w.storeFaults()
 		if i < realSettleWork && i%3 == 0 {
 			w.produce()

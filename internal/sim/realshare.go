@@ -257,13 +257,7 @@ func (w *realWorld) shareExpiry() {
 func (w *realWorld) shareSetup() {
 	for i := 0; i < 400 && w.failed == "" && !w.shr.inited; i++ {
 		w.control(0)
-		w.clk.Advance(5 * time.Millisecond)
-		for _, rb := range w.upBrokers() {
-			rb.b.StepFetch()
-			rb.b.StepFlush()
-			rb.b.StepAlter()
-			rb.b.StepTick()
-		}
+		w.healthyRound(nil)
 		w.drainShareCoords()
 		w.shareInit()
 	}

@@ -275,13 +275,7 @@ func (w *realWorld) checkShareSettled() {
 			w.startBroker(crashed)
 		}
 		w.control(0)
-		w.clk.Advance(5 * time.Millisecond)
-		for _, rb := range w.upBrokers() {
-			rb.b.StepFetch()
-			rb.b.StepFlush()
-			rb.b.StepAlter()
-			rb.b.StepTick()
-		}
+		w.healthyRound(nil)
 		if i < 60 {
 			w.produce() // records to drain (a quarter of them to realShareTopic)
 		}
