@@ -1,6 +1,7 @@
 package remote
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"slices"
@@ -186,13 +187,21 @@ func (c *Cache) list(p Partition, keep func(*Segment) bool) []Segment {
 			out = append(out, cp)
 		}
 	}
-	slices.SortFunc(out, func(a, b Segment) int {
-		if a.StartOffset != b.StartOffset {
-			return cmpInt64(a.StartOffset, b.StartOffset)
-		}
-		return cmpInt64(a.EndOffset, b.EndOffset)
-	})
+	slices.SortFunc(out, compareSegments)
 	return out
+}
+
+// compareSegments orders segments by StartOffset, then EndOffset, then ID:
+// a total order, so that lists built from a map come out the same on
+// every run (the simulator replays a seed only if they do).
+func compareSegments(a, b Segment) int {
+	if a.StartOffset != b.StartOffset {
+		return cmpInt64(a.StartOffset, b.StartOffset)
+	}
+	if a.EndOffset != b.EndOffset {
+		return cmpInt64(a.EndOffset, b.EndOffset)
+	}
+	return bytes.Compare(a.ID[:], b.ID[:])
 }
 
 func cmpInt64(a, b int64) int {

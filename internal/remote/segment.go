@@ -142,7 +142,7 @@ func (m *MemMetadata) Add(s Segment) {
 	}
 	l := slices.DeleteFunc(m.segs[s.Partition], func(o Segment) bool { return o.ID == s.ID })
 	l = append(l, s)
-	slices.SortFunc(l, func(a, b Segment) int { return int(min(max(a.StartOffset-b.StartOffset, -1), 1)) })
+	slices.SortFunc(l, compareSegments)
 	m.segs[s.Partition] = l
 }
 
