@@ -207,6 +207,12 @@ func dev(args []string) error {
 		c.stopAll()
 		return err
 	}
+	// "ready" promises that a topic of replication factor up to n can be
+	// created: every broker registered and unfenced, not only listening.
+	if err := c.waitRegistered(60*time.Second, sig); err != nil {
+		c.stopAll()
+		return err
+	}
 	c.printf("sluice dev: %d brokers\nbootstrap: %s\nstatus: http://127.0.0.1:%d/status\n", *n, strings.Join(bootstrap, ","), http(1))
 	if s3 != nil {
 		c.printf("s3: %s bucket %s (objects in %s); tiered storage is on: create topics with remote.storage.enable=true\n",
@@ -400,6 +406,43 @@ func (c *devCluster) stopAll() {
 			c.errorf("sluice dev: broker %d still running 40 s after SIGTERM: killing it\n", b.id)
 			syscall.Kill(b.pid(), syscall.SIGKILL)
 			<-b.done
+		}
+	}
+}
+
+// waitRegistered waits until the cluster's Metadata lists every broker
+// (each registered with the controller and unfenced), a broker exits, a
+// signal comes, or timeout passes.
+func (c *devCluster) waitRegistered(timeout time.Duration, sig <-chan os.Signal) error {
+	var seeds []string
+	for _, b := range c.brokers {
+		seeds = append(seeds, b.kafka)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	listed := 0
+	for {
+		rctx, rcancel := context.WithTimeout(ctx, 2*time.Second)
+		resp, err := kmsg.NewPtrMetadataRequest().RequestWith(rctx, cl)
+		rcancel()
+		if err == nil {
+			if listed = len(resp.Brokers); listed >= len(c.brokers) {
+				return nil
+			}
+		}
+		select {
+		case x := <-c.exited:
+			return fmt.Errorf("broker %d exited (%s) before every broker registered; its log is above", x.id, x.cmd.ProcessState)
+		case s := <-sig:
+			return fmt.Errorf("interrupted (%s) while the brokers registered", s)
+		case <-ctx.Done():
+			return fmt.Errorf("%d of %d brokers registered with the controller within %v", listed, len(c.brokers), timeout)
+		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }
