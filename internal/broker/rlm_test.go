@@ -624,6 +624,9 @@ func TestTieredTopicDeleted(t *testing.T) {
 	produceN(t, []string{m.addr}, "gone", 200, 100)
 	rp := remoteOf(t, m.b, "gone", 0)
 	waitFor(t, "copies", 20*time.Second, func() bool { return len(m.b.RemoteMetadata().Segments(rp)) >= 3 })
+	if _, ok := gauge(t, "sluice_remote_copy_bytes_total", "gone"); !ok {
+		t.Fatal("no sluice_remote_copy_bytes_total for the topic after its copies")
+	}
 	if err := m.b.DeleteTopic("gone"); err != nil {
 		t.Fatal(err)
 	}
@@ -631,6 +634,13 @@ func TestTieredTopicDeleted(t *testing.T) {
 		keys, err := store.List(context.Background(), remote.PartitionPrefix("", rp))
 		return err == nil && len(keys) == 0 && len(m.b.RemoteMetadata().(*remote.Cache).All(rp)) == 0
 	})
+	// The deleted topic's per-topic counters are gone (Kafka's
+	// BrokerTopicStats.removeMetrics).
+	for _, name := range []string{"sluice_remote_copy_bytes_total", "sluice_remote_copy_requests_total"} {
+		if v, ok := gauge(t, name, "gone"); ok {
+			t.Errorf("%s{topic=gone} = %v after the topic was deleted", name, v)
+		}
+	}
 }
 
 // TestTieredRestartedBeforeMetadataRead: a broker restarted with a

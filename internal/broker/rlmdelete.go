@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluice-io/sluice/internal/clock"
 	"github.com/sluice-io/sluice/internal/metadata"
+	"github.com/sluice-io/sluice/internal/metrics"
 	"github.com/sluice-io/sluice/internal/objstore"
 	"github.com/sluice-io/sluice/internal/remote"
 )
@@ -31,6 +32,7 @@ func (b *Broker) deleteRemoteLog(im *metadata.Image, p *Partition) {
 	if t := im.Topics[p.Topic]; t != nil && t.ID == p.topicID {
 		return
 	}
+	metrics.ForgetRemoteTopic(p.Topic)
 	tp := p.TP
 	b.deleteRemoteLogAsync(remotePartition(p), &tp, false)
 }
@@ -78,6 +80,11 @@ func (b *Broker) deleteRemoteLogAsync(rp remote.Partition, tp *TP, ifAny bool) {
 			}
 			if err == nil {
 				b.log.Info("remote log of a deleted partition deleted", "topic", rp.Topic, "partition", rp.Partition)
+				// The partition's last task may have counted
+				// after the topic went.
+				if t := b.Image().Topics[rp.Topic]; t == nil || t.ID != metadata.UUID(rp.TopicID) {
+					metrics.ForgetRemoteTopic(rp.Topic)
+				}
 				return
 			}
 			if attempt >= 5 || b.ctx.Err() != nil {

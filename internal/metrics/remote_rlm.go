@@ -65,6 +65,19 @@ var (
 	}, []string{"topic"})
 )
 
+// ForgetRemoteTopic removes topic's series from the per-topic tiered
+// storage counters, once the topic is deleted (Kafka's
+// BrokerTopicStats.removeMetrics): a cluster that creates and deletes
+// topics does not grow its metrics without bound. A topic recreated
+// under the name counts from zero.
+func ForgetRemoteTopic(topic string) {
+	for _, v := range []*prometheus.CounterVec{RemoteCopyBytes, RemoteCopyRequests, RemoteCopyErrors,
+		RemoteFetchBytes, RemoteFetchRequests, RemoteFetchErrors, RemoteFetchThrottled,
+		RemoteDeleteRequests, RemoteDeleteErrors} {
+		v.DeleteLabelValues(topic)
+	}
+}
+
 // RemoteTopicGauges are a topic's tiered storage gauges on one broker,
 // over the partitions it leads.
 type RemoteTopicGauges struct {
