@@ -2,6 +2,7 @@ package remote
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -195,23 +196,8 @@ func (c *Cache) list(p Partition, keep func(*Segment) bool) []Segment {
 // a total order, so that lists built from a map come out the same on
 // every run (the simulator replays a seed only if they do).
 func compareSegments(a, b Segment) int {
-	if a.StartOffset != b.StartOffset {
-		return cmpInt64(a.StartOffset, b.StartOffset)
-	}
-	if a.EndOffset != b.EndOffset {
-		return cmpInt64(a.EndOffset, b.EndOffset)
-	}
-	return bytes.Compare(a.ID[:], b.ID[:])
-}
-
-func cmpInt64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
+	return cmp.Or(cmp.Compare(a.StartOffset, b.StartOffset), cmp.Compare(a.EndOffset, b.EndOffset),
+		bytes.Compare(a.ID[:], b.ID[:]))
 }
 
 // HighestOffsetForEpoch returns the highest offset of leader epoch e that
